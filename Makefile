@@ -1,0 +1,29 @@
+# graphc: `make demo` and `make test` are all a fresh machine needs.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint install bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m graphc demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check graphc tests benchmarks
+
+test: $(STAMP) lint
+	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+
+bench: $(STAMP)
+	$(PY) benchmarks/bench_lowering.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

@@ -1,0 +1,46 @@
+"""Typed errors raised by graphc's IR layer.
+
+Every error names the thing at fault (op, slot, variable, line) and what was expected.
+"""
+
+from __future__ import annotations
+
+
+class GraphcError(Exception):
+    """Base class of every error graphc raises on purpose."""
+
+
+class OpDefinitionError(GraphcError):
+    """An op does not match its definition: unknown type, bad slot, bad attribute."""
+
+
+class UnknownOpError(OpDefinitionError):
+    """No op of this type is registered."""
+
+
+class ShapeError(GraphcError):
+    """Shape or dtype inference failed: the inputs do not fit the op."""
+
+
+class ProgramError(GraphcError):
+    """The Program builder was used incorrectly (unknown variable, bad name, ...)."""
+
+
+class VerifyError(GraphcError):
+    """A graph broke an IR invariant; the message shows the op in context."""
+
+    def __init__(self, message: str, op=None, context: str = ""):
+        self.op = op
+        self.reason = message
+        self.context = context
+        super().__init__(message + ("\n" + context if context else ""))
+
+
+class ParseError(GraphcError):
+    """The textual IR could not be parsed; the message gives line and column."""
+
+    def __init__(self, message: str, line: int, col: int = 0, text: str = ""):
+        self.line, self.col = line, col
+        where = f"line {line}, column {col + 1}"
+        snippet = f"\n  {text}\n  {' ' * col}^" if text else ""
+        super().__init__(f"{message} ({where}){snippet}")

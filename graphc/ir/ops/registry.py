@@ -1,0 +1,234 @@
+"""The op registry: for each op type its slots, attribute schema, shape inference and traits.
+
+Both the Program builder and the SSA verifier check ops against these definitions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import OpDefinitionError, ShapeError, UnknownOpError
+from ..types import TensorType, normalize_dtype
+
+REQUIRED = object()  # default marker: the attribute must be given
+
+# Trait names (strings keep the text form and user code simple).
+ELEMENTWISE = "elementwise"  # output element i depends only on input element i (after broadcast)
+ACTIVATION = "activation"  # unary elementwise non-linearity
+OPTIMIZER = "optimizer"  # updates a parameter from its gradient
+COLLECTIVE = "collective"  # communicates across replicas
+RANDOM = "random"  # consumes randomness (seeded)
+STATEFUL = "stateful"  # writes persistable state (running statistics, parameters)
+INITIALIZER = "initializer"  # fills a tensor without reading one (startup programs)
+NO_GRAD = "no_grad"  # has no gradient (integer outputs, metrics)
+LOSS = "loss"  # produces a training loss
+TRAITS = frozenset({ELEMENTWISE, ACTIVATION, OPTIMIZER, COLLECTIVE, RANDOM, STATEFUL,
+                    INITIALIZER, NO_GRAD, LOSS})
+
+
+@dataclass(frozen=True)
+class SlotDef:
+    """An input or output slot: ``X``, ``Bias?`` (optional), ``X*`` (duplicable)."""
+
+    name: str
+    optional: bool = False
+    duplicable: bool = False
+
+    @classmethod
+    def parse(cls, spec: str) -> SlotDef:
+        name = spec.rstrip("?*")
+        return cls(name, optional="?" in spec, duplicable="*" in spec)
+
+
+_ATTR_TYPES = ("int", "float", "bool", "str", "dtype", "ints", "floats", "strs")
+
+
+@dataclass(frozen=True)
+class AttrDef:
+    name: str
+    type: str
+    default: Any = REQUIRED
+
+    def coerce(self, value: Any, where: str) -> Any:
+        """Return ``value`` in the attribute's canonical Python type or raise."""
+
+        def bad() -> OpDefinitionError:
+            return OpDefinitionError(
+                f"{where}: attribute '{self.name}' expects {self.type}, "
+                f"got {type(value).__name__} {value!r}")
+
+        t = self.type
+        if t == "bool":
+            if isinstance(value, bool):
+                return value
+            raise bad()
+        if t == "int":
+            if isinstance(value, int) and not isinstance(value, bool):
+                return int(value)
+            if hasattr(value, "item") and getattr(value, "dtype", None) is not None \
+                    and value.dtype.kind in "iu":
+                return int(value.item())
+            raise bad()
+        if t == "float":
+            if isinstance(value, bool) or not isinstance(value, int | float) and not (
+                    hasattr(value, "dtype") and value.dtype.kind in "iuf"):
+                raise bad()
+            return float(value)
+        if t == "str":
+            if isinstance(value, str):
+                return value
+            raise bad()
+        if t == "dtype":
+            try:
+                return normalize_dtype(value)
+            except ShapeError:
+                raise bad() from None
+        if t in ("ints", "floats", "strs"):
+            if not isinstance(value, list | tuple):
+                raise bad()
+            item = AttrDef(self.name, t[:-1])
+            try:
+                return [item.coerce(v, where) for v in value]
+            except OpDefinitionError:
+                raise bad() from None
+        raise AssertionError(t)
+
+
+class InferContext:
+    """What a shape-inference rule sees: input types by slot, attributes, error helper."""
+
+    __slots__ = ("op_type", "ins", "attrs")
+
+    def __init__(self, op_type: str, ins: dict[str, list[TensorType]], attrs: dict[str, Any]):
+        self.op_type, self.ins, self.attrs = op_type, ins, attrs
+
+    def x(self, slot: str) -> TensorType:
+        return self.ins[slot][0]
+
+    def xs(self, slot: str) -> list[TensorType]:
+        return self.ins.get(slot, [])
+
+    def has(self, slot: str) -> bool:
+        return bool(self.ins.get(slot))
+
+    def __getitem__(self, attr: str) -> Any:
+        return self.attrs[attr]
+
+    def check(self, cond: bool, message: str) -> None:
+        if not cond:
+            raise ShapeError(f"{self.op_type}: {message}")
+
+
+InferFn = Callable[[InferContext], dict[str, TensorType | list[TensorType]]]
+
+
+@dataclass
+class OpDef:
+    """Definition of one op type. ``infer`` maps input types and attrs to output types."""
+
+    type: str
+    inputs: tuple[SlotDef, ...]
+    outputs: tuple[SlotDef, ...]
+    attrs: dict[str, AttrDef]
+    infer: InferFn
+    traits: frozenset[str] = frozenset()
+    # output slot -> input slot whose buffer the output may reuse (in-place candidates)
+    inplace: dict[str, str] = field(default_factory=dict)
+    # grad maker hook: (op view, grad-of-output names) -> grad op descriptions (set by backward)
+    grad_maker: Callable | None = None
+    doc: str = ""
+
+    def __post_init__(self):
+        self.input_names = tuple(s.name for s in self.inputs)
+        self.output_names = tuple(s.name for s in self.outputs)
+        self._in = {s.name: s for s in self.inputs}
+        self._out = {s.name: s for s in self.outputs}
+        unknown = self.traits - TRAITS
+        if unknown:
+            raise AssertionError(f"{self.type}: unknown traits {sorted(unknown)}")
+
+    def has_trait(self, trait: str) -> bool:
+        return trait in self.traits
+
+    # -- checks shared by the Program builder and the verifier --------------------------
+    def normalize_attrs(self, attrs: dict[str, Any], where: str) -> dict[str, Any]:
+        """Check names and types, fill defaults; returns a new dict in schema order."""
+        for name in attrs:
+            if name not in self.attrs:
+                raise OpDefinitionError(
+                    f"{where}: unknown attribute '{name}' for op {self.type}; "
+                    f"expected one of {sorted(self.attrs) or 'none'}")
+        out = {}
+        for name, adef in self.attrs.items():
+            if name in attrs:
+                out[name] = adef.coerce(attrs[name], where)
+            elif adef.default is REQUIRED:
+                raise OpDefinitionError(f"{where}: op {self.type} requires attribute '{name}'")
+            else:
+                d = adef.default
+                out[name] = list(d) if isinstance(d, list | tuple) else d
+        return out
+
+    def check_slots(self, kind: str, given: dict[str, list], where: str) -> None:
+        """Check slot names and arities (``kind`` is 'input' or 'output')."""
+        slots = self._in if kind == "input" else self._out
+        for name, args in given.items():
+            if name not in slots:
+                raise OpDefinitionError(
+                    f"{where}: op {self.type} has no {kind} slot '{name}'; "
+                    f"expected one of {list(slots) or 'none'}")
+            if len(args) > 1 and not slots[name].duplicable:
+                raise OpDefinitionError(
+                    f"{where}: {kind} slot '{name}' of op {self.type} takes one value, "
+                    f"got {len(args)}")
+        for s in slots.values():
+            if not s.optional and not given.get(s.name):
+                raise OpDefinitionError(
+                    f"{where}: op {self.type} is missing required {kind} slot '{s.name}'")
+
+    def infer_types(self, ins: dict[str, list[TensorType]], attrs: dict[str, Any],
+                    where: str) -> dict[str, list[TensorType]]:
+        """Run shape/dtype inference; errors name the op and ``where``."""
+        try:
+            result = self.infer(InferContext(self.type, ins, attrs))
+        except ShapeError as exc:
+            raise ShapeError(f"{where}: {exc}") from None
+        return {k: (v if isinstance(v, list) else [v]) for k, v in result.items()}
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *,
+             infer: InferFn, traits=(), inplace=None, doc: str = "") -> OpDef:
+    """Register an op. Slots are a space-separated spec string: ``"X Y Bias?"``."""
+    if op_type in _REGISTRY:
+        raise AssertionError(f"op {op_type} registered twice")
+    adefs = {}
+    for name, spec in (attrs or {}).items():
+        typ, default = spec if isinstance(spec, tuple) else (spec, REQUIRED)
+        assert typ in _ATTR_TYPES, (op_type, name, typ)
+        adefs[name] = AttrDef(name, typ, default)
+    opdef = OpDef(op_type, tuple(SlotDef.parse(s) for s in inputs.split()),
+                  tuple(SlotDef.parse(s) for s in outputs.split()), adefs, infer,
+                  frozenset(traits), dict(inplace or {}), doc=doc)
+    _REGISTRY[op_type] = opdef
+    return opdef
+
+
+def get_op_def(op_type: str, where: str = "") -> OpDef:
+    try:
+        return _REGISTRY[op_type]
+    except KeyError:
+        prefix = f"{where}: " if where else ""
+        raise UnknownOpError(f"{prefix}unknown op type '{op_type}'") from None
+
+
+def has_op_def(op_type: str) -> bool:
+    return op_type in _REGISTRY
+
+
+def all_op_types() -> list[str]:
+    return sorted(_REGISTRY)

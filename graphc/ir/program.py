@@ -1,0 +1,424 @@
+"""The user-facing Program builder: Programs of Blocks holding Variables and Operators.
+
+Names, slots and habits are Paddle Fluid's, so scripts and weights move across unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import re
+from collections.abc import Iterable
+from typing import Any
+
+from .errors import OpDefinitionError, ProgramError, ShapeError
+from .ops import get_op_def
+from .source import user_source
+from .types import TensorType, dims_compatible, normalize_dtype, normalize_shape
+
+ROLES = ("forward", "backward", "optimize", "lr_sched")
+# '#' separates SSA versions and '%' marks values in the text form, so names avoid them.
+_NAME_RE = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ProgramError(
+            f"invalid variable name {name!r}: names are non-empty and contain no whitespace "
+            "or any of , : ( ) [ ] {{ }} = # % \"")
+    return name
+
+
+class Variable:
+    """A named tensor slot in a Block (shape with -1 for unknown dims, dtype)."""
+
+    def __init__(self, block: Block, name: str, shape=None, dtype="float32",
+                 persistable: bool = False, stop_gradient: bool = False,
+                 is_data: bool = False, need_check_feed: bool = False, lod_level: int = 0):
+        self.block = block
+        self.name = check_name(name)
+        self.shape = None if shape is None else normalize_shape(shape)
+        self.dtype = normalize_dtype(dtype)
+        self.persistable = persistable
+        self.stop_gradient = stop_gradient
+        self.is_data = is_data
+        self.need_check_feed = need_check_feed
+        self.lod_level = lod_level
+
+    @property
+    def type(self) -> TensorType:
+        if self.shape is None:
+            raise ProgramError(f"variable '{self.name}' has no shape yet")
+        return TensorType(self.shape, self.dtype)
+
+    @property
+    def is_parameter(self) -> bool:
+        return False
+
+    @property
+    def grad_name(self) -> str:
+        return self.name + "@GRAD"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape or ())
+
+    def __repr__(self) -> str:
+        shape = "?" if self.shape is None else list(self.shape)
+        flags = "".join(f", {f}" for f in ("persistable", "stop_gradient", "is_data")
+                        if getattr(self, f))
+        return f"Variable({self.name}, shape={shape}, dtype={self.dtype}{flags})"
+
+
+class Parameter(Variable):
+    """A trainable, persistable Variable with its optimisation attributes."""
+
+    def __init__(self, block: Block, name: str, shape, dtype="float32", trainable: bool = True,
+                 learning_rate: float = 1.0, regularizer=None, initializer=None,
+                 need_clip: bool = True):
+        super().__init__(block, name, shape, dtype, persistable=True,
+                         stop_gradient=not trainable)
+        if self.shape is None or any(d < 0 for d in self.shape):
+            raise ProgramError(f"parameter '{name}' needs a fully known shape, got {shape}")
+        self.trainable = trainable
+        self.optimize_attr = {"learning_rate": float(learning_rate)}
+        self.regularizer = regularizer
+        self.initializer = initializer
+        self.need_clip = need_clip
+
+    @property
+    def is_parameter(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return (f"Parameter({self.name}, shape={list(self.shape)}, dtype={self.dtype}, "
+                f"trainable={self.trainable})")
+
+
+class Operator:
+    """One op in a Block: type, slots mapping to variable names, attributes, source line."""
+
+    def __init__(self, block: Block, type: str, inputs: dict[str, list[str]],
+                 outputs: dict[str, list[str]], attrs: dict[str, Any], source: str | None,
+                 role: str = "forward"):
+        self.block, self.type, self.source, self.role = block, type, source, role
+        self.inputs, self.outputs, self.attrs = inputs, outputs, attrs
+
+    @property
+    def where(self) -> str:
+        return f"op {self.type}" + (f" at {self.source}" if self.source else "")
+
+    @property
+    def input_names(self) -> list[str]:
+        return list(self.inputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        return list(self.outputs)
+
+    def input(self, slot: str) -> list[str]:
+        return list(self.inputs.get(slot, []))
+
+    def output(self, slot: str) -> list[str]:
+        return list(self.outputs.get(slot, []))
+
+    @property
+    def input_arg_names(self) -> list[str]:
+        return [n for names in self.inputs.values() for n in names]
+
+    @property
+    def output_arg_names(self) -> list[str]:
+        return [n for names in self.outputs.values() for n in names]
+
+    def attr(self, name: str) -> Any:
+        if name not in self.attrs:
+            raise OpDefinitionError(f"{self.where}: no attribute '{name}'")
+        return self.attrs[name]
+
+    def has_attr(self, name: str) -> bool:
+        return name in self.attrs
+
+    def all_attrs(self) -> dict[str, Any]:
+        return dict(self.attrs)
+
+    def set_attr(self, name: str, value: Any) -> None:
+        opdef = get_op_def(self.type, self.where)
+        self.attrs = opdef.normalize_attrs({**self.attrs, name: value}, self.where)
+        self.block.program._bump()
+
+    def __repr__(self) -> str:
+        def slots(d):
+            return ", ".join(f"{k}={v}" for k, v in d.items())
+        return f"{{{slots(self.outputs)}}} = {self.type}({slots(self.inputs)})"
+
+
+def _names(value, where: str, slot: str) -> list[str]:
+    if value is None:
+        return []
+    items = value if isinstance(value, list | tuple) else [value]
+    out = []
+    for item in items:
+        if isinstance(item, Variable):
+            out.append(item.name)
+        elif isinstance(item, str):
+            out.append(item)
+        else:
+            raise ProgramError(f"{where}: slot '{slot}' expects Variables or names, "
+                               f"got {type(item).__name__}")
+    return out
+
+
+class Block:
+    """An ordered list of ops over a dict of variables (graphc builds only block 0 today)."""
+
+    def __init__(self, program: Program, idx: int, parent_idx: int = -1):
+        self.program, self.idx, self.parent_idx = program, idx, parent_idx
+        self.vars: dict[str, Variable] = {}
+        self.ops: list[Operator] = []
+
+    # -- variables -------------------------------------------------------------------
+    def var(self, name: str) -> Variable:
+        block = self
+        while block is not None:
+            if name in block.vars:
+                return block.vars[name]
+            block = block.parent
+        raise ProgramError(f"variable '{name}' is not in block {self.idx}")
+
+    def has_var(self, name: str) -> bool:
+        try:
+            self.var(name)
+            return True
+        except ProgramError:
+            return False
+
+    @property
+    def parent(self) -> Block | None:
+        return self.program.blocks[self.parent_idx] if self.parent_idx >= 0 else None
+
+    def create_var(self, name: str | None = None, shape=None, dtype="float32",
+                   **kwargs) -> Variable:
+        """Create (or, for an existing name of the same kind, return) a variable."""
+        if name is None:
+            from . import unique_name
+            name = unique_name.generate("_generated_var")
+        if name in self.vars:
+            var = self.vars[name]
+            if shape is not None and var.shape is not None and \
+                    tuple(var.shape) != normalize_shape(shape):
+                raise ProgramError(f"variable '{name}' exists with shape {list(var.shape)}, "
+                                   f"not {list(shape)}")
+            return var
+        var = Variable(self, name, shape, dtype, **kwargs)
+        self.vars[name] = var
+        self.program._bump()
+        return var
+
+    def create_parameter(self, name: str, shape, dtype="float32", **kwargs) -> Parameter:
+        if name in self.vars:
+            raise ProgramError(f"parameter '{name}' already exists in block {self.idx}")
+        param = Parameter(self, name, shape, dtype, **kwargs)
+        self.vars[name] = param
+        self.program._bump()
+        return param
+
+    def all_parameters(self) -> list[Parameter]:
+        return [v for v in self.vars.values() if isinstance(v, Parameter)]
+
+    # -- ops -------------------------------------------------------------------------
+    def append_op(self, type: str, inputs=None, outputs=None, attrs=None,
+                  source: str | None = None) -> Operator:
+        op = self._make_op(type, inputs, outputs, attrs, source)
+        self.ops.append(op)
+        return op
+
+    def _insert_op(self, index: int, type: str, inputs=None, outputs=None, attrs=None,
+                   source: str | None = None) -> Operator:
+        op = self._make_op(type, inputs, outputs, attrs, source)
+        self.ops.insert(index, op)
+        return op
+
+    def _prepend_op(self, *args, **kwargs) -> Operator:
+        return self._insert_op(0, *args, **kwargs)
+
+    def _remove_op(self, index: int) -> None:
+        del self.ops[index]
+        self.program._bump()
+
+    def _make_op(self, type, inputs, outputs, attrs, source) -> Operator:
+        source = source or user_source()
+        where = f"op {type}" + (f" at {source}" if source else "")
+        opdef = get_op_def(type, where)
+        ins = {k: _names(v, where, k) for k, v in (inputs or {}).items()}
+        outs = {k: _names(v, where, k) for k, v in (outputs or {}).items()}
+        ins = {k: v for k, v in ins.items() if v}
+        outs = {k: v for k, v in outs.items() if v}
+        opdef.check_slots("input", ins, where)
+        opdef.check_slots("output", outs, where)
+        attrs = opdef.normalize_attrs(dict(attrs or {}), where)
+        in_types = {}
+        for slot, names in ins.items():
+            types = []
+            for n in names:
+                if not self.has_var(n):
+                    raise ProgramError(f"{where}: input '{slot}' names unknown variable '{n}'")
+                var = self.var(n)
+                if var.shape is None:
+                    raise ShapeError(f"{where}: input '{slot}' variable '{n}' has no shape; "
+                                     "is it written by an op before this one?")
+                types.append(var.type)
+            in_types[slot] = types
+        inferred = opdef.infer_types(in_types, attrs, where)
+        for slot, names in outs.items():
+            types = inferred.get(slot)
+            if types is None or len(types) != len(names):
+                raise ShapeError(f"{where}: output '{slot}' has {len(names)} variables but the "
+                                 f"op produces {0 if types is None else len(types)}")
+            for n, t in zip(names, types):
+                if not self.has_var(n):
+                    raise ProgramError(f"{where}: output '{slot}' names unknown variable '{n}'")
+                var = self.var(n)
+                if var.shape is None:
+                    var.shape, var.dtype = t.shape, t.dtype
+                elif var.dtype != t.dtype or not dims_compatible(var.shape, t.shape):
+                    raise ShapeError(f"{where}: output '{slot}' variable '{n}' is "
+                                     f"{var.type} but the op produces {t}")
+        op = Operator(self, type, ins, outs, attrs, source, self.program._current_role)
+        self.program._bump()
+        return op
+
+
+class Program:
+    """A static program: blocks of ops; block 0 is the global block."""
+
+    def __init__(self):
+        self.blocks: list[Block] = [Block(self, 0)]
+        self.random_seed = 0
+        self._version = 0
+        self._current_role = "forward"
+
+    def _bump(self) -> None:
+        self._version += 1
+
+    @property
+    def version(self) -> int:
+        """Increments on every change; caches of lowered graphs key on it."""
+        return self._version
+
+    def global_block(self) -> Block:
+        return self.blocks[0]
+
+    def block(self, idx: int) -> Block:
+        return self.blocks[idx]
+
+    def current_block(self) -> Block:
+        return self.blocks[0]
+
+    @property
+    def num_blocks(self) -> int:
+        return len(self.blocks)
+
+    def all_parameters(self) -> list[Parameter]:
+        return [p for b in self.blocks for p in b.all_parameters()]
+
+    def list_vars(self) -> Iterable[Variable]:
+        for b in self.blocks:
+            yield from b.vars.values()
+
+    @property
+    def num_ops(self) -> int:
+        return sum(len(b.ops) for b in self.blocks)
+
+    @contextlib.contextmanager
+    def op_role_guard(self, role: str):
+        """Ops appended inside get ``role`` (backward/optimize/lr_sched)."""
+        if role not in ROLES:
+            raise ProgramError(f"op role must be one of {ROLES}, got {role!r}")
+        old, self._current_role = self._current_role, role
+        try:
+            yield
+        finally:
+            self._current_role = old
+
+    def clone(self, for_test: bool = False) -> Program:
+        """A deep copy. ``for_test`` keeps forward ops only and sets ``is_test`` attrs."""
+        new = Program()
+        new.random_seed = self.random_seed
+        new.blocks = []
+        for b in self.blocks:
+            nb = Block(new, b.idx, b.parent_idx)
+            for name, v in b.vars.items():
+                nv = copy.copy(v)
+                nv.block = nb
+                if isinstance(v, Parameter):
+                    nv.optimize_attr = dict(v.optimize_attr)
+                nb.vars[name] = nv
+            for op in b.ops:
+                if for_test and op.role != "forward":
+                    continue
+                attrs = dict(op.attrs)
+                if for_test and "is_test" in attrs:
+                    attrs["is_test"] = True
+                nb.ops.append(Operator(nb, op.type, {k: list(v) for k, v in op.inputs.items()},
+                                       {k: list(v) for k, v in op.outputs.items()}, attrs,
+                                       op.source, op.role))
+            if for_test:
+                used = {n for op in nb.ops for n in op.input_arg_names + op.output_arg_names}
+                nb.vars = {k: v for k, v in nb.vars.items()
+                           if k in used or v.persistable or v.is_data}
+            new.blocks.append(nb)
+        return new
+
+    def to_text(self, **kwargs) -> str:
+        """The SSA text form of this program (see ``graphc.lower``)."""
+        from .graph import lower
+        return lower(self).to_text(**kwargs)
+
+    def __str__(self) -> str:
+        return self.to_text()
+
+    def __repr__(self) -> str:
+        return f"<Program {self.num_ops} ops, {len(self.all_parameters())} parameters>"
+
+
+# -- default programs and program_guard ----------------------------------------------
+_main_program = Program()
+_startup_program = Program()
+
+
+def default_main_program() -> Program:
+    return _main_program
+
+
+def default_startup_program() -> Program:
+    return _startup_program
+
+
+def switch_main_program(program: Program) -> Program:
+    global _main_program
+    old, _main_program = _main_program, program
+    return old
+
+
+def switch_startup_program(program: Program) -> Program:
+    global _startup_program
+    old, _startup_program = _startup_program, program
+    return old
+
+
+@contextlib.contextmanager
+def program_guard(main_program: Program, startup_program: Program | None = None):
+    """Layers called inside build into ``main_program`` (and ``startup_program``)."""
+    if not isinstance(main_program, Program):
+        raise ProgramError(f"program_guard expects a Program, got {type(main_program).__name__}")
+    if startup_program is not None and not isinstance(startup_program, Program):
+        raise ProgramError("program_guard's startup_program must be a Program, got "
+                           f"{type(startup_program).__name__}")
+    old_main = switch_main_program(main_program)
+    old_startup = switch_startup_program(startup_program) if startup_program else None
+    try:
+        yield
+    finally:
+        switch_main_program(old_main)
+        if old_startup is not None:
+            switch_startup_program(old_startup)

@@ -1,0 +1,221 @@
+"""The Rewriter: every graph edit passes through it (insert, erase, replace, rewire).
+
+It keeps def-use edges consistent, records provenance on new ops, and emits events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from .errors import ProgramError, ShapeError
+from .graph import Graph, Op, Value, VarInfo
+from .ops import get_op_def
+from .types import TensorType, dims_compatible
+
+Listener = Callable[[str, dict[str, Any]], None]
+
+
+class Rewriter:
+    """Edits one graph. ``origin`` (a pass name) is recorded in new ops' provenance.
+
+    Events sent to listeners: insert_op, erase_op, replace_uses, set_input, set_attr,
+    new_value. Listeners are called as ``listener(kind, info_dict)``.
+    """
+
+    def __init__(self, graph: Graph, origin: str | None = None):
+        self.graph = graph
+        self.origin = origin
+        self.listeners: list[Listener] = list(getattr(graph, "listeners", ()))
+        self.changed = False
+        self._fresh = 0
+
+    def _emit(self, kind: str, **info) -> None:
+        self.changed = True
+        for listener in self.listeners:
+            listener(kind, info)
+
+    # -- values ------------------------------------------------------------------------
+    def new_value(self, name_hint: str, type: TensorType, *, stop_gradient: bool = False) -> Value:
+        """A fresh temporary value named after ``name_hint`` (made unique)."""
+        g = self.graph
+        name = name_hint
+        while name in g.vars:
+            self._fresh += 1
+            name = f"{name_hint}.r{self._fresh}"
+        var = g._new_var(VarInfo(name, "temp", stop_gradient))
+        v = g._new_value(var, 0, type)
+        self._emit("new_value", value=v)
+        return v
+
+    def new_version(self, of: Value, type: TensorType | None = None) -> Value:
+        """The next version of ``of``'s variable (for ops that update state in place)."""
+        g = self.graph
+        version = max(v.version for v in g.values.values() if v.var is of.var) + 1
+        v = g._new_value(of.var, version, type or of.type)
+        self._emit("new_value", value=v)
+        return v
+
+    # -- ops ---------------------------------------------------------------------------
+    def create_op(self, type: str, inputs: dict[str, Value | Iterable[Value]],
+                  outputs: dict[str, Value | str | Iterable[Value | str]],
+                  attrs: dict[str, Any] | None = None, *, source: str | None = None,
+                  derived_from: Iterable[Op] = (), role: str | None = None,
+                  after: Op | None = None) -> Op:
+        """Insert an op. Outputs given as strings are name hints for new values whose types
+        are inferred; given Values must have no producer and match the inferred type.
+
+        ``derived_from`` lists the ops this one replaces: it inherits their provenance,
+        the first one's source line and role, and is printed next to them.
+        """
+        g = self.graph
+        derived = list(derived_from)
+        anchor = after or (derived[0] if derived else None)
+        source = source if source is not None else (anchor.source if anchor else None)
+        role = role or (anchor.role if anchor else "forward")
+        where = f"op {type}" + (f" at {source}" if source else "")
+        opdef = get_op_def(type, where)
+        ins = {k: _as_list(v) for k, v in inputs.items()}
+        ins = {k: v for k, v in ins.items() if v}
+        outs_spec = {k: _as_list(v) for k, v in outputs.items()}
+        outs_spec = {k: v for k, v in outs_spec.items() if v}
+        opdef.check_slots("input", ins, where)
+        opdef.check_slots("output", outs_spec, where)
+        attrs = opdef.normalize_attrs(dict(attrs or {}), where)
+        for vals in ins.values():
+            for v in vals:
+                if v.graph is not g or g.values.get(v.name) is not v:
+                    raise ProgramError(f"{where}: input %{v.name} is not a value of this graph")
+        inferred = opdef.infer_types({k: [v.type for v in vs] for k, vs in ins.items()},
+                                     attrs, where)
+        outs: dict[str, list[Value]] = {}
+        for slot, items in outs_spec.items():
+            types = inferred.get(slot, [])
+            if len(types) != len(items):
+                raise ShapeError(f"{where}: output '{slot}' given {len(items)} values but the "
+                                 f"op produces {len(types)}")
+            vals = []
+            for item, t in zip(items, types):
+                if isinstance(item, str):
+                    item = self.new_value(item, t)
+                elif item.type.dtype != t.dtype or not dims_compatible(item.type.shape, t.shape):
+                    raise ShapeError(f"{where}: output '{slot}' value %{item.name} is "
+                                     f"{item.type} but the op produces {t}")
+                vals.append(item)
+            outs[slot] = vals
+        provenance = tuple(p for d in derived for p in (d.provenance or ((d.type, d.source),)))
+        if anchor is not None:
+            seq = anchor.seq + (next(g._ids),)
+        else:
+            seq = (len(g.ops_by_id) + 10**9,)
+        op = g._new_op(type, attrs, source, role, seq, provenance)
+        if self.origin:
+            op.provenance = op.provenance + (("pass", self.origin),)
+        g._connect(op, ins, outs)
+        self._emit("insert_op", op=op, derived_from=derived)
+        return op
+
+    def erase_op(self, op: Op, *, erase_outputs: bool = True) -> None:
+        """Remove ``op``; its outputs must be unused (and not graph outputs)."""
+        g = self.graph
+        outputs = list(g.nx.succ[op])
+        if erase_outputs:
+            for v in outputs:
+                if g.nx.succ[v]:
+                    users = ", ".join(u.where for u in g.nx.succ[v])
+                    raise ProgramError(f"cannot erase {op.where}: its output %{v.name} is "
+                                       f"still used by {users}")
+                if v in g.outputs:
+                    raise ProgramError(f"cannot erase {op.where}: its output %{v.name} is "
+                                       "a graph output")
+        inputs = list(g.nx.pred[op])
+        g.nx.remove_node(op)
+        del g.ops_by_id[op.id]
+        g._touch()
+        if erase_outputs:
+            for v in outputs:
+                self._drop_value(v)
+        self._emit("erase_op", op=op, inputs=inputs)
+
+    def _drop_value(self, v: Value) -> None:
+        g = self.graph
+        g.nx.remove_node(v)
+        del g.values[v.name]
+        if v.version == 0 and not any(o.var is v.var for o in g.values.values()
+                                      if o.version == 0):
+            g.vars.pop(v.var.name, None)
+
+    def erase_value(self, v: Value) -> None:
+        """Remove an unused value with no producer (e.g. an input nothing reads)."""
+        g = self.graph
+        if g.nx.pred[v] or g.nx.succ[v]:
+            raise ProgramError(f"cannot erase %{v.name}: it is still defined or used")
+        if v in g.outputs:
+            raise ProgramError(f"cannot erase %{v.name}: it is a graph output")
+        if v in g.inputs:
+            g.inputs.remove(v)
+        self._drop_value(v)
+        g._touch()
+        self._emit("erase_value", value=v)
+
+    def replace_all_uses(self, old: Value, new: Value, *, except_ops: Iterable[Op] = ()) -> int:
+        """Make every user of ``old`` (and graph outputs) read ``new``. Returns the count."""
+        g = self.graph
+        if old is new:
+            return 0
+        if old.type.dtype != new.type.dtype or not dims_compatible(old.type.shape, new.type.shape):
+            raise ShapeError(f"cannot replace %{old.name} ({old.type}) by %{new.name} "
+                             f"({new.type}): types differ")
+        skip = set(except_ops)
+        moved = 0
+        for op, keys in list(g.nx.succ[old].items()):
+            if op in skip:
+                continue
+            for key in list(keys):
+                g.nx.remove_edge(old, op, key=key)
+                g.nx.add_edge(new, op, key=key)
+                moved += 1
+            g._touch(op)
+        if not skip:
+            for i, v in enumerate(g.outputs):
+                if v is old:
+                    g.outputs[i] = new
+                    moved += 1
+        if moved:
+            self._emit("replace_uses", old=old, new=new, count=moved)
+        return moved
+
+    def replace_op(self, op: Op, replacements: dict[str, list[Value] | Value]) -> None:
+        """Redirect the uses of each output slot of ``op`` to the given values, then erase it."""
+        outs = self.graph.op_outputs(op)
+        for slot, new_vals in replacements.items():
+            for old, new in zip(outs.get(slot, []), _as_list(new_vals), strict=True):
+                self.replace_all_uses(old, new)
+        self.erase_op(op)
+
+    def set_input(self, op: Op, slot: str, pos: int, value: Value) -> None:
+        g = self.graph
+        old = g.op_inputs(op)[slot][pos]
+        g.nx.remove_edge(old, op, key=(slot, pos))
+        g.nx.add_edge(value, op, key=(slot, pos))
+        g._touch(op)
+        self._emit("set_input", op=op, slot=slot, pos=pos, old=old, new=value)
+
+    def set_attr(self, op: Op, name: str, value: Any) -> None:
+        opdef = get_op_def(op.type, op.where)
+        op.attrs = opdef.normalize_attrs({**op.attrs, name: value}, op.where)
+        self.graph._touch(op)
+        self._emit("set_attr", op=op, name=name, value=op.attrs[name])
+
+    def set_outputs(self, values: list[Value]) -> None:
+        self.graph.outputs = list(values)
+        self.graph._touch()
+        self._emit("set_outputs", values=list(values))
+
+
+def _as_list(v) -> list:
+    if v is None:
+        return []
+    if isinstance(v, Value | str):
+        return [v]
+    return list(v)

@@ -1,0 +1,377 @@
+"""Textual IR: print a Graph deterministically and parse it back to an equal Graph.
+
+Ops appear in stable topological order; attributes equal to their defaults are omitted.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from typing import Any
+
+from .errors import GraphcError, ParseError
+from .graph import Graph, Op, Value, VarInfo
+from .ops import get_op_def as _get_op_def
+from .ops import has_op_def
+from .types import TensorType, dtype_from_short, short_dtype
+
+# ---------------------------------------------------------------------------- printing
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, separators=(", ", ": "))
+
+
+def _default_stop_gradient(var: VarInfo) -> bool:
+    return var.kind == "feed" or (var.kind == "param" and not var.trainable)
+
+
+def var_flags(var: VarInfo) -> str:
+    flags = [] if var.kind == "temp" else [var.kind]
+    if var.stop_gradient != _default_stop_gradient(var):
+        flags.append(f"stop_gradient={_json(var.stop_gradient)}")
+    if var.kind == "param" and not var.trainable:
+        flags.append("trainable=false")
+    if var.learning_rate != 1.0:
+        flags.append(f"learning_rate={_json(var.learning_rate)}")
+    if var.lod_level:
+        flags.append(f"lod_level={var.lod_level}")
+    return " {" + ", ".join(flags) + "}" if flags else ""
+
+
+def format_type(t: TensorType) -> str:
+    return f"{short_dtype(t.dtype)}[{','.join(map(str, t.shape))}]"
+
+
+class _Printer:
+    def __init__(self, graph: Graph, show_source: bool):
+        self.graph, self.show_source = graph, show_source
+        self.flagged: set[str] = set()
+
+    def decl(self, v: Value) -> str:
+        text = f"%{v.name}: {format_type(v.type)}"
+        if v.var.name not in self.flagged:
+            self.flagged.add(v.var.name)
+            text += var_flags(v.var)
+        return text
+
+    def op_line(self, op: Op) -> str:
+        g = self.graph
+        ins, outs = g.op_inputs(op), g.op_outputs(op)
+        known = has_op_def(op.type)
+        opdef = _get_op_def(op.type) if known else None
+        single = opdef is not None and len(opdef.outputs) == 1 and not opdef.outputs[0].duplicable
+        first = opdef.output_names[0] if single else None
+        if single and list(outs) == [first] and len(outs[first]) == 1:
+            lhs = self.decl(outs[first][0])
+        else:
+            parts = []
+            for slot, vals in outs.items():
+                dup = opdef is None or slot not in opdef._out or opdef._out[slot].duplicable
+                body = ", ".join(self.decl(v) for v in vals)
+                parts.append(f"{slot}=[{body}]" if dup else f"{slot}={body}")
+            lhs = "(" + ", ".join(parts) + ")"
+        args = []
+        for slot, vals in ins.items():
+            dup = opdef is None or slot not in opdef._in or opdef._in[slot].duplicable
+            refs = ", ".join(f"%{v.name}" for v in vals)
+            args.append(f"{slot}=[{refs}]" if dup else f"{slot}={refs}")
+        attrs = []
+        for name, value in op.attrs.items():
+            adef = opdef.attrs.get(name) if opdef else None
+            if adef is not None and value == adef.default and type(value) is type(adef.default):
+                continue
+            attrs.append(f"{name}={_json(value)}")
+        if op.role != "forward":
+            attrs.append(f"op_role={_json(op.role)}")
+        line = f"  {lhs} = {op.type}({', '.join(args)})"
+        if attrs:
+            line += " {" + ", ".join(attrs) + "}"
+        if self.show_source and op.source:
+            path, _, lineno = op.source.rpartition(":")
+            line += f"  loc({_json(path)}:{lineno})"
+        return line
+
+
+def print_graph(graph: Graph, show_source: bool = False) -> str:
+    p = _Printer(graph, show_source)
+    header = f"graph @{graph.name}"
+    if graph.random_seed:
+        header += f"(random_seed={graph.random_seed})"
+    lines = [header + " {"]
+    lines += [f"  input {p.decl(v)}" for v in graph.inputs]
+    lines += [p.op_line(op) for op in graph.ops()]
+    lines += [f"  output %{v.name}" for v in graph.outputs]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def graph_html(graph: Graph) -> str:
+    """The text form as HTML: op names bold, source lines dimmed (for notebooks)."""
+    body = html.escape(graph.to_text(show_source=True))
+    body = re.sub(r"= ([a-z0-9_]+)\(", r"= <b>\1</b>(", body)
+    body = re.sub(r"(loc\(.*?\))", r'<span style="color:#888">\1</span>', body)
+    return f'<pre style="font-size:12px;line-height:1.3">{body}</pre>'
+
+
+# ---------------------------------------------------------------------------- parsing
+
+_NAME = re.compile(r'[^\s,:()\[\]{}="]+')
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_TYPE = re.compile(r"([a-z0-9]+)\[([-0-9,]*)\]")
+_DECODER = json.JSONDecoder()
+
+
+class _Line:
+    def __init__(self, text: str, lineno: int):
+        self.text, self.lineno, self.pos = text, lineno, 0
+
+    def error(self, message: str) -> ParseError:
+        return ParseError(message, self.lineno, self.pos, self.text)
+
+    def skip(self) -> None:
+        while self.pos < len(self.text) and self.text[self.pos] in " \t":
+            self.pos += 1
+
+    def peek(self, s: str) -> bool:
+        self.skip()
+        return self.text.startswith(s, self.pos)
+
+    def accept(self, s: str) -> bool:
+        if self.peek(s):
+            self.pos += len(s)
+            return True
+        return False
+
+    def expect(self, s: str) -> None:
+        if not self.accept(s):
+            raise self.error(f"expected '{s}'")
+
+    def match(self, regex: re.Pattern, what: str) -> re.Match:
+        self.skip()
+        m = regex.match(self.text, self.pos)
+        if not m:
+            raise self.error(f"expected {what}")
+        self.pos = m.end()
+        return m
+
+    def json_value(self) -> Any:
+        self.skip()
+        try:
+            value, end = _DECODER.raw_decode(self.text, self.pos)
+        except json.JSONDecodeError:
+            raise self.error("expected a value (number, string, true/false or list)") from None
+        self.pos = end
+        return value
+
+    def at_end(self) -> bool:
+        self.skip()
+        return self.pos >= len(self.text)
+
+
+class _Parser:
+    def __init__(self, text: str):
+        self.lines = text.splitlines()
+        self.graph = Graph()
+        self.seq = 0
+
+    def parse(self) -> Graph:
+        g = self.graph
+        body = [(i + 1, ln) for i, ln in enumerate(self.lines)
+                if ln.strip() and not ln.strip().startswith("//")]
+        if not body:
+            raise ParseError("empty input: expected 'graph @name {'", 1)
+        lineno, first = body[0]
+        line = _Line(first, lineno)
+        line.expect("graph")
+        line.expect("@")
+        g.name = line.match(_NAME, "a graph name").group()
+        if line.accept("("):
+            while not line.accept(")"):
+                key = line.match(_WORD, "a graph attribute").group()
+                line.expect("=")
+                if key != "random_seed":
+                    raise line.error(f"unknown graph attribute '{key}'")
+                g.random_seed = line.json_value()
+                line.accept(",")
+        line.expect("{")
+        closed = False
+        for lineno, text in body[1:]:
+            if closed:
+                raise ParseError("text after the closing '}'", lineno, 0, text)
+            line = _Line(text, lineno)
+            if line.accept("}"):
+                closed = True
+            elif line.accept("input "):
+                v = self.decl(line)
+                g.inputs.append(v)
+            elif line.accept("output "):
+                g.outputs.append(self.ref(line))
+            else:
+                self.op(line)
+            if not closed and not line.at_end():
+                raise line.error("unexpected text")
+        if not closed:
+            raise ParseError("missing closing '}'", len(self.lines))
+        return g
+
+    def ref(self, line: _Line) -> Value:
+        line.expect("%")
+        name = line.match(_NAME, "a value name").group()
+        try:
+            return self.graph.values[name]
+        except KeyError:
+            raise line.error(f"value '%{name}' is used before it is defined") from None
+
+    def decl(self, line: _Line) -> Value:
+        g = self.graph
+        line.expect("%")
+        start = line.pos
+        name = line.match(_NAME, "a value name").group()
+        base, _, version = name.partition("#")
+        if version and not version.isdigit():
+            raise ParseError(f"bad version in '%{name}'", line.lineno, start, line.text)
+        line.expect(":")
+        m = line.match(_TYPE, "a type like f32[-1,10]")
+        try:
+            dims = tuple(int(d) for d in m.group(2).split(",")) if m.group(2) else ()
+            t = TensorType(dims, dtype_from_short(m.group(1)))
+        except (ValueError, GraphcError) as exc:
+            raise line.error(f"bad type '{m.group()}': {exc}") from None
+        flags = self.flags(line) if line.peek("{") else None
+        var = g.vars.get(base)
+        if var is None:
+            var = g._new_var(self.var_info(base, flags or {}, line))
+        elif flags is not None:
+            raise line.error(f"flags for '{base}' were already given at its first occurrence")
+        if name in g.values:
+            raise line.error(f"value '%{name}' is defined twice")
+        return g._new_value(var, int(version or 0), t)
+
+    def flags(self, line: _Line) -> dict[str, Any]:
+        line.expect("{")
+        out: dict[str, Any] = {}
+        while not line.accept("}"):
+            key = line.match(_WORD, "a flag").group()
+            out[key] = line.json_value() if line.accept("=") else True
+            if not line.accept(","):
+                line.expect("}")
+                break
+        return out
+
+    def var_info(self, name: str, flags: dict[str, Any], line: _Line) -> VarInfo:
+        kinds = [k for k in ("feed", "param", "persistable") if flags.pop(k, False)]
+        if len(kinds) > 1:
+            raise line.error(f"'{name}' has several kinds: {kinds}")
+        info = VarInfo(name, kinds[0] if kinds else "temp")
+        info.trainable = bool(flags.pop("trainable", True))
+        info.stop_gradient = bool(flags.pop("stop_gradient", _default_stop_gradient(info)))
+        info.learning_rate = float(flags.pop("learning_rate", 1.0))
+        info.lod_level = int(flags.pop("lod_level", 0))
+        if flags:
+            raise line.error(f"unknown flags for '{name}': {sorted(flags)}")
+        return info
+
+    def slot_list(self, line: _Line, item) -> dict[str, list]:
+        out: dict[str, list] = {}
+        while True:
+            slot = line.match(_WORD, "a slot name").group()
+            if slot in out:
+                raise line.error(f"slot '{slot}' given twice")
+            line.expect("=")
+            if line.accept("["):
+                vals = []
+                while not line.accept("]"):
+                    vals.append(item(line))
+                    if not line.accept(","):
+                        line.expect("]")
+                        break
+            else:
+                vals = [item(line)]
+            out[slot] = vals
+            if not line.accept(","):
+                return out
+
+    def op(self, line: _Line) -> None:
+        g = self.graph
+        if line.accept("("):
+            outs = {} if line.accept(")") else self.slot_list(line, self.decl)
+            if outs:
+                line.expect(")")
+            single = False
+        else:
+            outs = {"": [self.decl(line)]}
+            single = True
+        line.expect("=")
+        type_start = line.pos + 1
+        op_type = line.match(_WORD, "an op type").group()
+        if not has_op_def(op_type):
+            raise ParseError(f"unknown op type '{op_type}'", line.lineno, type_start, line.text)
+        opdef = _get_op_def(op_type)
+        if single:
+            outs = {opdef.output_names[0]: outs[""]} if opdef.outputs else outs
+        line.expect("(")
+        ins = {} if line.accept(")") else self.slot_list(line, self.ref)
+        if ins:
+            line.expect(")")
+        attrs: dict[str, Any] = {}
+        if line.accept("{"):
+            while not line.accept("}"):
+                key = line.match(_WORD, "an attribute name").group()
+                line.expect("=")
+                attrs[key] = line.json_value()
+                if not line.accept(","):
+                    line.expect("}")
+                    break
+        role = attrs.pop("op_role", "forward")
+        source = None
+        if line.accept("loc("):
+            path = line.json_value()
+            line.expect(":")
+            lineno = line.match(re.compile(r"\d+"), "a line number").group()
+            line.expect(")")
+            source = f"{path}:{lineno}"
+        try:
+            attrs = opdef.normalize_attrs(attrs, f"op {op_type}")
+        except GraphcError as exc:
+            raise line.error(str(exc)) from None
+        op = g._new_op(op_type, attrs, source, role, (self.seq,))
+        self.seq += 1
+        try:
+            g._connect(op, ins, outs)
+        except GraphcError as exc:
+            raise line.error(str(exc)) from None
+
+
+def parse(text: str) -> Graph:
+    """Parse the textual IR printed by ``Graph.to_text``."""
+    return _Parser(text).parse()
+
+
+# ------------------------------------------------------------------ structural equality
+
+
+def _tagged(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return ("list", tuple(_tagged(v) for v in value))
+    return (type(value).__name__, value)
+
+
+def structural_key(g: Graph) -> tuple:
+    """Everything that defines a graph, independent of node identity and insertion order."""
+
+    def var_key(v: VarInfo) -> tuple:
+        return (v.name, v.kind, v.stop_gradient, v.trainable, v.learning_rate, v.lod_level)
+
+    ops = []
+    for op in g.ops():
+        ins = tuple((s, tuple(v.name for v in vs)) for s, vs in g.op_inputs(op).items())
+        outs = tuple((s, tuple((v.name, v.type) for v in vs))
+                     for s, vs in g.op_outputs(op).items())
+        attrs = tuple(sorted((k, _tagged(v)) for k, v in op.attrs.items()))
+        ops.append((op.type, op.role, op.source, attrs, ins, outs))
+    return (g.name, g.random_seed,
+            tuple((v.name, v.type) for v in g.inputs), tuple(ops),
+            tuple(v.name for v in g.outputs),
+            tuple(sorted(var_key(v) for v in g.vars.values())))

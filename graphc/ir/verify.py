@@ -1,0 +1,141 @@
+"""The verifier: checks every SSA invariant and raises VerifyError showing the op in context.
+
+Single definition, no cycles, every use defined, slots/attrs per op definition, types.
+"""
+
+from __future__ import annotations
+
+from .errors import GraphcError, VerifyError
+from .graph import Graph, Op, Value
+from .ops import get_op_def, has_op_def
+from .program import ROLES
+from .types import dims_compatible
+
+CONTEXT_OPS = 3
+
+
+def _context(graph: Graph, op: Op, order: list[Op] | None) -> str:
+    from .text import _Printer
+    printer = _Printer(graph, show_source=True)
+    if order is None:
+        order = sorted(graph.ops_by_id.values(), key=lambda o: (o.seq, o.id))
+    try:
+        i = order.index(op)
+    except ValueError:
+        return ""
+    lines = []
+    for j in range(max(0, i - CONTEXT_OPS), min(len(order), i + CONTEXT_OPS + 1)):
+        try:
+            text = printer.op_line(order[j]).strip()
+        except GraphcError:
+            text = f"<{order[j].type}>"
+        lines.append(("  > " if j == i else "    ") + text)
+    return "\n".join(lines)
+
+
+def _fail(graph: Graph, message: str, op: Op | None = None, order=None):
+    where = f"{op.where}: " if op is not None else ""
+    raise VerifyError(where + message, op=op,
+                      context=_context(graph, op, order) if op is not None else "")
+
+
+def verify(graph: Graph) -> None:
+    """Raise VerifyError on the first broken invariant; return None if the graph is valid."""
+    g = graph.nx
+    nodes_ops = {n for n in g.nodes if isinstance(n, Op)}
+    nodes_vals = {n for n in g.nodes if isinstance(n, Value)}
+    if len(nodes_ops) + len(nodes_vals) != g.number_of_nodes():
+        _fail(graph, "graph holds nodes that are neither ops nor values")
+    if nodes_ops != set(graph.ops_by_id.values()):
+        _fail(graph, "op table and graph nodes disagree (an op was added or removed "
+                     "without the rewriter)")
+    if nodes_vals != set(graph.values.values()):
+        _fail(graph, "value table and graph nodes disagree (a value was added or removed "
+                     "without the rewriter)")
+    for u, v, key in g.edges(keys=True):
+        if isinstance(u, Op) == isinstance(v, Op):
+            _fail(graph, f"edge {u!r} -> {v!r} does not join a value and an op")
+        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)
+                and isinstance(key[1], int)):
+            _fail(graph, f"edge {u!r} -> {v!r} has key {key!r}, expected (slot, position)")
+
+    inputs = set()
+    for v in graph.inputs:
+        if v in inputs:
+            _fail(graph, f"%{v.name} is listed twice as a graph input")
+        inputs.add(v)
+        if v not in nodes_vals:
+            _fail(graph, f"graph input %{v.name} is not in the graph")
+    for v in graph.outputs:
+        if v not in nodes_vals:
+            _fail(graph, f"graph output %{v.name} is not a value of the graph")
+
+    for v in nodes_vals:
+        expected = v.var.name if v.version == 0 else f"{v.var.name}#{v.version}"
+        if v.name != expected or graph.vars.get(v.var.name) is not v.var:
+            _fail(graph, f"value %{v.name} is not named after its variable and version "
+                         f"(expected %{expected})")
+        producers = list(g.pred[v])
+        if len(producers) > 1 or sum(len(k) for k in g.pred[v].values()) > 1:
+            ops = ", ".join(p.where for p in producers)
+            _fail(graph, f"%{v.name} is defined more than once (by {ops})", op=producers[-1])
+        if producers and v in inputs:
+            _fail(graph, f"%{v.name} is a graph input and is also defined by an op",
+                  op=producers[0])
+        if not producers and v not in inputs:
+            users = list(g.succ[v])
+            if users:
+                _fail(graph, f"reads %{v.name}, which no op defines and which is not a graph "
+                             "input (dangling use)", op=users[0])
+            _fail(graph, f"value %{v.name} has no definition and is not a graph input")
+
+    order = graph.ops()  # raises VerifyError on a cycle
+    for op in order:
+        _verify_op(graph, op, order)
+
+
+def _verify_op(graph: Graph, op: Op, order: list[Op]) -> None:
+    if not has_op_def(op.type):
+        _fail(graph, f"unknown op type '{op.type}'", op, order)
+    if op.role not in ROLES:
+        _fail(graph, f"op_role {op.role!r} is not one of {ROLES}", op, order)
+    opdef = get_op_def(op.type)
+    ins, outs = graph._io_uncached(op)
+    try:
+        opdef.check_slots("input", ins, op.where)
+        opdef.check_slots("output", outs, op.where)
+        for kind, slots in (("input", ins), ("output", outs)):
+            for slot, vals in slots.items():
+                keys = sorted(k[1] for k in _edge_keys(graph, op, kind) if k[0] == slot)
+                if keys != list(range(len(vals))):
+                    _fail(graph, f"{kind} slot '{slot}' has positions {keys}, expected "
+                                 f"0..{len(vals) - 1}", op, order)
+        attrs = opdef.normalize_attrs(op.attrs, op.where)
+    except VerifyError:
+        raise
+    except GraphcError as exc:
+        _fail(graph, str(exc).removeprefix(op.where + ": "), op, order)
+    if attrs != op.attrs or any(type(attrs[k]) is not type(op.attrs[k]) for k in attrs):
+        missing = sorted(set(attrs) - set(op.attrs))
+        _fail(graph, f"attributes are not normalized (missing {missing})" if missing else
+              "attributes are not normalized", op, order)
+    try:
+        inferred = opdef.infer_types({k: [v.type for v in vs] for k, vs in ins.items()},
+                                     op.attrs, op.where)
+    except GraphcError as exc:
+        _fail(graph, str(exc).removeprefix(op.where + ": "), op, order)
+    for slot, vals in outs.items():
+        types = inferred.get(slot, [])
+        if len(types) != len(vals):
+            _fail(graph, f"output '{slot}' has {len(vals)} values but the op produces "
+                         f"{len(types)}", op, order)
+        for v, t in zip(vals, types):
+            if v.type.dtype != t.dtype or not dims_compatible(v.type.shape, t.shape):
+                _fail(graph, f"output '{slot}' %{v.name} is declared {v.type} but the op "
+                             f"produces {t} (shape mismatch)", op, order)
+
+
+def _edge_keys(graph: Graph, op: Op, kind: str):
+    if kind == "input":
+        return [k for _, _, k in graph.nx.in_edges(op, keys=True)]
+    return [k for _, _, k in graph.nx.out_edges(op, keys=True)]

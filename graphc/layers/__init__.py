@@ -1,0 +1,44 @@
+"""Fluid-style layer functions (``graphc.layers.fc`` ...), building into the default programs.
+
+Each layer appends Paddle's ops with Paddle's names; see helper.LayerHelper.
+"""
+
+from .loss import accuracy, cross_entropy, softmax_with_cross_entropy, topk
+from .math import (
+    elementwise_add,
+    elementwise_div,
+    elementwise_mul,
+    elementwise_sub,
+    gelu,
+    leaky_relu,
+    matmul,
+    mean,
+    reduce_max,
+    reduce_mean,
+    reduce_sum,
+    relu,
+    scale,
+    sigmoid,
+    softmax,
+    tanh,
+)
+from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
+from .tensor import (
+    assign,
+    cast,
+    concat,
+    data,
+    fill_constant,
+    reshape,
+    split,
+    sums,
+    transpose,
+)
+
+__all__ = [
+    "accuracy", "assign", "batch_norm", "cast", "concat", "conv2d", "cross_entropy", "data",
+    "dropout", "elementwise_add", "elementwise_div", "elementwise_mul", "elementwise_sub",
+    "embedding", "fc", "fill_constant", "gelu", "layer_norm", "leaky_relu", "matmul", "mean",
+    "pool2d", "reduce_max", "reduce_mean", "reduce_sum", "relu", "reshape", "scale", "sigmoid",
+    "softmax", "softmax_with_cross_entropy", "split", "sums", "tanh", "topk", "transpose",
+]

@@ -1,0 +1,85 @@
+"""LayerHelper: what every layer function shares (names, parameters, temporaries, ops).
+
+Parameters live in the main program; their initialiser ops go to the startup program.
+"""
+
+from __future__ import annotations
+
+import copy
+
+from ..initializer import Constant, Initializer, Xavier
+from ..ir import unique_name
+from ..ir.errors import ProgramError
+from ..ir.program import Variable, default_main_program, default_startup_program
+from ..ir.types import normalize_dtype
+from ..param_attr import ParamAttr
+
+
+class LayerHelper:
+    def __init__(self, layer_type: str, name: str | None = None):
+        self.layer_type = layer_type
+        self.name = name or unique_name.generate(layer_type)
+        self.main_program = default_main_program()
+        self.startup_program = default_startup_program()
+
+    @property
+    def block(self):
+        return self.main_program.current_block()
+
+    def create_parameter(self, attr, shape, dtype="float32", is_bias: bool = False,
+                         default_initializer: Initializer | None = None):
+        attr = ParamAttr.to_attr(attr)
+        if attr is False:
+            return None
+        attr = copy.copy(attr)
+        shape = [int(d) for d in shape]
+        if any(d <= 0 for d in shape):
+            raise ProgramError(f"{self.layer_type}: parameter shape {shape} must be positive")
+        name = attr.name or unique_name.generate(f"{self.name}.{'b' if is_bias else 'w'}")
+        init = attr.initializer or default_initializer or (Constant(0.0) if is_bias else Xavier())
+        dtype = normalize_dtype(dtype)
+        param = self.main_program.global_block().create_parameter(
+            name, shape, dtype, trainable=attr.trainable, learning_rate=attr.learning_rate,
+            regularizer=attr.regularizer, initializer=init, need_clip=attr.need_clip)
+        startup = self.startup_program.global_block()
+        if name not in startup.vars:
+            svar = startup.create_var(name, shape, dtype, persistable=True)
+            init(svar, startup)
+        return param
+
+    def create_variable_for_type_inference(self, dtype="float32",
+                                           stop_gradient: bool = False) -> Variable:
+        """A temporary named ``<layer>.tmp_N``; its shape comes from the op that writes it."""
+        return self.block.create_var(unique_name.generate(f"{self.name}.tmp"), None, dtype,
+                                     stop_gradient=stop_gradient)
+
+    def append_op(self, *args, **kwargs):
+        return self.block.append_op(*args, **kwargs)
+
+    def append_bias_op(self, x: Variable, bias_attr, dim_start: int = 1, dim_end=None):
+        size = list(x.shape[dim_start:dim_end])
+        b = self.create_parameter(bias_attr, size, x.dtype, is_bias=True)
+        if b is None:
+            return x
+        out = self.create_variable_for_type_inference(x.dtype)
+        self.append_op("elementwise_add", {"X": x, "Y": b}, {"Out": out}, {"axis": dim_start})
+        return out
+
+    def append_activation(self, x: Variable, act) -> Variable:
+        if act is None:
+            return x
+        attrs = {}
+        if isinstance(act, dict):
+            attrs = {k: v for k, v in act.items() if k != "type"}
+            act = act["type"]
+        out = self.create_variable_for_type_inference(x.dtype)
+        self.append_op(act, {"X": x}, {"Out": out}, attrs)
+        return out
+
+
+def check_variable(layer: str, arg: str, value) -> Variable:
+    if not isinstance(value, Variable):
+        raise ProgramError(f"{layer}: '{arg}' must be a Variable, got {type(value).__name__}")
+    if value.shape is None:
+        raise ProgramError(f"{layer}: '{arg}' ({value.name}) has no shape yet")
+    return value

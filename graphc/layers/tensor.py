@@ -1,0 +1,104 @@
+"""Data declaration and tensor layers: data, fill_constant, cast, reshape, transpose,
+concat, split, sums, assign."""
+
+from __future__ import annotations
+
+from ..ir.errors import ProgramError
+from ..ir.program import default_main_program
+from ..ir.types import normalize_dtype
+from .helper import LayerHelper, check_variable
+
+
+def data(name: str, shape, dtype="float32", lod_level: int = 0):
+    """Declare a fed input. The batch dimension is explicit: ``-1`` (or None) if unknown."""
+    if shape is None or isinstance(shape, int | str):
+        raise ProgramError(f"data '{name}': shape must be a list such as [-1, 784], got {shape!r}")
+    dims = [-1 if d is None else int(d) for d in shape]
+    block = default_main_program().global_block()
+    if name in block.vars:
+        raise ProgramError(f"data '{name}' is already declared in this program")
+    return block.create_var(name, dims, normalize_dtype(dtype), is_data=True,
+                            need_check_feed=True, stop_gradient=True, lod_level=lod_level)
+
+
+def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None, name=None):
+    helper = LayerHelper("fill_constant", name)
+    out = out or helper.create_variable_for_type_inference(normalize_dtype(dtype),
+                                                           stop_gradient=True)
+    helper.append_op("fill_constant", outputs={"Out": out},
+                     attrs={"shape": [int(d) for d in shape], "dtype": normalize_dtype(dtype),
+                            "value": float(value), "force_cpu": force_cpu})
+    return out
+
+
+def cast(x, dtype):
+    check_variable("cast", "x", x)
+    helper = LayerHelper("cast")
+    dtype = normalize_dtype(dtype)
+    out = helper.create_variable_for_type_inference(dtype)
+    helper.append_op("cast", {"X": x}, {"Out": out}, {"in_dtype": x.dtype, "out_dtype": dtype})
+    return out
+
+
+def _with_xshape(op_type, x, attrs, act=None, name=None):
+    check_variable(op_type.rstrip("2"), "x", x)
+    helper = LayerHelper(op_type, name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    xshape = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
+    helper.append_op(op_type, {"X": x}, {"Out": out, "XShape": xshape}, attrs)
+    return helper.append_activation(out, act)
+
+
+def reshape(x, shape, actual_shape=None, act=None, inplace: bool = False, name=None):
+    """Reshape; 0 keeps the input's dimension, one -1 is inferred (Paddle rules)."""
+    if actual_shape is not None:
+        raise ProgramError("reshape: actual_shape (a shape tensor) is not supported; "
+                           "pass a list")
+    return _with_xshape("reshape2", x, {"shape": [int(d) for d in shape]}, act, name)
+
+
+def transpose(x, perm, name=None):
+    return _with_xshape("transpose2", x, {"axis": [int(p) for p in perm]}, name=name)
+
+
+def concat(input, axis: int = 0, name=None):
+    if not input:
+        raise ProgramError("concat: input is empty")
+    for x in input:
+        check_variable("concat", "input", x)
+    helper = LayerHelper("concat", name)
+    out = helper.create_variable_for_type_inference(input[0].dtype)
+    helper.append_op("concat", {"X": list(input)}, {"Out": out}, {"axis": axis})
+    return out
+
+
+def split(input, num_or_sections, dim: int = -1, name=None):
+    """Split along ``dim`` into ``num`` equal parts or the given section sizes."""
+    check_variable("split", "input", input)
+    helper = LayerHelper("split", name)
+    if isinstance(num_or_sections, int):
+        n, attrs = num_or_sections, {"num": num_or_sections, "axis": dim}
+    else:
+        sections = [int(s) for s in num_or_sections]
+        n, attrs = len(sections), {"sections": sections, "axis": dim}
+    if n < 1:
+        raise ProgramError(f"split: num_or_sections must give at least one part, got "
+                           f"{num_or_sections!r}")
+    outs = [helper.create_variable_for_type_inference(input.dtype) for _ in range(n)]
+    helper.append_op("split", {"X": input}, {"Out": outs}, attrs)
+    return outs
+
+
+def sums(input, out=None):
+    helper = LayerHelper("sum")
+    out = out or helper.create_variable_for_type_inference(input[0].dtype)
+    helper.append_op("sum", {"X": list(input)}, {"Out": out})
+    return out
+
+
+def assign(input, output=None):
+    helper = LayerHelper("assign")
+    check_variable("assign", "input", input)
+    output = output or helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("assign", {"X": input}, {"Out": output})
+    return output
