@@ -1,38 +1,29 @@
 """graphc: build Paddle-Fluid-style programs, lower them to an SSA IR, rewrite them with
 passes chosen by a BuildStrategy, and run them on JAX/XLA."""
 
-from . import initializer, layers
+from . import initializer, layers, optimizer, regularizer
+from .backward import append_backward
 from .ir import (
-    Block,
-    Graph,
-    GraphcError,
-    OpDefinitionError,
-    Operator,
-    Parameter,
-    ParseError,
-    Program,
-    ProgramError,
-    ShapeError,
-    TensorType,
-    UnknownOpError,
-    Variable,
-    VerifyError,
-    default_main_program,
-    default_startup_program,
-    lower,
-    parse,
-    program_guard,
-    unique_name,
+    Block, GraphcError, Graph, OpDefinitionError, Operator, Parameter, ParseError, Program,
+    ProgramError, ShapeError, TensorType, UnknownOpError, Variable, VerifyError,
+    default_main_program, default_startup_program, lower, parse, program_guard, unique_name,
     verify,
 )
 from .layers import data
 from .param_attr import ParamAttr
+from .runtime.checkpoint import CheckpointError, load, save
+from .runtime.executor import Executor, FeedError, FetchError
+from .runtime.places import CPUPlace, CUDAPlace, is_compiled_with_cuda
+from .runtime.scope import Scope, global_scope, scope_guard
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Block", "GraphcError", "Graph", "OpDefinitionError", "Operator", "ParamAttr", "Parameter",
-    "ParseError", "Program", "ProgramError", "ShapeError", "TensorType", "UnknownOpError",
-    "Variable", "VerifyError", "data", "default_main_program", "default_startup_program",
-    "initializer", "layers", "lower", "parse", "program_guard", "unique_name", "verify",
+    "append_backward", "optimizer", "regularizer", "CheckpointError", "load", "save",
+    "Block", "CPUPlace", "CUDAPlace", "Executor", "FeedError", "FetchError", "GraphcError",
+    "Graph", "OpDefinitionError", "Operator", "ParamAttr", "Parameter", "ParseError", "Program",
+    "ProgramError", "Scope", "ShapeError", "TensorType", "UnknownOpError", "Variable",
+    "VerifyError", "data", "default_main_program", "default_startup_program", "global_scope",
+    "initializer", "is_compiled_with_cuda", "layers", "lower", "parse", "program_guard",
+    "scope_guard", "unique_name", "verify",
 ]

@@ -3,6 +3,7 @@
 Each layer appends Paddle's ops with Paddle's names; see helper.LayerHelper.
 """
 
+from .learning_rate_scheduler import cosine_decay, linear_lr_warmup, piecewise_decay
 from .loss import accuracy, cross_entropy, softmax_with_cross_entropy, topk
 from .math import (
     elementwise_add,
@@ -22,6 +23,7 @@ from .math import (
     softmax,
     tanh,
 )
+from .math_op_patch import monkey_patch_variable
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
 from .tensor import (
     assign,
@@ -35,8 +37,10 @@ from .tensor import (
     transpose,
 )
 
+monkey_patch_variable()
+
 __all__ = [
-    "accuracy", "assign", "batch_norm", "cast", "concat", "conv2d", "cross_entropy", "data",
+    "accuracy", "assign", "cosine_decay", "linear_lr_warmup", "piecewise_decay", "batch_norm", "cast", "concat", "conv2d", "cross_entropy", "data",
     "dropout", "elementwise_add", "elementwise_div", "elementwise_mul", "elementwise_sub",
     "embedding", "fc", "fill_constant", "gelu", "layer_norm", "leaky_relu", "matmul", "mean",
     "pool2d", "reduce_max", "reduce_mean", "reduce_sum", "relu", "reshape", "scale", "sigmoid",

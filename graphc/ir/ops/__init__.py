@@ -3,7 +3,8 @@
 ``get_op_def(type)`` is the one way to ask what an op takes, produces and promises.
 """
 
-from . import math_ops, nn_ops, tensor_ops  # noqa: F401  (registration side effects)
+from . import math_ops, nn_ops, optimizer_ops, tensor_ops  # noqa: F401  (registration)
+from .grad_ops import GRAD_SUFFIX, forward_type, grad_op_type, is_differentiable, register_grad_ops
 from .registry import (
     ACTIVATION,
     COLLECTIVE,
@@ -25,7 +26,10 @@ from .registry import (
     register,
 )
 
+register_grad_ops()  # after every forward op is known
+
 __all__ = [
+    "GRAD_SUFFIX", "forward_type", "grad_op_type", "is_differentiable", "register_grad_ops",
     "ACTIVATION", "COLLECTIVE", "ELEMENTWISE", "INITIALIZER", "LOSS", "NO_GRAD", "OPTIMIZER",
     "RANDOM", "REQUIRED", "STATEFUL", "AttrDef", "InferContext", "OpDef", "SlotDef",
     "all_op_types", "get_op_def", "has_op_def", "register",

@@ -1,0 +1,42 @@
+"""Walk a graph's ops in order, applying each op's lowering rule to an environment of arrays.
+
+The interpreter calls it eagerly; the JAX emitter calls it while tracing one jitted step.
+"""
+
+from __future__ import annotations
+
+from ..ir.errors import GraphcError
+from ..ir.graph import Graph, Op, Value
+from .rules import LoweringError, apply_rule, stable_seed
+
+
+def op_seed(graph: Graph, op: Op) -> int:
+    outs = op.output_values()
+    return stable_seed(outs[0].name if outs else op.type, graph.random_seed)
+
+
+def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, axis_name=None) -> None:
+    ins = {slot: [env[v] for v in vals] for slot, vals in graph.op_inputs(op).items()}
+    outs = graph.op_outputs(op)
+    out_types = {slot: [v.type for v in vals] for slot, vals in outs.items()}
+    try:
+        results = apply_rule(op.type, op.attrs, ins, out_types, op.where, op_seed(graph, op),
+                             step, axis_name)
+    except GraphcError:
+        raise
+    except Exception as exc:  # a rule failed: say which op, as torch.fx's Interpreter does
+        raise LoweringError(f"while executing {op.where}: {type(exc).__name__}: {exc}") from exc
+    for slot, vals in outs.items():
+        for v, arr in zip(vals, results[slot]):
+            if tuple(arr.shape) != tuple(d if d >= 0 else arr.shape[i]
+                                         for i, d in enumerate(v.type.shape)):
+                raise LoweringError(f"{op.where}: output %{v.name} has shape {list(arr.shape)} "
+                                    f"but the IR says {list(v.type.shape)}")
+            env[v] = arr
+
+
+def evaluate(graph: Graph, env: dict[Value, object], step=0, axis_name=None,
+             ops: list[Op] | None = None) -> dict[Value, object]:
+    for op in graph.ops() if ops is None else ops:
+        evaluate_op(graph, op, env, step, axis_name)
+    return env

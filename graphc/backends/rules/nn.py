@@ -1,0 +1,192 @@
+"""Lowering rules for convolution, pooling, normalisation, dropout, embedding and losses.
+
+batch_norm keeps Paddle's conventions: biased batch variance, SavedVariance = 1/sqrt(var+eps).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ...ir.ops.shapes import conv_pads, same_pads
+from .registry import lowering
+
+
+def window_padding(c, hw, ksize, strides, dilations=(1, 1), ceil_mode=False):
+    """[(lo, hi), (lo, hi)] for H and W under Paddle's padding_algorithm and ceil_mode."""
+    algo = c["padding_algorithm"]
+    pads = conv_pads(c["paddings"])
+    out = []
+    for i in range(2):
+        if algo == "SAME":
+            lo, hi = same_pads(hw[i], ksize[i], strides[i], dilations[i])
+        elif algo == "VALID":
+            lo = hi = 0
+        else:
+            lo, hi = pads[2 * i], pads[2 * i + 1]
+        if ceil_mode:  # extra padding at the end so the last partial window is counted
+            eff = dilations[i] * (ksize[i] - 1) + 1
+            span = hw[i] + lo + hi - eff
+            hi += (-span) % strides[i]
+        out.append((lo, hi))
+    return out
+
+
+def _hw(x, layout):
+    return x.shape[1:3] if layout == "NHWC" else x.shape[2:4]
+
+
+@lowering("conv2d", "depthwise_conv2d")
+def _conv2d(c, Input, Filter):
+    layout = c["data_format"]
+    pads = window_padding(c, _hw(Input, layout), Filter.shape[2:], c["strides"],
+                          c["dilations"])
+    spec = ("NHWC", "OIHW", "NHWC") if layout == "NHWC" else ("NCHW", "OIHW", "NCHW")
+    out = jax.lax.conv_general_dilated(
+        Input, Filter, window_strides=tuple(c["strides"]), padding=pads,
+        rhs_dilation=tuple(c["dilations"]), dimension_numbers=spec,
+        feature_group_count=c["groups"])
+    return {"Output": out}
+
+
+def _adaptive_pool(x, out_hw, reduce, layout):
+    """Paddle's adaptive pooling: window i spans [floor(i*H/o), ceil((i+1)*H/o))."""
+    h_axis, w_axis = (1, 2) if layout == "NHWC" else (2, 3)
+    rows = []
+    for i in range(out_hw[0]):
+        h0, h1 = (i * x.shape[h_axis]) // out_hw[0], -(-((i + 1) * x.shape[h_axis]) // out_hw[0])
+        cols = []
+        for j in range(out_hw[1]):
+            w0 = (j * x.shape[w_axis]) // out_hw[1]
+            w1 = -(-((j + 1) * x.shape[w_axis]) // out_hw[1])
+            win = jax.lax.slice_in_dim(jax.lax.slice_in_dim(x, h0, h1, axis=h_axis),
+                                       w0, w1, axis=w_axis)
+            cols.append(reduce(win, axis=(h_axis, w_axis), keepdims=True))
+        rows.append(jnp.concatenate(cols, axis=w_axis))
+    return jnp.concatenate(rows, axis=h_axis)
+
+
+@lowering("pool2d")
+def _pool2d(c, X):
+    layout = c["data_format"]
+    spatial = (1, 2) if layout == "NHWC" else (2, 3)
+    is_max = c["pooling_type"] == "max"
+    if c["global_pooling"]:
+        fn = jnp.max if is_max else jnp.mean
+        return {"Out": fn(X, axis=spatial, keepdims=True)}
+    if c["adaptive"]:
+        return {"Out": _adaptive_pool(X, c["ksize"], jnp.max if is_max else jnp.mean, layout)}
+    k, s = tuple(c["ksize"]), tuple(c["strides"])
+    pads = window_padding(c, _hw(X, layout), k, s, ceil_mode=c["ceil_mode"])
+    dims, strides, padding = [1, 1, 1, 1], [1, 1, 1, 1], [(0, 0)] * 4
+    for i, ax in enumerate(spatial):
+        dims[ax], strides[ax], padding[ax] = k[i], s[i], pads[i]
+    # Python scalars as initial values: JAX then recognises the max/add monoids and can
+    # differentiate the window reduction (a traced constant hides them under jit).
+    if is_max:
+        init = -float("inf") if jnp.issubdtype(X.dtype, jnp.floating) \
+            else int(jnp.iinfo(X.dtype).min)
+        out = jax.lax.reduce_window(X, init, jax.lax.max, dims, strides, padding)
+        return {"Out": out}
+    zero = 0.0 if jnp.issubdtype(X.dtype, jnp.floating) else 0
+    total = jax.lax.reduce_window(X, zero, jax.lax.add, dims, strides, padding)
+    if c["exclusive"]:
+        ones = jnp.ones([X.shape[ax] if ax in spatial else 1 for ax in range(4)], X.dtype)
+        count = jax.lax.reduce_window(ones, zero, jax.lax.add, dims, strides, padding)
+    else:
+        count = jnp.array(k[0] * k[1], X.dtype)
+    return {"Out": total / count}
+
+
+def batch_norm_train(x, scale, bias, epsilon, layout):
+    """Normalise with batch statistics; returns (y, batch mean, biased batch variance)."""
+    axes = tuple(i for i in range(x.ndim) if i != (x.ndim - 1 if layout == "NHWC" else 1))
+    shape = [1] * x.ndim
+    shape[x.ndim - 1 if layout == "NHWC" else 1] = -1
+    xf = x.astype(scale.dtype)
+    mean = jnp.mean(xf, axis=axes)
+    var = jnp.mean(jnp.square(xf - mean.reshape(shape)), axis=axes)
+    inv = jax.lax.rsqrt(var + jnp.asarray(epsilon, var.dtype))
+    y = (xf - mean.reshape(shape)) * (inv * scale).reshape(shape) + bias.reshape(shape)
+    return y.astype(x.dtype), mean, var
+
+
+@lowering("batch_norm")
+def _batch_norm(c, X, Scale, Bias, Mean, Variance):
+    layout, eps = c["data_layout"], c["epsilon"]
+    if c["is_test"] or c["use_global_stats"]:
+        shape = [1] * X.ndim
+        shape[X.ndim - 1 if layout == "NHWC" else 1] = -1
+        inv = jax.lax.rsqrt(Variance + jnp.asarray(eps, Variance.dtype))
+        y = (X.astype(Scale.dtype) - Mean.reshape(shape)) * (inv * Scale).reshape(shape) \
+            + Bias.reshape(shape)
+        return {"Y": y.astype(X.dtype), "MeanOut": Mean, "VarianceOut": Variance,
+                "SavedMean": Mean, "SavedVariance": inv}
+    y, mean, var = batch_norm_train(X, Scale, Bias, eps, layout)
+    m = jnp.asarray(c["momentum"], Mean.dtype)
+    return {"Y": y, "MeanOut": Mean * m + mean * (1 - m),
+            "VarianceOut": Variance * m + var * (1 - m), "SavedMean": mean,
+            "SavedVariance": jax.lax.rsqrt(var + jnp.asarray(eps, var.dtype))}
+
+
+@lowering("layer_norm")
+def _layer_norm(c, X, Scale, Bias):
+    axis = c["begin_norm_axis"]
+    axes = tuple(range(axis, X.ndim))
+    mean = jnp.mean(X, axis=axes, keepdims=True)
+    var = jnp.mean(jnp.square(X - mean), axis=axes, keepdims=True)
+    y = (X - mean) * jax.lax.rsqrt(var + jnp.asarray(c["epsilon"], X.dtype))
+    if Scale is not None:
+        y = y * Scale.reshape(X.shape[axis:])
+    if Bias is not None:
+        y = y + Bias.reshape(X.shape[axis:])
+    return {"Y": y, "Mean": mean.reshape(-1), "Variance": var.reshape(-1)}
+
+
+@lowering("dropout")
+def _dropout(c, X):
+    p = c["dropout_prob"]
+    upscale = c["dropout_implementation"] == "upscale_in_train"
+    if c["is_test"]:
+        out = X if upscale else X * jnp.asarray(1.0 - p, X.dtype)
+        return {"Out": out, "Mask": jnp.ones(X.shape, jnp.uint8)}
+    keep = jax.random.uniform(c.rng(c["seed"] if c["fix_seed"] else 0), X.shape) >= p
+    mask = keep.astype(X.dtype)
+    if upscale:
+        mask = mask / jnp.asarray(1.0 - p, X.dtype) if p < 1.0 else mask * 0
+    return {"Out": X * mask, "Mask": keep.astype(jnp.uint8)}
+
+
+@lowering("lookup_table")
+def _lookup_table(c, W, Ids):
+    ids = Ids.reshape(Ids.shape[:-1])
+    out = jnp.take(W, ids, axis=0)
+    if c["padding_idx"] != -1:
+        out = jnp.where((ids == c["padding_idx"])[..., None], jnp.zeros((), W.dtype), out)
+    return {"Out": out}
+
+
+def _hard_label_loss(logp, label, axis, ignore_index):
+    label = jnp.squeeze(label, axis)
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(label, axis).astype(jnp.int32), axis)
+    keep = jnp.expand_dims(label != ignore_index, axis)
+    return jnp.where(keep, -picked, jnp.zeros((), logp.dtype))
+
+
+@lowering("softmax_with_cross_entropy")
+def _softmax_ce(c, Logits, Label):
+    axis = c["axis"] % Logits.ndim
+    logp = jax.nn.log_softmax(Logits, axis=axis)
+    if c["soft_label"]:
+        loss = -jnp.sum(Label * logp, axis=axis, keepdims=True)
+    else:
+        loss = _hard_label_loss(logp, Label, axis, c["ignore_index"])
+    return {"Softmax": jnp.exp(logp), "Loss": loss}
+
+
+@lowering("cross_entropy")
+def _cross_entropy(c, X, Label):
+    logp = jnp.log(X)
+    if c["soft_label"]:
+        return {"Y": -jnp.sum(Label * logp, axis=-1, keepdims=True)}
+    return {"Y": _hard_label_loss(logp, Label, X.ndim - 1, c["ignore_index"])}

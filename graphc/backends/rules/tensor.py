@@ -1,0 +1,72 @@
+"""Lowering rules for reshape, transpose, concat, split, cast and tensor creation.
+
+Random initialisers draw from keys fixed by the op's seed (or the program's) and its name.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+
+import jax
+import jax.numpy as jnp
+
+from .registry import lowering
+
+
+def _xshape(x):
+    return jnp.zeros((0,) + tuple(x.shape), x.dtype)
+
+
+@lowering("reshape2")
+def _reshape2(c, X):
+    target = [X.shape[i] if d == 0 else d for i, d in enumerate(c["shape"])]
+    if -1 in target:
+        known = pymath.prod(d for d in target if d != -1)
+        target[target.index(-1)] = X.size // known
+    return {"Out": X.reshape(target), "XShape": _xshape(X)}
+
+
+@lowering("transpose2")
+def _transpose2(c, X):
+    return {"Out": jnp.transpose(X, c["axis"]), "XShape": _xshape(X)}
+
+
+@lowering("concat")
+def _concat(c, X):
+    return {"Out": jnp.concatenate(X, axis=c["axis"])}
+
+
+@lowering("split")
+def _split(c, X):
+    axis = c["axis"] % X.ndim
+    size = X.shape[axis]
+    if c["num"] > 0:
+        sections = [size // c["num"]] * c["num"]
+    else:
+        sections = list(c["sections"])
+        if -1 in sections:
+            sections[sections.index(-1)] = size - sum(s for s in sections if s != -1)
+    bounds = [sum(sections[:i + 1]) for i in range(len(sections) - 1)]
+    return {"Out": jnp.split(X, bounds, axis=axis)}
+
+
+@lowering("cast")
+def _cast(c, X):
+    return {"Out": X.astype(c["out_dtype"])}
+
+
+@lowering("fill_constant")
+def _fill_constant(c):
+    return {"Out": jnp.full(c["shape"], c["value"], c["dtype"])}
+
+
+@lowering("uniform_random")
+def _uniform_random(c):
+    out = jax.random.uniform(c.rng(c["seed"]), c["shape"], jnp.float32, c["min"], c["max"])
+    return {"Out": out.astype(c["dtype"])}
+
+
+@lowering("gaussian_random")
+def _gaussian_random(c):
+    out = jax.random.normal(c.rng(c["seed"]), c["shape"], jnp.float32)
+    return {"Out": (out * c["std"] + c["mean"]).astype(c["dtype"])}

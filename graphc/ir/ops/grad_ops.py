@@ -1,0 +1,97 @@
+"""Gradient op definitions, derived from forward ones: ``T_grad`` for each differentiable T.
+
+Slots: T's inputs and outputs (optional), ``<out>@GRAD`` inputs, ``<in>@GRAD`` outputs.
+"""
+
+from __future__ import annotations
+
+from ..types import FLOAT_DTYPES
+from .registry import (
+    _REGISTRY, INITIALIZER, NO_GRAD, InferContext, OpDef, SlotDef, get_op_def,
+)
+
+GRAD_SUFFIX = "@GRAD"
+
+# Grad ops that do not read a forward input take its gradient's type from another slot.
+GRAD_TYPE_FROM = {
+    "relu": {"X": "Out"}, "sigmoid": {"X": "Out"}, "tanh": {"X": "Out"},
+    "dropout": {"X": "Out@GRAD"}, "softmax_with_cross_entropy": {"Logits": "Softmax"},
+}
+
+
+def grad_op_type(op_type: str) -> str:
+    return op_type + "_grad"
+
+
+def forward_type(grad_type: str) -> str | None:
+    if grad_type.endswith("_grad"):
+        base = grad_type[: -len("_grad")]
+        if base in _REGISTRY and is_differentiable(base):
+            return base
+    return None
+
+
+def is_differentiable(op_type: str) -> bool:
+    opdef = get_op_def(op_type)
+    return not (opdef.traits & {NO_GRAD, INITIALIZER}) and not op_type.endswith("_grad")
+
+
+# Which forward slots each grad op reads (Paddle's choices); default: all forward inputs.
+GRAD_READS = {
+    "relu": ("Out",), "sigmoid": ("Out",), "tanh": ("Out",),
+    "dropout": ("Mask",),
+    "softmax_with_cross_entropy": ("Label", "Softmax"),
+    "batch_norm": ("X", "Scale", "Bias", "Mean", "Variance", "SavedMean", "SavedVariance"),
+}
+
+
+def default_grad_maker(op_type: str):
+    """A grad maker: (forward inputs, outputs, attrs, output grads, input grads by slot)
+    -> [(grad op type, inputs, outputs, attrs)]. Names of absent grads are None."""
+    fwd = _REGISTRY[op_type]
+    reads = GRAD_READS.get(op_type, fwd.input_names)
+
+    def make(inputs, outputs, attrs, out_grads, in_grads):
+        ins = {s: list(v) for s, v in {**inputs, **outputs}.items() if s in reads}
+        for slot, names in out_grads.items():
+            if any(n is not None for n in names):
+                if None in names:  # duplicable output with some grads missing: not supported
+                    raise ValueError(f"{op_type}: gradient of only some of {slot}")
+                ins[slot + GRAD_SUFFIX] = list(names)
+        outs = {slot + GRAD_SUFFIX: names for slot, names in in_grads.items()
+                if any(n is not None for n in names)}
+        return [(grad_op_type(op_type), ins, outs, dict(attrs))]
+
+    return make
+
+
+def _make_infer(fwd: OpDef):
+    type_from = GRAD_TYPE_FROM.get(fwd.type, {})
+
+    def infer(c: InferContext):
+        out = {}
+        for slot in fwd.inputs:
+            src = slot.name if c.has(slot.name) else type_from.get(slot.name)
+            if src and c.has(src):
+                out[slot.name + GRAD_SUFFIX] = list(c.xs(src))
+        # integer inputs (labels, ids) have no gradient: the op cannot produce one
+        return {k: v for k, v in out.items() if all(t.dtype in FLOAT_DTYPES for t in v)}
+    return infer
+
+
+def register_grad_ops() -> None:
+    """Register ``T_grad`` for every differentiable forward op (idempotent)."""
+    for op_type in list(_REGISTRY):
+        gtype = grad_op_type(op_type)
+        if gtype in _REGISTRY or not is_differentiable(op_type):
+            continue
+        fwd = _REGISTRY[op_type]
+        ins = [SlotDef(s.name, True, s.duplicable) for s in fwd.inputs]
+        ins += [SlotDef(s.name, True, s.duplicable) for s in fwd.outputs]
+        ins += [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.outputs]
+        outs = [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.inputs]
+        _REGISTRY[gtype] = OpDef(gtype, tuple(ins), tuple(outs), dict(fwd.attrs),
+                                 _make_infer(fwd), frozenset(), {},
+                                 doc=f"gradient of {op_type}")
+        if fwd.grad_maker is None:
+            fwd.grad_maker = default_grad_maker(op_type)

@@ -1,0 +1,25 @@
+"""Weight decay as ops: L2Decay(c) adds c * param to the gradient before the update.
+
+Paddle's semantics: a ParamAttr's regularizer overrides the optimizer's; decay is not scaled
+by the learning rate; ops carry the optimize role.
+"""
+
+from __future__ import annotations
+
+
+class L2Decay:
+    def __init__(self, regularization_coeff: float = 0.0):
+        self.coeff = float(regularization_coeff)
+
+    def append(self, block, param, grad):
+        """grad + coeff * param, written back into the gradient variable (as Paddle does)."""
+        decay = block.create_var(f"{param.name}@DECAY", param.shape, param.dtype)
+        block.append_op("scale", {"X": param}, {"Out": decay}, {"scale": self.coeff})
+        block.append_op("sum", {"X": [grad, decay]}, {"Out": grad})
+        return grad
+
+    def __repr__(self) -> str:
+        return f"L2Decay({self.coeff})"
+
+
+L2DecayRegularizer = L2Decay

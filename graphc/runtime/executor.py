@@ -1,0 +1,163 @@
+"""The Executor: lowers a Program once, compiles one XLA step per feed signature, and runs
+it against a Scope. Feeds are checked first; the scope changes only when a run succeeds."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import jax
+import numpy as np
+
+from ..backends.jax import CompiledStep
+from ..ir.errors import GraphcError
+from ..ir.graph import Graph, lower
+from ..ir.program import Program, Variable, default_main_program
+from ..ir.types import dims_compatible
+from .places import CPUPlace, Place
+from .scope import Scope, global_scope
+
+
+class FeedError(GraphcError):
+    """A feed is missing, unknown, or of the wrong shape or dtype."""
+
+
+class FetchError(GraphcError):
+    """A fetch target is not computed by the program."""
+
+
+@dataclass
+class _Prepared:
+    """A lowered program and its compiled steps, valid while the program's version holds."""
+
+    program: Program
+    version: int
+    graph: Graph
+    feeds: dict[str, object]  # feed var name -> graph input Value (used ones)
+    steps: dict[tuple, CompiledStep] = field(default_factory=dict)
+
+
+def _fetch_name(item) -> str:
+    if isinstance(item, Variable):
+        return item.name
+    if isinstance(item, str):
+        return item
+    raise FetchError(f"fetch_list entries must be Variables or names, got {type(item).__name__}")
+
+
+class Executor:
+    """``Executor(place).run(program, feed={...}, fetch_list=[...], scope=None)``."""
+
+    def __init__(self, place: Place | None = None):
+        self.place = place or CPUPlace()
+        self._device = self.place.jax_device()
+        self._prepared: dict[int, _Prepared] = {}
+
+    # -- preparation (cached) ----------------------------------------------------------
+    def _prepare(self, program: Program) -> _Prepared:
+        prep = self._prepared.get(id(program))
+        if prep is not None and prep.program is program and prep.version == program.version:
+            return prep
+        graph = self._lower(program)
+        feeds = {v.var.name: v for v in graph.inputs if v.var.kind == "feed"}
+        prep = _Prepared(program, program.version, graph, feeds)
+        self._prepared[id(program)] = prep
+        return prep
+
+    def _lower(self, program: Program) -> Graph:
+        """Program -> graph that the step is compiled from (passes hook in here)."""
+        return lower(program)
+
+    def _step(self, prep: _Prepared, fetch_names: tuple, feed_sig: tuple) -> CompiledStep:
+        key = (fetch_names, feed_sig)
+        step = prep.steps.get(key)
+        if step is None:
+            for name in fetch_names:
+                if name not in prep.graph.vars:
+                    raise FetchError(f"cannot fetch '{name}': it is not a variable computed or "
+                                     "read by this program")
+            step = CompiledStep(prep.graph, fetch_names, donate=True)
+            prep.steps[key] = step
+        return step
+
+    # -- feeds ---------------------------------------------------------------------------
+    def _check_feeds(self, prep: _Prepared, feed: dict) -> tuple[dict, tuple]:
+        arrays = {}
+        for name, value in feed.items():
+            target = prep.feeds.get(name)
+            if target is None:
+                if name in prep.graph.vars or prep.program.global_block().has_var(name):
+                    raise FeedError(f"feed '{name}' is not a data variable of the program "
+                                    "(only variables declared with graphc.data are fed)")
+                raise FeedError(f"feed '{name}' is not a variable of the program; data "
+                                f"variables are: {sorted(prep.feeds) or 'none'}")
+            want = target.type
+            if isinstance(value, np.ndarray | jax.Array):
+                arr = value
+                if str(arr.dtype) != want.dtype:
+                    raise FeedError(f"feed '{name}' has dtype {arr.dtype} but the program "
+                                    f"declares {want.dtype}")
+            else:
+                arr = np.asarray(value, dtype=want.dtype)
+            if not dims_compatible(tuple(arr.shape), want.shape):
+                raise FeedError(f"feed '{name}' has shape {list(arr.shape)} but the program "
+                                f"declares {list(want.shape)} (-1 matches any size)")
+            arrays[name] = arr
+        for name, v in prep.feeds.items():
+            if name not in arrays and prep.graph.nx.succ[v]:
+                raise FeedError(f"missing feed '{name}' ({v.type}); the program reads it")
+        sig = tuple((n, tuple(a.shape)) for n, a in sorted(arrays.items()))
+        return arrays, sig
+
+    # -- run -------------------------------------------------------------------------------
+    def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
+            fetch_var_name="fetch", scope: Scope | None = None, return_numpy: bool = True,
+            use_program_cache: bool = True):
+        """Run one step; returns the fetched values (numpy arrays unless return_numpy=False)."""
+        program = default_main_program() if program is None else program
+        runner = getattr(program, "_run_with", None)
+        if runner is not None:  # CompiledProgram and friends run themselves
+            return runner(self, feed, fetch_list, scope, return_numpy)
+        if not isinstance(program, Program):
+            raise GraphcError(f"Executor.run expects a Program, got {type(program).__name__}")
+        scope = global_scope() if scope is None else scope
+        fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
+        prep = self._prepare(program)
+        arrays, sig = self._check_feeds(prep, dict(feed or {}))
+        step = self._step(prep, fetch_names, sig)
+        return self._execute(step, prep, arrays, scope, return_numpy)
+
+    def _execute(self, step: CompiledStep, prep: _Prepared, feeds: dict, scope: Scope,
+                 return_numpy: bool):
+        state = scope._vars
+        try:
+            updated = [state[v.var.name] for v in step.updated_inputs]
+            readonly = [state[v.var.name] for v in step.readonly_inputs]
+        except KeyError as exc:
+            raise GraphcError(f"variable {exc} is not initialised in the scope; run the "
+                              "startup program first (exe.run(startup_program))") from None
+        self._check_state(step, updated, readonly)
+        feed_arrays = [feeds[v.var.name] for v in step.feed_inputs]
+        counter_key = id(prep.program)
+        count = scope._run_counters.get(counter_key, 0)
+        new_updated, created, fetched = step(updated, readonly, feed_arrays, count)
+        # Only now, after the step succeeded, does the scope change.
+        scope._run_counters[counter_key] = count + 1
+        for v, arr in zip(step.updated_inputs, new_updated):
+            state[v.var.name] = arr
+        for v, arr in zip(step.created_outputs, created):
+            state[v.var.name] = arr
+        if return_numpy:
+            return [np.asarray(a) for a in fetched]
+        return list(fetched)
+
+    @staticmethod
+    def _check_state(step: CompiledStep, updated, readonly) -> None:
+        for values, arrays in ((step.updated_inputs, updated), (step.readonly_inputs, readonly)):
+            for v, arr in zip(values, arrays):
+                if arr.dtype != v.type.dtype or tuple(arr.shape) != v.type.shape:
+                    raise GraphcError(
+                        f"scope variable '{v.var.name}' holds {arr.dtype}{list(arr.shape)} but "
+                        f"the program declares {v.type}")
+
+    def close(self) -> None:
+        self._prepared.clear()

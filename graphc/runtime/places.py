@@ -1,0 +1,58 @@
+"""Places say where a program runs: CPUPlace() or CUDAPlace(i), as in Paddle.
+
+A place maps to a JAX device; CUDAPlace needs a GPU backend and says so clearly if absent.
+"""
+
+from __future__ import annotations
+
+import jax
+
+from ..ir.errors import GraphcError
+
+
+class PlaceError(GraphcError):
+    """A place names a device this machine does not have."""
+
+
+class Place:
+    kind = "cpu"
+
+    def __init__(self, device_id: int = 0):
+        self.device_id = int(device_id)
+
+    def jax_device(self):
+        try:
+            devices = jax.devices(self.kind)
+        except RuntimeError:
+            raise PlaceError(f"{self!r}: no {self.kind.upper()} devices are available "
+                             f"(JAX backends: {jax.default_backend()})") from None
+        if not 0 <= self.device_id < len(devices):
+            raise PlaceError(f"{self!r}: only {len(devices)} {self.kind} device(s) visible")
+        return devices[self.device_id]
+
+    def __eq__(self, other) -> bool:
+        return type(self) is type(other) and self.device_id == other.device_id
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.device_id))
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.device_id if self.kind != 'cpu' else ''})"
+
+
+class CPUPlace(Place):
+    kind = "cpu"
+
+    def __init__(self):
+        super().__init__(0)
+
+
+class CUDAPlace(Place):
+    kind = "gpu"
+
+
+def is_compiled_with_cuda() -> bool:
+    try:
+        return bool(jax.devices("gpu"))
+    except RuntimeError:
+        return False

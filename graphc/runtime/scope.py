@@ -1,0 +1,128 @@
+"""Scopes hold the values of persistable variables (parameters, optimizer state) by name.
+
+Arrays stay on their device between runs; both Paddle's and a dict-like spelling work.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ..ir.errors import GraphcError
+
+
+class ScopeError(GraphcError):
+    """A variable is missing from a scope."""
+
+
+class Tensor:
+    """A variable's value in a scope: ``np.array(t)``, ``t.set(array)``, ``t.shape()``."""
+
+    __slots__ = ("_scope", "_name")
+
+    def __init__(self, scope: Scope, name: str):
+        self._scope, self._name = scope, name
+
+    def _array(self):
+        try:
+            return self._scope._vars[self._name]
+        except KeyError:
+            raise ScopeError(f"variable '{self._name}' has no value yet") from None
+
+    def __array__(self, dtype=None, copy=None):
+        arr = np.asarray(self._array())
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def numpy(self) -> np.ndarray:
+        return np.asarray(self._array())
+
+    def set(self, array, place=None) -> None:
+        self._scope[self._name] = array
+
+    def shape(self) -> list[int]:
+        return list(self._array().shape)
+
+    def _dtype(self):
+        return self._array().dtype
+
+    def __repr__(self) -> str:
+        return f"Tensor({self._name}, {np.asarray(self._array())!r})"
+
+
+class ScopeVar:
+    __slots__ = ("_tensor",)
+
+    def __init__(self, tensor: Tensor):
+        self._tensor = tensor
+
+    def get_tensor(self) -> Tensor:
+        return self._tensor
+
+
+class Scope:
+    """Named arrays. ``scope.find_var(n).get_tensor()`` (Paddle) or ``scope[n]`` (dict)."""
+
+    def __init__(self):
+        self._vars: dict[str, jax.Array] = {}
+        self._run_counters: dict[object, int] = {}
+
+    def find_var(self, name: str) -> ScopeVar | None:
+        return ScopeVar(Tensor(self, name)) if name in self._vars else None
+
+    def var(self, name: str) -> ScopeVar:
+        """Find or create (Paddle's ``scope.var(name)``); set its value with get_tensor().set."""
+        return ScopeVar(Tensor(self, name))
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return np.asarray(self._vars[name])
+        except KeyError:
+            raise ScopeError(f"scope has no variable '{name}'") from None
+
+    def __setitem__(self, name: str, array) -> None:
+        self._vars[name] = jax.numpy.asarray(array)
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._vars
+
+    def __delitem__(self, name: str) -> None:
+        del self._vars[name]
+
+    def keys(self):
+        return self._vars.keys()
+
+    def local_var_names(self) -> list[str]:
+        return list(self._vars)
+
+    def __len__(self) -> int:
+        return len(self._vars)
+
+    def __repr__(self) -> str:
+        return f"<Scope {len(self._vars)} variables>"
+
+
+_global_scope = Scope()
+
+
+def global_scope() -> Scope:
+    return _global_scope
+
+
+def _switch_scope(scope: Scope) -> Scope:
+    global _global_scope
+    old, _global_scope = _global_scope, scope
+    return old
+
+
+class scope_guard:
+    """``with scope_guard(scope):`` makes ``scope`` the global scope inside the block."""
+
+    def __init__(self, scope: Scope):
+        self.scope = scope
+
+    def __enter__(self):
+        self.old = _switch_scope(self.scope)
+        return self.scope
+
+    def __exit__(self, *exc):
+        _switch_scope(self.old)
