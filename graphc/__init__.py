@@ -4,9 +4,26 @@ passes chosen by a BuildStrategy, and run them on JAX/XLA."""
 from . import initializer, layers, optimizer, regularizer
 from .backward import append_backward
 from .ir import (
-    Block, GraphcError, Graph, OpDefinitionError, Operator, Parameter, ParseError, Program,
-    ProgramError, ShapeError, TensorType, UnknownOpError, Variable, VerifyError,
-    default_main_program, default_startup_program, lower, parse, program_guard, unique_name,
+    Block,
+    Graph,
+    GraphcError,
+    OpDefinitionError,
+    Operator,
+    Parameter,
+    ParseError,
+    Program,
+    ProgramError,
+    ShapeError,
+    TensorType,
+    UnknownOpError,
+    Variable,
+    VerifyError,
+    default_main_program,
+    default_startup_program,
+    lower,
+    parse,
+    program_guard,
+    unique_name,
     verify,
 )
 from .layers import data

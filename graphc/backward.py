@@ -7,6 +7,7 @@ contributions under ``@RENAME@`` names, summed before use. Linear in program siz
 from __future__ import annotations
 
 from .ir.errors import ProgramError
+from .ir.graph import gc_paused
 from .ir.ops import GRAD_SUFFIX, get_op_def, is_differentiable
 from .ir.program import Parameter, Variable
 from .ir.types import FLOAT_DTYPES
@@ -16,6 +17,7 @@ def _names(items) -> set[str]:
     return {getattr(i, "name", i) for i in (items or ())}
 
 
+@gc_paused
 def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                     callbacks=None) -> list[tuple[Parameter, Variable]]:
     """Append grad ops for ``loss``; return [(parameter, its gradient variable)]."""
@@ -91,6 +93,27 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                 grad_of[name] = full
         return grad_of.get(name)
 
+    def unused_name(base: str) -> str:
+        k = 0
+        while block.has_var(f"{base}@{k}"):
+            k += 1
+        return f"{base}@{k}"
+
+    def zero_grad(op, name: str) -> str:
+        """Zeros for an output whose gradient is unused but whose siblings' are not."""
+        var = block.var(name)
+        if var.shape is None or any(d < 0 for d in var.shape):
+            raise ProgramError(
+                f"append_backward: {op.where}: output '{name}' does not reach the loss but "
+                f"other outputs in its slot do; its zero gradient needs a static shape, got "
+                f"{var.shape}")
+        zero = grad_var(name, name + GRAD_SUFFIX)
+        block.append_op("fill_constant", outputs={"Out": zero},
+                        attrs={"shape": list(var.shape), "dtype": var.dtype, "value": 0.0},
+                        source=op.source)
+        grad_of[name] = zero
+        return zero
+
     with program.op_role_guard("backward"):
         source = ops[loss_idx].source
         loss_grad = grad_var(loss.name, loss.name + GRAD_SUFFIX)
@@ -103,6 +126,9 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
             out_grads = {s: [finalize(n) for n in names] for s, names in op.outputs.items()}
             if not any(g for gs in out_grads.values() for g in gs):
                 continue
+            for slot, gs in out_grads.items():  # a duplicable output (split) only partly used
+                if None in gs and any(gs):
+                    out_grads[slot] = [g or zero_grad(op, n) for n, g in zip(op.outputs[slot], gs)]
             in_grads = {}
             for slot, names in op.inputs.items():
                 gs = []
@@ -115,6 +141,9 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                         gs.append(gname)
                     else:
                         gs.append(None)
+                if None in gs and any(gs):  # a duplicable input (concat, sum) partly needed
+                    gs = [g or grad_var(n, unused_name(n + GRAD_SUFFIX + "@EMPTY"))
+                          for n, g in zip(names, gs)]
                 in_grads[slot] = gs
             maker = get_op_def(op.type).grad_maker
             for gtype, gins, gouts, gattrs in maker(op.inputs, op.outputs, op.attrs,
@@ -123,6 +152,10 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
             if callbacks:
                 for cb in callbacks:
                     cb(block, op)
+        # Leaves other than parameters (data with stop_gradient=False) read by several ops
+        # still need their contributions summed into ``name@GRAD``.
+        for name in list(pending):
+            finalize(name)
         params = block.all_parameters() if parameter_list is None else [
             block.var(getattr(p, "name", p)) for p in parameter_list]
         result = []

@@ -4,5 +4,9 @@ See graphc.runtime.checkpoint for the format and its guarantees.
 """
 
 from .runtime.checkpoint import (  # noqa: F401
-    CheckpointError, load, load_persistables, save, save_persistables,
+    CheckpointError,
+    load,
+    load_persistables,
+    save,
+    save_persistables,
 )

@@ -8,6 +8,7 @@ from __future__ import annotations
 from .backward import append_backward
 from .ir import unique_name
 from .ir.errors import ProgramError
+from .ir.graph import gc_paused
 from .ir.program import Parameter, Variable, default_startup_program
 from .regularizer import L2Decay
 
@@ -91,6 +92,7 @@ class Optimizer:
                                                self._param_lr(block, param, lr)))
         return ops
 
+    @gc_paused
     def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
         """Returns (optimize ops, [(parameter, gradient)])."""
         params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)

@@ -5,8 +5,17 @@ from __future__ import annotations
 
 import os
 
+import jax
 import pytest
 from hypothesis import HealthCheck, settings
+
+# Many tests compile the same small programs; XLA's CPU compile dominates their time, so
+# share compiled executables across tests and xdist workers through JAX's persistent cache.
+_CACHE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                      ".pytest_cache", "jax-compilation")
+jax.config.update("jax_compilation_cache_dir", _CACHE)
+jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 settings.register_profile("ci", max_examples=40, deadline=None, derandomize=True,
                           suppress_health_check=[HealthCheck.too_slow])

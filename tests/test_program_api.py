@@ -12,14 +12,22 @@ from graphc.models import demo_cnn, mlp
 
 
 def test_demo_command_prints_ir_and_statistics(capsys):
-    assert cli_main(["demo"]) == 0
+    assert cli_main(["demo", "--ir", "--epochs", "0"]) == 0
     out = capsys.readouterr().out
     assert "graph @main {" in out
     assert "= batch_norm(X=" in out
     assert "%batch_norm_0.w_1#1" in out  # running mean comes back as a new version
-    stats = dict(line.split() for line in out.split("op statistics (main program):\n")[1]
-                 .split("\n\n")[0].splitlines())
+    stats = dict(line.split() for line in out.split("op statistics (forward program):\n")[1]
+                 .split("\n")[:10])
     assert stats["conv2d"] == "2" and stats["batch_norm"] == "2" and stats["mul"] == "1"
+
+
+def test_demo_command_trains(capsys):
+    assert cli_main(["demo", "--epochs", "2", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "epoch 2/2: train loss" in out
+    accuracy = float(out.split("test accuracy ")[1].split()[0])
+    assert accuracy > 0.8  # two epochs on the digits reach ~0.95; chance is 0.1
 
 
 def test_cli_reports_errors_in_one_line(capsys, monkeypatch):

@@ -178,19 +178,22 @@ class Block:
 
     # -- variables -------------------------------------------------------------------
     def var(self, name: str) -> Variable:
-        block = self
-        while block is not None:
-            if name in block.vars:
-                return block.vars[name]
-            block = block.parent
-        raise ProgramError(f"variable '{name}' is not in block {self.idx}")
+        var = self._find_var(name)
+        if var is None:
+            raise ProgramError(f"variable '{name}' is not in block {self.idx}")
+        return var
 
     def has_var(self, name: str) -> bool:
-        try:
-            self.var(name)
-            return True
-        except ProgramError:
-            return False
+        return self._find_var(name) is not None
+
+    def _find_var(self, name: str) -> Variable | None:
+        block = self
+        while block is not None:
+            var = block.vars.get(name)
+            if var is not None:
+                return var
+            block = block.parent
+        return None
 
     @property
     def parent(self) -> Block | None:
@@ -249,10 +252,8 @@ class Block:
         source = source or user_source()
         where = f"op {type}" + (f" at {source}" if source else "")
         opdef = get_op_def(type, where)
-        ins = {k: _names(v, where, k) for k, v in (inputs or {}).items()}
-        outs = {k: _names(v, where, k) for k, v in (outputs or {}).items()}
-        ins = {k: v for k, v in ins.items() if v}
-        outs = {k: v for k, v in outs.items() if v}
+        ins = {k: names for k, v in (inputs or {}).items() if (names := _names(v, where, k))}
+        outs = {k: names for k, v in (outputs or {}).items() if (names := _names(v, where, k))}
         opdef.check_slots("input", ins, where)
         opdef.check_slots("output", outs, where)
         attrs = opdef.normalize_attrs(dict(attrs or {}), where)
@@ -260,13 +261,13 @@ class Block:
         for slot, names in ins.items():
             types = []
             for n in names:
-                if not self.has_var(n):
+                var = self._find_var(n)
+                if var is None:
                     raise ProgramError(f"{where}: input '{slot}' names unknown variable '{n}'")
-                var = self.var(n)
                 if var.shape is None:
                     raise ShapeError(f"{where}: input '{slot}' variable '{n}' has no shape; "
                                      "is it written by an op before this one?")
-                types.append(var.type)
+                types.append(TensorType(var.shape, var.dtype))
             in_types[slot] = types
         inferred = opdef.infer_types(in_types, attrs, where)
         for slot, names in outs.items():
@@ -275,9 +276,9 @@ class Block:
                 raise ShapeError(f"{where}: output '{slot}' has {len(names)} variables but the "
                                  f"op produces {0 if types is None else len(types)}")
             for n, t in zip(names, types):
-                if not self.has_var(n):
+                var = self._find_var(n)
+                if var is None:
                     raise ProgramError(f"{where}: output '{slot}' names unknown variable '{n}'")
-                var = self.var(n)
                 if var.shape is None:
                     var.shape, var.dtype = t.shape, t.dtype
                 elif var.dtype != t.dtype or not dims_compatible(var.shape, t.shape):

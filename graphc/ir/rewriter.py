@@ -84,25 +84,28 @@ class Rewriter:
         attrs = opdef.normalize_attrs(dict(attrs or {}), where)
         for vals in ins.values():
             for v in vals:
-                if v.graph is not g or g.values.get(v.name) is not v:
-                    raise ProgramError(f"{where}: input %{v.name} is not a value of this graph")
+                self._check_own(v, where)
         inferred = opdef.infer_types({k: [v.type for v in vs] for k, vs in ins.items()},
                                      attrs, where)
-        outs: dict[str, list[Value]] = {}
+        # Check every output before creating anything, so a refused op leaves no trace.
         for slot, items in outs_spec.items():
             types = inferred.get(slot, [])
             if len(types) != len(items):
                 raise ShapeError(f"{where}: output '{slot}' given {len(items)} values but the "
                                  f"op produces {len(types)}")
-            vals = []
             for item, t in zip(items, types):
                 if isinstance(item, str):
-                    item = self.new_value(item, t)
-                elif item.type.dtype != t.dtype or not dims_compatible(item.type.shape, t.shape):
+                    continue
+                self._check_own(item, where)
+                if g._pred[item]:
+                    raise ProgramError(f"{where}: output '{slot}' value %{item.name} already "
+                                       "has a producer")
+                if item.type.dtype != t.dtype or not dims_compatible(item.type.shape, t.shape):
                     raise ShapeError(f"{where}: output '{slot}' value %{item.name} is "
                                      f"{item.type} but the op produces {t}")
-                vals.append(item)
-            outs[slot] = vals
+        outs = {slot: [self.new_value(item, t) if isinstance(item, str) else item
+                       for item, t in zip(items, inferred[slot])]
+                for slot, items in outs_spec.items()}
         provenance = tuple(p for d in derived for p in (d.provenance or ((d.type, d.source),)))
         if anchor is not None:
             seq = anchor.seq + (next(g._ids),)
@@ -114,6 +117,12 @@ class Rewriter:
         g._connect(op, ins, outs)
         self._emit("insert_op", op=op, derived_from=derived)
         return op
+
+    def _check_own(self, v: Value, where: str) -> None:
+        if not isinstance(v, Value) or v.graph is not self.graph \
+                or self.graph.values.get(v.name) is not v:
+            name = getattr(v, "name", v)
+            raise ProgramError(f"{where}: %{name} is not a value of this graph")
 
     def erase_op(self, op: Op, *, erase_outputs: bool = True) -> None:
         """Remove ``op``; its outputs must be unused (and not graph outputs)."""
@@ -141,8 +150,7 @@ class Rewriter:
         g = self.graph
         g.nx.remove_node(v)
         del g.values[v.name]
-        if v.version == 0 and not any(o.var is v.var for o in g.values.values()
-                                      if o.version == 0):
+        if not any(o.var is v.var for o in g.values.values()):  # its last version went
             g.vars.pop(v.var.name, None)
 
     def erase_value(self, v: Value) -> None:
@@ -158,14 +166,18 @@ class Rewriter:
         g._touch()
         self._emit("erase_value", value=v)
 
-    def replace_all_uses(self, old: Value, new: Value, *, except_ops: Iterable[Op] = ()) -> int:
-        """Make every user of ``old`` (and graph outputs) read ``new``. Returns the count."""
+    def replace_all_uses(self, old: Value, new: Value, *, except_ops: Iterable[Op] = (),
+                         include_outputs: bool | None = None) -> int:
+        """Make every user of ``old`` read ``new``, and graph outputs name ``new``; returns
+        the count. With ``except_ops`` (typically the op that computes ``new`` from ``old``)
+        graph outputs move only if ``include_outputs`` is true."""
         g = self.graph
         if old is new:
             return 0
         if old.type.dtype != new.type.dtype or not dims_compatible(old.type.shape, new.type.shape):
             raise ShapeError(f"cannot replace %{old.name} ({old.type}) by %{new.name} "
                              f"({new.type}): types differ")
+        self._check_own(new, f"replace_all_uses(%{old.name})")
         skip = set(except_ops)
         moved = 0
         for op, keys in list(g.nx.succ[old].items()):
@@ -176,7 +188,7 @@ class Rewriter:
                 g.nx.add_edge(new, op, key=key)
                 moved += 1
             g._touch(op)
-        if not skip:
+        if not skip or include_outputs:
             for i, v in enumerate(g.outputs):
                 if v is old:
                     g.outputs[i] = new
@@ -194,8 +206,17 @@ class Rewriter:
         self.erase_op(op)
 
     def set_input(self, op: Op, slot: str, pos: int, value: Value) -> None:
+        """Make ``op`` read ``value`` at (slot, pos); the value must have the old one's type."""
         g = self.graph
-        old = g.op_inputs(op)[slot][pos]
+        self._check_own(value, op.where)
+        current = g.op_inputs(op).get(slot, [])
+        if not 0 <= pos < len(current):
+            raise ProgramError(f"{op.where}: has no input '{slot}' at position {pos}")
+        old = current[pos]
+        if old.type.dtype != value.type.dtype or \
+                not dims_compatible(old.type.shape, value.type.shape):
+            raise ShapeError(f"{op.where}: input '{slot}' is {old.type}; cannot read "
+                             f"%{value.name} ({value.type}) there")
         g.nx.remove_edge(old, op, key=(slot, pos))
         g.nx.add_edge(value, op, key=(slot, pos))
         g._touch(op)

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from .errors import GraphcError, ParseError
-from .graph import Graph, Op, Value, VarInfo
+from .graph import Graph, Op, Value, VarInfo, gc_paused
 from .ops import get_op_def as _get_op_def
 from .ops import has_op_def
 from .types import TensorType, dtype_from_short, short_dtype
@@ -19,8 +19,11 @@ from .types import TensorType, dtype_from_short, short_dtype
 # ---------------------------------------------------------------------------- printing
 
 
+_ENCODER = json.JSONEncoder(separators=(", ", ": "))  # json.dumps would build one per call
+
+
 def _json(value: Any) -> str:
-    return json.dumps(value, separators=(", ", ": "))
+    return _ENCODER.encode(value)
 
 
 def _default_stop_gradient(var: VarInfo) -> bool:
@@ -119,8 +122,10 @@ def graph_html(graph: Graph) -> str:
 
 _NAME = re.compile(r'[^\s,:()\[\]{}="]+')
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_SLOT = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")  # grad slots: Out@GRAD
 _TYPE = re.compile(r"([a-z0-9]+)\[([-0-9,]*)\]")
 _DECODER = json.JSONDecoder()
+_BLANKS = (" ", "\t")
 
 
 class _Line:
@@ -131,7 +136,7 @@ class _Line:
         return ParseError(message, self.lineno, self.pos, self.text)
 
     def skip(self) -> None:
-        while self.pos < len(self.text) and self.text[self.pos] in " \t":
+        while self.text.startswith(_BLANKS, self.pos):
             self.pos += 1
 
     def peek(self, s: str) -> bool:
@@ -139,9 +144,13 @@ class _Line:
         return self.text.startswith(s, self.pos)
 
     def accept(self, s: str) -> bool:
-        if self.peek(s):
-            self.pos += len(s)
+        text, pos = self.text, self.pos  # skip() inlined: this runs ~40 times per op
+        while text.startswith(_BLANKS, pos):
+            pos += 1
+        if text.startswith(s, pos):
+            self.pos = pos + len(s)
             return True
+        self.pos = pos
         return False
 
     def expect(self, s: str) -> None:
@@ -276,7 +285,7 @@ class _Parser:
     def slot_list(self, line: _Line, item) -> dict[str, list]:
         out: dict[str, list] = {}
         while True:
-            slot = line.match(_WORD, "a slot name").group()
+            slot = line.match(_SLOT, "a slot name").group()
             if slot in out:
                 raise line.error(f"slot '{slot}' given twice")
             line.expect("=")
@@ -344,6 +353,7 @@ class _Parser:
             raise line.error(str(exc)) from None
 
 
+@gc_paused
 def parse(text: str) -> Graph:
     """Parse the textual IR printed by ``Graph.to_text``."""
     return _Parser(text).parse()
@@ -358,7 +368,7 @@ def _tagged(value: Any) -> Any:
     return (type(value).__name__, value)
 
 
-def structural_key(g: Graph) -> tuple:
+def structural_key(g: Graph, check_source: bool = False) -> tuple:
     """Everything that defines a graph, independent of node identity and insertion order."""
 
     def var_key(v: VarInfo) -> tuple:
@@ -370,7 +380,7 @@ def structural_key(g: Graph) -> tuple:
         outs = tuple((s, tuple((v.name, v.type) for v in vs))
                      for s, vs in g.op_outputs(op).items())
         attrs = tuple(sorted((k, _tagged(v)) for k, v in op.attrs.items()))
-        ops.append((op.type, op.role, op.source, attrs, ins, outs))
+        ops.append((op.type, op.role, op.source if check_source else None, attrs, ins, outs))
     return (g.name, g.random_seed,
             tuple((v.name, v.type) for v in g.inputs), tuple(ops),
             tuple(v.name for v in g.outputs),

@@ -77,6 +77,8 @@ class TensorType(NamedTuple):
 
 def dims_compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
     """Same rank and every dimension equal or unknown (-1) on either side."""
+    if a == b:  # the common case, and cheaper than the loop
+        return True
     return len(a) == len(b) and all(x == y or x < 0 or y < 0 for x, y in zip(a, b))
 
 

@@ -42,6 +42,7 @@ def _fail(graph: Graph, message: str, op: Op | None = None, order=None):
 def verify(graph: Graph) -> None:
     """Raise VerifyError on the first broken invariant; return None if the graph is valid."""
     g = graph.nx
+    succ, pred = graph._succ, graph._pred
     nodes_ops = {n for n in g.nodes if isinstance(n, Op)}
     nodes_vals = {n for n in g.nodes if isinstance(n, Value)}
     if len(nodes_ops) + len(nodes_vals) != g.number_of_nodes():
@@ -52,12 +53,16 @@ def verify(graph: Graph) -> None:
     if nodes_vals != set(graph.values.values()):
         _fail(graph, "value table and graph nodes disagree (a value was added or removed "
                      "without the rewriter)")
-    for u, v, key in g.edges(keys=True):
-        if isinstance(u, Op) == isinstance(v, Op):
-            _fail(graph, f"edge {u!r} -> {v!r} does not join a value and an op")
-        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)
-                and isinstance(key[1], int)):
-            _fail(graph, f"edge {u!r} -> {v!r} has key {key!r}, expected (slot, position)")
+    for u, nbrs in succ.items():  # the order of g.edges(keys=True), without its views
+        u_is_op = isinstance(u, Op)
+        for v, keys in nbrs.items():
+            if u_is_op == isinstance(v, Op):
+                _fail(graph, f"edge {u!r} -> {v!r} does not join a value and an op")
+            for key in keys:
+                if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], str)
+                        and isinstance(key[1], int)):
+                    _fail(graph, f"edge {u!r} -> {v!r} has key {key!r}, expected "
+                                 "(slot, position)")
 
     inputs = set()
     for v in graph.inputs:
@@ -70,20 +75,20 @@ def verify(graph: Graph) -> None:
         if v not in nodes_vals:
             _fail(graph, f"graph output %{v.name} is not a value of the graph")
 
-    for v in nodes_vals:
+    for v in graph.values.values():  # table order: the same report every run
         expected = v.var.name if v.version == 0 else f"{v.var.name}#{v.version}"
         if v.name != expected or graph.vars.get(v.var.name) is not v.var:
             _fail(graph, f"value %{v.name} is not named after its variable and version "
                          f"(expected %{expected})")
-        producers = list(g.pred[v])
-        if len(producers) > 1 or sum(len(k) for k in g.pred[v].values()) > 1:
+        producers = list(pred[v])
+        if len(producers) > 1 or sum(len(k) for k in pred[v].values()) > 1:
             ops = ", ".join(p.where for p in producers)
             _fail(graph, f"%{v.name} is defined more than once (by {ops})", op=producers[-1])
         if producers and v in inputs:
             _fail(graph, f"%{v.name} is a graph input and is also defined by an op",
                   op=producers[0])
         if not producers and v not in inputs:
-            users = list(g.succ[v])
+            users = list(succ[v])
             if users:
                 _fail(graph, f"reads %{v.name}, which no op defines and which is not a graph "
                              "input (dangling use)", op=users[0])
@@ -100,30 +105,33 @@ def _verify_op(graph: Graph, op: Op, order: list[Op]) -> None:
     if op.role not in ROLES:
         _fail(graph, f"op_role {op.role!r} is not one of {ROLES}", op, order)
     opdef = get_op_def(op.type)
+    where = op.where
     ins, outs = graph._io_uncached(op)
     try:
-        opdef.check_slots("input", ins, op.where)
-        opdef.check_slots("output", outs, op.where)
-        for kind, slots in (("input", ins), ("output", outs)):
+        opdef.check_slots("input", ins, where)
+        opdef.check_slots("output", outs, where)
+        for kind, slots, adjacent in (("input", ins, graph._pred[op]),
+                                      ("output", outs, graph._succ[op])):
+            positions = _positions_by_slot(adjacent)
             for slot, vals in slots.items():
-                keys = sorted(k[1] for k in _edge_keys(graph, op, kind) if k[0] == slot)
+                keys = sorted(positions[slot])
                 if keys != list(range(len(vals))):
                     _fail(graph, f"{kind} slot '{slot}' has positions {keys}, expected "
                                  f"0..{len(vals) - 1}", op, order)
-        attrs = opdef.normalize_attrs(op.attrs, op.where)
+        attrs = opdef.normalize_attrs(op.attrs, where)
     except VerifyError:
         raise
     except GraphcError as exc:
-        _fail(graph, str(exc).removeprefix(op.where + ": "), op, order)
+        _fail(graph, str(exc).removeprefix(where + ": "), op, order)
     if attrs != op.attrs or any(type(attrs[k]) is not type(op.attrs[k]) for k in attrs):
         missing = sorted(set(attrs) - set(op.attrs))
         _fail(graph, f"attributes are not normalized (missing {missing})" if missing else
               "attributes are not normalized", op, order)
     try:
         inferred = opdef.infer_types({k: [v.type for v in vs] for k, vs in ins.items()},
-                                     op.attrs, op.where)
+                                     op.attrs, where)
     except GraphcError as exc:
-        _fail(graph, str(exc).removeprefix(op.where + ": "), op, order)
+        _fail(graph, str(exc).removeprefix(where + ": "), op, order)
     for slot, vals in outs.items():
         types = inferred.get(slot, [])
         if len(types) != len(vals):
@@ -135,7 +143,10 @@ def _verify_op(graph: Graph, op: Op, order: list[Op]) -> None:
                              f"produces {t} (shape mismatch)", op, order)
 
 
-def _edge_keys(graph: Graph, op: Op, kind: str):
-    if kind == "input":
-        return [k for _, _, k in graph.nx.in_edges(op, keys=True)]
-    return [k for _, _, k in graph.nx.out_edges(op, keys=True)]
+def _positions_by_slot(adjacent: dict) -> dict[str, list[int]]:
+    """An op's adjacency ``{value: {(slot, pos): attrs}}`` -> {slot: [positions]}."""
+    positions: dict[str, list[int]] = {}
+    for keys in adjacent.values():
+        for slot, pos in keys:
+            positions.setdefault(slot, []).append(pos)
+    return positions

@@ -40,9 +40,10 @@ from .tensor import (
 monkey_patch_variable()
 
 __all__ = [
-    "accuracy", "assign", "cosine_decay", "linear_lr_warmup", "piecewise_decay", "batch_norm", "cast", "concat", "conv2d", "cross_entropy", "data",
-    "dropout", "elementwise_add", "elementwise_div", "elementwise_mul", "elementwise_sub",
-    "embedding", "fc", "fill_constant", "gelu", "layer_norm", "leaky_relu", "matmul", "mean",
-    "pool2d", "reduce_max", "reduce_mean", "reduce_sum", "relu", "reshape", "scale", "sigmoid",
-    "softmax", "softmax_with_cross_entropy", "split", "sums", "tanh", "topk", "transpose",
+    "accuracy", "assign", "batch_norm", "cast", "concat", "conv2d", "cosine_decay",
+    "cross_entropy", "data", "dropout", "elementwise_add", "elementwise_div", "elementwise_mul",
+    "elementwise_sub", "embedding", "fc", "fill_constant", "gelu", "layer_norm", "leaky_relu",
+    "linear_lr_warmup", "matmul", "mean", "piecewise_decay", "pool2d", "reduce_max", "reduce_mean",
+    "reduce_sum", "relu", "reshape", "scale", "sigmoid", "softmax", "softmax_with_cross_entropy",
+    "split", "sums", "tanh", "topk", "transpose",
 ]

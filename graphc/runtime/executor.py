@@ -3,9 +3,12 @@ it against a Scope. Feeds are checked first; the scope changes only when a run s
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
+from weakref import WeakKeyDictionary
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..backends.jax import CompiledStep
@@ -25,6 +28,43 @@ class FetchError(GraphcError):
     """A fetch target is not computed by the program."""
 
 
+_ARRAY_TYPES = (np.ndarray, jax.Array)
+
+
+class _StateGuard:
+    """Checks the scope's arrays against the state types a compiled step declares.
+
+    jax arrays are immutable, so an array already checked, or produced by the step itself
+    (its outputs have the declared types), needs no second check: per scope (held weakly)
+    the guard remembers the arrays of the last run and checks only when one has changed.
+    """
+
+    def __init__(self, step: CompiledStep):
+        self.values = step.updated_inputs + step.readonly_inputs
+        self.dtypes = [jnp.dtype(v.type.dtype) for v in self.values]
+        # A persistable whose last version has another type than its input is checked anew.
+        self.outputs_match = all(out.type == v.type for out, v in
+                                 zip(step.updated_outputs, step.updated_inputs))
+        self._last: WeakKeyDictionary[Scope, tuple] = WeakKeyDictionary()
+
+    def check(self, scope: Scope, arrays: list) -> None:
+        last = self._last.get(scope)
+        if last is not None and not any(map(operator.is_not, arrays, last)):
+            return
+        for v, dtype, arr in zip(self.values, self.dtypes, arrays):
+            if arr.dtype != dtype or arr.shape != v.type.shape:
+                raise GraphcError(
+                    f"scope variable '{v.var.name}' holds {arr.dtype}{list(arr.shape)} but "
+                    f"the program declares {v.type}")
+        self._last[scope] = tuple(arrays)
+
+    def ran(self, scope: Scope, new_updated: tuple, readonly: tuple) -> None:
+        if self.outputs_match:
+            self._last[scope] = new_updated + readonly
+        else:
+            self._last.pop(scope, None)
+
+
 @dataclass
 class _Prepared:
     """A lowered program and its compiled steps, valid while the program's version holds."""
@@ -34,6 +74,11 @@ class _Prepared:
     graph: Graph
     feeds: dict[str, object]  # feed var name -> graph input Value (used ones)
     steps: dict[tuple, CompiledStep] = field(default_factory=dict)
+    state_guards: dict[CompiledStep, _StateGuard] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.feed_dtypes = {n: jnp.dtype(v.type.dtype) for n, v in self.feeds.items()}
+        self.read_feeds = [n for n, v in self.feeds.items() if self.graph.nx.succ[v]]
 
 
 def _fetch_name(item) -> str:
@@ -77,6 +122,7 @@ class Executor:
                                      "read by this program")
             step = CompiledStep(prep.graph, fetch_names, donate=True)
             prep.steps[key] = step
+            prep.state_guards[step] = _StateGuard(step)
         return step
 
     # -- feeds ---------------------------------------------------------------------------
@@ -91,21 +137,22 @@ class Executor:
                 raise FeedError(f"feed '{name}' is not a variable of the program; data "
                                 f"variables are: {sorted(prep.feeds) or 'none'}")
             want = target.type
-            if isinstance(value, np.ndarray | jax.Array):
+            if isinstance(value, _ARRAY_TYPES):
                 arr = value
-                if str(arr.dtype) != want.dtype:
+                if arr.dtype != prep.feed_dtypes[name]:
                     raise FeedError(f"feed '{name}' has dtype {arr.dtype} but the program "
                                     f"declares {want.dtype}")
             else:
-                arr = np.asarray(value, dtype=want.dtype)
-            if not dims_compatible(tuple(arr.shape), want.shape):
+                arr = np.asarray(value, dtype=prep.feed_dtypes[name])
+            if not dims_compatible(arr.shape, want.shape):
                 raise FeedError(f"feed '{name}' has shape {list(arr.shape)} but the program "
                                 f"declares {list(want.shape)} (-1 matches any size)")
             arrays[name] = arr
-        for name, v in prep.feeds.items():
-            if name not in arrays and prep.graph.nx.succ[v]:
-                raise FeedError(f"missing feed '{name}' ({v.type}); the program reads it")
-        sig = tuple((n, tuple(a.shape)) for n, a in sorted(arrays.items()))
+        for name in prep.read_feeds:
+            if name not in arrays:
+                raise FeedError(f"missing feed '{name}' ({prep.feeds[name].type}); the "
+                                "program reads it")
+        sig = tuple((n, a.shape) for n, a in sorted(arrays.items()))
         return arrays, sig
 
     # -- run -------------------------------------------------------------------------------
@@ -130,34 +177,29 @@ class Executor:
                  return_numpy: bool):
         state = scope._vars
         try:
-            updated = [state[v.var.name] for v in step.updated_inputs]
-            readonly = [state[v.var.name] for v in step.readonly_inputs]
+            inputs = [state[name] for name in step.state_names]
         except KeyError as exc:
             raise GraphcError(f"variable {exc} is not initialised in the scope; run the "
                               "startup program first (exe.run(startup_program))") from None
-        self._check_state(step, updated, readonly)
-        feed_arrays = [feeds[v.var.name] for v in step.feed_inputs]
+        guard = prep.state_guards[step]
+        guard.check(scope, inputs)
+        split = len(step.updated_names)
+        updated, readonly = tuple(inputs[:split]), tuple(inputs[split:])
+        try:
+            feed_arrays = tuple([feeds[name] for name in step.feed_names])
+        except KeyError as exc:  # a feed that no op reads but the fetch list names
+            raise FeedError(f"missing feed {exc}; it is fetched") from None
         counter_key = id(prep.program)
         count = scope._run_counters.get(counter_key, 0)
         new_updated, created, fetched = step(updated, readonly, feed_arrays, count)
         # Only now, after the step succeeded, does the scope change.
         scope._run_counters[counter_key] = count + 1
-        for v, arr in zip(step.updated_inputs, new_updated):
-            state[v.var.name] = arr
-        for v, arr in zip(step.created_outputs, created):
-            state[v.var.name] = arr
+        state.update(zip(step.updated_names, new_updated))
+        state.update(zip(step.created_names, created))
+        guard.ran(scope, new_updated, readonly)
         if return_numpy:
             return [np.asarray(a) for a in fetched]
         return list(fetched)
-
-    @staticmethod
-    def _check_state(step: CompiledStep, updated, readonly) -> None:
-        for values, arrays in ((step.updated_inputs, updated), (step.readonly_inputs, readonly)):
-            for v, arr in zip(values, arrays):
-                if arr.dtype != v.type.dtype or tuple(arr.shape) != v.type.shape:
-                    raise GraphcError(
-                        f"scope variable '{v.var.name}' holds {arr.dtype}{list(arr.shape)} but "
-                        f"the program declares {v.type}")
 
     def close(self) -> None:
         self._prepared.clear()

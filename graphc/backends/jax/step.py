@@ -9,7 +9,8 @@ from collections.abc import Sequence
 
 import jax
 
-from ...ir.graph import Graph
+from ...ir.graph import Graph, Op
+from ...ir.ops import RANDOM, forward_type, get_op_def
 from ..evaluate import evaluate
 from ..interpreter import resolve_fetch
 
@@ -29,18 +30,31 @@ class CompiledStep:
         state_inputs = [v for v in graph.inputs if v.var.kind != "feed"]
         # A persistable written by the step: its final version differs from its input.
         self.updated_inputs = [v for v in state_inputs if final.get(v.var.name, v) is not v]
+        fetched = set(self.fetch_values)
+
+        def used(v) -> bool:  # read by an op, or fetched as it is
+            return bool(graph.nx.succ[v]) or v in fetched
+
         self.readonly_inputs = [v for v in state_inputs if final.get(v.var.name, v) is v
-                                and graph.nx.succ[v]]
-        self.feed_inputs = [v for v in graph.inputs if v.var.kind == "feed" and graph.nx.succ[v]]
+                                and used(v)]
+        self.feed_inputs = [v for v in graph.inputs if v.var.kind == "feed" and used(v)]
         self.updated_outputs = [final[v.var.name] for v in self.updated_inputs]
         # Persistables first created by the step (startup programs) are outputs too.
         inputs_by_var = {v.var.name for v in state_inputs}
         self.created_outputs = [v for v in graph.outputs if v.var.name not in inputs_by_var]
+        # Variable names in argument order, so a runtime need not walk Values on every run.
+        self.updated_names = [v.var.name for v in self.updated_inputs]
+        self.readonly_names = [v.var.name for v in self.readonly_inputs]
+        self.state_names = self.updated_names + self.readonly_names
+        self.feed_names = [v.var.name for v in self.feed_inputs]
+        self.created_names = [v.var.name for v in self.created_outputs]
         self._ops = graph.ops()
+        self.uses_step_counter = any(_is_random(op) for op in self._ops)
         self.donate = donate
         self._jitted = jax.jit(self._step, donate_argnums=(0,) if donate else ())
 
     def _step(self, updated, readonly, feeds, step):
+        """``step`` is None when no op is random (see ``_is_random``)."""
         env = dict(zip(self.updated_inputs, updated))
         env.update(zip(self.readonly_inputs, readonly))
         env.update(zip(self.feed_inputs, feeds))
@@ -49,12 +63,18 @@ class CompiledStep:
                 tuple(env[v] for v in self.created_outputs),
                 tuple(env[v] for v in self.fetch_values))
 
+    def _args(self, updated, readonly, feeds, step) -> tuple:
+        # Only random ops read the run counter; for the others passing None spares JAX
+        # converting a Python int on every call (a few microseconds of each run).
+        return (tuple(updated), tuple(readonly), tuple(feeds),
+                step if self.uses_step_counter else None)
+
     def __call__(self, updated, readonly, feeds, step):
-        return self._jitted(tuple(updated), tuple(readonly), tuple(feeds), step)
+        return self._jitted(*self._args(updated, readonly, feeds, step))
 
     # -- inspection -------------------------------------------------------------------
     def lower(self, updated, readonly, feeds, step=0):
-        return self._jitted.lower(tuple(updated), tuple(readonly), tuple(feeds), step)
+        return self._jitted.lower(*self._args(updated, readonly, feeds, step))
 
     def lowered_text(self, *args) -> str:
         """StableHLO text of the step for these example arguments."""
@@ -66,6 +86,16 @@ class CompiledStep:
 
     def memory_analysis(self, *args):
         return self.lower(*args).compile().memory_analysis()
+
+
+def _is_random(op: Op) -> bool:
+    """Whether the op draws random numbers (RuleContext.rng folds in the run counter).
+
+    A gradient op without its own rule re-runs its forward op, so that one counts too. A rule
+    that draws without the RANDOM trait gets a None counter and fails loudly, never silently.
+    """
+    types = (op.type, forward_type(op.type))
+    return any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types)
 
 
 def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True) -> CompiledStep:

@@ -5,7 +5,13 @@
 
 from . import grads, math, nn, optim, tensor  # noqa: F401  (registration side effects)
 from .registry import (
-    LoweringError, RuleContext, apply_rule, get_rule, has_rule, lowering, stable_seed,
+    LoweringError,
+    RuleContext,
+    apply_rule,
+    get_rule,
+    has_rule,
+    lowering,
+    stable_seed,
 )
 
 __all__ = ["LoweringError", "RuleContext", "apply_rule", "get_rule", "has_rule", "lowering",

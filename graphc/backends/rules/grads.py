@@ -92,15 +92,23 @@ def _dropout_grad(c, **kw):
 
 @lowering("softmax_with_cross_entropy_grad")
 def _softmax_ce_grad(c, **kw):
-    softmax, label, dloss = kw["Softmax"], kw["Label"], kw["Loss@GRAD"]
+    softmax, label = kw["Softmax"], kw["Label"]
+    dloss, dsoftmax = kw.get("Loss@GRAD"), kw.get("Softmax@GRAD")
     axis = c["axis"] % softmax.ndim
-    if c["soft_label"]:
-        return {"Logits@GRAD": (softmax - label) * dloss}
-    lab = jnp.squeeze(label, axis).astype(jnp.int32)
-    onehot = jax.nn.one_hot(lab, softmax.shape[axis], dtype=softmax.dtype, axis=axis)
-    keep = jnp.expand_dims(lab != c["ignore_index"], axis)
-    return {"Logits@GRAD": jnp.where(keep, (softmax - onehot) * dloss,
-                                     jnp.zeros((), softmax.dtype))}
+    dlogits = jnp.zeros_like(softmax)
+    if dloss is not None:  # Paddle's formula: soft labels are taken to sum to 1
+        if c["soft_label"]:
+            dlogits = (softmax - label) * dloss
+        else:
+            lab = jnp.squeeze(label, axis).astype(jnp.int32)
+            onehot = jax.nn.one_hot(lab, softmax.shape[axis], dtype=softmax.dtype, axis=axis)
+            keep = jnp.expand_dims(lab != c["ignore_index"], axis)
+            dlogits = jnp.where(keep, (softmax - onehot) * dloss, jnp.zeros((), softmax.dtype))
+    if dsoftmax is not None:  # Softmax also used downstream: add the softmax vjp
+        dsoftmax = dsoftmax.astype(softmax.dtype)
+        dlogits = dlogits + softmax * (
+            dsoftmax - jnp.sum(dsoftmax * softmax, axis=axis, keepdims=True))
+    return {"Logits@GRAD": dlogits}
 
 
 @lowering("batch_norm_grad")

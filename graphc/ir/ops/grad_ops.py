@@ -7,7 +7,13 @@ from __future__ import annotations
 
 from ..types import FLOAT_DTYPES
 from .registry import (
-    _REGISTRY, INITIALIZER, NO_GRAD, InferContext, OpDef, SlotDef, get_op_def,
+    _REGISTRY,
+    INITIALIZER,
+    NO_GRAD,
+    InferContext,
+    OpDef,
+    SlotDef,
+    get_op_def,
 )
 
 GRAD_SUFFIX = "@GRAD"

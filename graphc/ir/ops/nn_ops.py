@@ -5,7 +5,7 @@ Slots, attributes and defaults are Paddle's, so a Paddle user reads the IR uncha
 
 from __future__ import annotations
 
-from ..types import INT_DTYPES, TensorType
+from ..types import INT_DTYPES, TensorType, dims_compatible
 from .registry import LOSS, RANDOM, STATEFUL, register
 from .shapes import conv_pads, normalize_axis, prod_or_unknown, same_pads, window_out
 
@@ -171,7 +171,7 @@ def _softmax_ce(c):
     logits, label = c.x("Logits"), c.x("Label")
     axis = normalize_axis(c["axis"], logits.rank)
     if c["soft_label"]:
-        c.check(label.shape == logits.shape or len(label.shape) == logits.rank,
+        c.check(dims_compatible(label.shape, logits.shape),
                 f"soft Label {list(label.shape)} must match Logits {list(logits.shape)}")
     else:
         c.check(label.dtype in INT_DTYPES, f"hard Label must be integer, got {label.dtype}")
@@ -189,7 +189,10 @@ register("softmax_with_cross_entropy", "Logits Label", "Softmax Loss", {
 
 def _cross_entropy(c):
     x, label = c.x("X"), c.x("Label")
-    if not c["soft_label"]:
+    if c["soft_label"]:
+        c.check(dims_compatible(label.shape, x.shape),
+                f"soft Label {list(label.shape)} must match X {list(x.shape)}")
+    else:
         c.check(label.dtype in INT_DTYPES, f"hard Label must be integer, got {label.dtype}")
         c.check(label.rank == x.rank and label.shape[-1] in (1, -1),
                 f"Label must be [..., 1], got {list(label.shape)}")

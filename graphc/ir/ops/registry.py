@@ -53,47 +53,45 @@ class AttrDef:
 
     def coerce(self, value: Any, where: str) -> Any:
         """Return ``value`` in the attribute's canonical Python type or raise."""
-
-        def bad() -> OpDefinitionError:
-            return OpDefinitionError(
-                f"{where}: attribute '{self.name}' expects {self.type}, "
-                f"got {type(value).__name__} {value!r}")
-
         t = self.type
         if t == "bool":
             if isinstance(value, bool):
                 return value
-            raise bad()
+            raise self._bad(value, where)
         if t == "int":
             if isinstance(value, int) and not isinstance(value, bool):
                 return int(value)
             if hasattr(value, "item") and getattr(value, "dtype", None) is not None \
                     and value.dtype.kind in "iu":
                 return int(value.item())
-            raise bad()
+            raise self._bad(value, where)
         if t == "float":
             if isinstance(value, bool) or not isinstance(value, int | float) and not (
                     hasattr(value, "dtype") and value.dtype.kind in "iuf"):
-                raise bad()
+                raise self._bad(value, where)
             return float(value)
         if t == "str":
             if isinstance(value, str):
                 return value
-            raise bad()
+            raise self._bad(value, where)
         if t == "dtype":
             try:
                 return normalize_dtype(value)
             except ShapeError:
-                raise bad() from None
+                raise self._bad(value, where) from None
         if t in ("ints", "floats", "strs"):
             if not isinstance(value, list | tuple):
-                raise bad()
+                raise self._bad(value, where)
             item = AttrDef(self.name, t[:-1])
             try:
                 return [item.coerce(v, where) for v in value]
             except OpDefinitionError:
-                raise bad() from None
+                raise self._bad(value, where) from None
         raise AssertionError(t)
+
+    def _bad(self, value: Any, where: str) -> OpDefinitionError:
+        return OpDefinitionError(f"{where}: attribute '{self.name}' expects {self.type}, "
+                                 f"got {type(value).__name__} {value!r}")
 
 
 class InferContext:

@@ -80,8 +80,12 @@ def _split(c):
     else:
         c.check(bool(sections), "split needs num > 0 or sections")
         c.check(sections.count(-1) <= 1, f"sections {sections} has more than one -1")
+        c.check(all(s >= -1 for s in sections),
+                f"sections {sections} has a negative entry other than -1")
         if -1 in sections and size >= 0:
-            sections[sections.index(-1)] = size - sum(s for s in sections if s != -1)
+            rest = size - sum(s for s in sections if s != -1)
+            c.check(rest >= 0, f"sections {sections} exceed dimension {size}")
+            sections[sections.index(-1)] = rest
         c.check(size < 0 or -1 in sections or sum(sections) == size,
                 f"sections {c['sections']} do not add up to {size}")
     outs = []

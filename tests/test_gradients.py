@@ -1,0 +1,907 @@
+"""Finite-difference checks (float64, interpreter) of every differentiable op's gradient, and
+of append_backward's naming, pruning, roles and scaling.
+
+Each case builds a tiny program; the loss is reduce_sum(out * fixed random weights). The
+analytic gradients (``name@GRAD``) are compared with central differences of that loss, both
+computed by the reference interpreter. ``test_every_differentiable_op_has_a_case`` fails when
+an op is registered without a case here.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import zlib
+
+import numpy as np
+import pytest
+
+import graphc
+from graphc import layers, models
+from graphc.backends.interpreter import run_graph
+from graphc.ir.ops import (
+    GRAD_SUFFIX,
+    OPTIMIZER,
+    all_op_types,
+    get_op_def,
+    grad_op_type,
+    is_differentiable,
+)
+
+THIS_FILE = os.path.basename(__file__)
+
+
+# -- the checker -----------------------------------------------------------------------------
+class GradCheck:
+    """Collects a case's inputs (feeds, parameter values, what to differentiate) and checks
+    the analytic gradients of reduce_sum(out * w) against central differences."""
+
+    def __init__(self, seed: int):
+        self.rng = np.random.default_rng(seed)
+        self.feeds: dict[str, np.ndarray] = {}
+        self.state: dict[str, np.ndarray] = {}
+        self.wrt: list[graphc.Variable] = []
+        self.rtol, self.atol, self.eps = 1e-5, 1e-6, 1e-6
+        self.parameter_list = None  # passed to append_backward when set
+        # Tensors up to max_coords elements: every coordinate. Larger ones: coords_if_large
+        # random coordinates plus `directions` random directions (a wrong gradient is all but
+        # never orthogonal to a random direction), which keeps the interpreter runs few.
+        self.max_coords, self.coords_if_large, self.directions = 8, 4, 3
+        self.step = 0
+
+    @property
+    def program(self) -> graphc.Program:
+        return graphc.default_main_program()
+
+    # inputs
+    def data(self, name, value, grad=True, dtype="float64") -> graphc.Variable:
+        value = np.asarray(value).astype(dtype)
+        var = graphc.data(name, list(value.shape), dtype=dtype)
+        var.stop_gradient = not grad  # data is stop_gradient by default, as in Paddle
+        self.feeds[name] = value
+        if grad:
+            self.wrt.append(var)
+        return var
+
+    def randn(self, *shape, scale=1.0):
+        return self.rng.standard_normal(shape) * scale
+
+    def uniform(self, low, high, *shape):
+        return self.rng.uniform(low, high, shape)
+
+    def away_from_zero(self, *shape, margin=0.2):
+        """Values with |v| in [margin, 1 + margin] and random signs (for kinks at 0)."""
+        mag = self.rng.uniform(margin, 1.0 + margin, shape)
+        return mag * self.rng.choice([-1.0, 1.0], shape)
+
+    def set_param(self, var, value):
+        self.state[getattr(var, "name", var)] = np.asarray(value, dtype=_dtype_of(var))
+
+    # running
+    def _default_state(self, graph) -> dict:
+        state = dict(self.state)
+        for v in graph.inputs:
+            if v.var.kind in ("param", "persistable") and v.var.name not in state:
+                shape, dt = v.type.shape, v.type.dtype
+                if v.var.kind == "param" and v.var.trainable:
+                    state[v.var.name] = self.rng.uniform(-1, 1, shape).astype(dt)
+                else:  # running statistics: a variance must be positive
+                    state[v.var.name] = self.rng.uniform(0.5, 1.5, shape).astype(dt)
+        return state
+
+    def build_loss(self, outputs) -> graphc.Variable:
+        outputs = outputs if isinstance(outputs, list | tuple) else [outputs]
+        terms = []
+        for i, out in enumerate(outputs):
+            assert out.shape is not None and all(d > 0 for d in out.shape), out
+            w = self.data(f"gradcheck_w{i}", self.randn(*out.shape), grad=False,
+                          dtype=out.dtype)
+            terms.append(layers.reduce_sum(layers.elementwise_mul(out, w)))
+        return terms[0] if len(terms) == 1 else layers.sums(terms)
+
+    def check(self, outputs=None, loss=None, wrt=None):
+        """Append backward, run, compare; returns {var name: analytic gradient}."""
+        if loss is None:
+            loss = self.build_loss(outputs)
+        block = self.program.global_block()
+        if wrt is None:
+            wrt = self.wrt + [p for p in block.all_parameters() if p.trainable]
+        forward = graphc.lower(self.program)
+        pairs = graphc.append_backward(loss, parameter_list=self.parameter_list)
+        full = graphc.lower(self.program)
+        param_grads = {p.name: g.name for p, g in pairs}
+        grad_names = []
+        for var in wrt:
+            name = param_grads.get(var.name, var.name + GRAD_SUFFIX)
+            assert name == var.name + GRAD_SUFFIX
+            gvar = block.var(name)
+            assert gvar.dtype == var.dtype and tuple(gvar.shape) == tuple(var.shape), \
+                (var, gvar)
+            grad_names.append(name)
+        state = self._default_state(full)
+        _, fetched = run_graph(full, state, self.feeds, [loss.name, *grad_names], self.step)
+        loss0, grads = fetched[0], dict(zip((v.name for v in wrt), fetched[1:]))
+
+        def loss_at(name=None, value=None):
+            feeds, st = self.feeds, state
+            if name in feeds:
+                feeds = {**feeds, name: value}
+            elif name is not None:
+                st = {**state, name: value}
+            return float(run_graph(forward, st, feeds, [loss.name], self.step)[1][0][0])
+
+        assert loss_at() == pytest.approx(float(loss0[0]), rel=1e-12, abs=1e-12)
+        for var in wrt:
+            g = grads[var.name]
+            assert g.dtype == np.dtype(var.dtype) and g.shape == tuple(var.shape)
+            value = self.feeds.get(var.name, state.get(var.name))
+            self._compare(var.name, value, g, loss_at)
+        return grads
+
+    def _compare(self, name, value, analytic, loss_at):
+        dtype = value.dtype
+        x = value.astype(np.float64).reshape(-1)
+        g = analytic.astype(np.float64).reshape(-1)
+
+        def diff(delta):
+            """(L(x + delta) - L(x - delta), the realised 2*delta after rounding to dtype)."""
+            xp, xm = (x + delta).astype(dtype), (x - delta).astype(dtype)
+            lp = loss_at(name, xp.reshape(value.shape))
+            lm = loss_at(name, xm.reshape(value.shape))
+            return lp - lm, xp.astype(np.float64) - xm.astype(np.float64)
+
+        coords, directions = np.arange(x.size), 0
+        if x.size > self.max_coords:  # a few coordinates, and random directions for the rest
+            coords = np.sort(self.rng.choice(x.size, self.coords_if_large, replace=False))
+            directions = self.directions
+        numeric = np.empty(len(coords))
+        for k, i in enumerate(coords):
+            delta = np.zeros_like(x)
+            delta[i] = self.eps * max(1.0, abs(x[i]))
+            d, step = diff(delta)
+            numeric[k] = d / step[i]
+        np.testing.assert_allclose(g[coords], numeric, rtol=self.rtol, atol=self.atol,
+                                   err_msg=f"d loss / d {name} at coordinates {coords}")
+        for _ in range(directions):
+            v = self.rng.standard_normal(x.size)
+            v *= self.eps / np.abs(v).max() * max(1.0, np.abs(x).max())
+            d, step = diff(v)
+            scale = np.abs(step).max()  # compare slopes along the (unnormalised) direction
+            np.testing.assert_allclose(g @ step / scale, d / scale, rtol=self.rtol,
+                                       atol=self.atol * np.sqrt(x.size),
+                                       err_msg=f"d loss / d {name} along a random direction")
+
+
+def _dtype_of(var):
+    return getattr(var, "dtype", "float64")
+
+
+# -- the case registry -------------------------------------------------------------------------
+CASES = []
+
+
+def grad_case(*covers, params=({},), ids=None):
+    """Register ``fn(c: GradCheck, **param) -> outputs`` (or None after c.check) once per
+    parameter set; ``covers`` (plus param ``op``) are the op types whose gradient it checks."""
+
+    def deco(fn):
+        for i, kw in enumerate(params):
+            cov = set(covers) | ({kw["op"]} if "op" in kw else set())
+            label = ids[i] if ids else "-".join(f"{k}={v}" for k, v in kw.items()) or "default"
+            CASES.append(pytest.param(fn, kw, frozenset(cov),
+                                      id=f"{fn.__name__}[{label}]".replace(" ", "")))
+        return fn
+
+    return deco
+
+
+@pytest.mark.parametrize(("fn", "kw", "covers"), CASES)
+def test_gradient(fn, kw, covers):
+    c = GradCheck(zlib.crc32(repr((fn.__name__, sorted(kw.items()))).encode()))
+    outputs = fn(c, **kw)
+    if outputs is not None:
+        c.check(outputs)
+    ops = c.program.global_block().ops
+    forward = {op.type for op in ops if op.role == "forward"}
+    backward = {op.type for op in ops if op.role == "backward"}
+    for t in covers:
+        assert t in forward, f"case claims {t} but builds no {t} op"
+        assert grad_op_type(t) in backward, f"case claims {t} but {t} is not differentiated"
+
+
+def differentiable_ops() -> set[str]:
+    return {t for t in all_op_types() if not t.endswith("_grad") and is_differentiable(t)
+            and OPTIMIZER not in get_op_def(t).traits}
+
+
+def test_every_differentiable_op_has_a_case():
+    covered = set().union(*(p.values[2] for p in CASES))
+    missing = differentiable_ops() - covered
+    assert not missing, f"differentiable ops without a gradient check: {sorted(missing)}"
+    assert {"conv2d", "batch_norm", "elementwise_add", "softmax"} <= differentiable_ops()
+
+
+# -- elementwise binary ops ------------------------------------------------------------------
+ELEMENTWISE = ["elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
+               "elementwise_max", "elementwise_min", "elementwise_pow"]
+# (X shape, Y shape, Paddle axis): every op gets the first five, add and mul all of them
+BROADCASTS = [((2, 3, 4), (2, 3, 4), -1), ((2, 3, 4), (3, 4), -1), ((2, 3, 4), (3,), 1),
+              ((2, 3, 4), (3, 1), 1), ((3, 4), (2, 3, 4), -1),
+              ((2, 3, 4), (4,), -1), ((2, 3, 4), (2, 3), 0), ((2, 3, 4), (1, 3, 1), -1)]
+ELEMENTWISE_CASES = [(op, xs, ys, axis) for op in ELEMENTWISE
+                     for xs, ys, axis in (BROADCASTS if op in ("elementwise_add",
+                                                                "elementwise_mul")
+                                          else BROADCASTS[:5])]
+
+
+def _binary_inputs(c, op, xs, ys):
+    if op == "elementwise_pow":
+        return c.uniform(0.5, 1.5, *xs), c.uniform(-1.0, 2.0, *ys)
+    if op == "elementwise_div":
+        return c.randn(*xs), c.away_from_zero(*ys, margin=0.5)
+    if op in ("elementwise_max", "elementwise_min"):
+        # X on a grid offset by 0.03 from Y's grid: no ties within eps, whatever broadcasts
+        return (c.rng.integers(-10, 10, xs) * 0.1 + 0.03,
+                c.rng.integers(-10, 10, ys) * 0.1)
+    return c.randn(*xs), c.randn(*ys)
+
+
+@grad_case(params=[{"op": op, "xs": xs, "ys": ys, "axis": axis}
+                   for op, xs, ys, axis in ELEMENTWISE_CASES],
+           ids=[f"{op[12:]}-{'x'.join(map(str, xs))}-{'x'.join(map(str, ys))}-axis{axis}"
+                for op, xs, ys, axis in ELEMENTWISE_CASES])
+def elementwise(c, op, xs, ys, axis):
+    xv, yv = _binary_inputs(c, op, xs, ys)
+    x, y = c.data("x", xv), c.data("y", yv)
+    out = c.program.global_block().create_var("out", None, "float64")
+    c.program.global_block().append_op(op, {"X": x, "Y": y}, {"Out": out}, {"axis": axis})
+    assert tuple(out.shape) == (2, 3, 4)
+    return out
+
+
+@grad_case("elementwise_mul", "elementwise_add")
+def same_var_on_both_sides(c):
+    x = c.data("x", c.randn(2, 3))
+    return layers.elementwise_add(layers.elementwise_mul(x, x), x)
+
+
+@grad_case("elementwise_add", "elementwise_mul", "tanh", "sigmoid")
+def diamond(c):
+    """a = x * y feeds two branches that meet again: a@GRAD sums two contributions."""
+    x, y = c.data("x", c.randn(2, 3)), c.data("y", c.randn(3))
+    a = layers.elementwise_mul(x, y)
+    out = layers.elementwise_add(layers.tanh(a), layers.sigmoid(a))
+    return layers.elementwise_mul(out, x)
+
+
+# -- activations ---------------------------------------------------------------------------
+def _act(name, **attrs):
+    return lambda x: layers.math._unary(name, x, attrs)
+
+
+ACTIVATIONS = {
+    "relu": (layers.relu, "kink"),
+    "leaky_relu": (lambda x: layers.leaky_relu(x, alpha=0.1), "kink"),
+    "gelu": (lambda x: layers.gelu(x, approximate=False), "any"),
+    "gelu-approximate": (lambda x: layers.gelu(x, approximate=True), "any"),
+    "sigmoid": (layers.sigmoid, "any"),
+    "tanh": (layers.tanh, "any"),
+    "exp": (_act("exp"), "any"),
+    "sqrt": (_act("sqrt"), "positive"),
+    "square": (_act("square"), "any"),
+    "abs": (_act("abs"), "kink"),
+    "scale": (lambda x: layers.scale(x, 2.5, 0.7), "any"),
+    "scale-bias-before": (lambda x: layers.scale(x, -1.5, 0.3, bias_after_scale=False), "any"),
+}
+
+
+def activation(c, name):
+    fn, domain = ACTIVATIONS[name]
+    value = {"kink": c.away_from_zero(2, 3, 2, margin=0.1), "any": c.randn(2, 3, 2),
+             "positive": c.uniform(0.2, 2.0, 2, 3, 2)}[domain]
+    out = fn(c.data("x", value))
+    assert c.program.global_block().ops[-1].type == name.split("-")[0]
+    return out
+
+
+for _name in ACTIVATIONS:
+    grad_case(_name.split("-")[0], params=[{"name": _name}], ids=[_name])(activation)
+del _name
+
+
+@grad_case("softmax", params=[{"axis": -1}, {"axis": 1}, {"axis": 0}])
+def softmax(c, axis):
+    return layers.softmax(c.data("x", c.randn(2, 3, 4)), axis=axis)
+
+
+# -- sums, copies, matrices, reductions -------------------------------------------------------
+@grad_case("sum", params=[{"same": False}, {"same": True}])
+def sum_op(c, same):
+    a, b = c.data("a", c.randn(2, 3)), c.data("b", c.randn(2, 3))
+    # the same variable twice: its grad comes back as @RENAME@ parts that are summed
+    return layers.sums([a, b, a] if same else [a, b, c.data("d", c.randn(2, 3))])
+
+
+@grad_case("assign")
+def assign(c):
+    return layers.assign(layers.scale(c.data("x", c.randn(3, 2)), 2.0))
+
+
+@grad_case("mul", params=[{"x": (2, 6), "y": (6, 3), "xn": 1, "yn": 1},
+                          {"x": (2, 3, 4), "y": (4, 5), "xn": 2, "yn": 1},
+                          {"x": (2, 3, 4), "y": (12, 5), "xn": 1, "yn": 1},
+                          {"x": (2, 6), "y": (2, 3, 5), "xn": 1, "yn": 2}])
+def mul(c, x, y, xn, yn):
+    xv, yv = c.data("x", c.randn(*x)), c.data("y", c.randn(*y))
+    block = c.program.global_block()
+    out = block.create_var("out", None, "float64")
+    block.append_op("mul", {"X": xv, "Y": yv}, {"Out": out},
+                    {"x_num_col_dims": xn, "y_num_col_dims": yn})
+    return out
+
+
+@grad_case("mul", "elementwise_add")
+def fc_params(c):
+    """fc's weight and bias are parameters; their grads are returned by append_backward."""
+    return layers.fc(c.data("x", c.randn(3, 2, 2)), 3, num_flatten_dims=1)
+
+
+@grad_case("mul", "sum", "elementwise_add")
+def fc_of_several_inputs(c):
+    """fc over a list: one mul per input, summed, plus the bias (num_flatten_dims=2)."""
+    x, y = c.data("x", c.randn(2, 2, 3)), c.data("y", c.randn(2, 2, 2))
+    return layers.fc([x, y], 2, num_flatten_dims=2)
+
+
+MATMULS = [((2, 3), (3, 4), False, False, 1.0), ((3, 2), (3, 4), True, False, 1.0),
+           ((2, 3), (4, 3), False, True, 1.0), ((3, 2), (4, 3), True, True, 0.5),
+           ((2, 2, 3), (2, 3, 4), False, False, 1.0), ((2, 2, 3), (3, 4), False, False, 1.0),
+           ((2, 3, 2), (2, 4, 3), True, True, 2.0), ((3,), (3,), False, False, 1.0),
+           ((3,), (3, 4), False, False, 1.0), ((2, 3), (3,), False, False, 1.0),
+           ((2, 2, 3), (3,), False, False, 1.0), ((3, 4), (2, 4, 2), False, False, 1.0)]
+
+
+@grad_case("matmul", params=[{"x": x, "y": y, "tx": tx, "ty": ty, "alpha": a}
+                             for x, y, tx, ty, a in MATMULS])
+def matmul(c, x, y, tx, ty, alpha):
+    return layers.matmul(c.data("x", c.randn(*x)), c.data("y", c.randn(*y)), tx, ty, alpha)
+
+
+@grad_case("mean")
+def mean(c):
+    return layers.mean(c.data("x", c.randn(2, 3, 2)))
+
+
+REDUCES = [{"dim": [1], "keep_dim": False}, {"dim": [0, 2], "keep_dim": True},
+           {"dim": [-1], "keep_dim": False}, {"dim": None, "keep_dim": False},
+           {"dim": None, "keep_dim": True}]
+
+
+@grad_case(params=[{"op": op, **r} for op in ("reduce_sum", "reduce_mean", "reduce_max")
+                   for r in REDUCES])
+def reduce(c, op, dim, keep_dim):
+    fn = {"reduce_sum": layers.reduce_sum, "reduce_mean": layers.reduce_mean,
+          "reduce_max": layers.reduce_max}[op]
+    x = c.data("x", c.rng.permutation(24).reshape(2, 3, 4) * 0.1)  # distinct: no ties for max
+    out = fn(x, dim=dim, keep_dim=keep_dim)
+    assert c.program.global_block().ops[-1].attrs["reduce_all"] == (dim is None)
+    return out
+
+
+# -- shape ops -----------------------------------------------------------------------------------
+@grad_case("reshape2", params=[{"shape": [3, -1]}, {"shape": [0, 2, 3]}])
+def reshape2(c, shape):
+    return layers.reshape(c.data("x", c.randn(2, 3, 2)), shape)
+
+
+@grad_case("transpose2", params=[{"perm": [1, 0, 2]}, {"perm": [2, 0, 1]}])
+def transpose2(c, perm):
+    return layers.transpose(c.data("x", c.randn(2, 3, 4)), perm)
+
+
+@grad_case("concat", params=[{"axis": 0}, {"axis": 1}, {"axis": -1}])
+def concat(c, axis):
+    xs = [c.data(f"x{i}", c.randn(2, i + 1, 2) if axis == 1 else c.randn(2, 2, 2))
+          for i in range(3)]
+    return layers.concat(xs, axis=axis)
+
+
+@grad_case("split", params=[{"how": 3, "dim": 1}, {"how": [1, 3, 2], "dim": -1},
+                            {"how": 2, "dim": 0}])
+def split(c, how, dim):
+    x = c.data("x", c.randn(2, 6, 6))
+    parts = layers.split(x, how, dim=dim)
+    return [layers.tanh(p) for p in parts]
+
+
+@grad_case("split")
+def split_with_an_unused_output(c):
+    """The unused part's gradient is zero-filled, so split_grad still sees every position."""
+    x = c.data("x", c.randn(2, 6))
+    a, _, b = layers.split(x, 3, dim=1)
+    grads = c.check([layers.tanh(a), b])
+    np.testing.assert_array_equal(grads["x"][:, 2:4], 0.0)
+
+
+def test_split_with_an_unused_output_of_unknown_shape_raises_clearly():
+    x = graphc.data("x", [-1, 6], dtype="float64")
+    x.stop_gradient = False
+    a, _, b = layers.split(x, 3, dim=1)
+    with pytest.raises(graphc.ProgramError, match="static shape"):
+        graphc.append_backward(layers.mean(layers.elementwise_add(a, b)))
+
+
+@grad_case(params=[{"op": "concat"}, {"op": "sum"}])
+def duplicable_input_partly_needing_grad(c, op):
+    """Some inputs of a duplicable slot need no gradient (stop_gradient data, twice)."""
+    x, y = c.data("x", c.randn(2, 3)), c.data("y", c.randn(2, 3), grad=False)
+    z = c.data("z", c.randn(2, 3))
+    parts = [y, x, y, z]
+    return layers.concat(parts, axis=1) if op == "concat" else layers.sums(parts)
+
+
+@grad_case("cast", params=[{"out": "float32"}])
+def cast_to_float32(c, out):
+    """float64 -> float32 -> float64: the input's gradient stays float64."""
+    x = c.data("x", c.randn(2, 3))
+    c.eps, c.rtol, c.atol = 1e-3, 1e-3, 1e-4  # float32 rounding in the middle
+    y = layers.cast(layers.cast(x, out), "float64")
+    grads = c.check(y)
+    assert grads["x"].dtype == np.float64
+
+
+@grad_case("cast")
+def cast(c):
+    """float32 -> float64: the input's gradient is float32, and exact (the op is linear)."""
+    x = c.data("x", c.randn(2, 3), dtype="float32")
+    c.eps = 1e-3  # float32 input: the realised step is used, so the quotient stays exact
+    out = layers.cast(x, "float64")
+    assert out.dtype == "float64"
+    grads = c.check(layers.elementwise_mul(out, out))
+    assert grads["x"].dtype == np.float32
+    assert c.program.global_block().var("x@GRAD").dtype == "float32"
+
+
+# -- convolution, pooling, normalisation ---------------------------------------------------------
+CONVS = [
+    dict(shape=(2, 3, 5, 5), filters=4, k=3, stride=1, padding=0),
+    dict(shape=(1, 3, 6, 5), filters=2, k=3, stride=2, padding=1),
+    dict(shape=(1, 2, 7, 7), filters=2, k=3, stride=1, padding=2, dilation=2),
+    dict(shape=(1, 4, 5, 5), filters=4, k=3, stride=1, padding=1, groups=2),
+    dict(shape=(1, 5, 5, 3), filters=2, k=3, stride=1, padding=1, data_format="NHWC"),
+    dict(shape=(1, 2, 7, 6), filters=2, k=3, stride=2, padding="SAME"),
+    dict(shape=(1, 6, 6, 2), filters=3, k=(3, 2), stride=(2, 1), padding="SAME",
+         data_format="NHWC"),
+    dict(shape=(1, 2, 5, 5), filters=2, k=2, stride=1, padding="VALID"),
+    dict(shape=(1, 4, 4, 4), filters=2, k=3, stride=2, padding=1, groups=2,
+         data_format="NHWC"),
+]
+
+
+@grad_case("conv2d", params=CONVS,
+           ids=["basic", "stride2-pad1", "dilation2", "groups2", "nhwc", "same-stride2",
+                "same-nhwc-rect", "valid", "groups2-nhwc"])
+def conv2d(c, shape, filters, k, **kw):
+    x = c.data("x", c.randn(*shape))
+    out = layers.conv2d(x, filters, k, bias_attr=False, **kw)
+    assert c.program.global_block().ops[-1].type == "conv2d"
+    return out
+
+
+@grad_case("conv2d")
+def conv2d_asymmetric_padding(c):
+    block = c.program.global_block()
+    x, w = c.data("x", c.randn(1, 2, 4, 5)), c.data("w", c.randn(3, 2, 2, 3))
+    out = block.create_var("out", None, "float64")
+    block.append_op("conv2d", {"Input": x, "Filter": w}, {"Output": out},
+                    {"strides": [1, 2], "paddings": [1, 0, 2, 1], "dilations": [1, 1],
+                     "groups": 1})
+    return out
+
+
+@grad_case("depthwise_conv2d", "elementwise_add",
+           params=[{"filters": 3, "fmt": "NCHW"}, {"filters": 6, "fmt": "NCHW"},
+                   {"filters": 3, "fmt": "NHWC"}])
+def depthwise_conv2d(c, filters, fmt):
+    shape = (1, 3, 5, 5) if fmt == "NCHW" else (1, 5, 5, 3)
+    x = c.data("x", c.randn(*shape))
+    out = layers.conv2d(x, filters, 3, stride=1, padding=1, groups=3, data_format=fmt)
+    assert c.program.global_block().ops[-2].type == "depthwise_conv2d"
+    return out
+
+
+POOLS = [
+    dict(pool_size=2, pool_type="max", pool_stride=2),
+    dict(pool_size=3, pool_type="max", pool_stride=1, pool_padding=1),
+    dict(pool_size=2, pool_type="avg", pool_stride=2),
+    dict(pool_size=3, pool_type="avg", pool_stride=2, pool_padding=1, exclusive=True),
+    dict(pool_size=3, pool_type="avg", pool_stride=2, pool_padding=1, exclusive=False),
+    dict(pool_size=2, pool_type="max", pool_stride=2, ceil_mode=True),
+    dict(pool_size=2, pool_type="avg", pool_stride=2, ceil_mode=True),
+    dict(pool_type="max", global_pooling=True),
+    dict(pool_type="avg", global_pooling=True),
+    dict(pool_size=2, pool_type="max", pool_stride=2, data_format="NHWC"),
+    dict(pool_size=3, pool_type="avg", pool_stride=2, pool_padding="SAME"),
+    dict(pool_size=2, pool_type="avg", pool_stride=2, pool_padding=[1, 0, 0, 1]),
+    dict(pool_size=2, pool_type="max", pool_stride=1, pool_padding="VALID"),
+]
+
+
+@grad_case("pool2d", params=POOLS,
+           ids=["max", "max-pad", "avg", "avg-exclusive", "avg-inclusive", "max-ceil",
+                "avg-ceil", "global-max", "global-avg", "max-nhwc", "avg-same",
+                "avg-asymmetric-pad", "max-valid"])
+def pool2d(c, **kw):
+    nhwc = kw.get("data_format") == "NHWC"
+    # distinct values: max pooling has no ties
+    x = c.data("x", c.rng.permutation(50).reshape((1, 5, 5, 2) if nhwc else (1, 2, 5, 5)) * 0.1)
+    return layers.pool2d(x, **kw)
+
+
+@grad_case("pool2d", params=[{"type": "max", "out": [2, 2]}, {"type": "avg", "out": [2, 3]},
+                             {"type": "avg", "out": [1, 1]}])
+def adaptive_pool2d(c, type, out):
+    x = c.data("x", c.rng.permutation(50).reshape(1, 2, 5, 5) * 0.1)
+    block = c.program.global_block()
+    y = block.create_var("out", None, "float64")
+    block.append_op("pool2d", {"X": x}, {"Out": y},
+                    {"pooling_type": type, "ksize": out, "adaptive": True})
+    assert tuple(y.shape) == (1, 2, *out)
+    return y
+
+
+@grad_case("batch_norm", params=[{"layout": "NCHW", "is_test": False},
+                                 {"layout": "NHWC", "is_test": False},
+                                 {"layout": "NCHW", "is_test": True},
+                                 {"layout": "NHWC", "is_test": True},
+                                 {"layout": "2d", "is_test": False},
+                                 {"layout": "NCHW", "is_test": False, "global_stats": True}])
+def batch_norm(c, layout, is_test, global_stats=False):
+    shape = {"NCHW": (3, 2, 2, 3), "NHWC": (3, 2, 3, 2), "2d": (5, 2)}[layout]
+    x = c.data("x", c.randn(*shape) * 2 + 1)
+    out = layers.batch_norm(x, is_test=is_test, data_layout="NHWC" if layout == "NHWC"
+                            else "NCHW", name="bn", use_global_stats=global_stats)
+    block = c.program.global_block()
+    assert block.ops[-1].type == "batch_norm"
+    c.set_param("bn.w_1", c.randn(2))  # running mean
+    c.set_param("bn.w_2", c.uniform(0.5, 2.0, 2))  # running variance
+    grads = c.check(out)
+    assert set(grads) == {"x", "bn.w_0", "bn.b_0"}  # running statistics get no grad
+    for name in ("bn.w_1", "bn.w_2"):
+        assert not block.has_var(name + GRAD_SUFFIX)
+
+
+@grad_case("layer_norm", params=[{"axis": 1, "scale": True, "shift": True},
+                                 {"axis": 2, "scale": True, "shift": True},
+                                 {"axis": 1, "scale": False, "shift": False},
+                                 {"axis": 2, "scale": True, "shift": False},
+                                 {"axis": 1, "scale": False, "shift": True}])
+def layer_norm(c, axis, scale, shift):
+    x = c.data("x", c.randn(2, 3, 4))
+    return layers.layer_norm(x, scale=scale, shift=shift, begin_norm_axis=axis)
+
+
+# -- random, embedding and losses -----------------------------------------------------------------
+@grad_case("dropout", params=[{"impl": "downgrade_in_infer", "is_test": False},
+                              {"impl": "upscale_in_train", "is_test": False},
+                              {"impl": "downgrade_in_infer", "is_test": True},
+                              {"impl": "upscale_in_train", "is_test": True}])
+def dropout(c, impl, is_test):
+    """With a fixed seed the mask is the same in every run at one step, so differences of the
+    loss are meaningful; the grads also equal the mask formula."""
+    p = 0.4
+    x = c.data("x", c.randn(4, 5))
+    out = layers.dropout(x, p, is_test=is_test, seed=7, dropout_implementation=impl)
+    dmask = c.program.global_block().ops[-1].output("Mask")[0]
+    block = c.program.global_block()
+    c.step = 3
+    grads = c.check(out)
+    w = c.feeds["gradcheck_w0"]
+    mask = run_graph(graphc.lower(c.program), {}, c.feeds, [dmask], step=3)[1][0]
+    assert mask.dtype == np.uint8 and mask.shape == (4, 5)
+    if is_test:
+        assert mask.all()
+        expected = w * (1.0 if impl == "upscale_in_train" else 1 - p)
+    else:
+        assert 0 < mask.sum() < mask.size
+        expected = w * mask / (1 - p) if impl == "upscale_in_train" else w * mask
+    np.testing.assert_allclose(grads["x"], expected, rtol=1e-12, atol=1e-12)
+    assert block.ops[-1].role == "backward"
+
+
+def test_dropout_mask_fixed_per_step_and_grad_follows_it():
+    x = graphc.data("x", [4, 5], dtype="float64")
+    x.stop_gradient = False
+    out = layers.dropout(x, 0.5, seed=11, dropout_implementation="upscale_in_train")
+    loss = layers.reduce_sum(out)
+    graphc.append_backward(loss)
+    g = graphc.lower(graphc.default_main_program())
+    feeds = {"x": np.ones((4, 5))}
+    o0, g0 = run_graph(g, {}, feeds, [out.name, "x@GRAD"], step=0)[1]
+    again = run_graph(g, {}, feeds, [out.name], step=0)[1][0]
+    np.testing.assert_array_equal(o0, again)  # same step, same mask
+    o1, g1 = run_graph(g, {}, feeds, [out.name, "x@GRAD"], step=1)[1]
+    assert not np.array_equal(o0, o1)  # another step draws another mask
+    for o, grad in ((o0, g0), (o1, g1)):
+        np.testing.assert_allclose(grad, o)  # d sum(x * mask/(1-p)) / dx = mask/(1-p) = out
+
+
+@grad_case("lookup_table", params=[{"padding_idx": None}, {"padding_idx": 3},
+                                   {"padding_idx": -1}, {"padding_idx": None, "sparse": True}])
+def lookup_table(c, padding_idx, sparse=False):
+    ids = c.data("ids", np.array([[1], [3], [1], [0], [5]]), grad=False, dtype="int64")
+    out = layers.embedding(ids, [6, 3], is_sparse=sparse, padding_idx=padding_idx,
+                           dtype="float64")
+    grads = c.check(out)
+    w = next(iter(c.program.global_block().all_parameters()))
+    g = grads[w.name]
+    pad = {None: None, 3: 3, -1: 5}[padding_idx]
+    if pad is not None:
+        np.testing.assert_array_equal(g[pad], 0.0)
+    np.testing.assert_array_equal(g[[2, 4] if pad != 5 else [2, 4, 5]], 0.0)  # unused rows
+
+
+@grad_case("softmax_with_cross_entropy", params=[
+    {"soft": False, "ignore": -100, "axis": -1}, {"soft": False, "ignore": 2, "axis": -1},
+    {"soft": True, "ignore": -100, "axis": -1}, {"soft": False, "ignore": -100, "axis": 1},
+    {"soft": True, "ignore": -100, "axis": 1}, {"soft": False, "ignore": 0, "axis": 1}])
+def softmax_with_cross_entropy(c, soft, ignore, axis):
+    shape = (4, 5) if axis == -1 else (2, 4, 3)
+    logits = c.data("logits", c.randn(*shape))
+    lshape = list(shape)
+    lshape[axis] = 1
+    if soft:
+        p = c.uniform(0.1, 1.0, *shape)
+        label = c.data("label", p / p.sum(axis=axis, keepdims=True), grad=False)
+    else:
+        hard = c.rng.integers(0, shape[axis], lshape)
+        hard.flat[0] = 2 if ignore == 2 else hard.flat[0]
+        if ignore == -100:
+            hard.flat[-1] = -100  # out of range: ignored, gives no gradient
+        label = c.data("label", hard, grad=False, dtype="int64")
+    loss = layers.softmax_with_cross_entropy(logits, label, soft_label=soft,
+                                             ignore_index=ignore, axis=axis)
+    grads = c.check(loss)
+    g = np.moveaxis(grads["logits"], axis, -1).reshape(-1, shape[axis])
+    if ignore == 2 or (ignore == -100 and not soft):
+        np.testing.assert_array_equal(g[0 if ignore == 2 else -1], 0.0)  # the ignored row
+
+
+@grad_case("softmax_with_cross_entropy", params=[{"use": "both"}, {"use": "softmax"}])
+def softmax_with_cross_entropy_softmax_used(c, use):
+    """return_softmax: a loss that also reads Softmax needs Softmax@GRAD in Logits@GRAD."""
+    logits = c.data("logits", c.randn(3, 4))
+    label = c.data("label", np.array([[0], [3], [1]]), grad=False, dtype="int64")
+    loss, sm = layers.softmax_with_cross_entropy(logits, label, return_softmax=True)
+    return [loss, sm] if use == "both" else sm
+
+
+@grad_case("cross_entropy", params=[{"soft": False, "ignore": -100},
+                                    {"soft": True, "ignore": -100},
+                                    {"soft": False, "ignore": 1}])
+def cross_entropy(c, soft, ignore):
+    x = c.data("x", c.uniform(0.1, 1.0, 4, 3))  # probabilities need not be normalised
+    if soft:
+        label = c.data("label", c.uniform(0, 1, 4, 3), grad=False)
+    else:
+        label = c.data("label", np.array([[0], [1], [2], [1]]), grad=False, dtype="int64")
+    return layers.cross_entropy(x, label, soft_label=soft, ignore_index=ignore)
+
+
+@grad_case("softmax", "cross_entropy", "mean")
+def softmax_then_cross_entropy(c):
+    x = c.data("x", c.randn(3, 4))
+    label = c.data("label", np.array([[3], [0], [1]]), grad=False, dtype="int64")
+    return layers.mean(layers.cross_entropy(layers.softmax(x), label))
+
+
+# -- whole models ---------------------------------------------------------------------------------
+@grad_case("mul", "elementwise_add", "tanh", "relu", "softmax_with_cross_entropy", "mean")
+def mlp_float64(c):
+    x = c.data("x", c.randn(4, 3))
+    label = c.data("label", np.array([[0], [2], [1], [2]]), grad=False, dtype="int64")
+    h = layers.fc(x, 4, act="tanh")
+    h = layers.fc(h, 4, act="relu")
+    logits = layers.fc(h, 3)
+    c.check(loss=layers.mean(layers.softmax_with_cross_entropy(logits, label)))
+
+
+@grad_case("conv2d", "batch_norm", "relu", "pool2d", "mul", "elementwise_add",
+           "softmax_with_cross_entropy", "mean")
+def cnn_float64(c):
+    """demo_cnn's structure (conv, batch_norm + relu, max pool; twice; fc) in float64."""
+    image = c.data("image", c.randn(2, 1, 6, 6))
+    label = c.data("label", np.array([[1], [3]]), grad=False, dtype="int64")
+    x = image
+    for ch in (2, 3):
+        x = layers.conv2d(x, ch, 3, padding=1, bias_attr=False)
+        x = layers.batch_norm(x, act="relu")
+        x = layers.pool2d(x, 2, "max", 2)
+    logits = layers.fc(x, 4)
+    c.rtol, c.atol = 1e-4, 1e-6
+    c.check(loss=layers.mean(layers.softmax_with_cross_entropy(logits, label)))
+
+
+@pytest.mark.parametrize("model", ["demo_cnn", "mlp"])
+def test_reference_models_float32(model):
+    """graphc.models in float32: a looser tolerance, and larger steps (float32 rounding)."""
+    if model == "demo_cnn":
+        m = models.demo_cnn(image_shape=(1, 6, 6), num_classes=3, channels=(2, 2))
+        feeds = {"image": np.random.default_rng(0).standard_normal((2, 1, 6, 6))}
+    else:
+        m = models.mlp(input_dim=5, hidden=(4, 4), num_classes=3)
+        feeds = {"x": np.random.default_rng(0).standard_normal((3, 5))}
+    with graphc.program_guard(m.main, m.startup):
+        c = GradCheck(1)
+        c.feeds = {k: v.astype("float32") for k, v in feeds.items()}
+        c.feeds["label"] = np.array([[0], [2], [1]][: len(next(iter(feeds.values())))])
+        c.eps, c.rtol, c.atol = 1e-3, 2e-2, 1e-3
+        for p in m.main.all_parameters():
+            if p.trainable:
+                c.set_param(p, c.rng.uniform(-1, 1, p.shape))
+        c.check(loss=m.loss)
+
+
+# -- append_backward behaviour ------------------------------------------------------------------
+def _mlp(depth=2, width=3):
+    x = graphc.data("x", [2, width], dtype="float64")
+    h = x
+    for _ in range(depth):
+        h = layers.fc(h, width, act="tanh")
+    return x, h, layers.mean(h)
+
+
+def _backward_ops(program=None):
+    program = program or graphc.default_main_program()
+    return [op for op in program.global_block().ops if op.role == "backward"]
+
+
+def test_parameter_gradient_names():
+    _, _, loss = _mlp()
+    pairs = graphc.append_backward(loss)
+    assert [(p.name, g.name) for p, g in pairs] == [
+        ("fc_0.w_0", "fc_0.w_0@GRAD"), ("fc_0.b_0", "fc_0.b_0@GRAD"),
+        ("fc_1.w_0", "fc_1.w_0@GRAD"), ("fc_1.b_0", "fc_1.b_0@GRAD")]
+    for p, g in pairs:
+        assert g.shape == p.shape and g.dtype == p.dtype
+        assert isinstance(p, graphc.Parameter)
+    # data is stop_gradient by default: no grad for x
+    assert not graphc.default_main_program().global_block().has_var("x@GRAD")
+
+
+def test_no_grad_set_removes_gradients():
+    _, _, loss = _mlp()
+    block = graphc.default_main_program().global_block()
+    pairs = graphc.append_backward(loss, no_grad_set={"fc_0.b_0", block.var("fc_1.w_0")})
+    assert [p.name for p, _ in pairs] == ["fc_0.w_0", "fc_1.b_0"]
+    produced = {n for op in _backward_ops() for n in op.output_arg_names}
+    assert "fc_0.b_0@GRAD" not in produced and "fc_1.w_0@GRAD" not in produced
+    assert "fc_0.w_0@GRAD" in produced
+
+
+def test_no_grad_set_on_an_intermediate_blocks_everything_before_it():
+    _, _, loss = _mlp()
+    first_out = graphc.default_main_program().global_block().ops[2].output("Out")[0]
+    pairs = graphc.append_backward(loss, no_grad_set={first_out})
+    assert [p.name for p, _ in pairs] == ["fc_1.w_0", "fc_1.b_0"]
+    assert {op.type for op in _backward_ops()} >= {"mul_grad", "tanh_grad"}
+    assert len([op for op in _backward_ops() if op.type == "mul_grad"]) == 1
+
+
+def test_parameter_list_limits_the_returned_pairs():
+    _, _, loss = _mlp()
+    block = graphc.default_main_program().global_block()
+    pairs = graphc.append_backward(loss, parameter_list=["fc_1.w_0", block.var("fc_0.b_0")])
+    assert [(p.name, g.name) for p, g in pairs] == [("fc_1.w_0", "fc_1.w_0@GRAD"),
+                                                      ("fc_0.b_0", "fc_0.b_0@GRAD")]
+
+
+@grad_case("mul", "elementwise_add", "tanh")
+def parameter_list_case(c):
+    """The gradients returned for a parameter_list subset are still correct."""
+    x = c.data("x", c.randn(2, 3), grad=False)
+    h = layers.fc(layers.fc(x, 3, act="tanh"), 2)
+    c.parameter_list = ["fc_1.w_0", "fc_0.w_0"]
+    block = c.program.global_block()
+    c.check(h, wrt=[block.var("fc_1.w_0"), block.var("fc_0.w_0")])
+
+
+def test_stop_gradient_on_an_intermediate_blocks_flow():
+    x = graphc.data("x", [2, 3], dtype="float64")
+    h = layers.fc(x, 3, act="tanh")
+    h.stop_gradient = True
+    loss = layers.mean(layers.fc(h, 2))
+    pairs = graphc.append_backward(loss)
+    assert [p.name for p, _ in pairs] == ["fc_1.w_0", "fc_1.b_0"]
+    assert all(not op.type.startswith("tanh") for op in _backward_ops())
+    assert not graphc.default_main_program().global_block().has_var("fc_0.w_0@GRAD")
+
+
+def test_parameters_that_do_not_affect_the_loss_get_no_grad():
+    x = graphc.data("x", [2, 3], dtype="float64")
+    used = layers.fc(x, 2)
+    layers.fc(x, 4)  # a dead branch
+    ids = graphc.data("ids", [2, 1], dtype="int64")
+    layers.embedding(ids, [5, 2], dtype="float64")  # another
+    pairs = graphc.append_backward(layers.mean(used))
+    assert [p.name for p, _ in pairs] == ["fc_0.w_0", "fc_0.b_0"]
+    block = graphc.default_main_program().global_block()
+    assert not any(block.has_var(n + GRAD_SUFFIX) for n in ("fc_1.w_0", "fc_1.b_0",
+                                                            "embedding_0.w_0"))
+
+
+def test_non_trainable_parameter_gets_no_grad():
+    x = graphc.data("x", [2, 3], dtype="float64")
+    loss = layers.mean(layers.fc(x, 2, param_attr=graphc.ParamAttr(trainable=False)))
+    assert [p.name for p, _ in graphc.append_backward(loss)] == ["fc_0.b_0"]
+
+
+def test_loss_with_unknown_shape_raises():
+    x = graphc.data("x", [-1, 3], dtype="float64")
+    x.stop_gradient = False
+    per_row = layers.reduce_sum(layers.fc(x, 2), dim=1)
+    assert per_row.shape == (-1,)
+    with pytest.raises(graphc.ProgramError, match="known shape"):
+        graphc.append_backward(per_row)
+    assert not _backward_ops()  # nothing was appended
+
+
+def test_bad_losses_raise():
+    x = graphc.data("x", [2, 3], dtype="float64")
+    with pytest.raises(graphc.ProgramError, match="must be a Variable"):
+        graphc.append_backward("x")
+    with pytest.raises(graphc.ProgramError, match="no op computes"):
+        graphc.append_backward(x)
+    ids = graphc.data("ids", [2, 1], dtype="int64")
+    with pytest.raises(graphc.ProgramError, match="floating point"):
+        graphc.append_backward(layers.reduce_sum(ids))
+
+
+def here() -> int:
+    return sys._getframe(1).f_lineno
+
+
+def test_backward_ops_have_backward_role_and_forward_source_lines():
+    x = graphc.data("x", [2, 3], dtype="float64")
+    x.stop_gradient = False
+    lines = {}
+    lines["mul"], h = here(), layers.fc(x, 3, bias_attr=False)
+    lines["tanh"], h = here(), layers.tanh(h)
+    lines["sum"], h = here(), layers.sums([h, h])
+    lines["mean"], loss = here(), layers.mean(h)
+    n_forward = len(graphc.default_main_program().global_block().ops)
+    graphc.append_backward(loss)
+    ops = graphc.default_main_program().global_block().ops
+    assert all(op.role == "forward" for op in ops[:n_forward])
+    backward = ops[n_forward:]
+    assert backward and all(op.role == "backward" for op in backward)
+    assert backward[0].type == "fill_constant"
+    assert backward[0].source.endswith(f"{THIS_FILE}:{lines['mean']}")
+    for op in backward[1:]:
+        fwd = op.type.removesuffix("_grad")
+        if op.type == "sum":  # accumulates the two parts of tanh's output grad: tanh's line
+            assert op.source.endswith(f"{THIS_FILE}:{lines['tanh']}")
+            continue
+        assert op.source.endswith(f"{THIS_FILE}:{lines[fwd]}"), (op.type, op.source)
+    # the grad of h, used twice by sum, is accumulated from @RENAME@ parts
+    renamed = [n for op in backward for n in op.output_arg_names if "@RENAME@" in n]
+    assert len(renamed) == 2
+    g = graphc.lower(graphc.default_main_program())
+    assert all(op.role == "backward" for op in g.ops() if op.type.endswith("_grad"))
+
+
+def test_backward_of_a_deep_mlp_is_linear():
+    depth = 2000
+    x = graphc.data("x", [1, 2], dtype="float64")
+    h = x
+    for _ in range(depth):
+        h = layers.fc(h, 2)
+    loss = layers.mean(h)
+    n_forward = len(graphc.default_main_program().global_block().ops)
+    assert n_forward == 2 * depth + 1
+    pairs = graphc.append_backward(loss)
+    assert len(pairs) == 2 * depth
+    backward = _backward_ops()
+    # one grad op per forward op plus the loss's fill_constant; nothing to accumulate
+    assert len(backward) == n_forward + 1
+    assert sum(op.type == "mul_grad" for op in backward) == depth

@@ -1,0 +1,560 @@
+"""Text and Program round trips: every layer's IR prints, parses back equal and reprints
+identically; Graph.to_program lowers back to the same graph; malformed text is rejected."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import graphc
+from graphc import ParamAttr, layers, unique_name
+from graphc.testing import random_programs
+
+THIS_FILE = os.path.basename(__file__)
+
+
+def assert_text_round_trips(g: graphc.Graph) -> None:
+    """parse(print(g)) equals g and prints the same text, with and without source lines."""
+    g.verify()
+    for show_source in (True, False):
+        text = g.to_text(show_source=show_source)
+        g2 = graphc.parse(text)
+        g2.verify()
+        assert g2.to_text(show_source=show_source) == text
+        # without loc(...) the parsed ops have no source, so only compare sources when shown
+        assert g2.structurally_equal(g, check_source=show_source), text
+        if not show_source:
+            assert all(op.source is None for op in g2.ops_by_id.values())
+
+
+def assert_program_round_trips(g: graphc.Graph) -> None:
+    back = graphc.lower(g.to_program())
+    back.verify()
+    assert back.structurally_equal(g, check_source=True)
+    assert back.to_text(show_source=True) == g.to_text(show_source=True)
+
+
+# ------------------------------------------------------------------ one case per layer use
+# Each case builds into the fresh default programs (see conftest.py). ``CASES`` maps a case
+# id to (the graphc.layers function it exercises, the builder).
+CASES: dict[str, tuple[str, object]] = {}
+
+
+def case(layer: str, id: str | None = None):
+    def register(fn):
+        key = id or layer
+        assert key not in CASES, key
+        CASES[key] = (layer, fn)
+        return fn
+    return register
+
+
+def image(shape=(-1, 4, 6, 6), name="img", dtype="float32"):
+    return graphc.data(name, list(shape), dtype)
+
+
+def labels(name="label", shape=(-1, 1)):
+    return graphc.data(name, list(shape), "int64")
+
+
+@case("data")
+def _data():
+    graphc.data("x", [-1, 3])
+    graphc.data("words", [None, 1], "int64", lod_level=1)
+    graphc.data("fixed", [2, 3], "float64")
+
+
+@case("fc")
+def _fc():
+    layers.fc(graphc.data("x", [-1, 6]), 4, act="relu")
+
+
+@case("fc", "fc_multi_input")
+def _fc_multi():
+    a, b = graphc.data("a", [-1, 3]), graphc.data("b", [-1, 2, 2])
+    layers.fc([a, b], 5, param_attr=[ParamAttr(learning_rate=0.5), None], act="tanh")
+
+
+@case("fc", "fc_flatten2_no_bias_frozen")
+def _fc_flatten():
+    layers.fc(graphc.data("x", [-1, 2, 3]), 4, num_flatten_dims=2, bias_attr=False,
+              param_attr=ParamAttr(name="frozen_w", trainable=False))
+
+
+@case("conv2d")
+def _conv2d():
+    layers.conv2d(image(), 8, 3, stride=2, padding=1, act="relu")
+
+
+@case("conv2d", "conv2d_nhwc")
+def _conv2d_nhwc():
+    layers.conv2d(image((-1, 6, 6, 4)), 3, [3, 2], padding=[1, 0], data_format="NHWC")
+
+
+@case("conv2d", "conv2d_depthwise")
+def _conv2d_depthwise():
+    layers.conv2d(image(), 8, 3, groups=4, padding=1, bias_attr=False)
+
+
+@case("conv2d", "conv2d_grouped_dilated")
+def _conv2d_grouped():
+    layers.conv2d(image(), 6, 2, groups=2, dilation=2)
+
+
+@case("conv2d", "conv2d_same_padding")
+def _conv2d_same():
+    layers.conv2d(image(), 2, 3, stride=2, padding="SAME")
+
+
+@case("conv2d", "conv2d_valid_padding_nhwc")
+def _conv2d_valid():
+    layers.conv2d(image((-1, 5, 5, 2)), 2, 2, padding="VALID", data_format="NHWC")
+
+
+@case("pool2d")
+def _pool2d():
+    layers.pool2d(image(), 2, "max", 2)
+
+
+@case("pool2d", "pool2d_avg_same_padding")
+def _pool2d_same():
+    layers.pool2d(image((-1, 3, 5, 5)), 3, "avg", 2, "SAME", exclusive=False)
+
+
+@case("pool2d", "pool2d_global_nhwc")
+def _pool2d_global():
+    layers.pool2d(image((-1, 5, 5, 3)), pool_type="avg", global_pooling=True,
+                  data_format="NHWC")
+
+
+@case("pool2d", "pool2d_ceil_mode")
+def _pool2d_ceil():
+    layers.pool2d(image((-1, 2, 5, 5)), 2, pool_stride=2, pool_padding=[1, 0], ceil_mode=True)
+
+
+@case("batch_norm")
+def _batch_norm():
+    layers.batch_norm(image(), act="relu")
+
+
+@case("batch_norm", "batch_norm_nhwc")
+def _batch_norm_nhwc():
+    layers.batch_norm(image((-1, 5, 5, 3)), data_layout="NHWC", momentum=0.5, epsilon=1e-3)
+
+
+@case("batch_norm", "batch_norm_test_2d")
+def _batch_norm_test():
+    layers.batch_norm(graphc.data("x", [-1, 7]), is_test=True, use_global_stats=True)
+
+
+@case("layer_norm")
+def _layer_norm():
+    layers.layer_norm(graphc.data("x", [-1, 3, 4]), begin_norm_axis=2, act="relu")
+
+
+@case("layer_norm", "layer_norm_without_scale")
+def _layer_norm_no_scale():
+    layers.layer_norm(graphc.data("x", [-1, 3, 4]), scale=False)
+
+
+@case("layer_norm", "layer_norm_without_scale_or_shift")
+def _layer_norm_bare():
+    layers.layer_norm(graphc.data("x", [-1, 6]), scale=False, shift=False, epsilon=1e-3)
+
+
+@case("dropout")
+def _dropout():
+    layers.dropout(graphc.data("x", [-1, 6]), 0.5)
+
+
+@case("dropout", "dropout_seeded_upscale")
+def _dropout_seeded():
+    layers.dropout(graphc.data("x", [-1, 6]), 0.25, is_test=True, seed=3,
+                   dropout_implementation="upscale_in_train")
+
+
+@case("embedding")
+def _embedding():
+    layers.embedding(labels("ids", (-1, 3, 1)), [10, 4], is_sparse=True, padding_idx=-1)
+
+
+@case("elementwise_add")
+def _add():
+    x = graphc.data("x", [-1, 3, 4])
+    layers.elementwise_add(x, graphc.data("y", [-1, 3, 4]), act="relu")
+
+
+@case("elementwise_add", "elementwise_add_axis1")
+def _add_axis():
+    layers.elementwise_add(image(), graphc.data("bias", [4]), axis=1)
+
+
+@case("elementwise_sub")
+def _sub():
+    layers.elementwise_sub(image(), graphc.data("y", [6, 6]))  # trailing dims, axis -1
+
+
+@case("elementwise_mul")
+def _mul():
+    # Y [4, 6, 1] at axis 1: Paddle trims Y's trailing 1 that overhangs X
+    layers.elementwise_mul(image(), graphc.data("y", [4, 6, 1]), axis=1)
+
+
+@case("elementwise_mul", "elementwise_mul_axis0_batch")
+def _mul_batch():
+    layers.elementwise_mul(image(), graphc.data("w", [-1, 4]), axis=0)
+
+
+@case("elementwise_div")
+def _div():
+    layers.elementwise_div(image(), graphc.data("y", [1, 6]), axis=2)
+
+
+@case("relu")
+def _relu():
+    layers.relu(graphc.data("x", [-1, 3]))
+
+
+@case("sigmoid")
+def _sigmoid():
+    layers.sigmoid(graphc.data("x", [-1, 3], "float64"))
+
+
+@case("tanh")
+def _tanh():
+    layers.tanh(graphc.data("x", [-1, 3]))
+
+
+@case("gelu")
+def _gelu():
+    layers.gelu(graphc.data("x", [-1, 3]), approximate=True)
+
+
+@case("leaky_relu")
+def _leaky_relu():
+    layers.leaky_relu(graphc.data("x", [-1, 3]), alpha=0.1)
+
+
+@case("scale")
+def _scale():
+    layers.scale(graphc.data("x", [-1, 3]), 2.0, 0.5, bias_after_scale=False, act="tanh")
+
+
+@case("softmax")
+def _softmax():
+    layers.softmax(image(), axis=1)
+
+
+@case("matmul")
+def _matmul():
+    layers.matmul(graphc.data("x", [-1, 4]), graphc.data("y", [4, 5]))
+
+
+@case("matmul", "matmul_transposed_alpha")
+def _matmul_t():
+    layers.matmul(graphc.data("x", [4, 3]), graphc.data("y", [5, 4]), transpose_x=True,
+                  transpose_y=True, alpha=0.5)
+
+
+@case("matmul", "matmul_batched_vector")
+def _matmul_batched():
+    x = graphc.data("x", [-1, 2, 3, 4])
+    y = layers.matmul(x, graphc.data("y", [-1, 2, 4, 5]))
+    layers.matmul(y, graphc.data("v", [5]))
+
+
+@case("mean")
+def _mean():
+    layers.mean(image())
+
+
+@case("reduce_sum")
+def _reduce_sum():
+    layers.reduce_sum(image())
+
+
+@case("reduce_mean")
+def _reduce_mean():
+    layers.reduce_mean(image(), dim=[1, 2], keep_dim=True)
+
+
+@case("reduce_max")
+def _reduce_max():
+    layers.reduce_max(image(), dim=-1)
+
+
+@case("reshape")
+def _reshape():
+    layers.reshape(image(), [0, -1, 6], act="relu")
+
+
+@case("transpose")
+def _transpose():
+    layers.transpose(image(), [0, 2, 3, 1])
+
+
+@case("concat")
+def _concat():
+    x = graphc.data("x", [-1, 2, 3])
+    layers.concat([x, graphc.data("y", [-1, 4, 3]), x], axis=1)
+
+
+@case("split")
+def _split():
+    layers.split(image(), 2, dim=1)
+
+
+@case("split", "split_sections")
+def _split_sections():
+    layers.split(image(), [1, -1, 2], dim=-1)
+
+
+@case("sums")
+def _sums():
+    x = graphc.data("x", [-1, 3])
+    layers.sums([x, layers.relu(x), x])
+
+
+@case("assign")
+def _assign():
+    layers.assign(graphc.data("x", [-1, 3]))
+
+
+@case("cast")
+def _cast():
+    x = graphc.data("x", [-1, 3])
+    layers.cast(layers.cast(x, "float64"), "int32")
+
+
+@case("fill_constant")
+def _fill_constant():
+    layers.fill_constant([2, 3], "int64", 7)
+    layers.fill_constant([1], "float32", 0.5, force_cpu=True)
+
+
+@case("softmax_with_cross_entropy")
+def _softmax_ce():
+    logits = layers.fc(graphc.data("x", [-1, 6]), 5)
+    layers.mean(layers.softmax_with_cross_entropy(logits, labels()))
+
+
+@case("softmax_with_cross_entropy", "softmax_with_cross_entropy_soft_axis1")
+def _softmax_ce_soft():
+    logits = graphc.data("x", [-1, 5, 3])
+    soft = layers.softmax(graphc.data("p", [-1, 5, 3]), axis=1)
+    layers.softmax_with_cross_entropy(logits, soft, soft_label=True, return_softmax=True,
+                                      axis=1)
+
+
+@case("cross_entropy")
+def _cross_entropy():
+    layers.cross_entropy(layers.softmax(graphc.data("x", [-1, 5])), labels(), ignore_index=0)
+
+
+@case("cross_entropy", "cross_entropy_soft")
+def _cross_entropy_soft():
+    p = layers.softmax(graphc.data("x", [-1, 5]))
+    layers.cross_entropy(p, layers.softmax(graphc.data("q", [-1, 5])), soft_label=True)
+
+
+@case("accuracy")
+def _accuracy():
+    layers.accuracy(layers.softmax(graphc.data("x", [-1, 5])), labels(), k=2)
+
+
+@case("topk")
+def _topk():
+    layers.topk(graphc.data("x", [-1, 5]), 3)
+
+
+@case("piecewise_decay")
+def _piecewise_decay():
+    layers.piecewise_decay([2, 5], [0.1, 0.01, 0.001])
+
+
+@case("cosine_decay")
+def _cosine_decay():
+    layers.cosine_decay(0.1, 10, 3)
+
+
+@case("linear_lr_warmup")
+def _linear_lr_warmup():
+    # with a schedule as the target rate: both share the one step counter
+    base = layers.piecewise_decay([4], [0.1, 0.05])
+    layers.linear_lr_warmup(base, 3, 0.0, 0.1)
+    layers.linear_lr_warmup(0.2, 3, 0.0, 0.1)
+
+
+@case("scale", "op_role_and_random_seed")
+def _roles():
+    main = graphc.default_main_program()
+    main.random_seed = 11
+    x = graphc.data("x", [-1, 3])
+    x.stop_gradient = False  # a non-default flag must print and parse back
+    with main.op_role_guard("optimize"):
+        layers.scale(x, 0.5)
+
+
+def test_every_layer_function_has_a_case():
+    missing = sorted(set(layers.__all__) - {layer for layer, _ in CASES.values()})
+    assert not missing, f"add round-trip cases for {missing}"
+
+
+@pytest.mark.parametrize("case_id", sorted(CASES))
+def test_layer_round_trips(case_id):
+    _, build = CASES[case_id]
+    build()
+    main, startup = graphc.default_main_program(), graphc.default_startup_program()
+    g = graphc.lower(main)
+    g.verify()
+    # every op remembers the line of this file that built it
+    for op in g.ops():
+        path, _, line = op.source.rpartition(":")
+        assert os.path.basename(path) == THIS_FILE and line.isdigit(), op
+    assert_text_round_trips(g)
+    assert_program_round_trips(g)
+    sg = graphc.lower(startup)
+    assert_text_round_trips(sg)
+    assert_program_round_trips(sg)
+    # the startup program initialises exactly the state the main program reads
+    state = {v.name for v in g.inputs if v.var.persistable}
+    assert {v.name for v in sg.outputs} == state
+
+
+# --------------------------------------------------------------------- random programs
+
+
+@given(random_programs(max_ops=8))
+def test_random_programs_round_trip(p):
+    g = p.graph()
+    assert_text_round_trips(g)
+    assert_program_round_trips(g)
+    assert_text_round_trips(p.startup_graph())
+    assert set(p.feeds) == {v.name for v in g.inputs if v.var.kind == "feed"}
+    assert p.fetch and all(name in g.vars for name in p.fetch)
+
+
+@given(st.data())
+def test_random_programs_name_deterministically(data):
+    # advance the global name counters: the generator must not see them
+    for key in ("fc", "relu", "conv2d", "elementwise_add", "softmax", "x"):
+        unique_name.generate(key)
+    p = data.draw(random_programs(max_ops=6))
+    numbers: dict[str, set[int]] = {}
+    for name in p.main.global_block().vars:
+        m = re.fullmatch(r"([a-z_0-9]+?)_(\d+)\.(tmp|w|b)_\d+", name)
+        if m:
+            numbers.setdefault(m.group(1), set()).add(int(m.group(2)))
+    for prefix, used in numbers.items():
+        assert used == set(range(len(used))), (prefix, sorted(used))
+    assert graphc.default_main_program().num_ops == 0  # built under its own program_guard
+
+
+@given(random_programs(max_ops=3, steps=["conv2d", "pool2d"], with_loss=True))
+def test_random_programs_take_only_the_requested_steps(p):
+    assert p.steps and set(p.steps) <= {"conv2d", "pool2d"}
+    types = {op.type for op in p.main.global_block().ops}
+    assert types <= {"conv2d", "depthwise_conv2d", "elementwise_add", "pool2d", "relu", "tanh",
+                     "sigmoid", "mean"}
+    assert p.loss in p.fetch and p.main.global_block().var(p.loss).shape == (1,)
+
+
+def test_random_programs_reject_unknown_steps_and_dtypes():
+    with pytest.raises(ValueError, match="unknown steps"):
+        random_programs(steps=["fc", "lstm"])
+    with pytest.raises(ValueError, match="float dtypes"):
+        random_programs(cast_dtypes=["int32"])
+    with pytest.raises(ValueError, match="min_ops"):
+        random_programs(max_ops=2, min_ops=3)
+
+
+def test_graph_text_is_what_parse_reads_after_a_rewrite():
+    x = graphc.data("x", [-1, 3])
+    layers.tanh(layers.relu(x))
+    g = graphc.lower(graphc.default_main_program())
+    relu = g.ops()[0]
+    rw = g.rewriter("test")
+    new = rw.create_op("sigmoid", {"X": relu.input("X")}, {"Out": "sig"}, derived_from=[relu])
+    rw.replace_all_uses(relu.output("Out"), new.output("Out"))
+    rw.erase_op(relu)
+    assert_text_round_trips(g)
+    assert_program_round_trips(g)
+
+
+# ------------------------------------------------------------------------- parse errors
+
+VALID = """\
+// a comment and a blank line: line numbers still count them
+
+graph @main {
+  input %x: f32[-1,3] {feed}
+  %relu_0.tmp_0: f32[-1,3] = relu(X=%x)
+  %leaky_relu_0.tmp_0: f32[-1,3] = leaky_relu(X=%relu_0.tmp_0) {alpha=0.1}
+  output %leaky_relu_0.tmp_0
+}
+"""
+
+
+def test_valid_text_parses():
+    g = graphc.parse(VALID)
+    g.verify()
+    assert [op.type for op in g.ops()] == ["relu", "leaky_relu"]
+    assert g.ops()[1].attrs["alpha"] == 0.1
+
+
+@pytest.mark.parametrize("old, new, line, message", [
+    ("= relu(X=%x)", "= frobnicate(X=%x)", 5, "unknown op type 'frobnicate'"),
+    ("leaky_relu(X=%relu_0.tmp_0)", "leaky_relu(X=%relu_9)", 6,
+     "'%relu_9' is used before it is defined"),
+    ("output %leaky_relu_0.tmp_0", "output %nowhere", 7, "'%nowhere' is used before"),
+    ("%x: f32[-1,3]", "%x: f33[-1,3]", 4, "bad type 'f33[-1,3]'"),
+    ("%x: f32[-1,3]", "%x: f32[-1,x]", 4, "expected a type"),
+    ("\n}\n", "\n", 7, "missing closing '}'"),
+    ("graph @main {", "graph @main", 3, "expected '{'"),
+    ("{alpha=0.1}", '{alpha="big"}', 6, "attribute 'alpha' expects float"),
+    ("{alpha=0.1}", "{alpha=[1]}", 6, "attribute 'alpha' expects float"),
+    ("{alpha=0.1}", "{beta=0.1}", 6, "unknown attribute 'beta'"),
+    ("{alpha=0.1}", "{alpha=0.1", 6, "expected '}'"),
+    ("%leaky_relu_0.tmp_0: f32[-1,3] =", "%relu_0.tmp_0: f32[-1,3] =", 6, "defined twice"),
+    ("{feed}", "{feed, param}", 4, "several kinds"),
+    ("\n}\n", "\n}\n  output %x\n", 9, "text after the closing '}'"),
+])
+def test_parse_errors_give_the_line(old, new, line, message):
+    assert old in VALID
+    text = VALID.replace(old, new, 1)
+    with pytest.raises(graphc.ParseError) as err:
+        graphc.parse(text)
+    assert err.value.line == line
+    assert f"line {line}," in str(err.value)
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("relu(X=%x)", "relu(Y=%x)", "no input slot 'Y'"),
+    ("%relu_0.tmp_0: f32[-1,3] =", "%relu_0.tmp_0: f32[-1,4] =", "shape mismatch"),
+    ("relu(X=%x)", "relu()", "missing required input slot 'X'"),
+])
+def test_well_formed_but_invalid_text_never_yields_a_valid_graph(old, new, message):
+    # The parser checks syntax, names and attributes; slots and types are the verifier's.
+    text = VALID.replace(old, new, 1)
+    with pytest.raises((graphc.ParseError, graphc.VerifyError)) as err:
+        graphc.parse(text).verify()
+    assert message in str(err.value)
+    assert "op relu" in str(err.value) or err.value.line == 5
+
+
+def test_parse_error_points_at_the_column():
+    with pytest.raises(graphc.ParseError) as err:
+        graphc.parse(VALID.replace("= relu(", "= frobnicate("))
+    text_line = VALID.replace("= relu(", "= frobnicate(").splitlines()[4]
+    assert text_line[err.value.col:].startswith("frobnicate")
+
+
+def test_empty_text_is_a_parse_error():
+    with pytest.raises(graphc.ParseError) as err:
+        graphc.parse("// nothing here\n")
+    assert err.value.line == 1
