@@ -24,6 +24,8 @@ test: $(STAMP) lint
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_lowering.py
+	$(PY) benchmarks/bench_backward.py
+	$(PY) benchmarks/bench_step.py
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis build *.egg-info

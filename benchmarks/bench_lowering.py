@@ -63,24 +63,54 @@ def build_program(num_ops: int) -> tuple[graphc.Program, graphc.Program]:
 CLOCKS = {"wall": time.perf_counter, "cpu": time.process_time}
 
 
-def timed(fn: Callable[[], object], clock: Callable[[], float]) -> tuple[float, object]:
-    gc.collect()  # garbage left by the previous phase is not charged to this one
-    start = clock()
-    result = fn()
-    return clock() - start, result
+class PhaseTimer:
+    """Times phases run back to back, and how much of each went to cyclic GC collections.
+
+    Collections are left to happen where they fall: a phase that pauses the collector
+    leaves young objects that the next collection must walk, and that cost is real.
+    """
+
+    def __init__(self, clock: Callable[[], float]):
+        self.clock = clock
+        self.times: dict[str, float] = {}
+        self.gc_times: dict[str, float] = {}
+        self._phase = ""
+        self._gc_start = 0.0
+
+    def _on_gc(self, event: str, info: dict) -> None:
+        if event == "start":
+            self._gc_start = self.clock()
+        elif self._phase:
+            self.gc_times[self._phase] += self.clock() - self._gc_start
+
+    def __enter__(self) -> PhaseTimer:
+        gc.collect()  # start clean: the previous run's garbage is not charged to this one
+        gc.callbacks.append(self._on_gc)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        gc.callbacks.remove(self._on_gc)
+
+    def run(self, phase: str, fn: Callable[[], object]) -> object:
+        self._phase, self.gc_times[phase] = phase, 0.0
+        start = self.clock()
+        result = fn()
+        self.times[phase] = self.clock() - start
+        self._phase = ""
+        return result
 
 
-def run_once(num_ops: int, clock: Callable[[], float]) -> tuple[dict[str, float], int]:
-    """Times of each phase, and the number of ops the startup program got on the way."""
-    times = {}
-    times["build"], (main, startup) = timed(lambda: build_program(num_ops), clock)
-    times["lower"], graph = timed(lambda: graphc.lower(main), clock)
-    times["verify"], _ = timed(graph.verify, clock)
-    times["print"], text = timed(graph.to_text, clock)
-    times["parse"], parsed = timed(lambda: graphc.parse(text), clock)
+def run_once(num_ops: int, clock: Callable[[], float]) -> tuple[PhaseTimer, int]:
+    """Each phase's time, and the number of ops the startup program got on the way."""
+    with PhaseTimer(clock) as timer:
+        main, startup = timer.run("build", lambda: build_program(num_ops))
+        graph = timer.run("lower", lambda: graphc.lower(main))
+        timer.run("verify", graph.verify)
+        text = timer.run("print", graph.to_text)
+        parsed = timer.run("parse", lambda: graphc.parse(text))
     if parsed.num_ops != num_ops or text.count(" = ") != num_ops:
         raise AssertionError("the printed or parsed graph lost ops")
-    return times, startup.num_ops
+    return timer, startup.num_ops
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,17 +129,19 @@ def main(argv: list[str] | None = None) -> int:
           f"{platform.machine()}, {os.cpu_count()} CPUs; {args.clock} time, "
           f"fastest of {args.repeat} run(s)")
     best: dict[int, dict[str, float]] = {}
+    gc_share: dict[int, dict[str, float]] = {}
     for n in sizes:
         runs = [run_once(n, CLOCKS[args.clock]) for _ in range(args.repeat)]
-        best[n] = {p: min(times[p] for times, _ in runs) for p in PHASES}
-        median = {p: statistics.median(times[p] for times, _ in runs) for p in PHASES}
+        best[n] = {p: min(timer.times[p] for timer, _ in runs) for p in PHASES}
+        gc_share[n] = {p: statistics.median(timer.gc_times[p] for timer, _ in runs)
+                       for p in PHASES}
+        median = {p: statistics.median(timer.times[p] for timer, _ in runs) for p in PHASES}
         print(f"  {n} ops (+ {runs[0][1]} startup ops in the build phase): median "
               f"lower+verify+print {median['lower'] + median['verify'] + median['print']:.2f} s",
               flush=True)
 
-    head = f"{'ops':>8} " + "".join(f"{p:>18}" for p in PHASES) + f"{'lower+verify+print':>22}"
     print()
-    print(head)
+    print(f"{'ops':>8} " + "".join(f"{p:>18}" for p in PHASES) + f"{'lower+verify+print':>22}")
     print(f"{'':>8} " + "".join(f"{'s   (us/op)':>18}" for _ in PHASES) + f"{'s':>22}")
     for n in sizes:
         cells = "".join(f"{best[n][p]:>9.3f} ({best[n][p] / n * 1e6:>5.1f})" for p in PHASES)
@@ -119,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
         lo, hi = sizes[0], sizes[-1]
         cells = "".join(f"{best[hi][p] / best[lo][p]:>18.2f}" for p in PHASES)
         print(f"{'ratio':>8} {cells}    (t({hi}) / t({lo}); linear = {hi / lo:.2f})")
+    print("\nof which in cyclic garbage collections (s, median):")
+    for n in sizes:
+        print(f"{n:>8} " + "".join(f"{gc_share[n][p]:>18.3f}" for p in PHASES))
     return 0
 
 

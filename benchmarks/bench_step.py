@@ -183,6 +183,9 @@ def bench_case(case: Case, steps: int, warmup: int, rounds: int) -> dict:
     if not np.allclose(ours_losses, theirs_losses, rtol=CHECK_RTOL, atol=CHECK_ATOL):
         raise AssertionError(f"{case.name}: graphc and the hand-written step disagree: "
                              f"{ours_losses} vs {theirs_losses}")
+    for name, value in {**theirs.params, **theirs.stats}.items():  # updates agree too
+        if not np.allclose(ours.scope[name], value, rtol=CHECK_RTOL, atol=CHECK_ATOL):
+            raise AssertionError(f"{case.name}: '{name}' differs after {CHECK_STEPS} steps")
     for i in range(warmup):
         ours(batches[i % len(batches)])
         theirs(batches[i % len(batches)])
@@ -334,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=50, help="timed steps per model (median)")
     ap.add_argument("--warmup", type=int, default=10, help="untimed steps after compiling")
-    ap.add_argument("--rounds", type=int, default=5,
+    ap.add_argument("--rounds", type=int, default=10,
                     help="the timed steps are split into this many interleaved rounds")
     ap.add_argument("--models", nargs="+", default=["mlp", "cnn"], choices=["mlp", "cnn"])
     ap.add_argument("--overhead-calls", type=int, default=2000,

@@ -101,16 +101,8 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
 
     def zero_grad(op, name: str) -> str:
         """Zeros for an output whose gradient is unused but whose siblings' are not."""
-        var = block.var(name)
-        if var.shape is None or any(d < 0 for d in var.shape):
-            raise ProgramError(
-                f"append_backward: {op.where}: output '{name}' does not reach the loss but "
-                f"other outputs in its slot do; its zero gradient needs a static shape, got "
-                f"{var.shape}")
         zero = grad_var(name, name + GRAD_SUFFIX)
-        block.append_op("fill_constant", outputs={"Out": zero},
-                        attrs={"shape": list(var.shape), "dtype": var.dtype, "value": 0.0},
-                        source=op.source)
+        block.append_op("fill_zeros_like", {"X": name}, {"Out": zero}, source=op.source)
         grad_of[name] = zero
         return zero
 

@@ -94,6 +94,34 @@ def test_state_of_the_wrong_shape_is_reported(trained):
         exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
 
 
+def test_state_replaced_after_a_run_is_checked_again(trained):
+    model, exe, scope, feed = trained
+    exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
+    before = snapshot(scope)
+    scope["fc_0.b_0"] = np.zeros((7,), "float32")
+    with pytest.raises(fluid.GraphcError, match=r"scope variable 'fc_0.b_0' holds float32\[7\]"):
+        exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
+    scope["fc_0.b_0"] = before["fc_0.b_0"].astype("float64")
+    with pytest.raises(fluid.GraphcError, match="holds float64"):
+        exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
+    after = snapshot(scope)
+    assert all(np.array_equal(before[k], after[k]) for k in before if k != "fc_0.b_0")
+
+
+def test_dropped_programs_are_freed():
+    import gc
+    import weakref
+    exe, scope = fluid.Executor(), fluid.Scope()
+    model = mlp(input_dim=3, hidden=(2,), num_classes=2, batch_norm=False)
+    exe.run(model.startup, scope=scope)
+    feed = {"x": np.ones((2, 3), "float32"), "label": np.zeros((2, 1), "int64")}
+    exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
+    refs = [weakref.ref(model.main), weakref.ref(model.startup)]
+    del model
+    gc.collect()
+    assert [r() for r in refs] == [None, None] and len(exe._prepared) == 0
+
+
 def test_training_updates_state_and_loss_falls(trained):
     model, exe, scope, feed = trained
     w0 = scope["fc_0.w_0"].copy()
@@ -118,7 +146,7 @@ def test_compiled_step_is_cached_per_feed_shape(trained):
     model, exe, scope, feed = trained
     for _ in range(3):
         exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
-    prep = exe._prepared[id(model.main)]
+    prep = exe._prepared[model.main]
     assert len(prep.steps) == 1
     (step,) = prep.steps.values()
     assert step._jitted._cache_size() == 1
@@ -131,7 +159,7 @@ def test_compiled_step_is_cached_per_feed_shape(trained):
     with fluid.program_guard(model.main, model.startup):
         layers.relu(model.loss)
     exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
-    assert exe._prepared[id(model.main)] is not prep
+    assert exe._prepared[model.main] is not prep
 
 
 def test_clone_for_test_shares_parameters_through_the_scope():

@@ -32,17 +32,17 @@ def i64(*shape: int) -> TensorType:
     return t(*shape, dtype="int64")
 
 
+def _as_lists(types: dict[str, Any]) -> dict[str, list[TensorType]]:
+    """{slot: type or [types]} -> {slot: [types]}."""
+    return {k: list(v) if isinstance(v, list) else [v] for k, v in types.items()}
+
+
 def infer(op_type: str, ins: dict[str, Any], attrs: dict[str, Any] | None = None,
           where: str | None = None) -> dict[str, list[TensorType]]:
     """Run ``op_type``'s inference the way the builder and verifier do (attrs normalised)."""
     where = where or f"op {op_type}"
     opdef = get_op_def(op_type, where)
-    ins = {k: list(v) if isinstance(v, list) else [v] for k, v in ins.items()}
-    return opdef.infer_types(ins, opdef.normalize_attrs(attrs or {}, where), where)
-
-
-def _as_lists(outs: dict[str, Any]) -> dict[str, list[TensorType]]:
-    return {k: list(v) if isinstance(v, list) else [v] for k, v in outs.items()}
+    return opdef.infer_types(_as_lists(ins), opdef.normalize_attrs(attrs or {}, where), where)
 
 
 def case(op_type: str, ins: dict, attrs: dict | None, outs: dict, name: str = ""):
@@ -440,6 +440,22 @@ def test_bad_inputs_raise_shape_error(op_type, ins, attrs, message):
     text = str(info.value)
     assert text.startswith(where + ": "), text
     assert message in text
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in ERRORS])
+def test_bad_inputs_through_the_builder_name_the_op_and_line(op_type, ins, attrs, message):
+    block = graphc.Program().global_block()
+    inputs = {}
+    for slot, types in _as_lists(ins).items():
+        inputs[slot] = [block.create_var(f"{slot}{i}", ty.shape, ty.dtype, is_data=True)
+                        for i, ty in enumerate(types)]
+    outputs = {s.name: block.create_var(f"out_{s.name}") for s in get_op_def(op_type).outputs}
+    with pytest.raises(graphc.ShapeError, match=re.escape(message)) as info:
+        line = _next_line()
+        block.append_op(op_type, inputs, outputs, attrs)
+    assert_names_op_and_line(info.value, op_type, line)
+    assert not block.ops and all(v.shape is None for v in outputs.values())
 
 
 @pytest.mark.parametrize("op_type, attrs, message", [

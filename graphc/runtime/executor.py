@@ -69,7 +69,6 @@ class _StateGuard:
 class _Prepared:
     """A lowered program and its compiled steps, valid while the program's version holds."""
 
-    program: Program
     version: int
     graph: Graph
     feeds: dict[str, object]  # feed var name -> graph input Value (used ones)
@@ -95,17 +94,20 @@ class Executor:
     def __init__(self, place: Place | None = None):
         self.place = place or CPUPlace()
         self._device = self.place.jax_device()
-        self._prepared: dict[int, _Prepared] = {}
+        # Run where the place says; only a non-default device needs the (small) context cost.
+        self._on_default_device = self._device == jax.devices()[0]
+        # Held weakly: a program the user drops is freed with its compiled steps.
+        self._prepared: WeakKeyDictionary[Program, _Prepared] = WeakKeyDictionary()
 
     # -- preparation (cached) ----------------------------------------------------------
     def _prepare(self, program: Program) -> _Prepared:
-        prep = self._prepared.get(id(program))
-        if prep is not None and prep.program is program and prep.version == program.version:
+        prep = self._prepared.get(program)
+        if prep is not None and prep.version == program.version:
             return prep
         graph = self._lower(program)
         feeds = {v.var.name: v for v in graph.inputs if v.var.kind == "feed"}
-        prep = _Prepared(program, program.version, graph, feeds)
-        self._prepared[id(program)] = prep
+        prep = _Prepared(program.version, graph, feeds)
+        self._prepared[program] = prep
         return prep
 
     def _lower(self, program: Program) -> Graph:
@@ -126,12 +128,12 @@ class Executor:
         return step
 
     # -- feeds ---------------------------------------------------------------------------
-    def _check_feeds(self, prep: _Prepared, feed: dict) -> tuple[dict, tuple]:
+    def _check_feeds(self, prep: _Prepared, program: Program, feed: dict) -> tuple[dict, tuple]:
         arrays = {}
         for name, value in feed.items():
             target = prep.feeds.get(name)
             if target is None:
-                if name in prep.graph.vars or prep.program.global_block().has_var(name):
+                if name in prep.graph.vars or program.global_block().has_var(name):
                     raise FeedError(f"feed '{name}' is not a data variable of the program "
                                     "(only variables declared with graphc.data are fed)")
                 raise FeedError(f"feed '{name}' is not a variable of the program; data "
@@ -169,12 +171,12 @@ class Executor:
         scope = global_scope() if scope is None else scope
         fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
         prep = self._prepare(program)
-        arrays, sig = self._check_feeds(prep, dict(feed or {}))
+        arrays, sig = self._check_feeds(prep, program, dict(feed or {}))
         step = self._step(prep, fetch_names, sig)
-        return self._execute(step, prep, arrays, scope, return_numpy)
+        return self._execute(step, prep, program, arrays, scope, return_numpy)
 
-    def _execute(self, step: CompiledStep, prep: _Prepared, feeds: dict, scope: Scope,
-                 return_numpy: bool):
+    def _execute(self, step: CompiledStep, prep: _Prepared, program: Program, feeds: dict,
+                 scope: Scope, return_numpy: bool):
         state = scope._vars
         try:
             inputs = [state[name] for name in step.state_names]
@@ -189,11 +191,14 @@ class Executor:
             feed_arrays = tuple([feeds[name] for name in step.feed_names])
         except KeyError as exc:  # a feed that no op reads but the fetch list names
             raise FeedError(f"missing feed {exc}; it is fetched") from None
-        counter_key = id(prep.program)
-        count = scope._run_counters.get(counter_key, 0)
-        new_updated, created, fetched = step(updated, readonly, feed_arrays, count)
+        count = scope._run_counters.get(program, 0)
+        if self._on_default_device:
+            new_updated, created, fetched = step(updated, readonly, feed_arrays, count)
+        else:
+            with jax.default_device(self._device):
+                new_updated, created, fetched = step(updated, readonly, feed_arrays, count)
         # Only now, after the step succeeded, does the scope change.
-        scope._run_counters[counter_key] = count + 1
+        scope._run_counters[program] = count + 1
         state.update(zip(step.updated_names, new_updated))
         state.update(zip(step.created_names, created))
         guard.ran(scope, new_updated, readonly)

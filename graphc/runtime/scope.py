@@ -5,6 +5,8 @@ Arrays stay on their device between runs; both Paddle's and a dict-like spelling
 
 from __future__ import annotations
 
+from weakref import WeakKeyDictionary
+
 import jax
 import numpy as np
 
@@ -64,7 +66,8 @@ class Scope:
 
     def __init__(self):
         self._vars: dict[str, jax.Array] = {}
-        self._run_counters: dict[object, int] = {}
+        # runs per program (keys dropout's randomness); weak, so programs can be freed
+        self._run_counters: WeakKeyDictionary = WeakKeyDictionary()
 
     def find_var(self, name: str) -> ScopeVar | None:
         return ScopeVar(Tensor(self, name)) if name in self._vars else None

@@ -60,6 +60,11 @@ def _fill_constant(c):
     return {"Out": jnp.full(c["shape"], c["value"], c["dtype"])}
 
 
+@lowering("fill_zeros_like")
+def _fill_zeros_like(c, X):
+    return {"Out": jnp.zeros_like(X)}
+
+
 @lowering("uniform_random")
 def _uniform_random(c):
     out = jax.random.uniform(c.rng(c["seed"]), c["shape"], jnp.float32, c["min"], c["max"])

@@ -120,6 +120,8 @@ register("fill_constant", "", "Out", {
     "shape": "ints", "dtype": ("dtype", "float32"), "value": ("float", 0.0),
     "force_cpu": ("bool", False),
 }, infer=_filled, traits=(INITIALIZER, NO_GRAD), doc="Out = a tensor filled with value")
+register("fill_zeros_like", "X", "Out", infer=lambda c: {"Out": c.x("X")},
+         traits=(NO_GRAD,), doc="Out = zeros of X's shape and dtype (known at run time)")
 register("uniform_random", "", "Out", {
     "shape": "ints", "dtype": ("dtype", "float32"), "min": ("float", -1.0), "max": ("float", 1.0),
     "seed": ("int", 0),
