@@ -302,3 +302,21 @@ def test_save_is_atomic_and_needs_values(trained, tmp_path, monkeypatch):
     assert sorted(os.listdir(tmp_path)) == ["manifest.json", "persistables.safetensors"]
     with pytest.raises(fluid.CheckpointError, match="has no value in the scope"):
         fluid.save(model.main, str(tmp_path / "b"), scope=fluid.Scope())
+
+
+def test_inspecting_the_compiled_step(trained):
+    model, exe, scope, feed = trained
+    step = exe.compile(model.main, feed=feed, fetch_list=[model.loss])
+    text = step.lowered_text()
+    assert "stablehlo.dot_general" in text and "func.func public @main" in text
+    assert "dot(" in step.compiled_text() or "dot." in step.compiled_text()
+    cost = step.cost_analysis()
+    assert cost["flops"] > 2 * 4 * 6 * 5  # at least the first fc's multiply-adds
+    mem = step.memory_analysis()
+    # the updated state (params, velocities, running stats) is donated and aliased
+    assert mem.alias_size_in_bytes > 0 and mem.argument_size_in_bytes > 0
+    # the same step object that run() then uses: compiling did not add another
+    exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
+    assert list(exe._prepared[model.main].steps.values()) == [step]
+    with pytest.raises(ValueError, match="concrete shape for feed 'x'"):
+        step.lower({"x": (-1, 6)})

@@ -123,6 +123,7 @@ class Executor:
                     raise FetchError(f"cannot fetch '{name}': it is not a variable computed or "
                                      "read by this program")
             step = CompiledStep(prep.graph, fetch_names, donate=True)
+            step.feed_shapes = dict(feed_sig)
             prep.steps[key] = step
             prep.state_guards[step] = _StateGuard(step)
         return step
@@ -205,6 +206,14 @@ class Executor:
         if return_numpy:
             return [np.asarray(a) for a in fetched]
         return list(fetched)
+
+    def compile(self, program=None, feed=None, fetch_list=None) -> CompiledStep:
+        """The compiled step ``run`` would use for these feeds, for inspection:
+        ``lowered_text()``, ``compiled_text()``, ``cost_analysis()``, ``memory_analysis()``."""
+        program = default_main_program() if program is None else program
+        prep = self._prepare(program)
+        _, sig = self._check_feeds(prep, program, dict(feed or {}))
+        return self._step(prep, tuple(_fetch_name(f) for f in (fetch_list or [])), sig)
 
     def close(self) -> None:
         self._prepared.clear()

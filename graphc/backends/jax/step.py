@@ -51,6 +51,7 @@ class CompiledStep:
         self._ops = graph.ops()
         self.uses_step_counter = any(_is_random(op) for op in self._ops)
         self.donate = donate
+        self.feed_shapes: dict[str, tuple] = {}  # set by the runtime for inspection
         self._jitted = jax.jit(self._step, donate_argnums=(0,) if donate else ())
 
     def _step(self, updated, readonly, feeds, step):
@@ -73,19 +74,40 @@ class CompiledStep:
         return self._jitted(*self._args(updated, readonly, feeds, step))
 
     # -- inspection -------------------------------------------------------------------
-    def lower(self, updated, readonly, feeds, step=0):
-        return self._jitted.lower(*self._args(updated, readonly, feeds, step))
+    def abstract_args(self, feed_shapes: dict[str, tuple] | None = None) -> tuple:
+        """Shape/dtype stand-ins for every argument; feeds with -1 dims need a shape."""
+        feed_shapes = feed_shapes if feed_shapes is not None else self.feed_shapes
 
-    def lowered_text(self, *args) -> str:
-        """StableHLO text of the step for these example arguments."""
-        return self.lower(*args).as_text()
+        def spec(v, shape=None):
+            shape = tuple(v.type.shape if shape is None else shape)
+            if any(d < 0 for d in shape):
+                raise ValueError(f"give a concrete shape for feed '{v.var.name}' ({v.type})")
+            return jax.ShapeDtypeStruct(shape, v.type.dtype)
 
-    def cost_analysis(self, *args) -> dict:
-        cost = self.lower(*args).compile().cost_analysis()
-        return cost[0] if isinstance(cost, list) else dict(cost or {})
+        return self._args([spec(v) for v in self.updated_inputs],
+                          [spec(v) for v in self.readonly_inputs],
+                          [spec(v, feed_shapes.get(v.var.name)) for v in self.feed_inputs], 0)
 
-    def memory_analysis(self, *args):
-        return self.lower(*args).compile().memory_analysis()
+    def lower(self, feed_shapes: dict[str, tuple] | None = None):
+        """jax's Lowered for these feed shapes (default: those it was compiled for)."""
+        return self._jitted.lower(*self.abstract_args(feed_shapes))
+
+    def lowered_text(self, feed_shapes=None) -> str:
+        """The step as StableHLO text, before XLA's optimisations."""
+        return self.lower(feed_shapes).as_text()
+
+    def compiled_text(self, feed_shapes=None) -> str:
+        """The step as optimised HLO text, after XLA's fusions."""
+        return self.lower(feed_shapes).compile().as_text()
+
+    def cost_analysis(self, feed_shapes=None) -> dict:
+        """XLA's estimate: flops, bytes accessed, ... of one step."""
+        cost = self.lower(feed_shapes).compile().cost_analysis()
+        return dict(cost[0] if isinstance(cost, list) else cost or {})
+
+    def memory_analysis(self, feed_shapes=None):
+        """XLA's buffer sizes: arguments, outputs, temporaries, aliased (donated) bytes."""
+        return self.lower(feed_shapes).compile().memory_analysis()
 
 
 def _is_random(op: Op) -> bool:
