@@ -29,13 +29,16 @@ from .ir import (
 from .layers import data
 from .param_attr import ParamAttr
 from .runtime.checkpoint import CheckpointError, load, save
+from .runtime.compiled_program import CompiledProgram
 from .runtime.executor import Executor, FeedError, FetchError
 from .runtime.places import CPUPlace, CUDAPlace, is_compiled_with_cuda
 from .runtime.scope import Scope, global_scope, scope_guard
+from .strategy import BuildStrategy, ExecutionStrategy, StrategyError
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BuildStrategy", "CompiledProgram", "ExecutionStrategy", "StrategyError",
     "append_backward", "optimizer", "regularizer", "CheckpointError", "load", "save",
     "Block", "CPUPlace", "CUDAPlace", "Executor", "FeedError", "FetchError", "GraphcError",
     "Graph", "OpDefinitionError", "Operator", "ParamAttr", "Parameter", "ParseError", "Program",

@@ -179,6 +179,8 @@ CASES = [
     case("fill_constant", {}, {"shape": [2, 3], "value": 1.5}, {"Out": t(2, 3)}),
     case("fill_constant", {}, {"shape": [1], "dtype": "int64", "value": 7},
          {"Out": i64(1)}, "int64"),
+    case("fill_zeros_like", {"X": t(-1, 3)}, None, {"Out": t(-1, 3)}),
+    case("fill_zeros_like", {"X": i64(2)}, None, {"Out": i64(2)}, "int64"),
     case("uniform_random", {}, {"shape": [4, 5], "min": -0.5, "max": 0.5}, {"Out": t(4, 5)}),
     case("gaussian_random", {}, {"shape": [4, 5], "dtype": "float64", "std": 0.1},
          {"Out": t(4, 5, dtype="float64")}),

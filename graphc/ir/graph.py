@@ -179,6 +179,11 @@ class Graph:
             op._io = self._io_uncached(op)
         return op._io[1]
 
+    def _io_for_reading(self, op: Op):
+        """(inputs, outputs) from the cache when filled, else computed without filling it:
+        a sweep over every op (printing) should not grow a big graph by a cache per op."""
+        return op._io or self._io_uncached(op)
+
     def _io_uncached(self, op: Op):
         opdef = get_op_def(op.type, op.where)
         ins = _group_slots(self._pred[op], opdef.input_names)
@@ -370,6 +375,11 @@ def lower(program) -> Graph:
     g = Graph()
     g.random_seed = program.random_seed
     latest: dict[str, Value] = {}
+    types: dict[TensorType, TensorType] = {}  # one object per distinct type: less for the GC
+
+    def type_of(var) -> TensorType:
+        t = var.type
+        return types.setdefault(t, t)
 
     def info_for(var) -> VarInfo:
         if var.name in g.vars:
@@ -400,7 +410,7 @@ def lower(program) -> Graph:
         if var.name in read_first or var.name not in written:
             if var.shape is None:
                 raise ProgramError(f"variable '{var.name}' has no shape")
-            v = g._new_value(info_for(var), 0, var.type)
+            v = g._new_value(info_for(var), 0, type_of(var))
             g.inputs.append(v)
             latest[var.name] = v
 
@@ -426,7 +436,8 @@ def lower(program) -> Graph:
                 seen.add(n)
                 var = block.var(n)
                 prev = latest.get(n)
-                v = g._new_value(info_for(var), 0 if prev is None else prev.version + 1, var.type)
+                v = g._new_value(info_for(var), 0 if prev is None else prev.version + 1,
+                                 type_of(var))
                 vals.append(v)
             outs[slot] = vals
         op = g._new_op(pop.type, dict(pop.attrs), pop.source, pop.role, (i,))

@@ -222,6 +222,19 @@ class Rewriter:
         g._touch(op)
         self._emit("set_input", op=op, slot=slot, pos=pos, old=old, new=value)
 
+    def add_input(self, op: Op, slot: str, value: Value) -> None:
+        """Append ``value`` to a duplicable slot of ``op`` (or its ``_deps`` control slot)."""
+        from .ops import CONTROL_SLOT
+        g = self.graph
+        self._check_own(value, op.where)
+        opdef = get_op_def(op.type, op.where)
+        if slot != CONTROL_SLOT and not (slot in opdef._in and opdef._in[slot].duplicable):
+            raise ProgramError(f"{op.where}: '{slot}' is not a duplicable input slot")
+        pos = len(g.op_inputs(op).get(slot, []))
+        g.nx.add_edge(value, op, key=(slot, pos))
+        g._touch(op)
+        self._emit("add_input", op=op, slot=slot, pos=pos, value=value)
+
     def set_attr(self, op: Op, name: str, value: Any) -> None:
         opdef = get_op_def(op.type, op.where)
         op.attrs = opdef.normalize_attrs({**op.attrs, name: value}, op.where)

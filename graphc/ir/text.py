@@ -61,7 +61,7 @@ class _Printer:
 
     def op_line(self, op: Op) -> str:
         g = self.graph
-        ins, outs = g.op_inputs(op), g.op_outputs(op)
+        ins, outs = g._io_for_reading(op)
         known = has_op_def(op.type)
         opdef = _get_op_def(op.type) if known else None
         single = opdef is not None and len(opdef.outputs) == 1 and not opdef.outputs[0].duplicable

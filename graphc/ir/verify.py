@@ -106,7 +106,7 @@ def _verify_op(graph: Graph, op: Op, order: list[Op]) -> None:
         _fail(graph, f"op_role {op.role!r} is not one of {ROLES}", op, order)
     opdef = get_op_def(op.type)
     where = op.where
-    ins, outs = graph._io_uncached(op)
+    ins, outs = graph._io_uncached(op)  # from the edges, not from a cache that may be stale
     try:
         opdef.check_slots("input", ins, where)
         opdef.check_slots("output", outs, where)

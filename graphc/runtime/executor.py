@@ -96,23 +96,26 @@ class Executor:
         self._device = self.place.jax_device()
         # Run where the place says; only a non-default device needs the (small) context cost.
         self._on_default_device = self._device == jax.devices()[0]
-        # Held weakly: a program the user drops is freed with its compiled steps.
-        self._prepared: WeakKeyDictionary[Program, _Prepared] = WeakKeyDictionary()
+        # Held weakly: a program the user drops is freed with its compiled steps. For a
+        # CompiledProgram the passes depend on the fetch list (fetched values are kept
+        # alive), so entries are per fetch list there: {key: (version, {fetch: _Prepared})}.
+        self._prepared: WeakKeyDictionary = WeakKeyDictionary()
 
     # -- preparation (cached) ----------------------------------------------------------
-    def _prepare(self, program: Program) -> _Prepared:
-        prep = self._prepared.get(program)
-        if prep is not None and prep.version == program.version:
-            return prep
-        graph = self._lower(program)
-        feeds = {v.var.name: v for v in graph.inputs if v.var.kind == "feed"}
-        prep = _Prepared(program.version, graph, feeds)
-        self._prepared[program] = prep
+    def _prepare(self, program: Program, compiled=None, fetch_names: tuple = ()) -> _Prepared:
+        owner = compiled if compiled is not None else program
+        entry = self._prepared.get(owner)
+        if entry is None or entry[0] != program.version:
+            entry = (program.version, {})
+            self._prepared[owner] = entry
+        key = fetch_names if compiled is not None else None
+        prep = entry[1].get(key)
+        if prep is None:
+            graph = lower(program) if compiled is None else compiled._build_graph(fetch_names)
+            feeds = {v.var.name: v for v in graph.inputs if v.var.kind == "feed"}
+            prep = _Prepared(program.version, graph, feeds)
+            entry[1][key] = prep
         return prep
-
-    def _lower(self, program: Program) -> Graph:
-        """Program -> graph that the step is compiled from (passes hook in here)."""
-        return lower(program)
 
     def _step(self, prep: _Prepared, fetch_names: tuple, feed_sig: tuple) -> CompiledStep:
         key = (fetch_names, feed_sig)
@@ -163,15 +166,10 @@ class Executor:
             fetch_var_name="fetch", scope: Scope | None = None, return_numpy: bool = True,
             use_program_cache: bool = True):
         """Run one step; returns the fetched values (numpy arrays unless return_numpy=False)."""
-        program = default_main_program() if program is None else program
-        runner = getattr(program, "_run_with", None)
-        if runner is not None:  # CompiledProgram and friends run themselves
-            return runner(self, feed, fetch_list, scope, return_numpy)
-        if not isinstance(program, Program):
-            raise GraphcError(f"Executor.run expects a Program, got {type(program).__name__}")
+        program, compiled = self._unpack(program)
         scope = global_scope() if scope is None else scope
         fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
-        prep = self._prepare(program)
+        prep = self._prepare(program, compiled, fetch_names)
         arrays, sig = self._check_feeds(prep, program, dict(feed or {}))
         step = self._step(prep, fetch_names, sig)
         return self._execute(step, prep, program, arrays, scope, return_numpy)
@@ -207,13 +205,26 @@ class Executor:
             return [np.asarray(a) for a in fetched]
         return list(fetched)
 
+    @staticmethod
+    def _unpack(program):
+        """(Program, CompiledProgram or None) for whatever run() was given."""
+        from .compiled_program import CompiledProgram
+        program = default_main_program() if program is None else program
+        if isinstance(program, CompiledProgram):
+            return program.program, program
+        if not isinstance(program, Program):
+            raise GraphcError(f"Executor.run expects a Program or CompiledProgram, got "
+                              f"{type(program).__name__}")
+        return program, None
+
     def compile(self, program=None, feed=None, fetch_list=None) -> CompiledStep:
         """The compiled step ``run`` would use for these feeds, for inspection:
         ``lowered_text()``, ``compiled_text()``, ``cost_analysis()``, ``memory_analysis()``."""
-        program = default_main_program() if program is None else program
-        prep = self._prepare(program)
+        program, compiled = self._unpack(program)
+        fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
+        prep = self._prepare(program, compiled, fetch_names)
         _, sig = self._check_feeds(prep, program, dict(feed or {}))
-        return self._step(prep, tuple(_fetch_name(f) for f in (fetch_list or [])), sig)
+        return self._step(prep, fetch_names, sig)
 
     def close(self) -> None:
         self._prepared.clear()

@@ -8,6 +8,7 @@ from .grad_ops import GRAD_SUFFIX, forward_type, grad_op_type, is_differentiable
 from .registry import (
     ACTIVATION,
     COLLECTIVE,
+    CONTROL_SLOT,
     ELEMENTWISE,
     INITIALIZER,
     LOSS,
@@ -29,6 +30,7 @@ from .registry import (
 register_grad_ops()  # after every forward op is known
 
 __all__ = [
+    "CONTROL_SLOT",
     "GRAD_SUFFIX", "forward_type", "grad_op_type", "is_differentiable", "register_grad_ops",
     "ACTIVATION", "COLLECTIVE", "ELEMENTWISE", "INITIALIZER", "LOSS", "NO_GRAD", "OPTIMIZER",
     "RANDOM", "REQUIRED", "STATEFUL", "AttrDef", "InferContext", "OpDef", "SlotDef",

@@ -13,6 +13,9 @@ from ..errors import OpDefinitionError, ShapeError, UnknownOpError
 from ..types import TensorType, normalize_dtype
 
 REQUIRED = object()  # default marker: the attribute must be given
+# An input slot every op has: values it waits for but does not read (control dependencies).
+# Lowering rules never see it; the topological order and the interpreter's scheduler do.
+CONTROL_SLOT = "_deps"
 
 # Trait names (strings keep the text form and user code simple).
 ELEMENTWISE = "elementwise"  # output element i depends only on input element i (after broadcast)
@@ -173,6 +176,8 @@ class OpDef:
         """Check slot names and arities (``kind`` is 'input' or 'output')."""
         slots = self._in if kind == "input" else self._out
         for name, args in given.items():
+            if name == CONTROL_SLOT and kind == "input":
+                continue  # any op may wait for others (control dependencies)
             if name not in slots:
                 raise OpDefinitionError(
                     f"{where}: op {self.type} has no {kind} slot '{name}'; "

@@ -1,0 +1,36 @@
+"""dce: remove ops none of whose outputs is read, fetched or a graph output.
+
+Declines ops that are stateful or collective (they act beyond their outputs). Repeats until
+nothing more is dead, walking ops in reverse order so one sweep usually suffices.
+"""
+
+from __future__ import annotations
+
+from ..ir.graph import Graph
+from ..ir.ops import COLLECTIVE, get_op_def
+from .base import Pass, PassContext, register_pass
+
+
+@register_pass
+class DeadCodeElimination(Pass):
+    """Remove ops whose results nobody reads, fetches or keeps as state."""
+
+    name = "dce"
+
+    def run(self, graph: Graph, ctx: PassContext) -> None:
+        outputs = set(graph.outputs)
+        succ = graph._succ
+        rw = ctx.rewriter
+        changed = True
+        while changed:
+            changed = False
+            for op in reversed(graph.ops()):
+                outs = list(succ[op])
+                if any(succ[v] or v in outputs or v in ctx.keep for v in outs):
+                    continue
+                if get_op_def(op.type).has_trait(COLLECTIVE):
+                    ctx.decline("collective op")
+                    continue
+                rw.erase_op(op)
+                ctx.count("removed")
+                changed = True

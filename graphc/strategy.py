@@ -1,0 +1,224 @@
+"""BuildStrategy and ExecutionStrategy: the seeds' fields, types and defaults, validated on
+construction and on every assignment (pydantic), saved and loaded as TOML or JSON."""
+
+from __future__ import annotations
+
+import enum
+import json
+import logging
+import os
+import tomllib
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .ir.errors import GraphcError
+
+log = logging.getLogger("graphc.strategy")
+PRESETS_DIR = Path(__file__).resolve().parent.parent / "strategies"
+
+
+class StrategyError(GraphcError):
+    """A strategy field got a bad value, or a strategy file could not be read."""
+
+
+class ReduceStrategy(enum.IntEnum):
+    """How gradients are aggregated across devices (the seeds' two modes)."""
+
+    AllReduce = 0  # every device gets every summed gradient and updates every parameter
+    Reduce = 1  # each parameter's gradient is reduced to one owner, which broadcasts it back
+
+
+class GradientScaleStrategy(enum.IntEnum):
+    CoeffNumDevice = 0  # the loss gradient is 1/num_devices on each device (mean)
+    One = 1  # 1 on each device (sum)
+    Customized = 2  # the user feeds loss@GRAD
+
+
+class _Strategy(BaseModel):
+    """Shared behaviour: validated assignment, clear errors, TOML/JSON files, presets."""
+
+    # strict: "yes" is not a bool and 1.5 not an int; a wrong value is an error, not a guess
+    model_config = ConfigDict(validate_assignment=True, extra="forbid", strict=True)
+    kind: ClassVar[str] = ""
+
+    def __init__(self, **data: Any):
+        try:
+            super().__init__(**data)
+        except ValidationError as exc:
+            raise StrategyError(_explain(type(self).__name__, exc)) from None
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        try:
+            super().__setattr__(name, value)
+        except ValidationError as exc:
+            raise StrategyError(_explain(type(self).__name__, exc)) from None
+        except (AttributeError, ValueError) as exc:
+            if name not in type(self).model_fields:
+                raise StrategyError(f"{type(self).__name__} has no field '{name}'; fields are: "
+                                    f"{', '.join(type(self).model_fields)}") from None
+            raise StrategyError(f"{type(self).__name__}.{name}: {exc}") from None
+
+    # -- files ---------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        out = {}
+        for name, value in self.model_dump().items():
+            out[name] = value.name if isinstance(value, enum.Enum) else value
+        return out
+
+    def changed_fields(self) -> dict[str, Any]:
+        """Fields that differ from the defaults (what a preset file needs to say)."""
+        default = type(self)().to_dict()
+        return {k: v for k, v in self.to_dict().items() if default[k] != v}
+
+    def to_toml(self) -> str:
+        import tomli_w
+        return tomli_w.dumps({self.kind: self.to_dict()})
+
+    def to_json(self) -> str:
+        return json.dumps({self.kind: self.to_dict()}, indent=2)
+
+    def save(self, path: str | os.PathLike) -> None:
+        path = Path(path)
+        text = self.to_json() if path.suffix == ".json" else self.to_toml()
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "dict"):
+        data = dict(data.get(cls.kind, data))
+        for name, field in cls.model_fields.items():
+            ann = field.annotation
+            if isinstance(ann, type) and issubclass(ann, enum.Enum) and name in data:
+                try:
+                    raw = data[name]
+                    data[name] = ann[raw] if isinstance(raw, str) else ann(raw)
+                except (KeyError, ValueError):
+                    raise StrategyError(f"{source}: {cls.__name__}.{name} must be one of "
+                                        f"{[m.name for m in ann]}, got {data[name]!r}") from None
+        try:
+            return cls(**data)
+        except StrategyError as exc:
+            raise StrategyError(f"{source}: {exc}") from None
+
+    @classmethod
+    def load(cls, name_or_path: str | os.PathLike):
+        """Load a preset by name (``strategies/NAME.toml``) or a .toml/.json file path."""
+        path = Path(name_or_path)
+        if not path.suffix:
+            path = PRESETS_DIR / f"{name_or_path}.toml"
+            if not path.exists():
+                names = sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
+                raise StrategyError(f"no strategy preset '{name_or_path}'; presets: {names}")
+        if not path.exists():
+            raise StrategyError(f"strategy file '{path}' does not exist")
+        text = path.read_text()
+        try:
+            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
+        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
+            raise StrategyError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
+        return cls.from_dict(data, str(path))
+
+
+def _explain(cls: str, exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        field = ".".join(str(p) for p in err["loc"]) or "(strategy)"
+        parts.append(f"{cls}.{field}: {err['msg']} (got {err.get('input')!r})")
+    return "; ".join(parts)
+
+
+class BuildStrategy(_Strategy):
+    """How graphc builds the step: which passes run (the seeds' BuildStrategy table)."""
+
+    kind: ClassVar[str] = "build_strategy"
+    ReduceStrategy: ClassVar = ReduceStrategy
+    GradientScaleStrategy: ClassVar = GradientScaleStrategy
+
+    reduce_strategy: ReduceStrategy = ReduceStrategy.AllReduce
+    gradient_scale_strategy: GradientScaleStrategy = GradientScaleStrategy.CoeffNumDevice
+    enable_sequential_execution: bool = False
+    fuse_elewise_add_act_ops: bool = False
+    fuse_bn_act_ops: bool = False
+    fuse_relu_depthwise_conv: bool = False
+    fuse_broadcast_ops: bool = False
+    fuse_all_optimizer_ops: bool = False
+    fuse_all_reduce_ops: bool = False
+    enable_inplace: bool = False
+    memory_optimize: bool = False
+    enable_backward_optimizer_op_deps: bool = True
+    enable_auto_fusion: bool = False
+    cache_runtime_context: bool = False
+    sync_batch_norm: bool = False
+    fuse_grad_size_in_MB: float = Field(32.0, gt=0)
+    fuse_grad_size_in_TFLOPS: float = Field(50.0, ge=0)
+    num_trainers: int = Field(1, ge=1)
+    trainer_id: int = Field(0, ge=0)
+    debug_graphviz_path: str = ""
+    # graphc's own: verify the graph after every pass (the debug preset turns it on)
+    verify_each_pass: bool = False
+
+    def resolve(self, num_devices: int = 1) -> BuildStrategy:
+        """A copy with conflicting options settled by the documented rules; each rule that
+        fires is logged as a warning (logger ``graphc.strategy``)."""
+        s = self.model_copy()
+        for rule in CONFLICT_RULES:
+            message = rule(s, num_devices)
+            if message:
+                log.warning(message)
+        return s
+
+
+def _rule_broadcast_needs_reduce(s: BuildStrategy, n: int) -> str | None:
+    if s.fuse_broadcast_ops and s.reduce_strategy != ReduceStrategy.Reduce:
+        object.__setattr__(s, "fuse_broadcast_ops", False)
+        return ("fuse_broadcast_ops applies only with ReduceStrategy.Reduce; turned off for "
+                "AllReduce")
+    return None
+
+
+def _rule_allreduce_fusion_needs_devices(s: BuildStrategy, n: int) -> str | None:
+    if s.fuse_all_reduce_ops and n <= 1 and s.num_trainers <= 1:
+        object.__setattr__(s, "fuse_all_reduce_ops", False)
+        return "fuse_all_reduce_ops has nothing to fuse on one device; turned off"
+    return None
+
+
+def _rule_memory_optimize_implies_inplace(s: BuildStrategy, n: int) -> str | None:
+    if s.memory_optimize and not s.enable_inplace:
+        object.__setattr__(s, "enable_inplace", True)
+        return ("memory_optimize reuses buffers through the in-place plan; enable_inplace "
+                "turned on")
+    return None
+
+
+def _rule_sequential_keeps_optimizer_order(s: BuildStrategy, n: int) -> str | None:
+    # Paddle's combination built a cycle (PaddlePaddle issue 18876); graphc fuses optimizer
+    # ops without breaking program order, so both stay on, but say how they interact.
+    if s.enable_sequential_execution and s.fuse_all_optimizer_ops:
+        return ("enable_sequential_execution with fuse_all_optimizer_ops: the fused optimizer "
+                "op takes the place of the first op it replaces in the sequential order")
+    return None
+
+
+CONFLICT_RULES = [_rule_broadcast_needs_reduce, _rule_allreduce_fusion_needs_devices,
+                  _rule_memory_optimize_implies_inplace, _rule_sequential_keeps_optimizer_order]
+
+
+class ExecutionStrategy(_Strategy):
+    """How the step runs (the seeds' ExecutionStrategy table).
+
+    ``num_iteration_per_run`` defaults to 1 as in Paddle's ExecutionStrategy; the fleet
+    guide's table shows 3, but the seeds' examples pass one feed dict per run, which only
+    makes sense with 1.
+    """
+
+    kind: ClassVar[str] = "execution_strategy"
+
+    num_threads: int = Field(1, ge=1)
+    num_iteration_per_drop_scope: int = Field(10, ge=1)
+    num_iteration_per_run: int = Field(1, ge=1)
+    use_thread_barrier: bool = False
+    allow_op_delay: bool = False
