@@ -1,7 +1,9 @@
 """Graph passes, one per module, registered by kebab-case name; the PassManager that runs
 them; and ``pipeline_for(build_strategy)``, the ordered pipeline a BuildStrategy asks for."""
 
-from . import backward_optimizer_op_deps, dce, sequential_execution  # noqa: F401 (register)
+import importlib
+import pkgutil
+
 from .base import (
     Pass,
     PassContext,
@@ -14,6 +16,12 @@ from .base import (
 )
 from .manager import PassFailure, PassManager, PipelineReport
 from .pipeline import ORDER, passes_for, pipeline_for
+
+# Every other module of this package is one pass: importing it registers the pass.
+_INFRASTRUCTURE = {"base", "manager", "pipeline", "control_deps"}
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name not in _INFRASTRUCTURE:
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = [
     "ORDER", "Pass", "PassContext", "PassError", "PassFailure", "PassManager", "PassResult",

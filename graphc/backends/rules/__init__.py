@@ -3,7 +3,9 @@
 ``apply_rule`` is the single entry point both the interpreter and the JAX emitter use.
 """
 
-from . import grads, math, nn, optim, tensor  # noqa: F401  (registration side effects)
+import importlib
+import pkgutil
+
 from .registry import (
     LoweringError,
     RuleContext,
@@ -13,6 +15,11 @@ from .registry import (
     lowering,
     stable_seed,
 )
+
+# Every module here except the registry holds rules for one family of ops (registering them).
+for _module in pkgutil.iter_modules(__path__):
+    if _module.name != "registry":
+        importlib.import_module(f"{__name__}.{_module.name}")
 
 __all__ = ["LoweringError", "RuleContext", "apply_rule", "get_rule", "has_rule", "lowering",
            "stable_seed"]
