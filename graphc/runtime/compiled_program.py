@@ -22,7 +22,8 @@ class CompiledProgram:
     """
 
     def __init__(self, program_or_graph: Program, build_strategy: BuildStrategy | None = None,
-                 pass_manager: PassManager | None = None):
+                 pass_manager: PassManager | None = None,
+                 exec_strategy: ExecutionStrategy | None = None):
         if not isinstance(program_or_graph, Program):
             raise GraphcError("CompiledProgram expects a Program, got "
                               f"{type(program_or_graph).__name__}")
@@ -31,7 +32,7 @@ class CompiledProgram:
                               f"{type(build_strategy).__name__}")
         self.program = program_or_graph
         self.build_strategy = build_strategy or BuildStrategy()
-        self.exec_strategy = ExecutionStrategy()
+        self.exec_strategy = exec_strategy or ExecutionStrategy()
         self._pass_manager = pass_manager
         self.last_report: PipelineReport | None = None
         self.num_devices = 1
