@@ -40,6 +40,19 @@ def _demo(args) -> int:
     return 0
 
 
+def _passes(args) -> int:
+    """List the registered passes with one-line descriptions and their options."""
+    from .passes import ORDER, all_passes
+    fields = {name: field for field, name in ORDER if field}
+    for name, cls in all_passes().items():
+        options = ", ".join(f"{k}={f.default!r}" for k, f in cls.model_fields.items())
+        strategy = f"  [BuildStrategy.{fields[name]}]" if name in fields else ""
+        print(f"{name:<28}{cls.summary()}{strategy}")
+        if options:
+            print(f"{'':<28}options: {options}")
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="graphc", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -51,6 +64,8 @@ def main(argv=None) -> int:
     demo.add_argument("--epochs", type=int, default=8, help="0: build and inspect only")
     demo.add_argument("--no-progress", action="store_true", help="no progress bar")
     demo.set_defaults(run=_demo)
+    passes = sub.add_parser("passes", help="list the graph passes")
+    passes.set_defaults(run=_passes)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -50,14 +50,14 @@ class _Strategy(BaseModel):
             raise StrategyError(_explain(type(self).__name__, exc)) from None
 
     def __setattr__(self, name: str, value: Any) -> None:
+        if name not in type(self).model_fields:
+            raise StrategyError(f"{type(self).__name__} has no field '{name}'; fields are: "
+                                f"{', '.join(type(self).model_fields)}")
         try:
             super().__setattr__(name, value)
         except ValidationError as exc:
             raise StrategyError(_explain(type(self).__name__, exc)) from None
         except (AttributeError, ValueError) as exc:
-            if name not in type(self).model_fields:
-                raise StrategyError(f"{type(self).__name__} has no field '{name}'; fields are: "
-                                    f"{', '.join(type(self).model_fields)}") from None
             raise StrategyError(f"{type(self).__name__}.{name}: {exc}") from None
 
     # -- files ---------------------------------------------------------------------------
