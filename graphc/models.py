@@ -61,3 +61,50 @@ def mlp(input_dim: int = 784, hidden=(512, 512, 512), num_classes: int = 10,
         loss = layers.mean(layers.softmax_with_cross_entropy(logits, label))
         acc = layers.accuracy(logits, label)
     return Model(main, startup, [x, label], loss, {"accuracy": acc, "logits": logits})
+
+
+def resnet(depth: int = 50, num_classes: int = 1000, image_shape=(3, 224, 224),
+           data_layout: str = "NCHW") -> Model:
+    """ResNet (He et al.) with bottleneck blocks for depth 50/101/152, basic blocks for 18/34:
+    conv + batch_norm (+ relu) everywhere, a residual elementwise_add per block."""
+    blocks = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),
+              152: (3, 8, 36, 3)}
+    if depth not in blocks:
+        raise ValueError(f"resnet depth must be one of {sorted(blocks)}, got {depth}")
+    bottleneck = depth >= 50
+    main, startup = Program(), Program()
+
+    def conv_bn(x, filters, size, stride=1, act="relu"):
+        x = layers.conv2d(x, filters, size, stride=stride, padding=(size - 1) // 2,
+                          bias_attr=False, data_format=data_layout)
+        return layers.batch_norm(x, act=act, data_layout=data_layout)
+
+    with program_guard(main, startup), unique_name.guard():
+        c, h, w = image_shape
+        shape = [-1, c, h, w] if data_layout == "NCHW" else [-1, h, w, c]
+        image = data("image", shape, "float32")
+        label = data("label", [-1, 1], "int64")
+        x = conv_bn(image, 64, 7, 2)
+        x = layers.pool2d(x, 3, "max", 2, pool_padding=1, data_format=data_layout)
+        channels_in = 64
+        for stage, count in enumerate(blocks[depth]):
+            width = 64 * 2 ** stage
+            for i in range(count):
+                stride = 2 if i == 0 and stage > 0 else 1
+                out_channels = width * 4 if bottleneck else width
+                if bottleneck:
+                    y = conv_bn(x, width, 1)
+                    y = conv_bn(y, width, 3, stride)
+                    y = conv_bn(y, out_channels, 1, act=None)
+                else:
+                    y = conv_bn(x, width, 3, stride)
+                    y = conv_bn(y, width, 3, act=None)
+                if stride != 1 or channels_in != out_channels:
+                    x = conv_bn(x, out_channels, 1, stride, act=None)
+                x = layers.elementwise_add(x, y, act="relu")
+                channels_in = out_channels
+        x = layers.pool2d(x, global_pooling=True, pool_type="avg", data_format=data_layout)
+        logits = layers.fc(x, num_classes)
+        loss = layers.mean(layers.softmax_with_cross_entropy(logits, label))
+        acc = layers.accuracy(logits, label)
+    return Model(main, startup, [image, label], loss, {"accuracy": acc, "logits": logits})
