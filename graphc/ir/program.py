@@ -270,6 +270,7 @@ class Block:
                 types.append(TensorType(var.shape, var.dtype))
             in_types[slot] = types
         inferred = opdef.infer_types(in_types, attrs, where)
+        untyped = []
         for slot, names in outs.items():
             types = inferred.get(slot)
             if types is None or len(types) != len(names):
@@ -280,10 +281,13 @@ class Block:
                 if var is None:
                     raise ProgramError(f"{where}: output '{slot}' names unknown variable '{n}'")
                 if var.shape is None:
-                    var.shape, var.dtype = t.shape, t.dtype
+                    untyped.append((var, t))
                 elif var.dtype != t.dtype or not dims_compatible(var.shape, t.shape):
                     raise ShapeError(f"{where}: output '{slot}' variable '{n}' is "
                                      f"{var.type} but the op produces {t}")
+        # Only once every output checked out do new variables take their types.
+        for var, t in untyped:
+            var.shape, var.dtype = t.shape, t.dtype
         op = Operator(self, type, ins, outs, attrs, source, self.program._current_role)
         self.program._bump()
         return op
