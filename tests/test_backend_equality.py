@@ -13,22 +13,10 @@ from hypothesis import strategies as st
 import graphc as fluid
 from graphc import optimizer
 from graphc.backends.interpreter import run_graph
-from graphc.testing import STEP_NAMES, random_programs
+from graphc.testing import STEP_NAMES, feeds_for, random_programs
 
 # Examples per property: bounded in CI (each example compiles one XLA program).
 SCALE = 1 if os.environ.get("HYPOTHESIS_PROFILE", "dev") == "ci" else 4
-
-
-def make_feeds(gen, batch: int, seed: int) -> dict:
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for name, (shape, dtype) in gen.feeds.items():
-        shape = tuple(batch if d == -1 else d for d in shape)
-        if dtype.startswith("int"):
-            feeds[name] = rng.integers(0, gen.int_feed_high.get(name, 2), shape).astype(dtype)
-        else:
-            feeds[name] = rng.uniform(-1.0, 1.0, shape).astype(dtype)
-    return feeds
 
 
 def tolerance(arr) -> dict:
@@ -40,7 +28,7 @@ def tolerance(arr) -> dict:
 def compare(gen, fetch, seed=0, batch=3):
     """Run startup, then main with both backends from the same state; compare everything."""
     state, _ = run_graph(gen.startup_graph())
-    feeds = make_feeds(gen, batch, seed)
+    feeds = feeds_for(gen, batch, seed)
     graph = gen.graph()
     want_state, want = run_graph(graph, state, feeds, fetch)
     scope = fluid.Scope()
