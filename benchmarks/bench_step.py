@@ -267,8 +267,8 @@ def executor_host_time(exe, program, feed, fetch_list, scope, calls: int):
         exe.run(program, feed=feed, fetch_list=fetch_list, scope=scope)
 
     run()
-    steps = exe._prepared[id(program)].steps.values()
-    return host_time(run, [(step, "_jitted") for step in steps], calls)
+    step = exe.compile(program, feed=feed, fetch_list=fetch_list)  # the step run() uses
+    return host_time(run, [(step, "_jitted")], calls)
 
 
 def tiny_program():
@@ -293,7 +293,7 @@ def bench_tiny(calls: int) -> dict:
     def run_executor():
         exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
 
-    (step,) = exe._prepared[id(main)].steps.values()
+    step = exe.compile(main, feed=feed, fetch_list=[loss])
     state = scope._vars
     args = [tuple(jnp.array(state[v.var.name]) for v in step.updated_inputs),  # own copies
             tuple(state[v.var.name] for v in step.readonly_inputs),
