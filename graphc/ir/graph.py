@@ -151,6 +151,7 @@ class Graph:
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
         self.random_seed = 0
+        self.memory_plan = None  # set by the enable-inplace / memory-optimize analyses
         self._ids = itertools.count()
         self._version = 0
         self._order: list[Op] | None = None

@@ -24,6 +24,7 @@ ORDER: list[tuple[str | None, str]] = [
     ("enable_backward_optimizer_op_deps", "backward-optimizer-op-deps"),
     ("enable_sequential_execution", "sequential-execution"),
     ("enable_inplace", "enable-inplace"),
+    ("memory_optimize", "memory-optimize"),
 ]
 
 

@@ -2,6 +2,7 @@
 
 ``Executor.run(CompiledProgram(main, build_strategy=bs), ...)`` lowers ``main``, applies the
 strategy's pass pipeline, and compiles the result; the pipeline's report stays inspectable.
+The ExecutionStrategy says how the executor runs it (executor.py: K iterations per call).
 """
 
 from __future__ import annotations
@@ -15,10 +16,14 @@ from ..strategy import BuildStrategy, ExecutionStrategy
 
 
 class CompiledProgram:
-    """``CompiledProgram(program, build_strategy=None)``; passes run at the first Executor.run.
+    """``CompiledProgram(program, build_strategy=None, exec_strategy=None)``; passes run at
+    the first Executor.run.
 
     ``pass_manager`` may replace the strategy's pipeline (for debugging: instrumentation,
-    hand-picked passes). ``last_report`` holds the latest pipeline run's timing and stats.
+    hand-picked passes). ``last_report`` holds the latest pipeline run's timing and stats;
+    with ``enable_inplace`` or ``memory_optimize`` the graph also carries ``memory_plan``.
+    ``exec_strategy.num_iteration_per_run`` is read at every run, so changing it takes effect
+    at the next one (a K-iteration step is compiled once per K and feed shapes).
     """
 
     def __init__(self, program_or_graph: Program, build_strategy: BuildStrategy | None = None,
@@ -30,6 +35,9 @@ class CompiledProgram:
         if build_strategy is not None and not isinstance(build_strategy, BuildStrategy):
             raise GraphcError("build_strategy must be a graphc.BuildStrategy, got "
                               f"{type(build_strategy).__name__}")
+        if exec_strategy is not None and not isinstance(exec_strategy, ExecutionStrategy):
+            raise GraphcError("exec_strategy must be a graphc.ExecutionStrategy, got "
+                              f"{type(exec_strategy).__name__}")
         self.program = program_or_graph
         self.build_strategy = build_strategy or BuildStrategy()
         self.exec_strategy = exec_strategy or ExecutionStrategy()

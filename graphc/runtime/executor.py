@@ -1,9 +1,21 @@
 """The Executor: lowers a Program once, compiles one XLA step per feed signature, and runs
-it against a Scope. Feeds are checked first; the scope changes only when a run succeeds."""
+it against a Scope. Feeds are checked first; the scope changes only when a run succeeds.
+
+A CompiledProgram's ExecutionStrategy is honoured as follows on this (XLA) path:
+``num_iteration_per_run = K`` runs K steps in one XLA call (feeds: a list of K dicts, or
+arrays stacked on a new leading K axis; fetches come back stacked ``[K, ...]``).
+``num_iteration_per_drop_scope`` has nothing to do: a step's temporaries live inside the
+one XLA call and are freed when it returns, so none are kept between runs (as Paddle with
+``num_iteration_per_drop_scope = 1``); only persistables stay in the scope.
+``num_threads`` sizes the interpreter's op-level thread pool
+(``backends.interpreter.run_graph(..., num_threads=N)``); XLA's CPU runtime schedules its
+own threads inside the one call.
+"""
 
 from __future__ import annotations
 
 import operator
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
@@ -80,6 +92,14 @@ class _Prepared:
         self.read_feeds = [n for n, v in self.feeds.items() if self.graph.nx.succ[v]]
 
 
+def _iterations(compiled) -> int:
+    return 1 if compiled is None else compiled.exec_strategy.num_iteration_per_run
+
+
+def _sig_text(sig: tuple) -> str:
+    return ", ".join(f"'{n}' {list(shape)}" for n, shape in sig) or "no feeds"
+
+
 def _fetch_name(item) -> str:
     if isinstance(item, Variable):
         return item.name
@@ -117,22 +137,67 @@ class Executor:
             entry[1][key] = prep
         return prep
 
-    def _step(self, prep: _Prepared, fetch_names: tuple, feed_sig: tuple) -> CompiledStep:
-        key = (fetch_names, feed_sig)
+    def _step(self, prep: _Prepared, fetch_names: tuple, feed_sig: tuple,
+              iterations: int = 1) -> CompiledStep:
+        key = (fetch_names, feed_sig) if iterations == 1 else (fetch_names, feed_sig, iterations)
         step = prep.steps.get(key)
         if step is None:
             for name in fetch_names:
                 if name not in prep.graph.vars:
                     raise FetchError(f"cannot fetch '{name}': it is not a variable computed or "
                                      "read by this program")
-            step = CompiledStep(prep.graph, fetch_names, donate=True)
+            step = CompiledStep(prep.graph, fetch_names, donate=True, num_iterations=iterations)
             step.feed_shapes = dict(feed_sig)
             prep.steps[key] = step
             prep.state_guards[step] = _StateGuard(step)
         return step
 
     # -- feeds ---------------------------------------------------------------------------
-    def _check_feeds(self, prep: _Prepared, program: Program, feed: dict) -> tuple[dict, tuple]:
+    def _check_feeds(self, prep: _Prepared, program: Program, feed,
+                     iterations: int = 1) -> tuple[dict, tuple]:
+        """Checked feed arrays and their signature; with ``iterations = K > 1`` every array
+        carries K steps on a new leading axis (a list of K dicts is stacked into that)."""
+        if isinstance(feed, list | tuple) and any(isinstance(f, dict) for f in feed):
+            if iterations == 1:
+                raise FeedError(f"got a list of {len(feed)} feed dicts, but this program runs "
+                                "one iteration per call; give one dict, or run a "
+                                "CompiledProgram whose exec_strategy.num_iteration_per_run "
+                                f"is {len(feed)}")
+            return self._stack_feeds(prep, program, feed, iterations)
+        if iterations > 1 and feed is not None and not isinstance(feed, Mapping):
+            raise FeedError(f"num_iteration_per_run is {iterations}: feed must be a list of "
+                            f"{iterations} feed dicts or a dict of arrays stacked on a new "
+                            f"leading axis of {iterations}, got {type(feed).__name__}")
+        return self._check_feed_dict(prep, program, dict(feed or {}),
+                                     iterations if iterations > 1 else None)
+
+    def _stack_feeds(self, prep: _Prepared, program: Program, feeds, iterations: int):
+        if len(feeds) != iterations:
+            raise FeedError(f"num_iteration_per_run is {iterations} but {len(feeds)} feed "
+                            "dicts were given")
+        checked = []
+        for i, feed in enumerate(feeds):
+            if not isinstance(feed, dict):
+                raise FeedError(f"feed list item {i} is a {type(feed).__name__}, not a dict")
+            try:
+                checked.append(self._check_feed_dict(prep, program, feed, None))
+            except FeedError as exc:
+                raise FeedError(f"feed dict {i} of {iterations}: {exc}") from None
+        first = checked[0][1]
+        for i, (_, sig) in enumerate(checked[1:], 1):
+            if sig != first:
+                raise FeedError(f"feed dicts 0 and {i} differ in names or shapes "
+                                f"({_sig_text(first)} vs {_sig_text(sig)}); the {iterations} "
+                                "iterations of one call are stacked, so they must agree")
+        arrays = {}
+        for name in checked[0][0]:
+            items = [c[0][name] for c in checked]
+            stack = jnp.stack if any(isinstance(a, jax.Array) for a in items) else np.stack
+            arrays[name] = stack(items)
+        return arrays, tuple((n, (iterations, *shape)) for n, shape in first)
+
+    def _check_feed_dict(self, prep: _Prepared, program: Program, feed: dict,
+                         iterations: int | None) -> tuple[dict, tuple]:
         arrays = {}
         for name, value in feed.items():
             target = prep.feeds.get(name)
@@ -150,8 +215,18 @@ class Executor:
                                     f"declares {want.dtype}")
             else:
                 arr = np.asarray(value, dtype=prep.feed_dtypes[name])
-            if not dims_compatible(arr.shape, want.shape):
-                raise FeedError(f"feed '{name}' has shape {list(arr.shape)} but the program "
+            shape = arr.shape
+            if iterations:
+                if not shape or shape[0] != iterations:
+                    raise FeedError(
+                        f"feed '{name}' has shape {list(shape)} but num_iteration_per_run is "
+                        f"{iterations}: stack the iterations on a new leading axis, shape "
+                        f"[{iterations}, {', '.join(map(str, want.shape))}], or give a list "
+                        f"of {iterations} feed dicts")
+                shape = shape[1:]
+            if not dims_compatible(shape, want.shape):
+                per = " per iteration" if iterations is not None else ""
+                raise FeedError(f"feed '{name}' has shape {list(shape)}{per} but the program "
                                 f"declares {list(want.shape)} (-1 matches any size)")
             arrays[name] = arr
         for name in prep.read_feeds:
@@ -165,13 +240,24 @@ class Executor:
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope: Scope | None = None, return_numpy: bool = True,
             use_program_cache: bool = True):
-        """Run one step; returns the fetched values (numpy arrays unless return_numpy=False)."""
+        """Run one step; returns the fetched values (numpy arrays unless return_numpy=False).
+
+        For a CompiledProgram whose ``exec_strategy.num_iteration_per_run`` is K > 1, one
+        call runs K steps: ``feed`` is a list of K dicts or a dict of arrays with a new
+        leading axis of K, and each fetched value comes back stacked per step, ``[K, ...]``.
+        The result equals K single runs (state, fetches and dropout masks alike).
+        """
         program, compiled = self._unpack(program)
         scope = global_scope() if scope is None else scope
         fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
         prep = self._prepare(program, compiled, fetch_names)
-        arrays, sig = self._check_feeds(prep, program, dict(feed or {}))
-        step = self._step(prep, fetch_names, sig)
+        iterations = 1 if compiled is None else compiled.exec_strategy.num_iteration_per_run
+        if iterations == 1 and type(feed) is dict:  # the common case, kept lean
+            arrays, sig = self._check_feed_dict(prep, program, feed, None)
+            step = self._step(prep, fetch_names, sig)
+        else:
+            arrays, sig = self._check_feeds(prep, program, feed, iterations)
+            step = self._step(prep, fetch_names, sig, iterations)
         return self._execute(step, prep, program, arrays, scope, return_numpy)
 
     def _execute(self, step: CompiledStep, prep: _Prepared, program: Program, feeds: dict,
@@ -197,7 +283,7 @@ class Executor:
             with jax.default_device(self._device):
                 new_updated, created, fetched = step(updated, readonly, feed_arrays, count)
         # Only now, after the step succeeded, does the scope change.
-        scope._run_counters[program] = count + 1
+        scope._run_counters[program] = count + step.num_iterations
         state.update(zip(step.updated_names, new_updated))
         state.update(zip(step.created_names, created))
         guard.ran(scope, new_updated, readonly)
@@ -223,8 +309,9 @@ class Executor:
         program, compiled = self._unpack(program)
         fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
         prep = self._prepare(program, compiled, fetch_names)
-        _, sig = self._check_feeds(prep, program, dict(feed or {}))
-        return self._step(prep, fetch_names, sig)
+        iterations = _iterations(compiled)
+        _, sig = self._check_feeds(prep, program, feed, iterations)
+        return self._step(prep, fetch_names, sig, iterations)
 
     def close(self) -> None:
         self._prepared.clear()

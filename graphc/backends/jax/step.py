@@ -1,6 +1,8 @@
 """Emit one jitted XLA program per training/inference step from an SSA graph.
 
 State that the step updates is donated (updated in place); unchanged state is only read.
+With ``num_iterations = K`` one call runs K steps (``lax.scan`` over feeds stacked on a new
+leading axis, carrying the updated state), so K steps cost one dispatch.
 """
 
 from __future__ import annotations
@@ -8,7 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
+from jax import lax
 
+from ...ir.errors import GraphcError
 from ...ir.graph import Graph, Op
 from ...ir.ops import RANDOM, forward_type, get_op_def
 from ..evaluate import evaluate
@@ -21,9 +26,15 @@ class CompiledStep:
     ``updated_inputs``: state variables the step writes (their buffers are donated);
     ``readonly_inputs``: state it only reads; ``feed_inputs``: fed values it uses;
     ``updated_outputs[i]`` is the new value of ``updated_inputs[i]``'s variable.
+
+    ``num_iterations = K > 1``: each feed carries K steps' arrays on a new leading axis, the
+    step counter advances by one per iteration (dropout masks equal K single calls'), state
+    is carried from step to step, fetches come back stacked ``[K, ...]`` and created state
+    is the last iteration's.
     """
 
-    def __init__(self, graph: Graph, fetch: Sequence, donate: bool = True):
+    def __init__(self, graph: Graph, fetch: Sequence, donate: bool = True,
+                 num_iterations: int = 1):
         self.graph = graph
         self.fetch_values = [resolve_fetch(graph, f) for f in fetch]
         final = {v.var.name: v for v in graph.outputs}
@@ -52,7 +63,18 @@ class CompiledStep:
         self.uses_step_counter = any(_is_random(op) for op in self._ops)
         self.donate = donate
         self.feed_shapes: dict[str, tuple] = {}  # set by the runtime for inspection
-        self._jitted = jax.jit(self._step, donate_argnums=(0,) if donate else ())
+        if not isinstance(num_iterations, int) or num_iterations < 1:
+            raise GraphcError(f"num_iterations must be an int >= 1, got {num_iterations!r}")
+        self.num_iterations = num_iterations
+        if num_iterations > 1:
+            for v, out in zip(self.updated_inputs, self.updated_outputs):
+                if v.type != out.type:
+                    raise GraphcError(
+                        f"cannot run {num_iterations} iterations per call: state "
+                        f"'{v.var.name}' is read as {v.type} but written as {out.type}, so "
+                        "the next iteration could not read it")
+        body = self._step if num_iterations == 1 else self._steps
+        self._jitted = jax.jit(body, donate_argnums=(0,) if donate else ())
 
     def _step(self, updated, readonly, feeds, step):
         """``step`` is None when no op is random (see ``_is_random``)."""
@@ -63,6 +85,20 @@ class CompiledStep:
         return (tuple(env[v] for v in self.updated_outputs),
                 tuple(env[v] for v in self.created_outputs),
                 tuple(env[v] for v in self.fetch_values))
+
+    def _steps(self, updated, readonly, feeds, step):
+        """K steps in one program: scan over the stacked feeds, carrying the updated state."""
+        def body(carry, xs):
+            feeds_i, i = xs
+            new, created, fetched = self._step(carry, readonly, feeds_i,
+                                               None if step is None else step + i)
+            # the carry keeps its exact type (a rule may return a weakly typed array)
+            new = tuple(lax.convert_element_type(n, c.dtype) for n, c in zip(new, carry))
+            return new, (created, fetched)
+
+        iterations = jnp.arange(self.num_iterations)
+        new, (created, fetched) = lax.scan(body, tuple(updated), (tuple(feeds), iterations))
+        return new, tuple(c[-1] for c in created), fetched
 
     def _args(self, updated, readonly, feeds, step) -> tuple:
         # Only random ops read the run counter; for the others passing None spares JAX
@@ -79,7 +115,11 @@ class CompiledStep:
         feed_shapes = feed_shapes if feed_shapes is not None else self.feed_shapes
 
         def spec(v, shape=None):
-            shape = tuple(v.type.shape if shape is None else shape)
+            if shape is None:
+                shape = v.type.shape
+                if v.var.kind == "feed" and self.num_iterations > 1:
+                    shape = (self.num_iterations, *shape)
+            shape = tuple(shape)
             if any(d < 0 for d in shape):
                 raise ValueError(f"give a concrete shape for feed '{v.var.name}' ({v.type})")
             return jax.ShapeDtypeStruct(shape, v.type.dtype)
@@ -109,6 +149,53 @@ class CompiledStep:
         """XLA's buffer sizes: arguments, outputs, temporaries, aliased (donated) bytes."""
         return self.lower(feed_shapes).compile().memory_analysis()
 
+    @property
+    def memory_plan(self):
+        """The enable-inplace / memory-optimize plan of this step's graph, if one is current."""
+        plan = getattr(self.graph, "memory_plan", None)
+        return plan if plan is not None and plan.is_current(self.graph) else None
+
+    def batch_size(self, feed_shapes: dict[str, tuple] | None = None) -> int:
+        """The size the feeds give their -1 dimensions (the largest, if they differ)."""
+        feed_shapes = feed_shapes if feed_shapes is not None else self.feed_shapes
+        lead = 1 if self.num_iterations > 1 else 0
+        sizes = {shape[lead + i] for v in self.feed_inputs
+                 if (shape := feed_shapes.get(v.var.name)) is not None
+                 for i, d in enumerate(v.type.shape) if d < 0}
+        return max(sizes, default=1)
+
+    def memory_report(self, feed_shapes=None) -> dict[str, int]:
+        """The memory plan's predicted bytes beside XLA's ``memory_analysis`` for one step.
+
+        ``predicted_*`` come from the plan at this step's batch size (``predicted_total`` =
+        arguments + outputs - donated + temporaries' peak); ``xla_*`` from the compiled
+        executable, ``xla_total`` = temp + argument + output - alias. Needs a graph built
+        with BuildStrategy(enable_inplace=True) (or memory_optimize) and one iteration.
+        """
+        plan = self.memory_plan
+        if plan is None:
+            raise GraphcError("this step has no current memory plan: compile a "
+                              "CompiledProgram with BuildStrategy(enable_inplace=True)")
+        if self.num_iterations != 1:
+            raise GraphcError("memory plans describe one iteration; this step runs "
+                              f"{self.num_iterations}")
+        batch = self.batch_size(feed_shapes)
+        ours, base = plan.predict(batch), plan.predict(batch, reuse=False)
+        xla = self.memory_analysis(feed_shapes)
+        return {
+            "batch_size": batch,
+            "predicted_arguments": ours.arguments, "predicted_outputs": ours.outputs,
+            "predicted_donated": ours.donated, "predicted_temp_peak": ours.temp_peak,
+            "predicted_total": ours.total, "predicted_peak": ours.peak,
+            "predicted_peak_without_reuse": base.peak,
+            "predicted_total_without_reuse": base.total,
+            "xla_arguments": xla.argument_size_in_bytes, "xla_outputs": xla.output_size_in_bytes,
+            "xla_alias": xla.alias_size_in_bytes, "xla_temp": xla.temp_size_in_bytes,
+            "xla_total": (xla.temp_size_in_bytes + xla.argument_size_in_bytes
+                          + xla.output_size_in_bytes - xla.alias_size_in_bytes),
+            "xla_peak": getattr(xla, "peak_memory_in_bytes", -1),
+        }
+
 
 def _is_random(op: Op) -> bool:
     """Whether the op draws random numbers (RuleContext.rng folds in the run counter).
@@ -120,5 +207,6 @@ def _is_random(op: Op) -> bool:
     return any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types)
 
 
-def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True) -> CompiledStep:
-    return CompiledStep(graph, fetch, donate)
+def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True,
+                 num_iterations: int = 1) -> CompiledStep:
+    return CompiledStep(graph, fetch, donate, num_iterations)
