@@ -915,3 +915,39 @@ def test_backward_of_a_deep_mlp_is_linear():
     # one grad op per forward op plus the loss's fill_constant; nothing to accumulate
     assert len(backward) == n_forward + 1
     assert sum(op.type == "mul_grad" for op in backward) == depth
+
+
+@grad_case("fused_batch_norm_act",
+           params=[{"act": "relu", "layout": "NCHW"}, {"act": "leaky_relu", "layout": "NHWC"},
+                   {"act": "tanh", "layout": "NCHW", "is_test": True},
+                   {"act": "sigmoid", "layout": "NHWC", "global_stats": True}])
+def fused_batch_norm_act(c, act, layout, is_test=False, global_stats=False):
+    shape = (3, 2, 2, 3) if layout == "NCHW" else (3, 2, 3, 2)
+    x = c.data("x", c.randn(*shape) * 2 + 1)
+    layers.batch_norm(x, is_test=is_test, data_layout=layout, name="bn",
+                      use_global_stats=global_stats)
+    block = c.program.global_block()
+    bn = block.ops[-1]  # batch_norm becomes fused_batch_norm_act, writing Y to a new var
+    block._remove_op(len(block.ops) - 1)
+    out = block.create_var("out", None, "float64")
+    block.append_op("fused_batch_norm_act", {s: bn.input(s) for s in bn.input_names},
+                    {**{s: bn.output(s) for s in bn.output_names}, "Y": [out.name]},
+                    {**bn.all_attrs(), "act_type": act, "alpha": 0.1})
+    c.set_param("bn.w_1", c.randn(2))
+    c.set_param("bn.w_2", c.uniform(0.5, 2.0, 2))
+    grads = c.check(out)
+    assert set(grads) == {"x", "bn.w_0", "bn.b_0"}
+    assert "fused_batch_norm_act_grad" in [op.type for op in block.ops]
+
+
+@grad_case("fused_relu_depthwise_conv2d",
+           params=[{"filters": 3, "fmt": "NCHW"}, {"filters": 6, "fmt": "NHWC"}])
+def fused_relu_depthwise_conv2d(c, filters, fmt):
+    shape = (1, 3, 5, 5) if fmt == "NCHW" else (1, 5, 5, 3)
+    x = c.data("x", c.away_from_zero(*shape))  # away from relu's kink
+    w = c.data("w", c.randn(filters, 1, 3, 3))
+    block = c.program.global_block()
+    out = block.create_var("out", None, "float64")
+    block.append_op("fused_relu_depthwise_conv2d", {"Input": x, "Filter": w}, {"Output": out},
+                    {"groups": 3, "paddings": [1, 1], "data_format": fmt})
+    return out
