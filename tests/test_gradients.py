@@ -951,3 +951,28 @@ def fused_relu_depthwise_conv2d(c, filters, fmt):
     block.append_op("fused_relu_depthwise_conv2d", {"Input": x, "Filter": w}, {"Output": out},
                     {"groups": 3, "paddings": [1, 1], "data_format": fmt})
     return out
+
+
+FUSED_EA = [(["relu", "elementwise_add"], "Y", (2, 3, 4), (3,), 1),
+            (["gelu", "elementwise_add"], "Y", (2, 3), (2, 3), -1),
+            (["elementwise_add", "tanh"], "Y", (2, 3, 4), (3,), 1),
+            (["elementwise_add", "leaky_relu"], "X", (3,), (2, 3, 4), 1),
+            (["elementwise_add", "scale"], "X", (2, 3), (2, 3), -1)]
+
+
+@grad_case("fused_elemwise_activation",
+           params=[dict(functors=f, operand=o, xs=xs, ys=ys, axis=a)
+                   for f, o, xs, ys, a in FUSED_EA],
+           ids=[f"{'-'.join(f)}-{o}" for f, o, *_ in FUSED_EA])
+def fused_elemwise_activation(c, functors, operand, xs, ys, axis):
+    block = c.program.global_block()
+    x, y = c.data("x", c.away_from_zero(*xs)), c.data("y", c.away_from_zero(*ys))
+    act = functors[0] if functors[1] == "elementwise_add" else functors[1]
+    attrs = ({"alpha": 0.1} if act == "leaky_relu" else
+             {"scale": 2.0, "bias": 0.5} if act == "scale" else {})
+    out = block.create_var("out", None, "float64")
+    inter = block.create_var("inter", None, "float64")
+    block.append_op("fused_elemwise_activation", {"X": x, "Y": y},
+                    {"Out": out, "IntermediateOut": inter},
+                    {"functor_list": functors, "unary_operand": operand, "axis": axis, **attrs})
+    return out

@@ -147,6 +147,7 @@ class Graph:
         self.nx = nx.MultiDiGraph()
         self.vars: dict[str, VarInfo] = {}
         self.values: dict[str, Value] = {}
+        self._versions: dict[str, dict[int, Value]] = {}  # var name -> {version: value}
         self.ops_by_id: dict[int, Op] = {}
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
@@ -211,13 +212,10 @@ class Graph:
 
     def latest(self, var_name: str) -> Value:
         """The last version of a variable (the value the program leaves in it)."""
-        best = None
-        for v in self.values.values():
-            if v.var.name == var_name and (best is None or v.version > best.version):
-                best = v
-        if best is None:
+        versions = self._versions.get(var_name)
+        if not versions:
             raise ProgramError(f"graph has no variable '{var_name}'")
-        return best
+        return versions[max(versions)]
 
     @property
     def num_ops(self) -> int:
@@ -282,9 +280,21 @@ class Graph:
             raise ProgramError(f"value '%{name}' is defined twice")
         v = Value(self, name, var, version, type)
         self.values[name] = v
+        self._versions.setdefault(var.name, {})[version] = v
         self.nx.add_node(v)
         self._version += 1
         return v
+
+    def _remove_value(self, v: Value) -> None:
+        """Drop a value from the tables (and its variable with its last version)."""
+        self.nx.remove_node(v)
+        del self.values[v.name]
+        versions = self._versions[v.var.name]
+        del versions[v.version]
+        if not versions:
+            del self._versions[v.var.name]
+            self.vars.pop(v.var.name, None)
+        self._version += 1
 
     def _new_op(self, type: str, attrs: dict, source, role: str, seq: tuple,
                 provenance: tuple = ()) -> Op:

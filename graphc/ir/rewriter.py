@@ -51,7 +51,7 @@ class Rewriter:
     def new_version(self, of: Value, type: TensorType | None = None) -> Value:
         """The next version of ``of``'s variable (for ops that update state in place)."""
         g = self.graph
-        version = max(v.version for v in g.values.values() if v.var is of.var) + 1
+        version = max(g._versions[of.var.name]) + 1
         v = g._new_value(of.var, version, type or of.type)
         self._emit("new_value", value=v)
         return v
@@ -147,11 +147,7 @@ class Rewriter:
         self._emit("erase_op", op=op, inputs=inputs)
 
     def _drop_value(self, v: Value) -> None:
-        g = self.graph
-        g.nx.remove_node(v)
-        del g.values[v.name]
-        if not any(o.var is v.var for o in g.values.values()):  # its last version went
-            g.vars.pop(v.var.name, None)
+        self.graph._remove_value(v)
 
     def erase_value(self, v: Value) -> None:
         """Remove an unused value with no producer (e.g. an input nothing reads)."""
