@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Op, Value
@@ -82,6 +82,20 @@ class Pass(BaseModel):
 
     def __str__(self) -> str:
         return self.spec()
+
+
+def members_of(option: str, allowed: Iterable[str], what: str):
+    """A validator for a list option whose items must come from ``allowed``; use it in a
+    pass's class body: ``_check = members_of("act_types", SUPPORTED, "activations")``."""
+    allowed = list(allowed)
+
+    def check(value: list[str]) -> list[str]:
+        unknown = [v for v in value if v not in allowed]
+        if unknown:
+            raise ValueError(f"unsupported {what} {unknown}; expected some of {allowed}")
+        return value
+
+    return field_validator(option)(staticmethod(check))
 
 
 _PASSES: dict[str, type[Pass]] = {}

@@ -31,12 +31,10 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import field_validator
-
 from ..ir.graph import Graph, Op, Value
 from ..ir.ops import CONTROL_SLOT, get_op_def
 from ..ir.ops.coalesce_ops import FUSED_OPTIMIZERS, SHARED_SLOT
-from .base import Pass, PassContext, register_pass
+from .base import Pass, PassContext, members_of, register_pass
 
 
 def _key(op: Op) -> tuple:
@@ -100,14 +98,7 @@ class FuseAllOptimizerOps(Pass):
     layout: Literal["multi_tensor", "coalesced"] = "multi_tensor"
     op_types: list[str] = list(FUSED_OPTIMIZERS)
 
-    @field_validator("op_types")
-    @classmethod
-    def _fusable(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - set(FUSED_OPTIMIZERS))
-        if unknown:
-            raise ValueError(f"{unknown} have no fused form; expected some of "
-                             f"{list(FUSED_OPTIMIZERS)}")
-        return value
+    _check = members_of("op_types", FUSED_OPTIMIZERS, "optimizer ops (no fused form)")
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         candidates = [op for op in graph.ops() if op.type in self.op_types]

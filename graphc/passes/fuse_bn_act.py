@@ -21,12 +21,10 @@ and Bias. Stats: ``fused``, ``fused grad``, ``rewired leaky_relu_grad``.
 
 from __future__ import annotations
 
-from pydantic import field_validator
-
 from ..ir.graph import Graph, Op, Value
 from ..ir.ops import ACTIVATION, CONTROL_SLOT, GRAD_SUFFIX, forward_type, get_op_def
 from ..ir.ops.fused_bn_ops import FUSED_BN_ACTS
-from .base import Pass, PassContext, register_pass, single_user, user_count_reason
+from .base import Pass, PassContext, members_of, register_pass, single_user, user_count_reason
 
 _BN_INS = ("X", "Scale", "Bias", "Mean", "Variance")
 _BN_OUTS = ("MeanOut", "VarianceOut", "SavedMean", "SavedVariance")
@@ -55,13 +53,7 @@ class FuseBatchNormAct(Pass):
     name = "fuse-bn-act"
     act_types: list[str] = list(FUSED_BN_ACTS)
 
-    @field_validator("act_types")
-    @classmethod
-    def _supported(cls, value: list[str]) -> list[str]:
-        unknown = [a for a in value if a not in FUSED_BN_ACTS]
-        if unknown:
-            raise ValueError(f"cannot fuse {unknown}; supported: {list(FUSED_BN_ACTS)}")
-        return value
+    _check = members_of("act_types", FUSED_BN_ACTS, "activations")
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         for op in list(graph.ops()):

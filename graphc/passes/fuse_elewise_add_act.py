@@ -41,13 +41,11 @@ Stats: ``fused add->act``, ``fused act->add``, ``fused add->act grad``, ``fused 
 
 from __future__ import annotations
 
-from pydantic import field_validator
-
 from ..ir.graph import Graph, Op, Value
 from ..ir.ops import CONTROL_SLOT, GRAD_SUFFIX, get_op_def
 from ..ir.ops.fused_ops import ACTIVATION_ATTRS, BINARY, FUSED_GRAD_OP, FUSED_OP
 from ..ir.types import dims_compatible
-from .base import Pass, PassContext, register_pass, user_count_reason
+from .base import Pass, PassContext, members_of, register_pass, user_count_reason
 
 BINARY_GRAD = BINARY + "_grad"
 OUT_GRAD = "Out" + GRAD_SUFFIX
@@ -320,14 +318,7 @@ class FuseElewiseAddAct(Pass):
     name = "fuse-elewise-add-act"
     act_types: list[str] = list(ACTIVATION_ATTRS)
 
-    @field_validator("act_types")
-    @classmethod
-    def _known(cls, value: list[str]) -> list[str]:
-        unknown = sorted(set(value) - set(ACTIVATION_ATTRS))
-        if unknown:
-            raise ValueError(f"unsupported activations {unknown}; expected some of "
-                             f"{list(ACTIVATION_ATTRS)}")
-        return value
+    _check = members_of("act_types", ACTIVATION_ATTRS, "activations")
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         _Fuser(graph, ctx, set(self.act_types)).run()
