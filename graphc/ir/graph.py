@@ -151,6 +151,8 @@ class Graph:
         self.ops_by_id: dict[int, Op] = {}
         self.inputs: list[Value] = []
         self.outputs: list[Value] = []
+        self._output_set: tuple[int, frozenset] = (-1, frozenset())
+        self._outputs_version = 0  # bumped by every change to ``outputs``
         self.random_seed = 0
         self.memory_plan = None  # set by the enable-inplace / memory-optimize analyses
         self._ids = itertools.count()
@@ -203,6 +205,12 @@ class Graph:
 
     def user_ops(self, value: Value) -> list[Op]:
         return list(self._succ[value])
+
+    def is_output(self, value: Value) -> bool:
+        """Whether ``value`` is a graph output (O(1): passes ask this for every candidate)."""
+        if self._output_set[0] != self._outputs_version:
+            self._output_set = (self._outputs_version, frozenset(self.outputs))
+        return value in self._output_set[1]
 
     def value(self, name: str) -> Value:
         try:
@@ -457,6 +465,7 @@ def lower(program) -> Graph:
             for v in vals:
                 latest[v.var.name] = v
 
+    g._outputs_version += 1
     g.outputs = [latest[var.name] for var in block.vars.values()
                  if var.persistable and var.name in latest]
     return g

@@ -134,7 +134,7 @@ class Rewriter:
                     users = ", ".join(u.where for u in g.nx.succ[v])
                     raise ProgramError(f"cannot erase {op.where}: its output %{v.name} is "
                                        f"still used by {users}")
-                if v in g.outputs:
+                if g.is_output(v):
                     raise ProgramError(f"cannot erase {op.where}: its output %{v.name} is "
                                        "a graph output")
         inputs = list(g.nx.pred[op])
@@ -154,9 +154,9 @@ class Rewriter:
         g = self.graph
         if g.nx.pred[v] or g.nx.succ[v]:
             raise ProgramError(f"cannot erase %{v.name}: it is still defined or used")
-        if v in g.outputs:
+        if g.is_output(v):
             raise ProgramError(f"cannot erase %{v.name}: it is a graph output")
-        if v in g.inputs:
+        if v.var.kind != "temp" and v in g.inputs:  # inputs are feeds and state, never temps
             g.inputs.remove(v)
         self._drop_value(v)
         g._touch()
@@ -188,6 +188,7 @@ class Rewriter:
             for i, v in enumerate(g.outputs):
                 if v is old:
                     g.outputs[i] = new
+                    g._outputs_version += 1
                     moved += 1
         if moved:
             self._emit("replace_uses", old=old, new=new, count=moved)
@@ -239,6 +240,7 @@ class Rewriter:
 
     def set_outputs(self, values: list[Value]) -> None:
         self.graph.outputs = list(values)
+        self.graph._outputs_version += 1
         self.graph._touch()
         self._emit("set_outputs", values=list(values))
 

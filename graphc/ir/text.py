@@ -217,6 +217,7 @@ class _Parser:
                 g.inputs.append(v)
             elif line.accept("output "):
                 g.outputs.append(self.ref(line))
+                g._outputs_version += 1
             else:
                 self.op(line)
             if not closed and not line.at_end():

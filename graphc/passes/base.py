@@ -166,13 +166,13 @@ def single_user(graph: Graph, value: Value, keep: set) -> bool:
     """Whether exactly one op reads ``value`` (once) and nothing else needs it."""
     users = graph._succ[value]
     return (len(users) == 1 and sum(len(k) for k in users.values()) == 1
-            and value not in keep and value not in graph.outputs)
+            and value not in keep and not graph.is_output(value))
 
 
 def user_count_reason(graph: Graph, value: Value, keep: set) -> str:
     if value in keep:
         return "intermediate is fetched"
-    if value in graph.outputs:
+    if graph.is_output(value):
         return "intermediate is a graph output"
     n = sum(len(k) for k in graph._succ[value].values())
     return f"intermediate has {n} users"

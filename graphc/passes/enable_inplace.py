@@ -28,6 +28,7 @@ schedule; ops run concurrently (the interpreter's thread pool) never share buffe
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -314,16 +315,20 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
         for t, op in enumerate(order):
             ins = graph.op_inputs(op)
             data_in = [v for s, vs in ins.items() if s != CONTROL_SLOT for v in vs]
+            reads = Counter(data_in)  # once per op: ops such as fused optimizers read 1000s
             pairs = inplace_candidates(op.type) if reuse_on else {}
             outs = graph.op_outputs(op)
             for out_slot, vals in outs.items():
-                for o in vals:
+                for pos, o in enumerate(vals):
                     taken = None
                     in_slot = pairs.get(out_slot)
                     if in_slot is not None:
                         why = None
-                        for i in ins.get(in_slot, []):
-                            why = _reusable(i, o, t, data_in, buf, buffers, keep,
+                        candidates = ins.get(in_slot, [])
+                        if len(candidates) == len(vals) > 1:  # list slots pair by position
+                            candidates = [candidates[pos]]
+                        for i in candidates:
+                            why = _reusable(i, o, t, reads, buf, buffers, keep,
                                             donated_now)
                             if why is None:
                                 taken = (i, "donated" if i.var.persistable else "inplace",
@@ -374,12 +379,12 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
                       with_reuse, baseline)
 
 
-def _reusable(i: Value, o: Value, t: int, data_in: list[Value], buf: dict,
+def _reusable(i: Value, o: Value, t: int, reads: Counter, buf: dict,
               buffers: list[_Buffer], keep: set, donated_now: bool) -> str | None:
     """None when ``o`` may take ``i``'s buffer at position ``t``, else why not."""
     if i.type != o.type:
         return "input and output types differ"
-    if data_in.count(i) != 1:
+    if reads[i] != 1:
         return "the op reads the input more than once"
     if i in keep:
         return "input is fetched"

@@ -75,7 +75,7 @@ class FuseBatchNormAct(Pass):
         if act is None:
             ctx.decline(f"activation {acts[0].type} not in act_types")
             return
-        if y in ctx.keep or y in graph.outputs:
+        if y in ctx.keep or graph.is_output(y):
             ctx.decline("batch_norm output " + user_count_reason(graph, y, ctx.keep)
                         .removeprefix("intermediate "))
             return

@@ -90,7 +90,7 @@ class _Fuser:
         """None when ``value`` is read exactly once through each allowed (op, slot) and by
         nothing else, and is neither fetched nor a graph output."""
         reads = self.readers(value)
-        ok = (value not in self.ctx.keep and value not in self.graph.outputs
+        ok = (value not in self.ctx.keep and not self.graph.is_output(value)
               and len(reads) == len(allowed) and set(reads) == allowed)
         if ok:
             return None

@@ -32,7 +32,7 @@ def _only_read_by(graph: Graph, value, op: Op | None, keep: set) -> bool:
     """Whether ``op`` alone reads ``value`` (nothing at all when ``op`` is None)."""
     if op is not None:
         return single_user(graph, value, keep)
-    return not graph._succ[value] and value not in keep and value not in graph.outputs
+    return not graph._succ[value] and value not in keep and not graph.is_output(value)
 
 
 @register_pass
@@ -51,7 +51,7 @@ class FuseReluDepthwiseConv(Pass):
         relu = y.producer
         if relu is None or relu.type != "relu":
             return  # not a candidate
-        if y in ctx.keep or y in graph.outputs:
+        if y in ctx.keep or graph.is_output(y):
             ctx.decline("relu output " + user_count_reason(graph, y, ctx.keep)
                         .removeprefix("intermediate "))
             return
