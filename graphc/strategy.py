@@ -194,17 +194,8 @@ def _rule_memory_optimize_implies_inplace(s: BuildStrategy, n: int) -> str | Non
     return None
 
 
-def _rule_sequential_keeps_optimizer_order(s: BuildStrategy, n: int) -> str | None:
-    # Paddle's combination built a cycle (PaddlePaddle issue 18876); graphc fuses optimizer
-    # ops without breaking program order, so both stay on, but say how they interact.
-    if s.enable_sequential_execution and s.fuse_all_optimizer_ops:
-        return ("enable_sequential_execution with fuse_all_optimizer_ops: the fused optimizer "
-                "op takes the place of the first op it replaces in the sequential order")
-    return None
-
-
 CONFLICT_RULES = [_rule_broadcast_needs_reduce, _rule_allreduce_fusion_needs_devices,
-                  _rule_memory_optimize_implies_inplace, _rule_sequential_keeps_optimizer_order]
+                  _rule_memory_optimize_implies_inplace]
 
 
 class ExecutionStrategy(_Strategy):

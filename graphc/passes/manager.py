@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 from ..ir.errors import GraphcError
-from ..ir.graph import Graph, Value
+from ..ir.graph import Graph, Value, gc_paused
 from .base import Pass, PassContext, PassResult, parse_pipeline
 
 
@@ -113,6 +113,7 @@ class PassManager:
     def _text(self, graph: Graph) -> str:
         return graph.to_text(show_source=self.show_source)
 
+    @gc_paused  # passes allocate many small objects, none garbage; see graph.gc_paused
     def run(self, graph: Graph, keep: Iterable[Value] = (), num_devices: int = 1
             ) -> PipelineReport:
         """Apply every pass to ``graph`` in place; returns the report (also ``last_report``)."""

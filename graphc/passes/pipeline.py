@@ -35,6 +35,8 @@ def passes_for(build_strategy: BuildStrategy | None, num_devices: int = 1) -> li
     for field_name, pass_name in ORDER:
         if field_name is not None and not getattr(bs, field_name):
             continue
+        if pass_name == "enable-inplace" and bs.memory_optimize:
+            continue  # memory-optimize's plan includes the in-place pairs; plan once
         if pass_name not in available:
             raise PassError(f"BuildStrategy.{field_name} needs the pass '{pass_name}', which "
                             "graphc does not have yet")
