@@ -51,7 +51,7 @@ def main() -> None:
     variants = {"off": {}, **{o: {o: True} for o in OPTIONS},
                 "all": {o: True for o in OPTIONS}}
     for selected in args.models:
-        print(f"\n{'variant':<30} {'ms/step':>9} {'hand ms':>9} {'ratio':>7}  fused ops")
+        print(f"\n{'variant':<48} {'ms/step':>9} {'hand ms':>9} {'ratio':>7}  fused ops")
         for name, flags in variants.items():
             (case,) = cases([selected])
             batches = make_batches(case)
@@ -71,7 +71,7 @@ def main() -> None:
             stats = ours.program.graph(fetch_list=[ours.model.loss]).stats()
             fused = sum(n for t, n in stats.items() if t.startswith("fused"))
             g, h = statistics.median(t_ours) * 1e3, statistics.median(t_hand) * 1e3
-            print(f"{case.name + ': ' + name:<30} {g:>9.2f} {h:>9.2f} {g / h:>7.3f}  {fused}")
+            print(f"{case.name + ': ' + name:<48} {g:>9.2f} {h:>9.2f} {g / h:>7.3f}  {fused}")
 
 
 if __name__ == "__main__":
