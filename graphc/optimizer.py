@@ -10,6 +10,7 @@ from .ir import unique_name
 from .ir.errors import ProgramError
 from .ir.graph import gc_paused
 from .ir.program import Parameter, Variable, default_startup_program
+from .ir.source import user_source
 from .regularizer import L2Decay
 
 
@@ -81,7 +82,9 @@ class Optimizer:
         program = block.program
         startup = startup_program or default_startup_program()
         ops = []
-        with program.op_role_guard("optimize"):
+        where = user_source()  # the user's minimize/apply_gradients line, for every new op
+        with program.op_role_guard("optimize"), program.source_guard(where), \
+                startup.source_guard(where):
             for param, grad in params_grads:
                 reg = param.regularizer if param.regularizer is not None else self.regularization
                 if reg is not None:

@@ -249,7 +249,7 @@ class Block:
         self.program._bump()
 
     def _make_op(self, type, inputs, outputs, attrs, source) -> Operator:
-        source = source or user_source()
+        source = source or self.program._source or user_source()
         where = f"op {type}" + (f" at {source}" if source else "")
         opdef = get_op_def(type, where)
         ins = {k: names for k, v in (inputs or {}).items() if (names := _names(v, where, k))}
@@ -301,6 +301,7 @@ class Program:
         self.random_seed = 0
         self._version = 0
         self._current_role = "forward"
+        self._source: str | None = None  # set by source_guard: one line for many ops
 
     def _bump(self) -> None:
         self._version += 1
@@ -344,6 +345,16 @@ class Program:
             yield
         finally:
             self._current_role = old
+
+    @contextlib.contextmanager
+    def source_guard(self, source: str | None):
+        """Ops appended inside record ``source`` (e.g. the user's ``minimize`` line) instead of
+        walking the stack for each: library code that appends many ops uses it."""
+        old, self._source = self._source, source
+        try:
+            yield
+        finally:
+            self._source = old
 
     def clone(self, for_test: bool = False) -> Program:
         """A deep copy. ``for_test`` keeps forward ops only and sets ``is_test`` attrs."""
