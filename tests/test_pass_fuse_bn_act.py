@@ -8,13 +8,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from pass_harness import build
+from pass_harness import golden_text as _golden_text
+from pass_harness import run_pass as _run_pass
 
 import graphc as fluid
 from graphc import layers, optimizer
-from graphc.backends.interpreter import resolve_fetch, run_graph
+from graphc.backends.interpreter import run_graph
 from graphc.ir import lower, program_guard, unique_name
 from graphc.ir.text import parse
-from graphc.passes import PassError, PassManager, make_pass, parse_pipeline
+from graphc.passes import PassError, make_pass, parse_pipeline
 from graphc.testing import check_golden, check_pass, random_programs
 
 GOLDEN = Path(__file__).parent / "golden" / "fuse-bn-act"
@@ -22,28 +25,11 @@ PASS = "fuse-bn-act"
 
 
 def run_pass(main, fetch, **options):
-    """(graph before, graph after, the pass's stats) with ``fetch`` kept alive."""
-    before, after = lower(main), lower(main)
-    keep = [resolve_fetch(after, f) for f in fetch]
-    report = PassManager([make_pass(PASS, **options)], verify_each=True).run(after, keep=keep)
-    return before, after, report.stats()[PASS]
+    return _run_pass(PASS, main, fetch, **options)
 
 
 def golden_text(before, after, stats) -> str:
-    lines = [f"# pass: {PASS}",
-             "# stats: " + (", ".join(f"{k}: {v}" for k, v in sorted(stats.items())) or "-"),
-             "# --- before", before.to_text().rstrip(), "# --- after", after.to_text()]
-    return "\n".join(lines)
-
-
-def build(body, train: bool):
-    """A (main, startup, loss) triple from ``body()`` -> loss, minimised with SGD if ``train``."""
-    main, startup = fluid.Program(), fluid.Program()
-    with program_guard(main, startup), unique_name.guard():
-        loss = body()
-        if train:
-            optimizer.SGD(0.1).minimize(loss)
-    return main, startup, loss
+    return _golden_text(PASS, before, after, stats)
 
 
 def bn_net(layout="NCHW", dtype="float32", act="relu", x_grad=False, alpha=0.1, **bn):

@@ -9,13 +9,16 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pass_harness import build
+from pass_harness import golden_text as _golden_text
+from pass_harness import run_pass as _run_pass
 
 import graphc as fluid
 from graphc import layers, optimizer
-from graphc.backends.interpreter import resolve_fetch, run_graph
+from graphc.backends.interpreter import run_graph
 from graphc.ir import lower, program_guard, unique_name
 from graphc.ir.text import parse
-from graphc.passes import PassManager, make_pass
+from graphc.passes import make_pass
 from graphc.testing import GeneratedProgram, check_golden, check_pass, random_programs
 
 GOLDEN = Path(__file__).parent / "golden" / "fuse-relu-depthwise-conv"
@@ -23,27 +26,11 @@ PASS = "fuse-relu-depthwise-conv"
 
 
 def run_pass(main, fetch):
-    """(graph before, graph after, the pass's stats) with ``fetch`` kept alive."""
-    before, after = lower(main), lower(main)
-    keep = [resolve_fetch(after, f) for f in fetch]
-    report = PassManager([make_pass(PASS)], verify_each=True).run(after, keep=keep)
-    return before, after, report.stats()[PASS]
+    return _run_pass(PASS, main, fetch)
 
 
 def golden_text(before, after, stats) -> str:
-    lines = [f"# pass: {PASS}",
-             "# stats: " + (", ".join(f"{k}: {v}" for k, v in sorted(stats.items())) or "-"),
-             "# --- before", before.to_text().rstrip(), "# --- after", after.to_text()]
-    return "\n".join(lines)
-
-
-def build(body, train: bool):
-    main, startup = fluid.Program(), fluid.Program()
-    with program_guard(main, startup), unique_name.guard():
-        loss = body()
-        if train:
-            optimizer.SGD(0.1).minimize(loss)
-    return main, startup, loss
+    return _golden_text(PASS, before, after, stats)
 
 
 def relu_dw_net(layout="NCHW", dtype="float32", x_grad=True, multiplier=1, extra_reader=None):

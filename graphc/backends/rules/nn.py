@@ -8,22 +8,15 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ...ir.ops.shapes import conv_pads, same_pads
+from ...ir.ops.shapes import resolve_pads
 from .registry import lowering
 
 
 def window_padding(c, hw, ksize, strides, dilations=(1, 1), ceil_mode=False):
     """[(lo, hi), (lo, hi)] for H and W under Paddle's padding_algorithm and ceil_mode."""
-    algo = c["padding_algorithm"]
-    pads = conv_pads(c["paddings"])
     out = []
-    for i in range(2):
-        if algo == "SAME":
-            lo, hi = same_pads(hw[i], ksize[i], strides[i], dilations[i])
-        elif algo == "VALID":
-            lo = hi = 0
-        else:
-            lo, hi = pads[2 * i], pads[2 * i + 1]
+    pads = resolve_pads(c["padding_algorithm"], c["paddings"], hw, ksize, strides, dilations)
+    for i, (lo, hi) in enumerate(pads):
         if ceil_mode:  # extra padding at the end so the last partial window is counted
             eff = dilations[i] * (ksize[i] - 1) + 1
             span = hw[i] + lo + hi - eff

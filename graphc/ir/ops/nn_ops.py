@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..types import INT_DTYPES, TensorType, dims_compatible
 from .registry import LOSS, RANDOM, STATEFUL, register
-from .shapes import conv_pads, normalize_axis, prod_or_unknown, same_pads, window_out
+from .shapes import normalize_axis, prod_or_unknown, resolve_pads, window_out
 
 _LAYOUTS = ("NCHW", "NHWC", "AnyLayout")
 
@@ -28,17 +28,9 @@ def _window_dims(c, hw, ksize, strides, paddings, algo, dilations=(1, 1), ceil_m
     c.check(len(ksize) == 2 and len(strides) == 2, "kernel and strides must have 2 entries")
     c.check(all(s > 0 for s in strides), f"strides must be positive, got {strides}")
     c.check(algo in ("EXPLICIT", "SAME", "VALID"), f"padding_algorithm {algo!r}")
-    pads = conv_pads(paddings)
-    out = []
-    for i in range(2):
-        if algo == "SAME":
-            lo, hi = same_pads(hw[i], ksize[i], strides[i], dilations[i])
-        elif algo == "VALID":
-            lo = hi = 0
-        else:
-            lo, hi = pads[2 * i], pads[2 * i + 1]
-        out.append(window_out(hw[i], ksize[i], strides[i], lo, hi, dilations[i], ceil_mode))
-    return tuple(out)
+    pads = resolve_pads(algo, paddings, hw, ksize, strides, dilations)
+    return tuple(window_out(hw[i], ksize[i], strides[i], *pads[i], dilations[i], ceil_mode)
+                 for i in range(2))
 
 
 def _conv2d(c):

@@ -83,6 +83,21 @@ def same_pads(size: int, k: int, stride: int, dilation: int = 1) -> tuple[int, i
     return total // 2, total - total // 2
 
 
+def resolve_pads(algo: str, paddings: list[int], hw, ksize, strides, dilations=(1, 1)
+                 ) -> list[tuple[int, int]]:
+    """(before, after) padding of H and W under Paddle's padding_algorithm."""
+    pads = conv_pads(paddings)
+    out = []
+    for i in range(2):
+        if algo == "SAME":
+            out.append(same_pads(hw[i], ksize[i], strides[i], dilations[i]))
+        elif algo == "VALID":
+            out.append((0, 0))
+        else:
+            out.append((pads[2 * i], pads[2 * i + 1]))
+    return out
+
+
 def window_out(size: int, k: int, stride: int, pad_lo: int, pad_hi: int,
                dilation: int = 1, ceil_mode: bool = False) -> int:
     if size < 0:
