@@ -38,9 +38,15 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
     forward = [op for op in ops[:loss_idx + 1] if op.role == "forward"]
     no_grad = _names(no_grad_set)
 
+    known: dict[str, bool] = {}  # asked several times per variable
+
     def differentiable(name: str) -> bool:
-        var = block.var(name)
-        return not var.stop_gradient and var.dtype in FLOAT_DTYPES and name not in no_grad
+        answer = known.get(name)
+        if answer is None:
+            var = block.var(name)
+            answer = known[name] = (not var.stop_gradient and var.dtype in FLOAT_DTYPES
+                                    and name not in no_grad)
+        return answer
 
     # Forward reachability: values that depend on something trainable.
     depends = {v.name for v in block.vars.values()
@@ -138,9 +144,11 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                           for n, g in zip(names, gs)]
                 in_grads[slot] = gs
             maker = get_op_def(op.type).grad_maker
+            append = block._append_trusted if getattr(maker, "trusted", False) \
+                else block.append_op
             for gtype, gins, gouts, gattrs in maker(op.inputs, op.outputs, op.attrs,
                                                     out_grads, in_grads):
-                block.append_op(gtype, gins, gouts, gattrs, source=op.source)
+                append(gtype, gins, gouts, gattrs, source=op.source)
             if callbacks:
                 for cb in callbacks:
                     cb(block, op)

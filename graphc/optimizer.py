@@ -38,8 +38,11 @@ class Optimizer:
         sblock = startup.global_block()
         if name not in sblock.vars:
             svar = sblock.create_var(name, shape, dtype, persistable=True)
-            sblock.append_op("fill_constant", outputs={"Out": svar},
-                             attrs={"shape": list(shape), "dtype": dtype, "value": value})
+            # one per accumulator (thousands): a complete, valid op, appended unchecked
+            sblock._append_trusted("fill_constant", {}, {"Out": [svar.name]},
+                                   {"shape": [int(d) for d in shape], "dtype": svar.dtype,
+                                    "value": float(value), "force_cpu": False},
+                                   startup._source or user_source())
         return var
 
     def _create_lr(self, block, startup) -> Variable:

@@ -173,3 +173,18 @@ graph @net(random_seed=7) {
     assert g.random_seed == 7 and g.name == "net"
     assert g.to_text() == "graph @net(random_seed=7) {\n  input %x: f32[2] {feed}\n" \
                           "  %y: f32[2] = relu(X=%x)\n}\n"
+
+
+@pytest.mark.parametrize("make_opt", [lambda: fluid.optimizer.SGD(0.1),
+                                      lambda: fluid.optimizer.Momentum(0.1, 0.9),
+                                      lambda: fluid.optimizer.Adam(0.01)])
+def test_ops_appended_unchecked_by_minimize_verify(make_opt):
+    """Backward and the optimizers append grad and init ops without append_op's checks;
+    the verifier (slots, attributes, inferred types) must find them all valid."""
+    model = demo_cnn(image_shape=(1, 8, 8), channels=(2, 3))
+    with fluid.program_guard(model.main, model.startup):
+        make_opt().minimize(model.loss)
+    fluid.lower(model.main).verify()
+    fluid.lower(model.startup).verify()
+    roles = {op.role for op in model.main.global_block().ops}
+    assert roles == {"forward", "backward", "optimize"}

@@ -235,6 +235,17 @@ class Block:
         self.ops.append(op)
         return op
 
+    def _append_trusted(self, type: str, inputs: dict[str, list[str]],
+                        outputs: dict[str, list[str]], attrs: dict, source: str | None
+                        ) -> Operator:
+        """Append an op graphc built itself, valid by construction: variable names, slots
+        of its definition, normalised attributes, outputs already typed. It skips the
+        checks of append_op (backward appends thousands); the verifier still checks it."""
+        op = Operator(self, type, inputs, outputs, attrs, source, self.program._current_role)
+        self.ops.append(op)
+        self.program._bump()
+        return op
+
     def _insert_op(self, index: int, type: str, inputs=None, outputs=None, attrs=None,
                    source: str | None = None) -> Operator:
         op = self._make_op(type, inputs, outputs, attrs, source)
