@@ -1,6 +1,8 @@
 """graphc: build Paddle-Fluid-style programs, lower them to an SSA IR, rewrite them with
 passes chosen by a BuildStrategy, and run them on JAX/XLA."""
 
+import os
+
 from . import initializer, layers, optimizer, regularizer
 from .backward import append_backward
 from .ir import (
@@ -30,14 +32,21 @@ from .layers import data
 from .param_attr import ParamAttr
 from .runtime.checkpoint import CheckpointError, load, save
 from .runtime.compiled_program import CompiledProgram
+from .runtime.devices import DeviceError, configure_cpu_devices, cpu_places, cuda_places
 from .runtime.executor import Executor, FeedError, FetchError
 from .runtime.places import CPUPlace, CUDAPlace, is_compiled_with_cuda
 from .runtime.scope import Scope, global_scope, scope_guard
 from .strategy import BuildStrategy, ExecutionStrategy, StrategyError
 
+# CPU_NUM (the seeds' way to ask for CPU replicas) must reach XLA before its CPU backend
+# starts, so importing graphc applies it (a bad value is reported when devices are used).
+if os.environ.get("CPU_NUM", "").strip().isdigit() and int(os.environ["CPU_NUM"]) > 0:
+    configure_cpu_devices()
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "DeviceError", "configure_cpu_devices", "cpu_places", "cuda_places",
     "BuildStrategy", "CompiledProgram", "ExecutionStrategy", "StrategyError",
     "append_backward", "optimizer", "regularizer", "CheckpointError", "load", "save",
     "Block", "CPUPlace", "CUDAPlace", "Executor", "FeedError", "FetchError", "GraphcError",

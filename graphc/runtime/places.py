@@ -37,14 +37,17 @@ class Place:
         return hash((self.kind, self.device_id))
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}({self.device_id if self.kind != 'cpu' else ''})"
+        shown = "" if self.kind == "cpu" and self.device_id == 0 else self.device_id
+        return f"{type(self).__name__}({shown})"
 
 
 class CPUPlace(Place):
+    """A CPU device; with CPU_NUM > 1 there are several (``cpu_places()``)."""
+
     kind = "cpu"
 
-    def __init__(self):
-        super().__init__(0)
+    def __init__(self, device_id: int = 0):
+        super().__init__(device_id)
 
 
 class CUDAPlace(Place):

@@ -1,0 +1,79 @@
+"""Devices as the seeds describe them: CPU_NUM sets how many CPU replicas (XLA host devices)
+graphc runs on, CUDA_VISIBLE_DEVICES which GPUs; cpu_places() / cuda_places() list them."""
+
+from __future__ import annotations
+
+import os
+
+import jax
+
+from ..ir.errors import GraphcError
+from .places import CPUPlace, CUDAPlace
+
+
+class DeviceError(GraphcError):
+    """A device count or id that cannot be honoured (too late, not an int, not present)."""
+
+
+def _backends_started() -> bool:
+    from jax._src import xla_bridge
+    return xla_bridge.backends_are_initialized()
+
+
+def _cpu_num_from_env() -> int | None:
+    raw = os.environ.get("CPU_NUM")
+    if raw is None or raw == "":
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        raise DeviceError(f"CPU_NUM must be a positive integer, got {raw!r}") from None
+    if n < 1:
+        raise DeviceError(f"CPU_NUM must be a positive integer, got {n}")
+    return n
+
+
+def configure_cpu_devices(n: int | None = None) -> int:
+    """Make JAX's CPU backend have ``n`` devices (default: $CPU_NUM, else leave it).
+
+    XLA fixes the count when its CPU backend starts (the first jax.devices() or
+    computation), so this must come first; later, asking for another count is an error
+    naming what to do instead. Returns the count in force.
+    """
+    n = _cpu_num_from_env() if n is None else n
+    if n is None:
+        return jax.local_device_count("cpu") if _backends_started() else \
+            max(jax.config.jax_num_cpu_devices, 1)
+    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
+        raise DeviceError(f"the number of CPU devices must be a positive integer, got {n!r}")
+    if _backends_started():
+        have = len(jax.devices("cpu"))
+        if have != n:
+            raise DeviceError(
+                f"asked for {n} CPU devices but JAX's CPU backend already started with {have}; "
+                f"set CPU_NUM={n} in the environment before the program starts (or call "
+                f"graphc.configure_cpu_devices({n}) before anything runs)")
+        return n
+    jax.config.update("jax_num_cpu_devices", n)
+    return n
+
+
+def cpu_places(device_count: int | None = None) -> list[CPUPlace]:
+    """One CPUPlace per CPU replica: ``device_count``, else $CPU_NUM, else 1 (as Paddle)."""
+    n = device_count if device_count is not None else (_cpu_num_from_env() or 1)
+    configure_cpu_devices(n)
+    return [CPUPlace(i) for i in range(n)]
+
+
+def cuda_places(device_ids=None) -> list[CUDAPlace]:
+    """One CUDAPlace per visible GPU (CUDA_VISIBLE_DEVICES is honoured by the driver), or
+    the given ids; an error when there is no GPU."""
+    try:
+        gpus = jax.devices("gpu")
+    except RuntimeError:
+        raise DeviceError("cuda_places(): no GPU is visible to JAX on this machine") from None
+    ids = list(range(len(gpus))) if device_ids is None else [int(i) for i in device_ids]
+    for i in ids:
+        if not 0 <= i < len(gpus):
+            raise DeviceError(f"cuda_places(): GPU {i} is not visible ({len(gpus)} visible)")
+    return [CUDAPlace(i) for i in ids]

@@ -1,0 +1,68 @@
+"""CPU_NUM and places: the device count reaches XLA before its backend starts, a late or bad
+request is a clear error, and an Executor runs on the place it was given. Each case runs in
+a fresh interpreter (the device count is fixed per process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import graphc
+
+
+def run(code: str, **env) -> subprocess.CompletedProcess:
+    environ = {k: v for k, v in os.environ.items() if k != "CPU_NUM"}
+    environ.update(env)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=environ,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_cpu_num_sets_the_replicas_and_places():
+    out = run("""
+        import jax, numpy as np, graphc
+        print(len(graphc.cpu_places()), jax.device_count("cpu"))
+        x = graphc.data("x", [-1, 3])
+        y = graphc.layers.scale(x, 2.0)
+        for place in (graphc.CPUPlace(), graphc.CPUPlace(3)):
+            exe = graphc.Executor(place)
+            (got,) = exe.run(feed={"x": np.ones((2, 3), "float32")}, fetch_list=[y],
+                             return_numpy=False)
+            print(got.devices().pop().id, float(got.sum()))
+    """, CPU_NUM="4")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[:3] == ["4 4", "0 12.0", "3 12.0"]
+
+
+def test_asking_too_late_names_the_fix():
+    out = run("""
+        import jax, graphc
+        jax.devices()
+        try:
+            graphc.cpu_places(4)
+        except graphc.DeviceError as e:
+            print(e)
+    """)
+    assert out.returncode == 0, out.stderr
+    assert "already started with 1; set CPU_NUM=4 in the environment" in out.stdout
+
+
+def test_bad_values_are_errors():
+    with pytest.raises(graphc.DeviceError, match="positive integer"):
+        graphc.configure_cpu_devices(0)
+    out = run("""
+        import graphc
+        try:
+            graphc.cpu_places()
+        except graphc.DeviceError as e:
+            print(e)
+    """, CPU_NUM="four")
+    assert "CPU_NUM must be a positive integer, got 'four'" in out.stdout, out.stderr
+    if not graphc.is_compiled_with_cuda():
+        with pytest.raises(graphc.DeviceError, match="no GPU is visible"):
+            graphc.cuda_places()
+    with pytest.raises(graphc.GraphcError, match="only 1 cpu device"):
+        graphc.Executor(graphc.CPUPlace(5))
