@@ -10,8 +10,10 @@ from __future__ import annotations
 import argparse
 import time
 
+from bench_backward import build  # the same MLP
+
 import graphc as fluid
-from graphc import layers, optimizer
+from graphc import optimizer
 from graphc.models import resnet
 from graphc.passes import pipeline_for
 
@@ -22,13 +24,9 @@ ALL_ON = dict(fuse_elewise_add_act_ops=True, fuse_bn_act_ops=True,
 
 
 def mlp_training(n_layers: int, width: int = 8):
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        h = fluid.data("x", [-1, width])
-        label = fluid.data("label", [-1, 1], "int64")
-        for _ in range(n_layers):
-            h = layers.fc(h, width, act="relu")
-        loss = layers.mean(layers.softmax_with_cross_entropy(h, label))
+    """bench_backward's N-layer MLP, minimised with Momentum."""
+    main, startup, loss = build(n_layers, width)
+    with fluid.program_guard(main, startup):
         optimizer.Momentum(0.01, 0.9).minimize(loss)
     return main, loss
 
