@@ -18,7 +18,7 @@ from graphc.backends.interpreter import run_graph
 from graphc.ir import lower, program_guard, unique_name
 from graphc.ir.text import parse
 from graphc.passes import PassError, make_pass, parse_pipeline
-from graphc.testing import check_golden, check_pass, random_programs
+from graphc.testing import assert_same_results, check_golden, check_pass, random_programs
 
 GOLDEN = Path(__file__).parent / "golden" / "fuse-bn-act"
 PASS = "fuse-bn-act"
@@ -122,12 +122,7 @@ def test_results_are_bit_exact(layout, dtype, act, bn):
     state, _ = run_graph(lower(startup))
     shape = (5, 3, 4, 4) if layout == "NCHW" else (5, 4, 4, 3)
     feeds = {"x": np.random.default_rng(1).normal(size=shape).astype(dtype)}
-    want_state, want = run_graph(before, state, feeds, fetch)
-    got_state, got = run_graph(after, state, feeds, fetch)
-    for name, a, b in zip(fetch, got, want):
-        np.testing.assert_array_equal(a, b, err_msg=name)
-    for name in want_state:
-        np.testing.assert_array_equal(got_state[name], want_state[name], err_msg=name)
+    assert_same_results(before, after, state, feeds, fetch, rtol=0, atol=0)  # same bits
 
 
 def test_leaky_relu_forward_fused_alone_is_exact():
@@ -151,20 +146,17 @@ def test_fused_program_trains_through_append_backward():
     main, startup, loss = build(bn_net("NHWC", "float64", "leaky_relu", x_grad=True), False)
     _, fused, _ = run_pass(main, [loss.name])
     fused_main = fused.to_program()
-    with program_guard(fused_main, startup):
+    # each minimize in its own name guard: both programs call their learning rate the same
+    with program_guard(fused_main, startup), unique_name.guard():
         optimizer.SGD(0.1).minimize(fused_main.global_block().var(loss.name))
-    with program_guard(main, startup):
+    with program_guard(main, startup), unique_name.guard():
         optimizer.SGD(0.1).minimize(loss)
     types = [op.type for op in fused_main.global_block().ops]
     assert "fused_batch_norm_act_grad" in types and "batch_norm_grad" not in types
     state, _ = run_graph(lower(startup))
     feeds = {"x": np.random.default_rng(2).normal(size=(4, 4, 4, 3))}
     fetch = [loss.name, "x@GRAD"]
-    want_state, want = run_graph(lower(main), state, feeds, fetch)
-    got_state, got = run_graph(lower(fused_main), state, feeds, fetch)
-    for a, b in zip(got + [got_state[k] for k in sorted(got_state)],
-                    want + [want_state[k] for k in sorted(want_state)]):
-        np.testing.assert_array_equal(a, b)
+    assert_same_results(lower(main), lower(fused_main), state, feeds, fetch, rtol=0, atol=0)
 
 
 STEPS = ["batch_norm", "activation", "fc", "elementwise"]

@@ -19,7 +19,13 @@ from graphc.backends.interpreter import run_graph
 from graphc.ir import lower, program_guard, unique_name
 from graphc.ir.text import parse
 from graphc.passes import make_pass
-from graphc.testing import GeneratedProgram, check_golden, check_pass, random_programs
+from graphc.testing import (
+    GeneratedProgram,
+    assert_same_results,
+    check_golden,
+    check_pass,
+    random_programs,
+)
 
 GOLDEN = Path(__file__).parent / "golden" / "fuse-relu-depthwise-conv"
 PASS = "fuse-relu-depthwise-conv"
@@ -100,12 +106,7 @@ def test_results_are_bit_exact(layout, dtype, x_grad):
     state, _ = run_graph(lower(startup))
     shape = (3, 4, 5, 5) if layout == "NCHW" else (3, 5, 5, 4)
     feeds = {"x": np.random.default_rng(3).normal(size=shape).astype(dtype)}
-    want_state, want = run_graph(before, state, feeds, fetch)
-    got_state, got = run_graph(after, state, feeds, fetch)
-    for name, a, b in zip(fetch, got, want):
-        np.testing.assert_array_equal(a, b, err_msg=name)
-    for name in want_state:
-        np.testing.assert_array_equal(got_state[name], want_state[name], err_msg=name)
+    assert_same_results(before, after, state, feeds, fetch, rtol=0, atol=0)  # same bits
 
 
 STEPS = ["conv2d", "activation", "pool2d"]
