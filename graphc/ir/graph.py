@@ -159,6 +159,8 @@ class Graph:
         self._outputs_version = 0  # bumped by every change to ``outputs``
         self.random_seed = 0
         self.memory_plan = None  # set by the enable-inplace / memory-optimize analyses
+        # called as listener(kind, info) by every rewriter of this graph (passes included)
+        self.listeners: list = []
         self._ids = itertools.count()
         self._version = 0
         self._order: list[Op] | None = None

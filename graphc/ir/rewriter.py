@@ -26,7 +26,7 @@ class Rewriter:
     def __init__(self, graph: Graph, origin: str | None = None):
         self.graph = graph
         self.origin = origin
-        self.listeners: list[Listener] = list(getattr(graph, "listeners", ()))
+        self.listeners: list[Listener] = list(graph.listeners)
         self.changed = False
         self._fresh = 0
 

@@ -31,7 +31,6 @@ class PassContext:
         self.num_devices = num_devices
         self.stats: Counter[str] = Counter()
         self.rewriter = graph.rewriter(origin=pass_name)
-        self.rewriter.listeners.extend(getattr(graph, "_pass_listeners", ()))
 
     def count(self, key: str, n: int = 1) -> None:
         self.stats[key] += n
