@@ -48,6 +48,22 @@ class Rewriter:
         self._emit("new_value", value=v)
         return v
 
+    def new_state(self, name: str, type: TensorType, initial_value: float) -> Value:
+        """A new persistable variable read by the step: a graph input named ``name``
+        (exactly: state is found by name in scopes and checkpoints). Its VarInfo records
+        ``extra["initial_value"]``, the value a runtime fills it with while a scope lacks it
+        (pass-made state has no startup program to initialise it)."""
+        g = self.graph
+        if name in g.vars:
+            raise ProgramError(f"cannot create state '{name}': the graph already has it")
+        var = g._new_var(VarInfo(name, "persistable", stop_gradient=True,
+                                 extra={"initial_value": float(initial_value)}))
+        v = g._new_value(var, 0, type)
+        g.inputs.append(v)
+        g._touch()
+        self._emit("new_value", value=v)
+        return v
+
     def new_version(self, of: Value, type: TensorType | None = None) -> Value:
         """The next version of ``of``'s variable (for ops that update state in place)."""
         g = self.graph
