@@ -34,6 +34,7 @@ from .runtime.checkpoint import CheckpointError, load, save
 from .runtime.compiled_program import CompiledProgram
 from .runtime.devices import DeviceError, configure_cpu_devices, cpu_places, cuda_places
 from .runtime.executor import Executor, FeedError, FetchError
+from .runtime.parallel_executor import ParallelExecutor
 from .runtime.places import CPUPlace, CUDAPlace, is_compiled_with_cuda
 from .runtime.scope import Scope, global_scope, scope_guard
 from .strategy import BuildStrategy, ExecutionStrategy, StrategyError
@@ -47,7 +48,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DeviceError", "configure_cpu_devices", "cpu_places", "cuda_places",
-    "BuildStrategy", "CompiledProgram", "ExecutionStrategy", "StrategyError",
+    "BuildStrategy", "CompiledProgram", "ExecutionStrategy", "ParallelExecutor", "StrategyError",
     "append_backward", "optimizer", "regularizer", "CheckpointError", "load", "save",
     "Block", "CPUPlace", "CUDAPlace", "Executor", "FeedError", "FetchError", "GraphcError",
     "Graph", "OpDefinitionError", "Operator", "ParamAttr", "Parameter", "ParseError", "Program",

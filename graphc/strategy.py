@@ -9,9 +9,9 @@ import logging
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from .ir.errors import GraphcError
 
@@ -130,6 +130,32 @@ def _explain(cls: str, exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+class AmpConfigs(_Strategy):
+    """Automatic mixed precision settings: the seeds' ``amp_configs`` keys with Paddle's
+    defaults, plus graphc's ``dtype`` (bfloat16 by default: it has float32's range, so the
+    CPU needs no loss scaling to train; float16 is what GPUs speed up). The ``amp`` pass
+    documents what each one does."""
+
+    kind: ClassVar[str] = "amp_configs"
+
+    dtype: Literal["bfloat16", "float16"] = "bfloat16"
+    init_loss_scaling: float = Field(32768.0, gt=0)
+    use_dynamic_loss_scaling: bool = True
+    incr_every_n_steps: int = Field(1000, ge=1)
+    decr_every_n_nan_or_inf: int = Field(2, ge=1)
+    incr_ratio: float = Field(2.0, gt=1)
+    decr_ratio: float = Field(0.8, gt=0, lt=1)
+    custom_white_list: list[str] = []
+    custom_black_list: list[str] = []
+
+    @model_validator(mode="after")
+    def _lists_disjoint(self) -> AmpConfigs:
+        both = sorted(set(self.custom_white_list) & set(self.custom_black_list))
+        if both:
+            raise ValueError(f"ops {both} are in both custom_white_list and custom_black_list")
+        return self
+
+
 class BuildStrategy(_Strategy):
     """How graphc builds the step: which passes run (the seeds' BuildStrategy table)."""
 
@@ -159,6 +185,15 @@ class BuildStrategy(_Strategy):
     debug_graphviz_path: str = ""
     # graphc's own: verify the graph after every pass (the debug preset turns it on)
     verify_each_pass: bool = False
+    # automatic mixed precision (the ``amp`` pass); DistributedStrategy.amp maps onto these
+    amp: bool = False
+    amp_configs: AmpConfigs = Field(default_factory=AmpConfigs)
+
+    def pass_options(self, pass_name: str) -> dict[str, Any]:
+        """The options this strategy gives the pass ``pass_name`` ({} for most passes)."""
+        if pass_name == "amp":
+            return self.amp_configs.model_dump()
+        return {}
 
     def resolve(self, num_devices: int = 1) -> BuildStrategy:
         """A copy with conflicting options settled by the documented rules; each rule that

@@ -11,6 +11,9 @@ from hypothesis import HealthCheck, settings
 
 # Many tests compile the same small programs; XLA's CPU compile dominates their time, so
 # share compiled executables across tests and xdist workers through JAX's persistent cache.
+# Data-parallel tests need several devices; XLA fixes the CPU count when its backend starts,
+# so every test process gets 8 (single-device tests use the first).
+jax.config.update("jax_num_cpu_devices", 8)
 _CACHE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       ".pytest_cache", "jax-compilation")
 jax.config.update("jax_compilation_cache_dir", _CACHE)

@@ -7,7 +7,14 @@ from __future__ import annotations
 
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Op, Value
-from .rules import LoweringError, apply_rule, stable_seed
+from .rules import (
+    LoweringError,
+    Replicas,
+    apply_cross_replica,
+    apply_rule,
+    is_cross_replica,
+    stable_seed,
+)
 
 
 def op_seed(graph: Graph, op: Op) -> int:
@@ -15,17 +22,21 @@ def op_seed(graph: Graph, op: Op) -> int:
     return stable_seed(outs[0].name if outs else op.type, graph.random_seed)
 
 
-def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, axis_name=None) -> None:
+def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas=None) -> None:
     ins = {slot: [env[v] for v in vals] for slot, vals in graph.op_inputs(op).items()}
     outs = graph.op_outputs(op)
     out_types = {slot: [v.type for v in vals] for slot, vals in outs.items()}
     try:
         results = apply_rule(op.type, op.attrs, ins, out_types, op.where, op_seed(graph, op),
-                             step, axis_name)
+                             step, replicas)
     except GraphcError:
         raise
     except Exception as exc:  # a rule failed: say which op, as torch.fx's Interpreter does
         raise LoweringError(f"while executing {op.where}: {type(exc).__name__}: {exc}") from exc
+    _store(op, outs, results, env)
+
+
+def _store(op: Op, outs: dict[str, list[Value]], results: dict[str, list], env: dict) -> None:
     for slot, vals in outs.items():
         for v, arr in zip(vals, results[slot]):
             if tuple(arr.shape) != tuple(d if d >= 0 else arr.shape[i]
@@ -35,8 +46,35 @@ def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, axis_nam
             env[v] = arr
 
 
-def evaluate(graph: Graph, env: dict[Value, object], step=0, axis_name=None,
+def evaluate_replicas(graph: Graph, envs: list[dict[Value, object]], replicas: Replicas,
+                      step=0) -> list[dict[Value, object]]:
+    """``evaluate`` on simulated replicas, in lock step: ``envs[r]`` is replica r's values.
+    Ops whose result depends on other replicas (collectives) run once over all of them with
+    their cross-replica rule; every other op runs on each replica with its own index."""
+    for op in graph.ops():
+        if not is_cross_replica(op.type):
+            for r, env in enumerate(envs):
+                evaluate_op(graph, op, env, step, replicas.at(r))
+            continue
+        ins = [{slot: [env[v] for v in vals] for slot, vals in graph.op_inputs(op).items()}
+               for env in envs]
+        outs = graph.op_outputs(op)
+        out_types = {slot: [v.type for v in vals] for slot, vals in outs.items()}
+        try:
+            results = apply_cross_replica(op.type, op.attrs, ins, out_types, op.where,
+                                          replicas, op_seed(graph, op), step)
+        except GraphcError:
+            raise
+        except Exception as exc:
+            raise LoweringError(f"while executing {op.where} across {replicas.nranks} "
+                                f"replicas: {type(exc).__name__}: {exc}") from exc
+        for env, result in zip(envs, results):
+            _store(op, outs, result, env)
+    return envs
+
+
+def evaluate(graph: Graph, env: dict[Value, object], step=0, replicas=None,
              ops: list[Op] | None = None) -> dict[Value, object]:
     for op in graph.ops() if ops is None else ops:
-        evaluate_op(graph, op, env, step, axis_name)
+        evaluate_op(graph, op, env, step, replicas)
     return env

@@ -15,7 +15,8 @@ import numpy as np
 
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Value
-from .evaluate import evaluate, evaluate_op
+from .evaluate import evaluate, evaluate_op, evaluate_replicas
+from .rules import Replicas
 
 
 class InterpreterError(GraphcError):
@@ -85,6 +86,49 @@ def evaluate_concurrently(graph: Graph, env: dict[Value, object], step=0,
     if stuck:  # only a cyclic graph leaves ops waiting; graph.ops() raised for it already
         raise InterpreterError(f"{len(stuck)} ops never became ready")
     return env
+
+
+def split_batch(name: str, value, parts: int) -> list:
+    """``value`` cut into ``parts`` equal pieces along its first (batch) dimension."""
+    arr = np.asarray(value)
+    if arr.ndim == 0 or arr.shape[0] % parts:
+        size = "a scalar" if arr.ndim == 0 else f"batch {arr.shape[0]}"
+        raise InterpreterError(f"feed '{name}' has {size}, which does not split into "
+                               f"{parts} equal parts (one per replica)")
+    return np.split(arr, parts)
+
+
+def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = None,
+                 fetch: Iterable = (), step: int = 0, num_replicas: int = 2,
+                 inter_nranks: int = 0, check_replicated: bool = True):
+    """Run once on ``num_replicas`` simulated data-parallel replicas, in lock step.
+
+    Each feed is split along its batch dimension; every replica starts from the same
+    ``state``; collectives use their cross-replica reference rules. Returns (new state of
+    replica 0, [fetches concatenated over replicas along dim 0], as ``with_data_parallel``
+    merges them). ``check_replicated``: raise if a parameter ends up different on two
+    replicas (a gradient that was not all-reduced, say).
+    """
+    fetch_values = [resolve_fetch(graph, f) for f in fetch]
+    replicas = Replicas(num_replicas, inter_nranks or None)
+    feeds = feeds or {}
+    pieces = {name: split_batch(name, value, num_replicas) for name, value in feeds.items()}
+    envs = [bind_inputs(graph, state or {}, {n: p[r] for n, p in pieces.items()})
+            for r in range(num_replicas)]
+    evaluate_replicas(graph, envs, replicas, step)
+    if check_replicated:
+        for v in graph.outputs:
+            if v.var.kind != "param":
+                continue
+            first = np.asarray(envs[0][v])
+            for r, env in enumerate(envs[1:], 1):
+                if not np.array_equal(first, np.asarray(env[v])):
+                    raise InterpreterError(f"parameter '{v.var.name}' differs between replica "
+                                           f"0 and replica {r} after the step")
+    new_state = {v.var.name: np.asarray(envs[0][v]) for v in graph.outputs}
+    fetched = [np.concatenate([np.atleast_1d(np.asarray(env[v])) for env in envs])
+               for v in fetch_values]
+    return new_state, fetched
 
 
 def run_graph(graph: Graph, state: dict | None = None, feeds: dict | None = None,

@@ -72,6 +72,32 @@ class Rewriter:
         self._emit("new_value", value=v)
         return v
 
+    def shard_variable(self, var_name: str, nranks: int) -> None:
+        """Make every replica hold only its ``[1, c]`` shard of a persistable variable: each
+        version is retyped, so the ops that read or write it must be replaced by ops on
+        shards (the data-parallel pass's Reduce mode does so right after)."""
+        from .ops.collective_ops import shard_shape
+        g = self.graph
+        var = g.vars.get(var_name)
+        if var is None or not var.persistable:
+            raise ProgramError(f"cannot shard '{var_name}': not a persistable variable")
+        if var.shard is not None:
+            raise ProgramError(f"'{var_name}' is already sharded over {var.shard[0]} replicas")
+        versions = [v for _, v in sorted(g._versions[var_name].items())]
+        whole = versions[0].type
+        if any(v.type != whole for v in versions):
+            raise ProgramError(f"cannot shard '{var_name}': its versions differ in type")
+        try:
+            piece = TensorType(shard_shape(whole.shape, nranks), whole.dtype)
+        except ValueError as exc:
+            raise ProgramError(f"cannot shard '{var_name}': {exc}") from None
+        var.shard = (nranks, tuple(whole.shape))
+        for v in versions:
+            v.type = piece
+        g._touch(*{op for v in versions for op in g.nx.pred[v]},
+                 *{op for v in versions for op in g.nx.succ[v]})
+        self._emit("shard_variable", var=var_name, nranks=nranks)
+
     # -- ops ---------------------------------------------------------------------------
     def create_op(self, type: str, inputs: dict[str, Value | Iterable[Value]],
                   outputs: dict[str, Value | str | Iterable[Value | str]],

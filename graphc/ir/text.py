@@ -40,6 +40,8 @@ def var_flags(var: VarInfo) -> str:
         flags.append(f"learning_rate={_json(var.learning_rate)}")
     if var.lod_level:
         flags.append(f"lod_level={var.lod_level}")
+    if var.shard is not None:
+        flags.append(f"shard={_json([var.shard[0], list(var.shard[1])])}")
     return " {" + ", ".join(flags) + "}" if flags else ""
 
 
@@ -279,6 +281,12 @@ class _Parser:
         info.stop_gradient = bool(flags.pop("stop_gradient", _default_stop_gradient(info)))
         info.learning_rate = float(flags.pop("learning_rate", 1.0))
         info.lod_level = int(flags.pop("lod_level", 0))
+        shard = flags.pop("shard", None)
+        if shard is not None:
+            if not (isinstance(shard, list) and len(shard) == 2 and isinstance(shard[0], int)
+                    and isinstance(shard[1], list)):
+                raise line.error(f"'{name}': shard must be [nranks, [dims]], got {shard!r}")
+            info.shard = (shard[0], tuple(shard[1]))
         if flags:
             raise line.error(f"unknown flags for '{name}': {sorted(flags)}")
         return info
@@ -373,7 +381,8 @@ def structural_key(g: Graph, check_source: bool = False) -> tuple:
     """Everything that defines a graph, independent of node identity and insertion order."""
 
     def var_key(v: VarInfo) -> tuple:
-        return (v.name, v.kind, v.stop_gradient, v.trainable, v.learning_rate, v.lod_level)
+        return (v.name, v.kind, v.stop_gradient, v.trainable, v.learning_rate, v.lod_level,
+                v.shard)
 
     ops = []
     for op in g.ops():

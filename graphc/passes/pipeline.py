@@ -17,6 +17,7 @@ from .manager import PassManager
 #  - the in-place plan runs last (Paddle applies its memory passes in the executor, after).
 ORDER: list[tuple[str | None, str]] = [
     (None, "dce"),
+    ("amp", "amp"),
     ("fuse_relu_depthwise_conv", "fuse-relu-depthwise-conv"),
     ("fuse_bn_act_ops", "fuse-bn-act"),
     ("fuse_elewise_add_act_ops", "fuse-elewise-add-act"),

@@ -1,11 +1,14 @@
-"""CompiledProgram: a Program plus the BuildStrategy (and later the devices) to run it with.
+"""CompiledProgram: a Program plus the BuildStrategy and the devices to run it with.
 
 ``Executor.run(CompiledProgram(main, build_strategy=bs), ...)`` lowers ``main``, applies the
 strategy's pass pipeline, and compiles the result; the pipeline's report stays inspectable.
 The ExecutionStrategy says how the executor runs it (executor.py: K iterations per call).
+``.with_data_parallel(loss_name=...)`` runs it on several devices (the seeds' ParallelExecutor).
 """
 
 from __future__ import annotations
+
+import jax
 
 from ..backends.interpreter import resolve_fetch
 from ..ir.errors import GraphcError
@@ -13,6 +16,8 @@ from ..ir.graph import Graph, lower
 from ..ir.program import Program
 from ..passes import PassManager, PipelineReport, pipeline_for
 from ..strategy import BuildStrategy, ExecutionStrategy
+from .devices import DeviceError
+from .places import Place
 
 
 class CompiledProgram:
@@ -42,14 +47,72 @@ class CompiledProgram:
         self.build_strategy = build_strategy or BuildStrategy()
         self.exec_strategy = exec_strategy or ExecutionStrategy()
         self._pass_manager = pass_manager
+        self._custom_pass_manager = pass_manager is not None
         self.last_report: PipelineReport | None = None
         self.num_devices = 1
+        self.devices: list | None = None  # JAX devices of a data-parallel program
+        self.loss_name: str | None = None
+        self.share_vars_from: CompiledProgram | None = None
+
+    def with_data_parallel(self, loss_name: str | None = None,
+                           build_strategy: BuildStrategy | None = None,
+                           exec_strategy: ExecutionStrategy | None = None, places=None,
+                           share_vars_from: CompiledProgram | None = None) -> CompiledProgram:
+        """Run on several devices, each on an equal slice of every feed's batch.
+
+        ``loss_name`` given (training): gradients are aggregated across devices by the
+        strategy's ``reduce_strategy`` (AllReduce, or Reduce: sharded optimizer). Without it
+        (inference) every device runs the program on its slice independently. ``places``:
+        a list of Places (default: every device of JAX's default backend: ``CPU_NUM`` CPU
+        devices, or the ``CUDA_VISIBLE_DEVICES`` GPUs). ``share_vars_from``: another
+        data-parallel CompiledProgram whose devices this one uses (a test program reading
+        the training program's parameters; variables live in the scope both run with).
+        Fetches come back concatenated over devices along dim 0. Returns ``self``.
+        """
+        if build_strategy is not None:
+            self._check_strategy("build_strategy", build_strategy, BuildStrategy)
+            self.build_strategy = build_strategy
+        if exec_strategy is not None:
+            self._check_strategy("exec_strategy", exec_strategy, ExecutionStrategy)
+            self.exec_strategy = exec_strategy
+        if loss_name is not None:
+            loss_name = getattr(loss_name, "name", loss_name)
+            if not isinstance(loss_name, str) or not self.program.global_block().has_var(
+                    loss_name):
+                raise GraphcError(f"loss_name {loss_name!r} is not a variable of the program")
+        devices = _devices_of(places)
+        if share_vars_from is not None:
+            if not isinstance(share_vars_from, CompiledProgram) or not share_vars_from.devices:
+                raise GraphcError("share_vars_from must be a CompiledProgram that runs with "
+                                  "data parallelism (call with_data_parallel on it first)")
+            if places is not None and devices != share_vars_from.devices:
+                raise GraphcError("share_vars_from runs on other devices than the places "
+                                  "given; programs sharing variables must use the same devices")
+            devices = share_vars_from.devices
+        self.devices, self.num_devices = devices, len(devices)
+        self.loss_name, self.share_vars_from = loss_name, share_vars_from
+        if self._pass_manager is not None and not self._custom_pass_manager:
+            self._pass_manager = None  # rebuilt for the device count
+        return self
+
+    @property
+    def inter_nranks(self) -> int:
+        """Group size of hierarchical all-reduce (0: flat), as the graph's ops expect."""
+        bs = self.build_strategy
+        return bs.hierarchical_allreduce_inter_nranks if (
+            bs.use_hierarchical_allreduce and self.loss_name is not None) else 0
+
+    @staticmethod
+    def _check_strategy(name: str, value, cls) -> None:
+        if not isinstance(value, cls):
+            raise GraphcError(f"{name} must be a graphc.{cls.__name__}, got "
+                              f"{type(value).__name__}")
 
     @property
     def pass_manager(self) -> PassManager:
         if self._pass_manager is None:
             self._pass_manager = pipeline_for(self.build_strategy, self.exec_strategy,
-                                              self.num_devices)
+                                              self.num_devices, loss_name=self.loss_name)
         return self._pass_manager
 
     def _build_graph(self, fetch_names: tuple = ()) -> Graph:
@@ -65,3 +128,22 @@ class CompiledProgram:
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.program!r} pipeline='{self.pass_manager}'>"
+
+
+def _devices_of(places) -> list:
+    """JAX devices for ``places`` (None: every device of the default backend)."""
+    if places is None:
+        return list(jax.devices())
+    if isinstance(places, Place):
+        places = [places]
+    places = list(places)
+    if not places:
+        raise DeviceError("places is empty; give at least one place")
+    bad = [p for p in places if not isinstance(p, Place)]
+    if bad:
+        raise DeviceError(f"places must be graphc Places (CPUPlace(i), CUDAPlace(i)), got "
+                          f"{type(bad[0]).__name__}")
+    devices = [p.jax_device() for p in places]
+    if len(set(devices)) != len(devices):
+        raise DeviceError(f"places name a device twice: {places}")
+    return devices

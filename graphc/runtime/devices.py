@@ -59,9 +59,14 @@ def configure_cpu_devices(n: int | None = None) -> int:
 
 
 def cpu_places(device_count: int | None = None) -> list[CPUPlace]:
-    """One CPUPlace per CPU replica: ``device_count``, else $CPU_NUM, else 1 (as Paddle)."""
+    """One CPUPlace per CPU replica: ``device_count``, else $CPU_NUM, else 1 (as Paddle).
+
+    Before JAX starts this sets the device count; afterwards asking for at most as many
+    devices as exist gives the first ones, asking for more names the fix."""
     n = device_count if device_count is not None else (_cpu_num_from_env() or 1)
-    configure_cpu_devices(n)
+    if not (_backends_started() and isinstance(n, int) and not isinstance(n, bool)
+            and 1 <= n <= len(jax.devices("cpu"))):
+        configure_cpu_devices(n)
     return [CPUPlace(i) for i in range(n)]
 
 

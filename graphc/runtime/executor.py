@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..backends.jax import CompiledStep
+from ..backends.jax import CompiledStep, DataParallelStep, from_rows
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, lower
 from ..ir.program import Program, Variable, default_main_program
@@ -49,26 +49,34 @@ class _StateGuard:
     jax arrays are immutable, so an array already checked, or produced by the step itself
     (its outputs have the declared types), needs no second check: per scope (held weakly)
     the guard remembers the arrays of the last run and checks only when one has changed.
+    For a data-parallel step the changed arrays are also placed on its devices first (whole
+    tensors of sharded variables become their rows), so the check sees what the step gets.
     """
 
     def __init__(self, step: CompiledStep):
+        self.step = step
         self.values = step.updated_inputs + step.readonly_inputs
         self.dtypes = [jnp.dtype(v.type.dtype) for v in self.values]
+        self.shapes = [step.global_type_shape(v) for v in self.values]
         # A persistable whose last version has another type than its input is checked anew.
         self.outputs_match = all(out.type == v.type for out, v in
                                  zip(step.updated_outputs, step.updated_inputs))
         self._last: WeakKeyDictionary[Scope, tuple] = WeakKeyDictionary()
 
-    def check(self, scope: Scope, arrays: list) -> None:
+    def check(self, scope: Scope, arrays: list) -> list:
+        """The arrays to run with (placed, for a data-parallel step), after checking."""
         last = self._last.get(scope)
         if last is not None and not any(map(operator.is_not, arrays, last)):
-            return
-        for v, dtype, arr in zip(self.values, self.dtypes, arrays):
-            if arr.dtype != dtype or arr.shape != v.type.shape:
+            return arrays
+        if isinstance(self.step, DataParallelStep):
+            arrays = self.step.place_state(self.values, arrays)
+        for v, dtype, shape, arr in zip(self.values, self.dtypes, self.shapes, arrays):
+            if arr.dtype != dtype or arr.shape != shape:
                 raise GraphcError(
                     f"scope variable '{v.var.name}' holds {arr.dtype}{list(arr.shape)} but "
                     f"the program declares {v.type}")
         self._last[scope] = tuple(arrays)
+        return arrays
 
     def ran(self, scope: Scope, new_updated: tuple, readonly: tuple) -> None:
         if self.outputs_match:
@@ -86,6 +94,9 @@ class _Prepared:
     feeds: dict[str, object]  # feed var name -> graph input Value (used ones)
     steps: dict[tuple, CompiledStep] = field(default_factory=dict)
     state_guards: dict[CompiledStep, _StateGuard] = field(default_factory=dict)
+
+    devices: list | None = None  # data-parallel devices (None: this executor's one device)
+    inter_nranks: int = 0  # hierarchical all-reduce group size (0: flat)
 
     def __post_init__(self):
         self.feed_dtypes = {n: jnp.dtype(v.type.dtype) for n, v in self.feeds.items()}
@@ -134,6 +145,8 @@ class Executor:
             graph = lower(program) if compiled is None else compiled._build_graph(fetch_names)
             feeds = {v.var.name: v for v in graph.inputs if v.var.kind == "feed"}
             prep = _Prepared(program.version, graph, feeds)
+            if compiled is not None and compiled.devices:
+                prep.devices, prep.inter_nranks = compiled.devices, compiled.inter_nranks
             entry[1][key] = prep
         return prep
 
@@ -146,7 +159,13 @@ class Executor:
                 if name not in prep.graph.vars:
                     raise FetchError(f"cannot fetch '{name}': it is not a variable computed or "
                                      "read by this program")
-            step = CompiledStep(prep.graph, fetch_names, donate=True, num_iterations=iterations)
+            devices = prep.devices
+            if devices:
+                step = DataParallelStep(prep.graph, fetch_names, devices, prep.inter_nranks,
+                                        donate=True, num_iterations=iterations)
+            else:
+                step = CompiledStep(prep.graph, fetch_names, donate=True,
+                                    num_iterations=iterations)
             step.feed_shapes = dict(feed_sig)
             prep.steps[key] = step
             prep.state_guards[step] = _StateGuard(step)
@@ -158,6 +177,8 @@ class Executor:
         """Checked feed arrays and their signature; with ``iterations = K > 1`` every array
         carries K steps on a new leading axis (a list of K dicts is stacked into that)."""
         if isinstance(feed, list | tuple) and any(isinstance(f, dict) for f in feed):
+            if iterations == 1 and prep.devices:
+                return self._check_per_device(prep, program, feed)
             if iterations == 1:
                 raise FeedError(f"got a list of {len(feed)} feed dicts, but this program runs "
                                 "one iteration per call; give one dict, or run a "
@@ -170,6 +191,32 @@ class Executor:
                             f"leading axis of {iterations}, got {type(feed).__name__}")
         return self._check_feed_dict(prep, program, dict(feed or {}),
                                      iterations if iterations > 1 else None)
+
+    def _check_per_device(self, prep: _Prepared, program: Program, feeds):
+        """Paddle's per-device feed list: one dict per device, joined into one global batch
+        (device i gets dict i's samples)."""
+        n = len(prep.devices)
+        if len(feeds) != n:
+            raise FeedError(f"got a list of {len(feeds)} feed dicts for {n} devices; give one "
+                            "dict per device, or one dict whose batch splits evenly")
+        checked = []
+        for i, feed in enumerate(feeds):
+            if not isinstance(feed, dict):
+                raise FeedError(f"feed list item {i} is a {type(feed).__name__}, not a dict")
+            try:
+                checked.append(self._check_feed_dict(prep, program, feed, None, split=False))
+            except FeedError as exc:
+                raise FeedError(f"feed dict of device {i}: {exc}") from None
+        first = checked[0][1]
+        for i, (_, sig) in enumerate(checked[1:], 1):
+            if sig != first:
+                raise FeedError(f"the feed dicts of devices 0 and {i} differ in names or shapes "
+                                f"({_sig_text(first)} vs {_sig_text(sig)}); every device must "
+                                "get the same amount of data")
+        arrays = {name: np.concatenate([np.asarray(c[0][name]) for c in checked])
+                  for name in checked[0][0]}
+        sig = tuple((n_, a.shape) for n_, a in sorted(arrays.items()))
+        return arrays, sig
 
     def _stack_feeds(self, prep: _Prepared, program: Program, feeds, iterations: int):
         if len(feeds) != iterations:
@@ -197,7 +244,7 @@ class Executor:
         return arrays, tuple((n, (iterations, *shape)) for n, shape in first)
 
     def _check_feed_dict(self, prep: _Prepared, program: Program, feed: dict,
-                         iterations: int | None) -> tuple[dict, tuple]:
+                         iterations: int | None, split: bool = True) -> tuple[dict, tuple]:
         arrays = {}
         for name, value in feed.items():
             target = prep.feeds.get(name)
@@ -228,6 +275,12 @@ class Executor:
                 per = " per iteration" if iterations is not None else ""
                 raise FeedError(f"feed '{name}' has shape {list(shape)}{per} but the program "
                                 f"declares {list(want.shape)} (-1 matches any size)")
+            if split and prep.devices and (not shape or shape[0] % len(prep.devices)):
+                n = len(prep.devices)
+                raise FeedError(f"feed '{name}' has batch {shape[0] if shape else '(scalar)'}, "
+                                f"which does not split evenly over {n} devices; every device "
+                                f"must get the same amount of data (a multiple of {n}), or "
+                                f"give a list of {n} feed dicts, one per device")
             arrays[name] = arr
         for name in prep.read_feeds:
             if name not in arrays:
@@ -268,8 +321,10 @@ class Executor:
         except KeyError as exc:
             raise GraphcError(f"variable {exc} is not initialised in the scope; run the "
                               "startup program first (exe.run(startup_program))") from None
+        if scope._shards:
+            inputs = self._whole_or_rows(step, scope, inputs)
         guard = prep.state_guards[step]
-        guard.check(scope, inputs)
+        inputs = guard.check(scope, inputs)
         split = len(step.updated_names)
         updated, readonly = tuple(inputs[:split]), tuple(inputs[split:])
         try:
@@ -286,10 +341,26 @@ class Executor:
         scope._run_counters[program] = count + step.num_iterations
         state.update(zip(step.updated_names, new_updated))
         state.update(zip(step.created_names, created))
+        for name, v in zip(step.updated_names, step.updated_inputs):
+            if v.var.shard is not None:
+                scope._shards[name] = v.var.shard
+            else:
+                scope._shards.pop(name, None)
         guard.ran(scope, new_updated, readonly)
+        fetched = [from_rows(a, v.var.shard[1]) if v.var.shard is not None and
+                   not (isinstance(step, DataParallelStep) and step.num_iterations > 1) else a
+                   for a, v in zip(fetched, step.fetch_values)]
         if return_numpy:
             return [np.asarray(a) for a in fetched]
         return list(fetched)
+
+    @staticmethod
+    def _whole_or_rows(step: CompiledStep, scope: Scope, inputs: list) -> list:
+        """The scope holds some variables as a Reduce-mode step's rows: give the others
+        (a single-device or all-reduce program reading them) the whole tensors."""
+        values = step.updated_inputs + step.readonly_inputs
+        return [scope.whole(v.var.name) if v.var.name in scope._shards and v.var.shard is None
+                else arr for v, arr in zip(values, inputs)]
 
     @staticmethod
     def _unpack(program):

@@ -26,10 +26,9 @@ class Tensor:
         self._scope, self._name = scope, name
 
     def _array(self):
-        try:
-            return self._scope._vars[self._name]
-        except KeyError:
-            raise ScopeError(f"variable '{self._name}' has no value yet") from None
+        if self._name not in self._scope._vars:
+            raise ScopeError(f"variable '{self._name}' has no value yet")
+        return self._scope.whole(self._name)
 
     def __array__(self, dtype=None, copy=None):
         arr = np.asarray(self._array())
@@ -68,6 +67,18 @@ class Scope:
         self._vars: dict[str, jax.Array] = {}
         # runs per program (keys dropout's randomness); weak, so programs can be freed
         self._run_counters: WeakKeyDictionary = WeakKeyDictionary()
+        # name -> (nranks, whole shape) for arrays held as the [nranks, c] rows of a
+        # data-parallel Reduce-mode shard (see backends.jax.data_parallel); readers get wholes
+        self._shards: dict[str, tuple[int, tuple[int, ...]]] = {}
+
+    def whole(self, name: str):
+        """The variable's value as the program declares it (a sharded one reassembled)."""
+        arr = self._vars[name]
+        shard = self._shards.get(name)
+        if shard is None:
+            return arr
+        from ..backends.jax import from_rows
+        return jax.numpy.asarray(from_rows(arr, shard[1]))
 
     def find_var(self, name: str) -> ScopeVar | None:
         return ScopeVar(Tensor(self, name)) if name in self._vars else None
@@ -78,18 +89,20 @@ class Scope:
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:
-            return np.asarray(self._vars[name])
+            return np.asarray(self.whole(name))
         except KeyError:
             raise ScopeError(f"scope has no variable '{name}'") from None
 
     def __setitem__(self, name: str, array) -> None:
         self._vars[name] = jax.numpy.asarray(array)
+        self._shards.pop(name, None)
 
     def __contains__(self, name: str) -> bool:
         return name in self._vars
 
     def __delitem__(self, name: str) -> None:
         del self._vars[name]
+        self._shards.pop(name, None)
 
     def keys(self):
         return self._vars.keys()

@@ -73,15 +73,20 @@ class CompiledStep:
                         f"cannot run {num_iterations} iterations per call: state "
                         f"'{v.var.name}' is read as {v.type} but written as {out.type}, so "
                         "the next iteration could not read it")
-        body = self._step if num_iterations == 1 else self._steps
-        self._jitted = jax.jit(body, donate_argnums=(0,) if donate else ())
+        self._jitted = self._jit(self._step if num_iterations == 1 else self._steps)
+
+    # what collective ops see: None on one device (data_parallel.py maps steps over several)
+    replicas = None
+
+    def _jit(self, body):
+        return jax.jit(body, donate_argnums=(0,) if self.donate else ())
 
     def _step(self, updated, readonly, feeds, step):
         """``step`` is None when no op is random (see ``_is_random``)."""
         env = dict(zip(self.updated_inputs, updated))
         env.update(zip(self.readonly_inputs, readonly))
         env.update(zip(self.feed_inputs, feeds))
-        evaluate(self.graph, env, step, ops=self._ops)
+        evaluate(self.graph, env, step, self.replicas, ops=self._ops)
         return (tuple(env[v] for v in self.updated_outputs),
                 tuple(env[v] for v in self.created_outputs),
                 tuple(env[v] for v in self.fetch_values))
@@ -108,6 +113,10 @@ class CompiledStep:
 
     def __call__(self, updated, readonly, feeds, step):
         return self._jitted(*self._args(updated, readonly, feeds, step))
+
+    def global_type_shape(self, value) -> tuple:
+        """The shape the runtime holds for ``value`` (one device: its type's shape)."""
+        return value.type.shape
 
     # -- inspection -------------------------------------------------------------------
     def abstract_args(self, feed_shapes: dict[str, tuple] | None = None) -> tuple:

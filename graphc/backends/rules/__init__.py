@@ -8,10 +8,13 @@ import pkgutil
 
 from .registry import (
     LoweringError,
+    Replicas,
     RuleContext,
+    apply_cross_replica,
     apply_rule,
     get_rule,
     has_rule,
+    is_cross_replica,
     lowering,
     stable_seed,
 )
@@ -21,5 +24,5 @@ for _module in pkgutil.iter_modules(__path__):
     if _module.name != "registry":
         importlib.import_module(f"{__name__}.{_module.name}")
 
-__all__ = ["LoweringError", "RuleContext", "apply_rule", "get_rule", "has_rule", "lowering",
-           "stable_seed"]
+__all__ = ["LoweringError", "Replicas", "RuleContext", "apply_cross_replica", "apply_rule",
+           "get_rule", "has_rule", "is_cross_replica", "lowering", "stable_seed"]

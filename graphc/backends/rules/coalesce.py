@@ -16,7 +16,7 @@ from .registry import LoweringError, RuleContext, get_rule, lowering
 
 def _base_context(c: RuleContext) -> RuleContext:
     return RuleContext(base_type(c.op_type), base_attrs(c.attrs), {}, c.where, c.seed_key,
-                       c.step, c.axis_name)
+                       c.step, c.replicas)
 
 
 def _multi_tensor(c: RuleContext, slots: dict) -> dict[str, list]:

@@ -32,7 +32,7 @@ def _sub(c, op_type: str, attrs: dict, ins: dict, wanted=None) -> dict:
     out_types = opdef.infer_types(in_types, attrs, where)
     if wanted is not None:
         out_types = {k: out_types[k] for k in wanted}
-    result = apply_rule(op_type, attrs, ins, out_types, where, c.seed_key, c.step, c.axis_name)
+    result = apply_rule(op_type, attrs, ins, out_types, where, c.seed_key, c.step, c.replicas)
     return {k: v[0] for k, v in result.items()}
 
 

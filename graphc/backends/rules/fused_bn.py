@@ -16,7 +16,7 @@ def run_as(c, op_type: str, attr_names, ins: dict, out_types: dict) -> dict:
     """Run the rule of ``op_type`` as the unfused op would have run (apply_rule casts too)."""
     attrs = {k: c.attrs[k] for k in attr_names}
     ins = {slot: [v] for slot, v in ins.items() if v is not None}
-    out = apply_rule(op_type, attrs, ins, out_types, c.where, c.seed_key, c.step, c.axis_name)
+    out = apply_rule(op_type, attrs, ins, out_types, c.where, c.seed_key, c.step, c.replicas)
     return {slot: vals[0] for slot, vals in out.items()}
 
 

@@ -37,7 +37,7 @@ def generic_grad(c, **kw):
             ins[slot] = arr
         from .registry import RuleContext
         ctx = RuleContext(fwd_type, c.attrs, out_types, c.where, c.seed_key, c.step,
-                          c.axis_name)
+                          c.replicas)
         out = rule(ctx, **ins)
         return tuple(out[s] for s in followed)
 

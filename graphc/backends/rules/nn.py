@@ -143,7 +143,7 @@ def _dropout(c, X):
     if c["is_test"]:
         out = X if upscale else X * jnp.asarray(1.0 - p, X.dtype)
         return {"Out": out, "Mask": jnp.ones(X.shape, jnp.uint8)}
-    keep = jax.random.uniform(c.rng(c["seed"] if c["fix_seed"] else 0), X.shape) >= p
+    keep = jax.random.uniform(c.replica_rng(c["seed"] if c["fix_seed"] else 0), X.shape) >= p
     mask = keep.astype(X.dtype)
     if upscale:
         mask = mask / jnp.asarray(1.0 - p, X.dtype) if p < 1.0 else mask * 0

@@ -23,15 +23,47 @@ class LoweringError(GraphcError):
     """An op has no lowering rule, or its rule failed; names the op and its line."""
 
 
+class Replicas:
+    """The data-parallel replicas a step runs on, as collective rules see them.
+
+    ``nranks`` replicas form a ``(nranks // local, local)`` mesh with axes ``AXES``
+    (``local`` < nranks only for hierarchical all-reduce). Under the JAX backend the step
+    runs inside ``shard_map`` over that mesh and ``index`` is None (the replica number comes
+    from ``lax.axis_index``); the interpreter simulates replicas one by one and sets it.
+    """
+
+    AXES = ("dp_cross", "dp_local")
+    __slots__ = ("nranks", "local", "index")
+
+    def __init__(self, nranks: int, local: int | None = None, index: int | None = None):
+        local = nranks if local is None else local
+        if nranks < 1 or local < 1 or nranks % local:
+            raise LoweringError(f"{nranks} replicas cannot form groups of {local}")
+        self.nranks, self.local, self.index = nranks, local, index
+
+    def axes(self, group: str = "all"):
+        """Mesh axis names of a group: every replica, those of one group, or across groups."""
+        return {"all": self.AXES, "local": self.AXES[1], "cross": self.AXES[0]}[group]
+
+    def axis_index(self):
+        return self.index if self.index is not None else jax.lax.axis_index(self.AXES)
+
+    def at(self, index: int) -> Replicas:
+        return Replicas(self.nranks, self.local, index)
+
+    def __repr__(self) -> str:
+        return f"Replicas({self.nranks}, local={self.local}, index={self.index})"
+
+
 class RuleContext:
     """What a rule sees besides its inputs: attrs, output types, randomness, replicas."""
 
-    __slots__ = ("op_type", "attrs", "out_types", "where", "seed_key", "step", "axis_name")
+    __slots__ = ("op_type", "attrs", "out_types", "where", "seed_key", "step", "replicas")
 
     def __init__(self, op_type: str, attrs: dict[str, Any], out_types: dict[str, list],
-                 where: str, seed_key: int, step, axis_name: str | None = None):
+                 where: str, seed_key: int, step, replicas: Replicas | None = None):
         self.op_type, self.attrs, self.out_types, self.where = op_type, attrs, out_types, where
-        self.seed_key, self.step, self.axis_name = seed_key, step, axis_name
+        self.seed_key, self.step, self.replicas = seed_key, step, replicas
 
     def __getitem__(self, name: str) -> Any:
         return self.attrs[name]
@@ -47,9 +79,20 @@ class RuleContext:
         key = jax.random.key(seed if seed else self.seed_key)
         return jax.random.fold_in(key, self.step)
 
+    def replica_rng(self, seed: int = 0):
+        """``rng`` that also differs per data-parallel replica (dropout masks: replicas see
+        different samples, so they draw independent masks); equal to ``rng`` on one."""
+        key = self.rng(seed)
+        return key if self.replicas is None else jax.random.fold_in(
+            key, self.replicas.axis_index())
+
 
 Rule = Callable[..., dict[str, Any]]
 _RULES: dict[str, Rule] = {}
+# Ops whose result on one replica depends on the others (collectives, sync_batch_norm): the
+# interpreter runs these jointly, ``fn(ctx, [inputs_by_slot of replica r ...]) -> [outputs of
+# replica r ...]``, so every collective has a reference meaning without devices.
+_REFERENCES: dict[str, Callable[..., list[dict[str, Any]]]] = {}
 
 
 def lowering(*op_types: str):
@@ -66,6 +109,23 @@ def lowering(*op_types: str):
         return fn
 
     return deco
+
+
+def cross_replica(*op_types: str):
+    """Register the interpreter's joint (all replicas at once) semantics of op types."""
+
+    def deco(fn):
+        for t in op_types:
+            if t in _REFERENCES:
+                raise AssertionError(f"cross-replica rule for {t} registered twice")
+            _REFERENCES[t] = fn
+        return fn
+
+    return deco
+
+
+def is_cross_replica(op_type: str) -> bool:
+    return op_type in _REFERENCES
 
 
 def has_rule(op_type: str) -> bool:
@@ -95,7 +155,7 @@ def stable_seed(name: str, program_seed: int) -> int:
 
 
 def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, list],
-               where: str, seed_key: int = 0, step=0, axis_name=None) -> dict[str, list]:
+               where: str, seed_key: int = 0, step=0, replicas=None) -> dict[str, list]:
     """Call the rule of ``op_type``; returns outputs as lists per slot, cast to their types."""
     opdef = get_op_def(op_type, where)
     rule = get_rule(op_type, where)
@@ -103,7 +163,7 @@ def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, l
     for slot in opdef.inputs:
         vals = ins.get(slot.name, [])
         kwargs[slot.name] = list(vals) if slot.duplicable else (vals[0] if vals else None)
-    ctx = RuleContext(op_type, attrs, out_types, where, seed_key, step, axis_name)
+    ctx = RuleContext(op_type, attrs, out_types, where, seed_key, step, replicas)
     # Slot names such as "Out@GRAD" are not identifiers: such rules take **kw.
     result = rule(ctx, **kwargs)
     outs = {}
@@ -113,6 +173,33 @@ def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, l
         vals = result[slot]
         vals = list(vals) if isinstance(vals, list | tuple) else [vals]
         outs[slot] = [_as_type(v, t.dtype) for v, t in zip(vals, types)]
+    return outs
+
+
+def apply_cross_replica(op_type: str, attrs, ins: list[dict[str, list]],
+                        out_types: dict[str, list], where: str, replicas: Replicas,
+                        seed_key: int = 0, step=0) -> list[dict[str, list]]:
+    """The joint rule of ``op_type`` over every replica's inputs (``ins[r]`` by slot)."""
+    if len(ins) != replicas.nranks:
+        raise LoweringError(f"{where}: {len(ins)} replicas' inputs for {replicas}")
+    opdef = get_op_def(op_type, where)
+    per_replica = []
+    for r_ins in ins:
+        kwargs = {}
+        for slot in opdef.inputs:
+            vals = r_ins.get(slot.name, [])
+            kwargs[slot.name] = list(vals) if slot.duplicable else (vals[0] if vals else None)
+        per_replica.append(kwargs)
+    ctx = RuleContext(op_type, attrs, out_types, where, seed_key, step, replicas)
+    results = _REFERENCES[op_type](ctx, per_replica)
+    outs = []
+    for result in results:
+        r_out = {}
+        for slot, types in out_types.items():
+            vals = result[slot]
+            vals = list(vals) if isinstance(vals, list | tuple) else [vals]
+            r_out[slot] = [_as_type(v, t.dtype) for v, t in zip(vals, types)]
+        outs.append(r_out)
     return outs
 
 

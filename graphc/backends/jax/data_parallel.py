@@ -1,0 +1,122 @@
+"""A step mapped over data-parallel devices: ``jax.jit(jax.shard_map(step))`` on a mesh of
+``(nranks // local, local)`` devices with axes ``Replicas.AXES``. All mapping lives here.
+
+Each device runs the per-replica graph on its slice of the batch; the graph's own collective
+ops (inserted by the data-parallel passes) are the only communication: ``check_vma`` is off,
+so JAX adds no implicit gradient sums (JAX 0.10's shard_map would otherwise sum gradients of
+replicated values a second time). State is replicated (``P()``) except variables the graph
+marks ``shard`` (Reduce mode's optimizer state), which are ``[nranks, c]`` arrays split by
+rows. Feeds are split along their batch dimension; every fetch is concatenated over devices
+along dim 0 (a scalar per device becomes a vector of nranks), as Paddle's ParallelExecutor
+merges fetched tensors.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from jax.sharding import Mesh, NamedSharding
+from jax.sharding import PartitionSpec as P
+
+from ...ir.errors import GraphcError
+from ...ir.graph import Graph
+from ..rules import Replicas
+from .step import CompiledStep
+
+
+def make_mesh(devices: Sequence, local: int | None = None) -> Mesh:
+    """Devices as a ``(groups, local)`` mesh; Mesh's axes are Auto, so unsharded inputs are
+    accepted (``jax.make_mesh`` would make them Explicit and demand pre-sharded ones)."""
+    n = len(devices)
+    local = local or n
+    if n % local:
+        raise GraphcError(f"{n} devices do not form groups of {local} "
+                          "(hierarchical_allreduce_inter_nranks)")
+    return Mesh(np.asarray(devices, dtype=object).reshape(n // local, local), Replicas.AXES)
+
+
+def to_rows(array, nranks: int):
+    """A whole tensor as the ``[nranks, c]`` rows its replicas hold (zero padding at the end)."""
+    flat = np.asarray(array).reshape(-1)
+    c = -(-flat.size // nranks)
+    return np.pad(flat, (0, nranks * c - flat.size)).reshape(nranks, c)
+
+
+def from_rows(rows, shape) -> np.ndarray:
+    """Inverse of ``to_rows``."""
+    return np.asarray(rows).reshape(-1)[:math.prod(shape)].reshape(shape)
+
+
+class DataParallelStep(CompiledStep):
+    """A CompiledStep whose graph runs once per device of ``devices`` (see the module doc)."""
+
+    def __init__(self, graph: Graph, fetch: Sequence, devices: Sequence, inter_nranks: int = 0,
+                 donate: bool = True, num_iterations: int = 1):
+        self.devices = list(devices)
+        self.replicas = Replicas(len(self.devices), inter_nranks or None)
+        self.mesh = make_mesh(self.devices, self.replicas.local)
+        self.nranks = len(self.devices)
+        super().__init__(graph, fetch, donate, num_iterations)
+
+    # -- specs -------------------------------------------------------------------------
+    def state_spec(self, value) -> P:
+        return P(Replicas.AXES) if value.var.shard is not None else P()
+
+    def state_sharding(self, value) -> NamedSharding:
+        return NamedSharding(self.mesh, self.state_spec(value))
+
+    def _jit(self, body):
+        rows = P(Replicas.AXES)
+        batch = rows if self.num_iterations == 1 else P(None, Replicas.AXES)
+        in_specs = (tuple(self.state_spec(v) for v in self.updated_inputs),
+                    tuple(self.state_spec(v) for v in self.readonly_inputs),
+                    tuple(batch for _ in self.feed_inputs),
+                    P() if self.uses_step_counter else None)
+        out_specs = (tuple(self.state_spec(v) for v in self.updated_inputs),
+                     tuple(self.state_spec(v) for v in self.created_outputs),
+                     tuple(batch for _ in self.fetch_values))
+        lead = 0 if self.num_iterations == 1 else 1
+
+        def local(updated, readonly, feeds, step):
+            new, created, fetched = body(updated, readonly, feeds, step)
+            # a per-replica scalar becomes [1], so the merged fetch is [nranks]
+            fetched = tuple(f.reshape(f.shape[:lead] + (1,)) if f.ndim == lead else f
+                            for f in fetched)
+            return new, created, fetched
+
+        mapped = jax.shard_map(local, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs,
+                               check_vma=False)
+        return jax.jit(mapped, donate_argnums=(0,) if self.donate else ())
+
+    # -- state placement ---------------------------------------------------------------
+    def place_state(self, values, arrays: list) -> list:
+        """``arrays`` (the scope's, in the order of ``values``) on this step's devices: whole
+        tensors of sharded variables become their rows; anything on other devices moves."""
+        out = []
+        for v, arr in zip(values, arrays):
+            sharding = self.state_sharding(v)
+            if v.var.shard is not None and tuple(arr.shape) == tuple(v.var.shard[1]):
+                arr = to_rows(arr, self.nranks)
+            if getattr(arr, "sharding", None) != sharding:
+                arr = jax.device_put(arr, sharding)
+            out.append(arr)
+        return out
+
+    def global_type_shape(self, value) -> tuple:
+        """The shape of ``value`` across all devices (rows for sharded state)."""
+        if value.var.shard is not None:
+            return (self.nranks, value.type.shape[1])
+        return value.type.shape
+
+    def abstract_args(self, feed_shapes=None) -> tuple:
+        updated, readonly, feeds, step = super().abstract_args(feed_shapes)
+
+        def whole(values, specs):
+            return [jax.ShapeDtypeStruct(self.global_type_shape(v), s.dtype)
+                    for v, s in zip(values, specs)]
+
+        return (tuple(whole(self.updated_inputs, updated)),
+                tuple(whole(self.readonly_inputs, readonly)), feeds, step)

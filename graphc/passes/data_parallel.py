@@ -1,0 +1,142 @@
+"""data-parallel: make a training graph correct on ``nranks`` replicas that each see a slice of
+the batch, by exchanging gradients (BuildStrategy.reduce_strategy: AllReduce or Reduce).
+
+Matches: every optimizer op (OPTIMIZER trait, fused ones included) and its ``Grad`` inputs.
+
+Produces, in **all_reduce** mode (Paddle's AllReduce): one ``c_allreduce`` per dense gradient,
+right after the backward op that finishes it (so in backward order) and before anything of the
+optimize role reads it (regularisation, the optimizer). Its output is a new version of the
+gradient variable, so fetching ``w@GRAD`` gives the aggregated gradient. ``reduce = mean``
+(GradientScaleStrategy.CoeffNumDevice: the loss gradient counts 1/nranks per replica) or
+``sum`` (One, Customized). Every replica then runs every optimizer op on equal inputs.
+
+In **reduce** mode (Paddle's Reduce, in its modern ZeRO-1 form) each replica updates only its
+shard of every parameter: the optimizer's (regularised) ``Grad`` goes through
+``c_reduce_scatter``, the parameter through ``c_shard``, the optimizer op runs on the
+``[1, c]`` shards, and ``c_allgather`` rebuilds the whole parameter as the optimizer's
+``ParamOut`` value. Optimizer state of the parameter's shape (velocities, moments) is kept
+sharded: its variable is marked ``shard=[nranks, shape]`` and holds only this replica's piece,
+so optimizer memory per replica falls by ~nranks. Scalar state (Beta1Pow, ...) stays whole.
+Reducing the regularised gradient equals regularising the reduced one: L2 decay is linear and
+the parameter is equal on every replica.
+
+Declines, with a ``skipped:`` statistic: graphs without optimizer ops (inference: replicas
+run independently); nranks = 1; in reduce mode an optimizer op that is already fused (run
+this pass before fuse-all-optimizer-ops) or has state of another shape than its parameter.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from ..ir.graph import Graph, Op, Value
+from ..ir.ops import CONTROL_SLOT, OPTIMIZER, get_op_def
+from ..ir.ops.collective_ops import shard_shape
+from .base import Pass, PassContext, register_pass
+
+
+def backward_gradient(graph: Graph, grad: Value) -> Value:
+    """The gradient as the backward pass finished it: walk back over optimize-role ops that
+    update the same variable in place (L2 regularisation: ``w@GRAD = w@GRAD + c * w``)."""
+    v = grad
+    while True:
+        op = graph.producer(v)
+        if op is None or op.role != "optimize":
+            return v
+        same = [x for x in op.input_values() if x.var is v.var]
+        if not same:
+            return v
+        v = same[0]
+
+
+def optimizer_ops(graph: Graph) -> list[Op]:
+    return [op for op in graph.ops() if get_op_def(op.type).has_trait(OPTIMIZER)]
+
+
+@register_pass
+class DataParallel(Pass):
+    """Exchange gradients between data-parallel replicas (all-reduce, or ZeRO-1 reduce)."""
+
+    name = "data-parallel"
+    nranks: int = 0  # 0: the device count the pipeline runs for
+    mode: Literal["all_reduce", "reduce"] = "all_reduce"
+    reduce: Literal["mean", "sum"] = "mean"
+
+    def run(self, graph: Graph, ctx: PassContext) -> None:
+        nranks = self.nranks or ctx.num_devices
+        if nranks <= 1:
+            ctx.decline("one replica: nothing to exchange")
+            return
+        optimizers = optimizer_ops(graph)
+        if not optimizers:
+            ctx.decline("no optimizer ops (inference: replicas run independently)")
+            return
+        if self.mode == "all_reduce":
+            self._all_reduce(graph, ctx, optimizers, nranks)
+        else:
+            for op in optimizers:
+                self._shard_optimizer(graph, ctx, op, nranks)
+
+    # -- AllReduce ---------------------------------------------------------------------
+    def _all_reduce(self, graph: Graph, ctx: PassContext, optimizers: list[Op],
+                    nranks: int) -> None:
+        done: set[Value] = set()
+        grads = [backward_gradient(graph, g) for op in optimizers for g in op.inputs["Grad"]]
+        # backward order: the order in which the backward pass finishes the gradients
+        order = {op: i for i, op in enumerate(graph.ops())}
+        grads.sort(key=lambda g: order.get(graph.producer(g), -1))
+        for g in grads:
+            if g in done:
+                continue
+            done.add(g)
+            rw = ctx.rewriter
+            producer = graph.producer(g)
+            out = rw.new_version(g)
+            op = rw.create_op("c_allreduce", {"X": g}, {"Out": out},
+                              {"nranks": nranks, "reduce": self.reduce}, role="backward",
+                              after=producer)
+            rw.replace_all_uses(g, out, except_ops=[op])
+            ctx.count("all_reduce")
+
+    # -- Reduce (sharded optimizer) ----------------------------------------------------
+    def _shard_optimizer(self, graph: Graph, ctx: PassContext, op: Op, nranks: int) -> None:
+        opdef = get_op_def(op.type)
+        ins, outs = op.inputs, op.outputs
+        if any(len(v) != 1 for s, v in ins.items() if s != CONTROL_SLOT):
+            ctx.decline(f"{op.type}: fused optimizer (run data-parallel before "
+                        "fuse-all-optimizer-ops)")
+            return
+        param, grad = ins["Param"][0], ins["Grad"][0]
+        if any(d < 0 for d in param.shape):
+            ctx.decline(f"{op.type}: parameter of unknown shape")
+            return
+        # state slots: inputs updated in place (inplace pairs) other than the parameter
+        state = {o: i for o, i in opdef.inplace.items() if i != "Param" and i in ins}
+        whole = [i for i in state.values() if ins[i][0].shape == param.shape]
+        scalar = [i for i in state.values() if ins[i][0].shape != param.shape]
+        if any(len(ins[i][0].shape) > 1 or ins[i][0].shape[0] != 1 for i in scalar):
+            ctx.decline(f"{op.type}: state of another shape than its parameter")
+            return
+        rw = ctx.rewriter
+        piece = shard_shape(param.shape, nranks)
+        attrs = {"nranks": nranks}
+        param_out = outs["ParamOut"][0]
+        rw.erase_op(op, erase_outputs=False)
+        for slot in whole:
+            rw.shard_variable(ins[slot][0].var.name, nranks)
+        g_shard = rw.create_op("c_reduce_scatter", {"X": grad}, {"Out": f"{grad.name}@SHARD"},
+                               {**attrs, "reduce": self.reduce}, derived_from=[op]
+                               ).output("Out")
+        p_shard = rw.create_op("c_shard", {"X": param}, {"Out": f"{param.var.name}@SHARD"},
+                               attrs, derived_from=[op]).output("Out")
+        new_ins = {s: list(v) for s, v in ins.items()}
+        new_ins["Param"], new_ins["Grad"] = [p_shard], [g_shard]
+        new_outs = {s: list(v) for s, v in outs.items()}
+        new_outs["ParamOut"] = [f"{param.var.name}@SHARD@OUT"]
+        update = rw.create_op(op.type, new_ins, new_outs, op.attrs, derived_from=[op])
+        rw.create_op("c_allgather", {"X": update.output("ParamOut")}, {"Out": param_out},
+                     {**attrs, "shapes": list(param.shape), "ranks": [len(param.shape)]},
+                     derived_from=[op])
+        ctx.count("sharded optimizer ops")
+        ctx.count("sharded state", len(whole))
+        assert piece == update.output("ParamOut").shape
