@@ -311,3 +311,28 @@ def test_state_name_taken_by_another_variable_is_an_error():
             LOSS_SCALING, [2], "float32", persistable=True))
     with pytest.raises(graphc.GraphcError, match=f"variable '{LOSS_SCALING}' that is not"):
         apply_amp(lower(m.main))
+
+
+def test_amp_composes_with_the_other_passes_of_the_pipeline():
+    """The strategy's whole pipeline (fusions, fused Adam, control deps, in-place plan)."""
+    m = small_cnn(optimizer.Adam(0.01))
+    bs = BuildStrategy(amp=True, fuse_all_optimizer_ops=True, fuse_bn_act_ops=True,
+                       fuse_elewise_add_act_ops=True, enable_inplace=True,
+                       enable_sequential_execution=True, verify_each_pass=True)
+    graphc.amp.init_state(m.startup, bs)
+    exe, scope = graphc.Executor(), graphc.Scope()
+    exe.run(m.startup, scope=scope)
+    compiled = graphc.CompiledProgram(m.main, build_strategy=bs)
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 1, 8, 8)).astype("float32")
+    label = np.zeros((4, 1), "int64")
+    found = []
+    for bad in (False, True, False):
+        before = {n: np.array(scope[n]) for n in scope.keys()}
+        feed = {"image": np.where(bad, np.inf, x).astype("float32"), "label": label}
+        _, flag = exe.run(compiled, feed=feed, scope=scope, fetch_list=[m.loss, FOUND_INFINITE])
+        found.append(bool(flag[0]))
+        changed = [n for n in before if np.array(scope[n]).tobytes() != before[n].tobytes()]
+        assert (set(changed) <= {LOSS_SCALING, GOOD_STEPS, BAD_STEPS}) == bad
+    assert found == [False, True, False]
+    stats = compiled.last_report.stats()
+    assert stats["fuse-all-optimizer-ops"]["fused adam"] == 8 and stats["fuse-bn-act"]["fused"]
