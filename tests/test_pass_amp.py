@@ -336,3 +336,26 @@ def test_amp_composes_with_the_other_passes_of_the_pipeline():
     assert found == [False, True, False]
     stats = compiled.last_report.stats()
     assert stats["fuse-all-optimizer-ops"]["fused adam"] == 8 and stats["fuse-bn-act"]["fused"]
+
+
+def test_data_parallel_replicas_take_the_same_skip_decision():
+    """Only one replica's slice overflows; the check reads all-reduced gradients, so every
+    replica skips (AllReduce mode: data-parallel runs after amp in the pipeline)."""
+    m = small_mlp(optimizer.Momentum(0.1, 0.9))
+    bs = BuildStrategy(amp=True)
+    graphc.amp.init_state(m.startup, bs)
+    exe, scope = graphc.Executor(), graphc.Scope()
+    exe.run(m.startup, scope=scope)
+    places = graphc.cpu_places()[:2]
+    compiled = graphc.CompiledProgram(m.main, build_strategy=bs).with_data_parallel(
+        loss_name=m.loss.name, places=places)
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 8)).astype("float32")
+    x[3, 0] = np.inf  # in the second replica's half of the batch only
+    before = {n: np.array(scope[n]) for n in scope.keys()}
+    found, bad = exe.run(compiled, feed={"x": x, "label": np.zeros((4, 1), "int64")},
+                         scope=scope, fetch_list=[FOUND_INFINITE, BAD_STEPS])
+    # fetches merge over replicas (one entry each, or one when they are equal): all agree
+    assert found.all() and (bad == 1).all()
+    for name, value in before.items():
+        if name not in (LOSS_SCALING, GOOD_STEPS, BAD_STEPS):
+            assert np.array(scope[name]).tobytes() == value.tobytes(), name
