@@ -7,6 +7,7 @@ operands are ready concurrently; results equal the sequential run's.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
@@ -104,16 +105,25 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
     """Run once on ``num_replicas`` simulated data-parallel replicas, in lock step.
 
     Each feed is split along its batch dimension; every replica starts from the same
-    ``state``; collectives use their cross-replica reference rules. Returns (new state of
-    replica 0, [fetches concatenated over replicas along dim 0], as ``with_data_parallel``
-    merges them). ``check_replicated``: raise if a parameter ends up different on two
-    replicas (a gradient that was not all-reduced, say).
+    ``state``, except variables the graph marks ``shard`` (Reduce mode's optimizer state):
+    given whole (or as ``[nranks, c]`` rows), replica r gets its ``[1, c]`` shard, and the
+    new state holds them whole again. Collectives use their cross-replica reference rules.
+    Returns (new state of replica 0, sharded variables reassembled, [fetches concatenated
+    over replicas along dim 0], as ``with_data_parallel`` merges them).
+    ``check_replicated``: raise if a parameter ends up different on two replicas (a gradient
+    that was not all-reduced, say).
     """
     fetch_values = [resolve_fetch(graph, f) for f in fetch]
     replicas = Replicas(num_replicas, inter_nranks or None)
     feeds = feeds or {}
     pieces = {name: split_batch(name, value, num_replicas) for name, value in feeds.items()}
-    envs = [bind_inputs(graph, state or {}, {n: p[r] for n, p in pieces.items()})
+    state = dict(state or {})
+    sharded = {v.var.name: v.var.shard for v in graph.inputs if v.var.shard is not None
+               and v.var.name in state}
+    rows = {name: _shard_rows(name, state[name], shard, num_replicas)
+            for name, shard in sharded.items()}
+    envs = [bind_inputs(graph, {**state, **{n: r_[r:r + 1] for n, r_ in rows.items()}},
+                        {n: p[r] for n, p in pieces.items()})
             for r in range(num_replicas)]
     evaluate_replicas(graph, envs, replicas, step)
     if check_replicated:
@@ -125,10 +135,33 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
                 if not np.array_equal(first, np.asarray(env[v])):
                     raise InterpreterError(f"parameter '{v.var.name}' differs between replica "
                                            f"0 and replica {r} after the step")
-    new_state = {v.var.name: np.asarray(envs[0][v]) for v in graph.outputs}
+    new_state = {v.var.name: np.asarray(envs[0][v]) if v.var.shard is None else
+                 _unshard(np.concatenate([np.asarray(env[v]) for env in envs]), v.var.shard[1])
+                 for v in graph.outputs}
     fetched = [np.concatenate([np.atleast_1d(np.asarray(env[v])) for env in envs])
                for v in fetch_values]
     return new_state, fetched
+
+
+def _shard_rows(name: str, value, shard: tuple, nranks: int) -> np.ndarray:
+    """A sharded variable's value (whole, or already ``[nranks, c]`` rows) as its rows."""
+    arr = np.asarray(value)
+    shard_nranks, shape = shard
+    c = -(-math.prod(shape) // shard_nranks)
+    if shard_nranks != nranks:
+        raise InterpreterError(f"state variable '{name}' is sharded over {shard_nranks} "
+                               f"replicas but the run has {nranks}")
+    if arr.shape == (nranks, c):
+        return arr
+    if arr.shape != tuple(shape):
+        raise InterpreterError(f"state variable '{name}' has shape {list(arr.shape)}; expected "
+                               f"the whole {list(shape)} or its rows {[nranks, c]}")
+    flat = arr.reshape(-1)
+    return np.pad(flat, (0, nranks * c - flat.size)).reshape(nranks, c)
+
+
+def _unshard(rows: np.ndarray, shape) -> np.ndarray:
+    return rows.reshape(-1)[:math.prod(shape)].reshape(shape)
 
 
 def run_graph(graph: Graph, state: dict | None = None, feeds: dict | None = None,
