@@ -16,7 +16,9 @@ Declines (stats ``skipped: ...``): the activation is not in ``act_types``; batch
 fetched, a graph output or read by another op; leaky_relu with alpha < 0 whose gradient reads
 the pre-activation; backward: the activation's gradient is fetched or read twice, the grad op
 lacks the forward value it needs, or batch_norm_grad computes gradients other than X, Scale
-and Bias. Stats: ``fused``, ``fused grad``, ``rewired leaky_relu_grad``.
+and Bias; sync_batch_norm (and its grad) followed by an activation: its statistics span the
+data-parallel replicas, which the fused op does not do. Stats: ``fused``, ``fused grad``,
+``rewired leaky_relu_grad``.
 """
 
 from __future__ import annotations
@@ -59,9 +61,16 @@ class FuseBatchNormAct(Pass):
         for op in list(graph.ops()):
             if op.type == "batch_norm":
                 self._forward(graph, ctx, op)
+            elif op.type == "sync_batch_norm" and any(
+                    get_op_def(u.type).has_trait(ACTIVATION) for u in graph.user_ops(
+                        op.output("Y"))):
+                # the fused op's statistics are one replica's; sync-batch-norm ran first
+                ctx.decline("sync_batch_norm is not fused (its statistics span replicas)")
         for op in list(graph.ops()):
             if op.type == "batch_norm_grad":
                 self._backward(graph, ctx, op)
+            elif op.type == "sync_batch_norm_grad" and self._after_activation_grad(op):
+                ctx.decline("sync_batch_norm is not fused (its statistics span replicas)")
 
     # -- forward ----------------------------------------------------------------------
     def _forward(self, graph: Graph, ctx: PassContext, bn: Op) -> None:
@@ -151,6 +160,13 @@ class FuseBatchNormAct(Pass):
         rw.create_op("fused_batch_norm_act_grad", {**inputs, CONTROL_SLOT: deps}, outputs,
                      attrs, derived_from=[act_grad, bn_grad])
         ctx.count("fused grad")
+
+    @staticmethod
+    def _after_activation_grad(bn_grad: Op) -> bool:
+        d_inter = bn_grad.input("Y" + GRAD_SUFFIX)
+        act_grad = d_inter.producer if d_inter is not None else None
+        act = forward_type(act_grad.type) if act_grad is not None else None
+        return act is not None and get_op_def(act).has_trait(ACTIVATION)
 
     @staticmethod
     def _activation_output(graph: Graph, act_grad: Op) -> Value | str:
