@@ -15,6 +15,7 @@ from ..ir.errors import GraphcError
 from ..ir.graph import Graph, lower
 from ..ir.program import Program
 from ..passes import PassManager, PipelineReport, pipeline_for
+from ..passes.fuse_all_reduce_ops import BucketPlan, buckets_in
 from ..strategy import BuildStrategy, ExecutionStrategy
 from .devices import DeviceError
 from .places import Place
@@ -125,6 +126,16 @@ class CompiledProgram:
     def graph(self, fetch_list=()) -> Graph:
         """The graph the executor would compile for this fetch list (for inspection)."""
         return self._build_graph(tuple(getattr(f, "name", f) for f in fetch_list))
+
+    def bucket_plan(self, fetch_list=()) -> BucketPlan:
+        """The gradient buckets this data-parallel training program exchanges, one per
+        all-reduce (reduce-scatter) collective of its graph after the pipeline: with
+        ``fuse_all_reduce_ops``, fuse-all-reduce-ops' buckets. ``print()`` it for a table
+        (bucket, collective, dtype, layers, params, bytes, parameter names)."""
+        if self.loss_name is None or self.num_devices <= 1:
+            raise GraphcError("bucket_plan needs a data-parallel training program: call "
+                              "with_data_parallel(loss_name=...) with more than one place")
+        return buckets_in(self.graph(fetch_list))
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.program!r} pipeline='{self.pass_manager}'>"
