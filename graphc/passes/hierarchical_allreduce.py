@@ -1,0 +1,53 @@
+"""hierarchical-allreduce: make every all-reduce hierarchical (Horovod's scheme) on a 2-D mesh
+of replicas, ``(nranks // inter_nranks)`` groups of ``inter_nranks``.
+
+Matches every ``c_allreduce`` and ``c_fused_allreduce`` (so it runs after fuse-all-reduce-ops,
+on the buckets). Sets their ``inter_nranks``: the backend then reduce-scatters inside each group
+(mesh axis ``dp_local``), all-reduces the 1/inter_nranks pieces across groups (``dp_cross``) and
+all-gathers inside the group, so the links between groups carry 1/inter_nranks of the buffer.
+The sum is the same; only the order of additions differs. The executor builds its mesh with
+groups of ``BuildStrategy.hierarchical_allreduce_inter_nranks`` (the same number).
+
+Declines (``skipped: ...``): ``inter_nranks`` 0 or 1, equal to nranks, or not dividing it
+(one level would do, or the mesh cannot be formed); an all-reduce already hierarchical with
+another group size. Stats: ``hierarchical``.
+"""
+
+from __future__ import annotations
+
+from ..ir.graph import Graph
+from .base import Pass, PassContext, register_pass
+
+ALLREDUCES = ("c_allreduce", "c_fused_allreduce")
+
+
+@register_pass
+class HierarchicalAllReduce(Pass):
+    """Reduce-scatter in groups, all-reduce across groups, all-gather in groups."""
+
+    name = "hierarchical-allreduce"
+    inter_nranks: int = 0  # replicas per group (BuildStrategy.hierarchical_allreduce_inter_nranks)
+
+    def run(self, graph: Graph, ctx: PassContext) -> None:
+        ops = [op for op in graph.ops() if op.type in ALLREDUCES]
+        if not ops:
+            ctx.decline("no all-reduce ops")
+            return
+        inter = self.inter_nranks
+        for op in ops:
+            nranks = op.attrs["nranks"]
+            reason = None
+            if inter <= 1:
+                reason = f"inter_nranks={inter}: groups of one are a flat all-reduce"
+            elif inter == nranks:
+                reason = f"inter_nranks={inter} equals nranks: one group is a flat all-reduce"
+            elif nranks % inter:
+                reason = f"nranks={nranks} is not divisible by inter_nranks={inter}"
+            elif op.attrs["inter_nranks"] not in (0, inter):
+                reason = f"already hierarchical over groups of {op.attrs['inter_nranks']}"
+            if reason:
+                ctx.decline(reason)
+                continue
+            if op.attrs["inter_nranks"] != inter:
+                ctx.rewriter.set_attr(op, "inter_nranks", inter)
+                ctx.count("hierarchical")
