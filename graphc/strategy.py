@@ -180,6 +180,8 @@ class BuildStrategy(_Strategy):
     sync_batch_norm: bool = False
     fuse_grad_size_in_MB: float = Field(32.0, gt=0)
     fuse_grad_size_in_TFLOPS: float = Field(50.0, ge=0)
+    use_hierarchical_allreduce: bool = False
+    hierarchical_allreduce_inter_nranks: int = Field(0, ge=0)
     num_trainers: int = Field(1, ge=1)
     trainer_id: int = Field(0, ge=0)
     debug_graphviz_path: str = ""

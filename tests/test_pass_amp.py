@@ -179,15 +179,20 @@ def test_scale_never_drops_below_one_and_static_scaling_keeps_it():
     assert "update_loss_scaling" not in graph.stats() and GOOD_STEPS not in graph.vars
 
 
-def test_missing_state_names_the_variable():
+def test_state_the_pass_creates_starts_at_its_initial_value():
+    """Without graphc.amp.init_state the runtime fills the loss scale and its counters from
+    the initial values the pass recorded (Rewriter.new_state), then trains as usual."""
     m = small_mlp()
-    passes = PassManager([make_pass("amp")])
+    passes = PassManager([make_pass("amp", init_loss_scaling=64.0)])
     exe, scope = graphc.Executor(), graphc.Scope()
     exe.run(m.startup, scope=scope)  # graphc.amp.init_state was not called
-    with pytest.raises(graphc.GraphcError, match=LOSS_SCALING):
-        exe.run(graphc.CompiledProgram(m.main, pass_manager=passes), scope=scope,
-                feed={"x": np.zeros((2, 8), "float32"), "label": np.zeros((2, 1), "int64")},
-                fetch_list=[m.loss])
+    assert LOSS_SCALING not in scope
+    scale, good = exe.run(
+        graphc.CompiledProgram(m.main, pass_manager=passes), scope=scope,
+        feed={"x": np.zeros((2, 8), "float32"), "label": np.zeros((2, 1), "int64")},
+        fetch_list=[LOSS_SCALING, GOOD_STEPS])
+    assert float(scale[0]) == 64.0 and int(good[0]) == 1
+    assert float(scope[LOSS_SCALING][0]) == 64.0 and int(scope[BAD_STEPS][0]) == 0
 
 
 # -- training: amp reaches float32's loss -------------------------------------------------

@@ -12,8 +12,9 @@ from graphc import optimizer
 from graphc.passes import ORDER, all_passes, make_pass, pipeline_for
 from graphc.testing import check_pass, random_programs
 
-# The BuildStrategy switches whose passes exist (the rest are other issues' work).
-SWITCHES = [field for field, name in ORDER if field and name in all_passes()]
+# The BuildStrategy switches whose passes exist and keep results within 1e-6: amp computes
+# in bf16 by design (tests/test_pass_amp.py checks it within bf16 tolerance).
+SWITCHES = [field for field, name in ORDER if field and name in all_passes() and name != "amp"]
 OPTIMIZERS = {"sgd": lambda: optimizer.SGD(0.1), "momentum": lambda: optimizer.Momentum(0.1, 0.9),
               "adam": lambda: optimizer.Adam(0.01)}
 
@@ -47,6 +48,6 @@ def test_random_strategies_preserve_forward_results(gen, strategy):
 @given(random_programs(max_ops=4, with_loss=True), st.data())
 def test_random_pass_prefixes(gen, data):
     train(gen, "momentum")
-    names = [name for _, name in ORDER if name in all_passes()]
+    names = [name for _, name in ORDER if name in all_passes() and name != "amp"]
     prefix = names[:data.draw(st.integers(1, len(names)))]
     check_pass([make_pass(n) for n in prefix], gen)

@@ -45,6 +45,9 @@ def bind_inputs(graph: Graph, state: dict, feeds: dict) -> dict[Value, object]:
         if v.var.name not in source:
             if v.var.kind == "feed" and not graph.nx.succ[v]:
                 continue  # declared but unused feed
+            if "initial_value" in v.var.extra:  # state a pass created (amp's loss scale)
+                env[v] = jnp.full(v.type.shape, v.var.extra["initial_value"], v.type.dtype)
+                continue
             what = "feed" if v.var.kind == "feed" else "state variable"
             raise InterpreterError(f"missing {what} '{v.var.name}' ({v.type})")
         env[v] = jnp.asarray(source[v.var.name])

@@ -97,6 +97,7 @@ class _Prepared:
 
     devices: list | None = None  # data-parallel devices (None: this executor's one device)
     inter_nranks: int = 0  # hierarchical all-reduce group size (0: flat)
+    feed_parts: int = 1  # devices this process feeds (its batch splits over them)
 
     def __post_init__(self):
         self.feed_dtypes = {n: jnp.dtype(v.type.dtype) for n, v in self.feeds.items()}
@@ -147,6 +148,9 @@ class Executor:
             prep = _Prepared(program.version, graph, feeds)
             if compiled is not None and compiled.devices:
                 prep.devices, prep.inter_nranks = compiled.devices, compiled.inter_nranks
+                # a process feeds only its own devices (all of them in one process)
+                me = jax.process_index()
+                prep.feed_parts = sum(d.process_index == me for d in compiled.devices)
             entry[1][key] = prep
         return prep
 
@@ -195,7 +199,7 @@ class Executor:
     def _check_per_device(self, prep: _Prepared, program: Program, feeds):
         """Paddle's per-device feed list: one dict per device, joined into one global batch
         (device i gets dict i's samples)."""
-        n = len(prep.devices)
+        n = prep.feed_parts
         if len(feeds) != n:
             raise FeedError(f"got a list of {len(feeds)} feed dicts for {n} devices; give one "
                             "dict per device, or one dict whose batch splits evenly")
@@ -275,8 +279,8 @@ class Executor:
                 per = " per iteration" if iterations is not None else ""
                 raise FeedError(f"feed '{name}' has shape {list(shape)}{per} but the program "
                                 f"declares {list(want.shape)} (-1 matches any size)")
-            if split and prep.devices and (not shape or shape[0] % len(prep.devices)):
-                n = len(prep.devices)
+            if split and prep.devices and (not shape or shape[0] % prep.feed_parts):
+                n = prep.feed_parts
                 raise FeedError(f"feed '{name}' has batch {shape[0] if shape else '(scalar)'}, "
                                 f"which does not split evenly over {n} devices; every device "
                                 f"must get the same amount of data (a multiple of {n}), or "
@@ -318,6 +322,10 @@ class Executor:
         state = scope._vars
         try:
             inputs = [state[name] for name in step.state_names]
+        except KeyError:
+            self._initialise_created_state(step, scope)
+        try:
+            inputs = [state[name] for name in step.state_names]
         except KeyError as exc:
             raise GraphcError(f"variable {exc} is not initialised in the scope; run the "
                               "startup program first (exe.run(startup_program))") from None
@@ -353,6 +361,15 @@ class Executor:
         if return_numpy:
             return [np.asarray(a) for a in fetched]
         return list(fetched)
+
+    @staticmethod
+    def _initialise_created_state(step: CompiledStep, scope: Scope) -> None:
+        """State a pass created with a recorded initial value (amp's loss scale and step
+        counters) starts at that value in a scope that lacks it."""
+        for v in step.updated_inputs + step.readonly_inputs:
+            init = v.var.extra.get("initial_value")
+            if init is not None and v.var.name not in scope._vars:
+                scope._vars[v.var.name] = jnp.full(v.type.shape, init, v.type.dtype)
 
     @staticmethod
     def _whole_or_rows(step: CompiledStep, scope: Scope, inputs: list) -> list:

@@ -9,6 +9,10 @@ marks ``shard`` (Reduce mode's optimizer state), which are ``[nranks, c]`` array
 rows. Feeds are split along their batch dimension; every fetch is concatenated over devices
 along dim 0 (a scalar per device becomes a vector of nranks), as Paddle's ParallelExecutor
 merges fetched tensors.
+
+Over several processes (``jax.distributed``, graphc.distributed.init) the mesh holds every
+process's devices; each process feeds its own batch (its slice of the global batch), gets
+back the fetches of its own devices, and holds replicated state whole.
 """
 
 from __future__ import annotations
@@ -46,7 +50,10 @@ def to_rows(array, nranks: int):
 
 
 def from_rows(rows, shape) -> np.ndarray:
-    """Inverse of ``to_rows``."""
+    """Inverse of ``to_rows`` (rows spread over processes are gathered first)."""
+    if isinstance(rows, jax.Array) and not rows.is_fully_addressable:
+        from jax.experimental import multihost_utils
+        rows = multihost_utils.process_allgather(rows, tiled=True)
     return np.asarray(rows).reshape(-1)[:math.prod(shape)].reshape(shape)
 
 
@@ -59,7 +66,12 @@ class DataParallelStep(CompiledStep):
         self.replicas = Replicas(len(self.devices), inter_nranks or None)
         self.mesh = make_mesh(self.devices, self.replicas.local)
         self.nranks = len(self.devices)
+        me = jax.process_index()
+        self.local_devices = [d for d in self.devices if d.process_index == me]
+        self.multiprocess = len(self.local_devices) != len(self.devices)
         super().__init__(graph, fetch, donate, num_iterations)
+        batch = P(Replicas.AXES) if num_iterations == 1 else P(None, Replicas.AXES)
+        self.feed_sharding = NamedSharding(self.mesh, batch)
 
     # -- specs -------------------------------------------------------------------------
     def state_spec(self, value) -> P:
@@ -91,6 +103,21 @@ class DataParallelStep(CompiledStep):
                                check_vma=False)
         return jax.jit(mapped, donate_argnums=(0,) if self.donate else ())
 
+    def __call__(self, updated, readonly, feeds, step):
+        if not self.multiprocess:
+            return self._jitted(*self._args(updated, readonly, feeds, step))
+        # this process's batch is its slice of the global one
+        feeds = [jax.make_array_from_process_local_data(self.feed_sharding, np.asarray(f))
+                 for f in feeds]
+        new, created, fetched = self._jitted(*self._args(updated, readonly, feeds, step))
+        return new, created, tuple(self._local_part(f) for f in fetched)
+
+    def _local_part(self, array) -> np.ndarray:
+        """This process's devices' pieces of a merged fetch, in device order."""
+        lead = 0 if self.num_iterations == 1 else 1
+        shards = sorted(array.addressable_shards, key=lambda s: s.index[lead].start or 0)
+        return np.concatenate([np.asarray(s.data) for s in shards], axis=lead)
+
     # -- state placement ---------------------------------------------------------------
     def place_state(self, values, arrays: list) -> list:
         """``arrays`` (the scope's, in the order of ``values``) on this step's devices: whole
@@ -101,7 +128,8 @@ class DataParallelStep(CompiledStep):
             if v.var.shard is not None and tuple(arr.shape) == tuple(v.var.shard[1]):
                 arr = to_rows(arr, self.nranks)
             if getattr(arr, "sharding", None) != sharding:
-                arr = jax.device_put(arr, sharding)
+                # across processes, a process-local array is first brought to the host
+                arr = jax.device_put(np.asarray(arr) if self.multiprocess else arr, sharding)
             out.append(arr)
         return out
 
