@@ -976,3 +976,24 @@ def fused_elemwise_activation(c, functors, operand, xs, ys, axis):
                     {"Out": out, "IntermediateOut": inter},
                     {"functor_list": functors, "unary_operand": operand, "axis": axis, **attrs})
     return out
+
+
+@grad_case("sync_batch_norm", params=[{"layout": "NCHW"}, {"layout": "NHWC"}])
+def sync_batch_norm(c, layout):
+    """One rank outside a data-parallel step (the replicated case is checked by finite
+    differences of the cross-replica rule in test_pass_sync_batch_norm.py)."""
+    shape = (3, 2, 2, 3) if layout == "NCHW" else (3, 2, 3, 2)
+    x = c.data("x", c.randn(*shape) * 2 + 1)
+    layers.batch_norm(x, data_layout=layout, name="bn")
+    block = c.program.global_block()
+    bn = block.ops[-1]
+    block._remove_op(len(block.ops) - 1)
+    out = block.create_var("out", None, "float64")
+    block.append_op("sync_batch_norm", {s: bn.input(s) for s in bn.input_names},
+                    {**{s: bn.output(s) for s in bn.output_names}, "Y": [out.name]},
+                    {**bn.all_attrs(), "nranks": 1})
+    c.set_param("bn.w_1", c.randn(2))
+    c.set_param("bn.w_2", c.uniform(0.5, 2.0, 2))
+    grads = c.check(out)
+    assert set(grads) == {"x", "bn.w_0", "bn.b_0"}
+    assert "sync_batch_norm_grad" in [op.type for op in block.ops]
