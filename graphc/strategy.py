@@ -231,8 +231,19 @@ def _rule_memory_optimize_implies_inplace(s: BuildStrategy, n: int) -> str | Non
     return None
 
 
-CONFLICT_RULES = [_rule_broadcast_needs_reduce, _rule_allreduce_fusion_needs_devices,
-                  _rule_memory_optimize_implies_inplace]
+def _rule_amp_needs_allreduce(s: BuildStrategy, n: int) -> str | None:
+    # amp decides to skip a step from the gradients its check reads; in Reduce mode those are
+    # each device's own (only the optimizer's input is reduce-scattered), so devices could
+    # decide differently and their parameters drift apart.
+    if s.amp and s.reduce_strategy == ReduceStrategy.Reduce and n > 1:
+        object.__setattr__(s, "reduce_strategy", ReduceStrategy.AllReduce)
+        return ("amp needs every device to see the aggregated gradients before its overflow "
+                "check; reduce_strategy set to AllReduce")
+    return None
+
+
+CONFLICT_RULES = [_rule_amp_needs_allreduce, _rule_broadcast_needs_reduce,
+                  _rule_allreduce_fusion_needs_devices, _rule_memory_optimize_implies_inplace]
 
 
 class ExecutionStrategy(_Strategy):

@@ -66,6 +66,16 @@ def test_conflicts_are_resolved_by_rules_and_logged(caplog):
     assert kept.fuse_all_reduce_ops is True
 
 
+def test_amp_with_reduce_mode_falls_back_to_allreduce(caplog):
+    """amp's overflow check must see aggregated gradients, which Reduce mode does not give it
+    (each device would decide alone whether to skip a step)."""
+    bs = fluid.BuildStrategy(amp=True, reduce_strategy=BuildStrategy.ReduceStrategy.Reduce)
+    with caplog.at_level(logging.WARNING, logger="graphc.strategy"):
+        assert bs.resolve(num_devices=4).reduce_strategy == BuildStrategy.ReduceStrategy.AllReduce
+    assert "reduce_strategy set to AllReduce" in caplog.text
+    assert bs.resolve(num_devices=1).reduce_strategy == BuildStrategy.ReduceStrategy.Reduce
+
+
 @pytest.mark.parametrize("suffix", [".toml", ".json"])
 def test_file_round_trip(tmp_path, suffix):
     bs = fluid.BuildStrategy(enable_sequential_execution=True, fuse_grad_size_in_MB=8.0,
