@@ -17,12 +17,14 @@ shard of every parameter: the optimizer's (regularised) ``Grad`` goes through
 ``ParamOut`` value. Optimizer state of the parameter's shape (velocities, moments) is kept
 sharded: its variable is marked ``shard=[nranks, shape]`` and holds only this replica's piece,
 so optimizer memory per replica falls by ~nranks. Scalar state (Beta1Pow, ...) stays whole.
-Reducing the regularised gradient equals regularising the reduced one: L2 decay is linear and
+Reducing (mean) the regularised gradient equals regularising the reduced one: L2 decay is linear and
 the parameter is equal on every replica.
 
 Declines, with a ``skipped:`` statistic: graphs without optimizer ops (inference: replicas
-run independently); nranks = 1; in reduce mode an optimizer op that is already fused (run
-this pass before fuse-all-optimizer-ops) or has state of another shape than its parameter.
+run independently); nranks = 1. In reduce mode an optimizer op that is already fused (run
+this pass before fuse-all-optimizer-ops), has state of another shape than its parameter, or
+reads a regularised gradient while ``reduce = sum`` (the sum would count the decay nranks
+times) is not sharded: its gradients are all-reduced instead, so every replica stays equal.
 """
 
 from __future__ import annotations
@@ -74,8 +76,10 @@ class DataParallel(Pass):
         if self.mode == "all_reduce":
             self._all_reduce(graph, ctx, optimizers, nranks)
         else:
-            for op in optimizers:
-                self._shard_optimizer(graph, ctx, op, nranks)
+            # an optimizer op that cannot be sharded still needs its gradients exchanged
+            whole = [op for op in optimizers if not self._shard_optimizer(graph, ctx, op, nranks)]
+            if whole:
+                self._all_reduce(graph, ctx, whole, nranks)
 
     # -- AllReduce ---------------------------------------------------------------------
     def _all_reduce(self, graph: Graph, ctx: PassContext, optimizers: list[Op],
@@ -99,24 +103,30 @@ class DataParallel(Pass):
             ctx.count("all_reduce")
 
     # -- Reduce (sharded optimizer) ----------------------------------------------------
-    def _shard_optimizer(self, graph: Graph, ctx: PassContext, op: Op, nranks: int) -> None:
+    def _shard_optimizer(self, graph: Graph, ctx: PassContext, op: Op, nranks: int) -> bool:
+        """Shard ``op``'s update; False (declined, to be all-reduced instead) if it cannot."""
         opdef = get_op_def(op.type)
         ins, outs = op.inputs, op.outputs
         if any(len(v) != 1 for s, v in ins.items() if s != CONTROL_SLOT):
             ctx.decline(f"{op.type}: fused optimizer (run data-parallel before "
-                        "fuse-all-optimizer-ops)")
-            return
+                        "fuse-all-optimizer-ops); all-reduced instead")
+            return False
         param, grad = ins["Param"][0], ins["Grad"][0]
         if any(d < 0 for d in param.shape):
-            ctx.decline(f"{op.type}: parameter of unknown shape")
-            return
+            ctx.decline(f"{op.type}: parameter of unknown shape; all-reduced instead")
+            return False
+        if self.reduce == "sum" and backward_gradient(graph, grad) is not grad:
+            # summing the regularised gradient would count the decay term nranks times
+            ctx.decline(f"{op.type}: regularised gradient with reduce=sum; all-reduced instead")
+            return False
         # state slots: inputs updated in place (inplace pairs) other than the parameter
         state = {o: i for o, i in opdef.inplace.items() if i != "Param" and i in ins}
         whole = [i for i in state.values() if ins[i][0].shape == param.shape]
         scalar = [i for i in state.values() if ins[i][0].shape != param.shape]
         if any(len(ins[i][0].shape) > 1 or ins[i][0].shape[0] != 1 for i in scalar):
-            ctx.decline(f"{op.type}: state of another shape than its parameter")
-            return
+            ctx.decline(f"{op.type}: state of another shape than its parameter; all-reduced "
+                        "instead")
+            return False
         rw = ctx.rewriter
         piece = shard_shape(param.shape, nranks)
         attrs = {"nranks": nranks}
@@ -140,3 +150,4 @@ class DataParallel(Pass):
         ctx.count("sharded optimizer ops")
         ctx.count("sharded state", len(whole))
         assert piece == update.output("ParamOut").shape
+        return True
