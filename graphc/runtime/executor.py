@@ -332,7 +332,10 @@ class Executor:
         if scope._shards:
             inputs = self._whole_or_rows(step, scope, inputs)
         guard = prep.state_guards[step]
-        inputs = guard.check(scope, inputs)
+        placed = guard.check(scope, inputs)
+        if placed is not inputs:  # moved onto a data-parallel step's devices: keep them there
+            state.update(zip(step.state_names, placed))
+            inputs = placed
         split = len(step.updated_names)
         updated, readonly = tuple(inputs[:split]), tuple(inputs[split:])
         try:
