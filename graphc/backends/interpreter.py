@@ -131,8 +131,8 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
     evaluate_replicas(graph, envs, replicas, step)
     if check_replicated:
         for v in graph.outputs:
-            if v.var.kind != "param":
-                continue
+            if v.var.kind != "param" or not v.var.trainable:
+                continue  # batch norm's running statistics stay per replica, as in Paddle
             first = np.asarray(envs[0][v])
             for r, env in enumerate(envs[1:], 1):
                 if not np.array_equal(first, np.asarray(env[v])):
