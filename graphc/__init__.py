@@ -5,6 +5,7 @@ import os
 
 from . import initializer, layers, optimizer, regularizer
 from .backward import append_backward
+from .distributed.strategy import DistributedStrategy
 from .ir import (
     Block,
     Graph,
@@ -48,7 +49,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DeviceError", "configure_cpu_devices", "cpu_places", "cuda_places",
-    "BuildStrategy", "CompiledProgram", "ExecutionStrategy", "ParallelExecutor", "StrategyError",
+    "BuildStrategy", "CompiledProgram", "DistributedStrategy", "ExecutionStrategy",
+    "ParallelExecutor", "StrategyError",
     "append_backward", "optimizer", "regularizer", "CheckpointError", "load", "save",
     "Block", "CPUPlace", "CUDAPlace", "Executor", "FeedError", "FetchError", "GraphcError",
     "Graph", "OpDefinitionError", "Operator", "ParamAttr", "Parameter", "ParseError", "Program",

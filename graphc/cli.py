@@ -1,4 +1,4 @@
-"""The `graphc` command: `graphc demo` today; compile, passes and launch in later issues.
+"""The `graphc` command: `graphc demo`, `graphc passes`, `graphc launch` (several processes).
 
 Errors print as one line and exit non-zero; `--debug` shows the traceback.
 """
@@ -53,6 +53,12 @@ def _passes(args) -> int:
     return 0
 
 
+def _launch(args) -> int:
+    """Run a training script on several processes/nodes (mpirun), like Paddle's fleetrun."""
+    from .distributed.launch import launch
+    return launch(args)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="graphc", description=__doc__.splitlines()[0])
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
@@ -66,6 +72,11 @@ def main(argv=None) -> int:
     demo.set_defaults(run=_demo)
     passes = sub.add_parser("passes", help="list the graph passes")
     passes.set_defaults(run=_passes)
+    from .distributed.launch import add_arguments
+    launch = sub.add_parser("launch", help="run a training script on several processes "
+                            "(mpirun), like fleetrun")
+    add_arguments(launch)
+    launch.set_defaults(run=_launch)
     args = parser.parse_args(argv)
     try:
         return args.run(args)

@@ -392,7 +392,7 @@ class Executor:
         if not isinstance(program, Program):
             raise GraphcError(f"Executor.run expects a Program or CompiledProgram, got "
                               f"{type(program).__name__}")
-        return program, None
+        return program, program._data_parallel
 
     def compile(self, program=None, feed=None, fetch_list=None) -> CompiledStep:
         """The compiled step ``run`` would use for these feeds, for inspection:

@@ -1,0 +1,221 @@
+"""DistributedStrategy: the seeds' fleet strategy table (fields, types, defaults), validated like
+BuildStrategy, saved as TOML, JSON or protobuf text (``save_to_prototxt``), and turned into the
+BuildStrategy a data-parallel program compiles with."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pydantic import Field
+
+from ..strategy import (
+    AmpConfigs,
+    BuildStrategy,
+    ExecutionStrategy,
+    StrategyError,
+    _Strategy,
+)
+
+log = logging.getLogger("graphc.distributed")
+
+# Fields graphc accepts for scripts written for NCCL/cuDNN and documents as without effect
+# on its XLA backend (XLA picks convolution algorithms and runs collectives itself).
+GPU_ONLY = ("sync_nccl_allreduce", "nccl_comm_num", "cudnn_exhaustive_search",
+            "conv_workspace_size_limit", "cudnn_batchnorm_spatial_persistent")
+# Fields of parameter-server training, which graphc does not have yet.
+PARAMETER_SERVER = ("a_sync", "a_sync_configs")
+_NESTED = {"build_strategy": BuildStrategy, "execution_strategy": ExecutionStrategy,
+           "amp_configs": AmpConfigs}
+
+
+class DistributedStrategy(_Strategy):
+    """How a fleet job trains (the seeds' DistributedStrategy table).
+
+    A BuildStrategy field set directly (``dist_strategy.fuse_bn_act_ops = True``, as the seeds
+    do) goes to ``build_strategy``. The collective fields here win over ``build_strategy``'s
+    of the same name when the job compiles (``to_build_strategy``).
+    """
+
+    kind: ClassVar[str] = "distributed_strategy"
+
+    auto: bool = False
+    a_sync: bool = True  # parameter-server only: an error if set explicitly (see fleet)
+    a_sync_configs: dict[str, Any] = Field(default_factory=dict)
+    sync_nccl_allreduce: bool = True
+    nccl_comm_num: int = Field(1, ge=1)
+    use_hierarchical_allreduce: bool = False
+    hierarchical_allreduce_inter_nranks: int = Field(1, ge=0)
+    sync_batch_norm: bool = False
+    fuse_all_reduce_ops: bool = True
+    fuse_grad_size_in_MB: float = Field(32.0, gt=0)
+    fuse_grad_size_in_TFLOPS: float = Field(20.0, ge=0)
+    cudnn_exhaustive_search: bool = True
+    conv_workspace_size_limit: int = Field(4000, ge=0)
+    cudnn_batchnorm_spatial_persistent: bool = True
+    thread_num: int = Field(1, ge=1)
+    amp: bool = False
+    amp_configs: AmpConfigs = Field(default_factory=AmpConfigs)
+    build_strategy: BuildStrategy = Field(default_factory=BuildStrategy)
+    execution_strategy: ExecutionStrategy = Field(default_factory=ExecutionStrategy)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name not in type(self).model_fields and name in BuildStrategy.model_fields:
+            setattr(self.build_strategy, name, value)
+            return
+        super().__setattr__(name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in BuildStrategy.model_fields and name not in type(self).model_fields:
+            return getattr(self.build_strategy, name)
+        return super().__getattr__(name)
+
+    # -- what the job compiles with ------------------------------------------------------
+    def to_build_strategy(self, num_trainers: int = 1, local_devices: int = 1) -> BuildStrategy:
+        """``build_strategy`` with the collective fields applied; hierarchical groups of
+        ``hierarchical_allreduce_inter_nranks`` devices, or of each process's devices when it
+        is 0 or 1 (the seeds' "ranks per node")."""
+        bs = self.build_strategy.model_copy(deep=True)
+        for name in ("fuse_all_reduce_ops", "fuse_grad_size_in_MB", "fuse_grad_size_in_TFLOPS",
+                     "use_hierarchical_allreduce", "sync_batch_norm", "amp"):
+            object.__setattr__(bs, name, getattr(self, name))
+        object.__setattr__(bs, "amp_configs", self.amp_configs.model_copy(deep=True))
+        inter = self.hierarchical_allreduce_inter_nranks
+        object.__setattr__(bs, "hierarchical_allreduce_inter_nranks",
+                           inter if inter > 1 else local_devices)
+        object.__setattr__(bs, "num_trainers", max(num_trainers, 1))
+        return BuildStrategy.model_validate(bs.model_dump())
+
+    # -- files -----------------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self.model_dump())
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "dict"):
+        data = dict(data.get(cls.kind, data))
+        for name, sub in _NESTED.items():
+            if isinstance(data.get(name), dict):
+                data[name] = sub.from_dict(data[name], f"{source}: {name}")
+        return super().from_dict(data, source)
+
+    def save_to_prototxt(self, path: str | os.PathLike) -> None:
+        """Write protobuf text (``name: value`` lines, ``name { ... }`` blocks), as Paddle."""
+        path = Path(path)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(_to_prototxt(self.to_dict()))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load_from_prototxt(cls, path: str | os.PathLike) -> DistributedStrategy:
+        path = Path(path)
+        if not path.exists():
+            raise StrategyError(f"strategy file '{path}' does not exist")
+        return cls.from_dict(_parse_prototxt(path.read_text(), str(path)), str(path))
+
+    @classmethod
+    def load(cls, name_or_path: str | os.PathLike):
+        if str(name_or_path).endswith((".prototxt", ".pbtxt")):
+            return cls.load_from_prototxt(name_or_path)
+        return super().load(name_or_path)
+
+
+def _plain(value):
+    """Enums as their names, recursively (what every file format writes)."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+# -- protobuf text format (the subset strategies use) --------------------------------------
+def _scalar_text(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
+
+
+def _to_prototxt(data: dict, indent: str = "") -> str:
+    lines = []
+    for name, value in data.items():
+        if isinstance(value, dict):
+            lines.append(f"{indent}{name} {{")
+            lines.append(_to_prototxt(value, indent + "  ").rstrip("\n"))
+            lines.append(f"{indent}}}")
+        elif isinstance(value, list):
+            lines.extend(f"{indent}{name}: {_scalar_text(v)}" for v in value)
+        else:
+            lines.append(f"{indent}{name}: {_scalar_text(value)}")
+    return "\n".join(line for line in lines if line) + "\n"
+
+
+_TOKEN = re.compile(r'\s*(?:(#[^\n]*)|([A-Za-z_][\w]*)|("(?:[^"\\]|\\.)*")|'
+                    r'([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan))|'
+                    r'([{}:]))')
+_LISTS = {"custom_white_list", "custom_black_list"}
+
+
+def _parse_prototxt(text: str, source: str) -> dict:
+    tokens, pos = [], 0
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        m = _TOKEN.match(text, pos)
+        if not m or m.end() == pos:
+            line = text.count("\n", 0, pos) + 1
+            raise StrategyError(f"{source}:{line}: cannot read {text[pos:pos + 20]!r}")
+        pos = m.end()
+        if m.group(1) is None:
+            tokens.append((m.group(2) or m.group(3) or m.group(4) or m.group(5),
+                           text.count("\n", 0, m.start()) + 1))
+    out, i = _parse_block(tokens, 0, source)
+    if i != len(tokens):
+        raise StrategyError(f"{source}:{tokens[i][1]}: unexpected '{tokens[i][0]}'")
+    return out
+
+
+def _value(token: str):
+    if token.startswith('"'):
+        return re.sub(r"\\(.)", r"\1", token[1:-1])
+    if token in ("true", "false"):
+        return token == "true"
+    try:
+        return int(token)
+    except ValueError:
+        pass
+    try:
+        return float(token)
+    except ValueError:
+        return token  # an enum name
+
+
+def _parse_block(tokens: list, i: int, source: str) -> tuple[dict, int]:
+    out: dict = {}
+    while i < len(tokens) and tokens[i][0] != "}":
+        name, line = tokens[i]
+        if i + 1 >= len(tokens):
+            raise StrategyError(f"{source}:{line}: '{name}' has no value")
+        if tokens[i + 1][0] == "{":
+            out[name], i = _parse_block(tokens, i + 2, source)
+            if i >= len(tokens):
+                raise StrategyError(f"{source}:{line}: '{name} {{' is never closed")
+            i += 1
+            continue
+        if tokens[i + 1][0] != ":" or i + 2 >= len(tokens):
+            raise StrategyError(f"{source}:{line}: expected '{name}: value'")
+        value = _value(tokens[i + 2][0])
+        if name in _LISTS or name in out:
+            prev = out.get(name, [])
+            out[name] = (prev if isinstance(prev, list) else [prev]) + [value]
+        else:
+            out[name] = value
+        i += 3
+    return out, i
