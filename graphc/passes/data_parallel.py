@@ -17,8 +17,8 @@ shard of every parameter: the optimizer's (regularised) ``Grad`` goes through
 ``ParamOut`` value. Optimizer state of the parameter's shape (velocities, moments) is kept
 sharded: its variable is marked ``shard=[nranks, shape]`` and holds only this replica's piece,
 so optimizer memory per replica falls by ~nranks. Scalar state (Beta1Pow, ...) stays whole.
-Reducing (mean) the regularised gradient equals regularising the reduced one: L2 decay is linear and
-the parameter is equal on every replica.
+Reducing (mean) the regularised gradient equals regularising the reduced one: L2 decay is
+linear and the parameter is equal on every replica.
 
 Declines, with a ``skipped:`` statistic: graphs without optimizer ops (inference: replicas
 run independently); nranks = 1. In reduce mode an optimizer op that is already fused (run
@@ -33,7 +33,6 @@ from typing import Literal
 
 from ..ir.graph import Graph, Op, Value
 from ..ir.ops import CONTROL_SLOT, OPTIMIZER, get_op_def
-from ..ir.ops.collective_ops import shard_shape
 from .base import Pass, PassContext, register_pass
 
 
@@ -128,7 +127,6 @@ class DataParallel(Pass):
                         "instead")
             return False
         rw = ctx.rewriter
-        piece = shard_shape(param.shape, nranks)
         attrs = {"nranks": nranks}
         param_out = outs["ParamOut"][0]
         rw.erase_op(op, erase_outputs=False)
@@ -149,5 +147,4 @@ class DataParallel(Pass):
                      derived_from=[op])
         ctx.count("sharded optimizer ops")
         ctx.count("sharded state", len(whole))
-        assert piece == update.output("ParamOut").shape
         return True
