@@ -202,6 +202,23 @@ def test_all_reduce_vs_reduce_and_sharded_state(opt_name, kind, tmp_path):
 
 
 # -- 3. the JAX data-parallel step == the interpreter's simulated replicas -------------------
+def test_one_scope_across_layouts():
+    """Reduce on 4 devices, Reduce on 8, one device, then Reduce on 8 again, in one scope:
+    each step regroups the sharded optimizer state it finds; the result is one device's."""
+    main, startup, loss = build_mlp("adam")
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    on = {n: graphc.CompiledProgram(main, build_strategy=dp_strategy("reduce"))
+          .with_data_parallel(loss_name=loss.name, places=graphc.cpu_places(n)) for n in (4, 8)}
+    for target, f in zip((on[4], on[8], main, on[8]), batches()):
+        exe.run(target, feed=f, fetch_list=[loss], scope=scope)
+    assert scope._shards  # the last run left the moments as 8 rows
+    want = single("adam")[2]
+    for name in persistables_of(main, want):
+        np.testing.assert_allclose(scope[name], want[name], rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
+
+
 @pytest.mark.parametrize("mode", ["all_reduce", "reduce"])
 def test_jax_step_equals_interpreter_replicas(mode):
     n = 4

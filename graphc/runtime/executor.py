@@ -376,11 +376,14 @@ class Executor:
 
     @staticmethod
     def _whole_or_rows(step: CompiledStep, scope: Scope, inputs: list) -> list:
-        """The scope holds some variables as a Reduce-mode step's rows: give the others
-        (a single-device or all-reduce program reading them) the whole tensors."""
+        """The scope holds some variables as a Reduce-mode step's rows: give a step that
+        wants another layout (one device, all-reduce, or another device count) the whole
+        tensors, which it places as it needs."""
         values = step.updated_inputs + step.readonly_inputs
-        return [scope.whole(v.var.name) if v.var.name in scope._shards and v.var.shard is None
-                else arr for v, arr in zip(values, inputs)]
+        shards = scope._shards
+        return [scope.whole(v.var.name) if v.var.name in shards
+                and shards[v.var.name] != v.var.shard else arr
+                for v, arr in zip(values, inputs)]
 
     @staticmethod
     def _unpack(program):
