@@ -42,6 +42,18 @@ def make_mesh(devices: Sequence, local: int | None = None) -> Mesh:
     return Mesh(np.asarray(devices, dtype=object).reshape(n // local, local), Replicas.AXES)
 
 
+def feed_sharding(devices: Sequence, num_iterations: int = 1,
+                  inter_nranks: int = 0) -> NamedSharding:
+    """The sharding a DataParallelStep over ``devices`` expects of every feed: the batch
+    dimension (dim 0, or dim 1 behind the K axis when ``num_iterations`` > 1) split over the
+    mesh axes ``Replicas.AXES``. An array already placed with it goes into the step as is
+    (graphc.io.DataLoader places its batches this way, ahead of the step)."""
+    replicas = Replicas(len(devices), inter_nranks or None)
+    mesh = make_mesh(list(devices), replicas.local)
+    return NamedSharding(mesh, P(Replicas.AXES) if num_iterations == 1
+                         else P(None, Replicas.AXES))
+
+
 def to_rows(array, nranks: int):
     """A whole tensor as the ``[nranks, c]`` rows its replicas hold (zero padding at the end)."""
     flat = np.asarray(array).reshape(-1)
