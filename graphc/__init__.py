@@ -45,9 +45,13 @@ from .strategy import BuildStrategy, ExecutionStrategy, StrategyError
 if os.environ.get("CPU_NUM", "").strip().isdigit() and int(os.environ["CPU_NUM"]) > 0:
     configure_cpu_devices()
 
+from . import dataset, io  # noqa: E402  (user-facing modules: DataLoader, datasets)
+from .dataset import DatasetFactory  # noqa: E402
+
 __version__ = "0.1.0"
 
 __all__ = [
+    "DatasetFactory", "dataset", "io",
     "DeviceError", "configure_cpu_devices", "cpu_places", "cuda_places",
     "BuildStrategy", "CompiledProgram", "DistributedStrategy", "ExecutionStrategy",
     "ParallelExecutor", "StrategyError",

@@ -34,10 +34,12 @@ new leading axis (one ``exe.run`` runs them all); a trailing group of fewer than
 dropped when ``drop_last`` (the default), and is an error otherwise. Over several processes
 batches stay NumPy (each process feeds its own part; the step assembles the global array).
 
-Errors: an exception in the generator, a batch of the wrong dtype or shape (the message names
-the variable and the batch) is raised from the loop's ``next()`` as a ``DataLoaderError``
-(the original exception chained); the thread has stopped by then. ``loader.reset()`` (or
-starting a new epoch) stops the thread; after leaving a loop early, call ``reset()``.
+Errors: an exception in the generator is raised from the loop's ``next()`` as a
+``DataLoaderError`` naming it (the original chained; a GraphcError, such as a dataset's
+DatasetError naming file and line, is raised as it is); a batch of the wrong dtype or shape is
+a ``DataLoaderError`` naming the variable and the batch. The thread has stopped by then.
+``loader.reset()`` (or starting a new epoch) stops the thread; after leaving a loop early,
+call ``reset()``.
 ``loader.last_epoch_stats`` says how long the loop waited for data (``wait_s``) in the last
 epoch, over how many items.
 """
@@ -385,8 +387,8 @@ class _Epoch:
         if isinstance(item, _Failure):
             self._finish()
             exc = item.exc
-            if isinstance(exc, DataLoaderError):
-                raise DataLoaderError(str(exc)) from exc
+            if isinstance(exc, GraphcError):  # already says what is wrong (a dataset's too)
+                raise exc
             raise DataLoaderError(f"the generator raised {type(exc).__name__}: {exc}") from exc
         self.items += 1
         if self.loader.return_list:

@@ -69,7 +69,7 @@ def test_batches_in_order_on_one_device_and_thread_gone():
     loader.set_batch_generator(lambda: iter(batches))
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
-    for epoch in range(2):
+    for _epoch in range(2):
         seen = []
         for data in loader():
             assert set(data) == {"x", "label"}
