@@ -85,6 +85,22 @@ def time_rounds(step, rounds: int, steps: int) -> float:
     return statistics.median(times)
 
 
+def interleaved(steps: dict, rounds: int, per_round: int) -> dict:
+    """Median seconds per step of each callable, timed in turns."""
+    for step in steps.values():
+        for _ in range(3):
+            jax.block_until_ready(step())
+    times = {name: [] for name in steps}
+    for _ in range(rounds):
+        for name, step in steps.items():
+            t0 = time.perf_counter()
+            for _ in range(per_round):
+                out = step()
+            jax.block_until_ready(out)
+            times[name].append((time.perf_counter() - t0) / per_round)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
 def graphc_step(n: int, args, bucketing: bool, reduce: bool = False, opt: str = "momentum"):
     main, startup, loss = build(args.layers, args.width, opt)
     scope, exe = graphc.Scope(), graphc.Executor()
@@ -92,8 +108,9 @@ def graphc_step(n: int, args, bucketing: bool, reduce: bool = False, opt: str = 
     bs = graphc.BuildStrategy(fuse_all_reduce_ops=bucketing,
                               fuse_grad_size_in_MB=args.bucket_mb,
                               fuse_grad_size_in_TFLOPS=float(args.bucket_layers))
-    if reduce:
+    if reduce:  # bucketing then also gathers the updated parameters in buckets
         bs.reduce_strategy = graphc.BuildStrategy.ReduceStrategy.Reduce
+        bs.fuse_broadcast_ops = bucketing
     cp = graphc.CompiledProgram(main, build_strategy=bs).with_data_parallel(
         loss_name=loss.name, places=graphc.cpu_places(n))
     feed = data(n * args.batch_per_device, args.width)
@@ -165,32 +182,38 @@ def main() -> None:
           f"({2 * args.layers} parameter tensors), batch {args.batch_per_device}/device")
 
     print("\n## bucketing vs none vs hand-written (AllReduce, Momentum), ms/step")
-    rows = []
-    hand = time_rounds(hand_written_step(n, args), args.rounds, args.steps)
+    # The three run in turns (one round of each, repeated), so a burst of load on this shared
+    # machine hits all of them alike; the medians are compared.
+    variants = {}
     for bucketing in (False, True):
-        step, compiled, cp = graphc_step(n, args, bucketing)
-        t = time_rounds(step, args.rounds, args.steps)
-        count = collectives(compiled.lowered_text())
-        rows.append((f"graphc, bucketing {'on ' if bucketing else 'off'}", t, count))
-    rows.append(("hand-written shard_map", hand, 1))
-    for name, t, count in rows:
-        print(f"{name:<28} {t * 1e3:8.2f} ms  {t / hand:5.2f}x hand-written  "
-              f"collectives in HLO: {count}")
+        step, compiled, _ = graphc_step(n, args, bucketing)
+        variants[f"graphc, bucketing {'on ' if bucketing else 'off'}"] = (
+            step, collectives(compiled.lowered_text()))
+    variants["hand-written shard_map"] = (hand_written_step(n, args), 1)
+    times = interleaved({k: v[0] for k, v in variants.items()}, args.rounds, args.steps)
+    hand = times["hand-written shard_map"]
+    for name, (_, count) in variants.items():
+        print(f"{name:<28} {times[name] * 1e3:8.2f} ms  {times[name] / hand:5.3f}x "
+              f"hand-written  collectives in HLO: {count}")
 
     print("\n## Reduce vs AllReduce (Adam), per-device bytes from memory_analysis")
-    for reduce in (False, True):
-        step, compiled, _ = graphc_step(n, args, bucketing=False, reduce=reduce, opt="adam")
-        t = time_rounds(step, max(3, args.rounds // 3), args.steps)
+    runs = {}
+    for name, reduce, bucketing in (("AllReduce", False, False),
+                                    ("AllReduce, bucketed", False, True),
+                                    ("Reduce", True, False), ("Reduce, bucketed", True, True)):
+        step, compiled, _ = graphc_step(n, args, bucketing, reduce=reduce, opt="adam")
+        runs[name] = (step, compiled)
+    times = interleaved({k: v[0] for k, v in runs.items()}, max(3, args.rounds // 2), args.steps)
+    for name, (_, compiled) in runs.items():
         mem = compiled.memory_analysis()
-        state = sum(int(np.prod(compiled.global_type_shape(v))) * 4
-                    for v in compiled.updated_inputs if "moment" in v.var.name)
-        print(f"{'Reduce   ' if reduce else 'AllReduce'} {t * 1e3:8.2f} ms/step  "
-              f"arguments {mem.argument_size_in_bytes:>10,} B  temp "
-              f"{mem.temp_size_in_bytes:>10,} B  moments held per device {state // n:>9,} B"
-              if reduce else
-              f"{'AllReduce'} {t * 1e3:8.2f} ms/step  arguments "
+        # what each device holds of the Adam moments: rows are split over the devices
+        moments = sum(int(np.prod(compiled.global_type_shape(v))) * 4
+                      for v in compiled.updated_inputs if "moment" in v.var.name)
+        if name.startswith("Reduce"):
+            moments //= n
+        print(f"{name:<20} {times[name] * 1e3:8.2f} ms/step  arguments "
               f"{mem.argument_size_in_bytes:>10,} B  temp {mem.temp_size_in_bytes:>10,} B  "
-              f"moments held per device {state:>9,} B")
+              f"moments per device {moments:>9,} B")
 
     print("\n## scaling, fixed batch per device (bucketing on)")
     base = None
