@@ -105,7 +105,9 @@ class DistributedStrategy(_Strategy):
     def save_to_prototxt(self, path: str | os.PathLike) -> None:
         """Write protobuf text (``name: value`` lines, ``name { ... }`` blocks), as Paddle."""
         path = Path(path)
-        tmp = path.with_name(f".{path.name}.tmp")
+        # a temporary name of this process's own: in the seeds' example every rank saves
+        # the same file, and a shared temporary name let one rank's replace fail
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(_to_prototxt(self.to_dict()))
         os.replace(tmp, path)
 
