@@ -64,9 +64,11 @@ def mlp(input_dim: int = 784, hidden=(512, 512, 512), num_classes: int = 10,
 
 
 def resnet(depth: int = 50, num_classes: int = 1000, image_shape=(3, 224, 224),
-           data_layout: str = "NCHW") -> Model:
+           data_layout: str = "NCHW", base_width: int = 64) -> Model:
     """ResNet (He et al.) with bottleneck blocks for depth 50/101/152, basic blocks for 18/34:
-    conv + batch_norm (+ relu) everywhere, a residual elementwise_add per block."""
+    conv + batch_norm (+ relu) everywhere, a residual elementwise_add per block.
+    ``base_width``: the stem's and first stage's channels (64 in the paper; a few for tests
+    and examples that must run on a CPU), doubled at each later stage."""
     blocks = {18: (2, 2, 2, 2), 34: (3, 4, 6, 3), 50: (3, 4, 6, 3), 101: (3, 4, 23, 3),
               152: (3, 8, 36, 3)}
     if depth not in blocks:
@@ -84,11 +86,11 @@ def resnet(depth: int = 50, num_classes: int = 1000, image_shape=(3, 224, 224),
         shape = [-1, c, h, w] if data_layout == "NCHW" else [-1, h, w, c]
         image = data("image", shape, "float32")
         label = data("label", [-1, 1], "int64")
-        x = conv_bn(image, 64, 7, 2)
+        x = conv_bn(image, base_width, 7, 2)
         x = layers.pool2d(x, 3, "max", 2, pool_padding=1, data_format=data_layout)
-        channels_in = 64
+        channels_in = base_width
         for stage, count in enumerate(blocks[depth]):
-            width = 64 * 2 ** stage
+            width = base_width * 2 ** stage
             for i in range(count):
                 stride = 2 if i == 0 and stage > 0 else 1
                 out_channels = width * 4 if bottleneck else width
