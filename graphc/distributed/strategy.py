@@ -172,12 +172,15 @@ def _parse_prototxt(text: str, source: str) -> dict:
             break
         m = _TOKEN.match(text, pos)
         if not m or m.end() == pos:
-            line = text.count("\n", 0, pos) + 1
-            raise StrategyError(f"{source}:{line}: cannot read {text[pos:pos + 20]!r}")
+            start = len(text) - len(text[pos:].lstrip())  # where the unreadable text is
+            line = text.count("\n", 0, start) + 1
+            raise StrategyError(f"{source}:{line}: cannot read {text[start:start + 20]!r}")
         pos = m.end()
         if m.group(1) is None:
+            # the line of the token itself (m.start() is before the whitespace that
+            # precedes it, often on the line above)
             tokens.append((m.group(2) or m.group(3) or m.group(4) or m.group(5),
-                           text.count("\n", 0, m.start()) + 1))
+                           text.count("\n", 0, m.start(m.lastindex)) + 1))
     out, i = _parse_block(tokens, 0, source)
     if i != len(tokens):
         raise StrategyError(f"{source}:{tokens[i][1]}: unexpected '{tokens[i][0]}'")
