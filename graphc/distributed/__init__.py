@@ -9,7 +9,9 @@ A single process (no launcher) needs no call: ``init()`` is then a no-op, and
 from __future__ import annotations
 
 import logging
+import os
 import socket
+import sys
 
 from ..ir.errors import GraphcError
 from .env import WorkerEnv, detect
@@ -58,9 +60,30 @@ def init(timeout_s: int = 120) -> WorkerEnv:
         raise DistributedError(f"could not start JAX's distributed runtime as rank "
                                f"{env.rank} of {env.size} ({env.launcher}): {exc}") from None
     _STATE["env"] = env
+    _exit_at_once_on_uncaught_exceptions()
     log.info("rank %d of %d: %d local devices, %d in all", env.rank, env.size,
              jax.local_device_count(), jax.device_count())
     return env
+
+
+def _exit_at_once_on_uncaught_exceptions() -> None:
+    """An uncaught exception on one rank ends that process at once (after printing it).
+
+    Otherwise the interpreter's exit runs jax.distributed's shutdown, which waits for every
+    other rank, while they wait in a collective for this one: the job hung until gloo's
+    30 s timeout instead of ending as soon as mpirun saw the rank fail.
+    """
+    previous = sys.excepthook
+
+    def hook(exc_type, exc, tb):
+        try:
+            previous(exc_type, exc, tb)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(1)
+
+    sys.excepthook = hook
 
 
 def _coordinator_by_mpi(env: WorkerEnv) -> str:
