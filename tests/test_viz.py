@@ -79,3 +79,4 @@ def test_a_few_hundred_ops():
     assert graph.num_ops > 300
     assert drawing.source.count("subgraph") == 41  # 40 fc layers and the mean
     assert "label=\"fc_0.tmp_0\"" not in drawing.source  # no edge labels on big graphs
+    assert "nslimit=2" in drawing.source  # bounded layout effort: seconds, not minutes
