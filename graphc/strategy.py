@@ -82,7 +82,7 @@ class _Strategy(BaseModel):
     def save(self, path: str | os.PathLike) -> None:
         path = Path(path)
         text = self.to_json() if path.suffix == ".json" else self.to_toml()
-        tmp = path.with_name(f".{path.name}.tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # ranks may save one file
         tmp.write_text(text)
         os.replace(tmp, path)
 
