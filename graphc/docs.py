@@ -15,7 +15,9 @@ PASS_REFERENCE = ROOT / "docs" / "pass_reference.md"
 def pass_reference() -> str:
     """The pass reference: every registered pass, in pipeline order, from its docstrings."""
     from .passes import ORDER, all_passes
-    passes = all_passes()
+    # graphc's own passes only: tests and users may register more in the same process
+    passes = {name: cls for name, cls in all_passes().items()
+              if cls.__module__.startswith("graphc.passes.")}
     fields = {name: field for field, name in ORDER}
     order = [name for _, name in ORDER if name in passes]
     order += [name for name in passes if name not in order]

@@ -44,8 +44,9 @@ def test_every_preset_is_documented():
 def test_pass_reference_is_up_to_date():
     assert PASS_REFERENCE.read_text() == pass_reference(), (
         "docs/pass_reference.md is out of date: run `python -m graphc.docs`")
-    for name in all_passes():
-        assert f"\n## {name}\n" in PASS_REFERENCE.read_text()
+    for name, cls in all_passes().items():  # other tests register passes of their own
+        if cls.__module__.startswith("graphc.passes."):
+            assert f"\n## {name}\n" in PASS_REFERENCE.read_text()
 
 
 def test_relative_links_resolve():
