@@ -12,6 +12,8 @@ import math
 import jax.numpy as jnp
 from jax import lax
 
+# one flat buffer of several tensors and back, as the coalesced optimizers lay them out
+from .coalesce import _flat, _split
 from .registry import LoweringError, RuleContext, cross_replica, lowering
 
 _ALLREDUCE = ("c_allreduce", "c_fused_allreduce")
@@ -37,18 +39,6 @@ def _as_list(x) -> list:
 
 def _result(c: RuleContext, outs: list) -> dict:
     return {"Out": outs if c.op_type.startswith("c_fused") else outs[0]}
-
-
-def _flat(xs: list):
-    return jnp.concatenate([x.reshape(-1) for x in xs]) if len(xs) > 1 else xs[0].reshape(-1)
-
-
-def _split(flat, like: list) -> list:
-    out, start = [], 0
-    for x in like:
-        out.append(flat[start:start + x.size].reshape(x.shape))
-        start += x.size
-    return out
 
 
 def _rows(x, nranks: int):
