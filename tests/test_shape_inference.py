@@ -32,6 +32,11 @@ def i64(*shape: int) -> TensorType:
     return t(*shape, dtype="int64")
 
 
+def rows(*shape: int, dtype: str = "float32") -> TensorType:
+    """A row-sparse (SelectedRows) type standing for the dense ``shape``."""
+    return TensorType(tuple(shape), dtype, True)
+
+
 def _as_lists(types: dict[str, Any]) -> dict[str, list[TensorType]]:
     """{slot: type or [types]} -> {slot: [types]}."""
     return {k: list(v) if isinstance(v, list) else [v] for k, v in types.items()}
@@ -367,6 +372,25 @@ CASES = [
          {"Out": t(10, 5)}),
     case("c_fused_allgather", {"X": [t(1, 25), t(1, 2)]},
          {"nranks": 2, "shapes": [10, 5, 3], "ranks": [2, 1]}, {"Out": [t(10, 5), t(3)]}),
+    case("c_allgather_rows", {"X": rows(100, 8)}, {"nranks": 4}, {"Out": rows(100, 8)}),
+    # -- row-sparse values (is_sparse embeddings) --------------------------------------------
+    case("merge_selected_rows", {"X": rows(100, 8)}, None, {"Out": rows(100, 8)}),
+    case("get_tensor_from_selected_rows", {"X": rows(100, 8, dtype="float64")}, None,
+         {"Out": t(100, 8, dtype="float64")}),
+    case("sparse_l2_decay", {"Grad": rows(100, 8), "Param": t(100, 8)}, {"coeff": 0.1},
+         {"Out": rows(100, 8)}),
+    case("lookup_table_grad", {"W": t(100, 16), "Ids": i64(-1, 5, 1), "Out@GRAD": t(-1, 5, 16)},
+         {"is_sparse": True}, {"W@GRAD": rows(100, 16)}, "sparse"),
+    case("lookup_table_grad", {"W": t(100, 16), "Ids": i64(-1, 1), "Out@GRAD": t(-1, 16)},
+         None, {"W@GRAD": t(100, 16)}, "dense"),
+    case("sum", {"X": [rows(10, 4), rows(10, 4)]}, None, {"Out": rows(10, 4)}, "all-sparse"),
+    case("sum", {"X": [rows(10, 4), t(10, 4)]}, None, {"Out": t(10, 4)}, "sparse-and-dense"),
+    case("sgd", {"Param": t(10, 5), "Grad": rows(10, 5), "LearningRate": t(1)}, None,
+         {"ParamOut": t(10, 5)}, "sparse-grad"),
+    case("adam", {**ADAM_INS, "Grad": rows(10, 5)}, {"lazy_mode": True}, ADAM_OUTS,
+         "sparse-grad-lazy"),
+    case("check_finite_and_unscale", {"X": [rows(10, 5), t(3)], "Scale": t(1)}, None,
+         {"Out": [rows(10, 5), t(3)], "FoundInfinite": t(1, dtype="bool")}, "sparse"),
 ]
 
 
@@ -508,6 +532,15 @@ ERRORS = [
      {"soft_label": True}, "soft Label [4, 3] must match Logits [4, 10]"),
     ("cross_entropy", {"X": t(4, 10), "Label": i64(4)}, {}, "Label must be [..., 1]"),
     ("c_allreduce", {"X": t(4)}, {"nranks": 4, "reduce": "max"}, "reduce must be one of"),
+    ("c_allreduce", {"X": rows(10, 4)}, {"nranks": 4},
+     "input 'X' of op c_allreduce is a row-sparse value"),
+    ("relu", {"X": rows(10, 4)}, {}, "which this op does not take; ops that do: adam"),
+    ("c_allgather_rows", {"X": t(10, 4)}, {"nranks": 4}, "dense gradients go through"),
+    ("merge_selected_rows", {"X": t(10, 4)}, {}, "X must be row-sparse"),
+    ("sparse_l2_decay", {"Grad": rows(10, 4), "Param": t(10, 5)}, {"coeff": 0.1},
+     "Param must be the dense f32[10,4]"),
+    ("sgd", {"Param": t(10, 5), "Grad": rows(10, 4), "LearningRate": t(1)}, {},
+     "Param [10, 5] and Grad [10, 4] differ"),
     ("check_finite_and_unscale", {"X": [t(4)], "Scale": t(2)}, {}, "Scale must be [1]"),
     ("check_finite_and_unscale", {"X": [i64(4)], "Scale": t(1)}, {}, "must be floating point"),
     ("update_loss_scaling", {"FoundInfinite": t(1, dtype="bool"), "PrevLossScaling": t(1),
@@ -576,7 +609,8 @@ def test_bad_inputs_through_the_builder_name_the_op_and_line(op_type, ins, attrs
     block = graphc.Program().global_block()
     inputs = {}
     for slot, types in _as_lists(ins).items():
-        inputs[slot] = [block.create_var(f"{slot}{i}", ty.shape, ty.dtype, is_data=True)
+        inputs[slot] = [block.create_var(f"{slot}{i}", ty.shape, ty.dtype, is_data=True,
+                                         selected_rows=ty.sparse)
                         for i, ty in enumerate(types)]
     outputs = {s.name: block.create_var(f"out_{s.name}") for s in get_op_def(op_type).outputs}
     with pytest.raises(graphc.ShapeError, match=re.escape(message)) as info:

@@ -14,7 +14,7 @@ from typing import Any
 from .errors import OpDefinitionError, ProgramError, ShapeError
 from .ops import get_op_def
 from .source import user_source
-from .types import TensorType, dims_compatible, normalize_dtype, normalize_shape
+from .types import TensorType, normalize_dtype, normalize_shape, types_compatible
 
 ROLES = ("forward", "backward", "optimize", "lr_sched")
 # '#' separates SSA versions and '%' marks values in the text form, so names avoid them.
@@ -30,11 +30,16 @@ def check_name(name: str) -> str:
 
 
 class Variable:
-    """A named tensor slot in a Block (shape with -1 for unknown dims, dtype)."""
+    """A named tensor slot in a Block (shape with -1 for unknown dims, dtype).
+
+    ``selected_rows`` is False for a dense tensor (Paddle's LOD_TENSOR); True for a row-sparse
+    gradient (SELECTED_ROWS, from an ``is_sparse`` embedding) holding some rows of ``shape``.
+    """
 
     def __init__(self, block: Block, name: str, shape=None, dtype="float32",
                  persistable: bool = False, stop_gradient: bool = False,
-                 is_data: bool = False, need_check_feed: bool = False, lod_level: int = 0):
+                 is_data: bool = False, need_check_feed: bool = False, lod_level: int = 0,
+                 selected_rows: bool = False):
         self.block = block
         self.name = check_name(name)
         self.shape = None if shape is None else normalize_shape(shape)
@@ -44,12 +49,14 @@ class Variable:
         self.is_data = is_data
         self.need_check_feed = need_check_feed
         self.lod_level = lod_level
+        # set by shape inference of an op writing SelectedRows (lookup_table_grad, ...)
+        self.selected_rows = bool(selected_rows)
 
     @property
     def type(self) -> TensorType:
         if self.shape is None:
             raise ProgramError(f"variable '{self.name}' has no shape yet")
-        return TensorType(self.shape, self.dtype)
+        return TensorType(self.shape, self.dtype, self.selected_rows)
 
     @property
     def is_parameter(self) -> bool:
@@ -67,6 +74,8 @@ class Variable:
         shape = "?" if self.shape is None else list(self.shape)
         flags = "".join(f", {f}" for f in ("persistable", "stop_gradient", "is_data")
                         if getattr(self, f))
+        if self.selected_rows:
+            flags = ", selected_rows" + flags
         return f"Variable({self.name}, shape={shape}, dtype={self.dtype}{flags})"
 
 
@@ -278,7 +287,7 @@ class Block:
                 if var.shape is None:
                     raise ShapeError(f"{where}: input '{slot}' variable '{n}' has no shape; "
                                      "is it written by an op before this one?")
-                types.append(TensorType(var.shape, var.dtype))
+                types.append(var.type)
             in_types[slot] = types
         inferred = opdef.infer_types(in_types, attrs, where)
         untyped = []
@@ -293,12 +302,12 @@ class Block:
                     raise ProgramError(f"{where}: output '{slot}' names unknown variable '{n}'")
                 if var.shape is None:
                     untyped.append((var, t))
-                elif var.dtype != t.dtype or not dims_compatible(var.shape, t.shape):
+                elif not types_compatible(var.type, t):
                     raise ShapeError(f"{where}: output '{slot}' variable '{n}' is "
                                      f"{var.type} but the op produces {t}")
         # Only once every output checked out do new variables take their types.
         for var, t in untyped:
-            var.shape, var.dtype = t.shape, t.dtype
+            var.shape, var.dtype, var.selected_rows = t.shape, t.dtype, t.sparse
         op = Operator(self, type, ins, outs, attrs, source, self.program._current_role)
         self.program._bump()
         return op

@@ -11,7 +11,7 @@ from typing import Any
 from .errors import ProgramError, ShapeError
 from .graph import Graph, Op, Value, VarInfo
 from .ops import get_op_def
-from .types import TensorType, dims_compatible
+from .types import TensorType, types_compatible
 
 Listener = Callable[[str, dict[str, Any]], None]
 
@@ -142,7 +142,7 @@ class Rewriter:
                 if g._pred[item]:
                     raise ProgramError(f"{where}: output '{slot}' value %{item.name} already "
                                        "has a producer")
-                if item.type.dtype != t.dtype or not dims_compatible(item.type.shape, t.shape):
+                if not types_compatible(item.type, t):
                     raise ShapeError(f"{where}: output '{slot}' value %{item.name} is "
                                      f"{item.type} but the op produces {t}")
         outs = {slot: [self.new_value(item, t) if isinstance(item, str) else item
@@ -212,7 +212,7 @@ class Rewriter:
         g = self.graph
         if old is new:
             return 0
-        if old.type.dtype != new.type.dtype or not dims_compatible(old.type.shape, new.type.shape):
+        if not types_compatible(old.type, new.type):
             raise ShapeError(f"cannot replace %{old.name} ({old.type}) by %{new.name} "
                              f"({new.type}): types differ")
         self._check_own(new, f"replace_all_uses(%{old.name})")
@@ -252,8 +252,7 @@ class Rewriter:
         if not 0 <= pos < len(current):
             raise ProgramError(f"{op.where}: has no input '{slot}' at position {pos}")
         old = current[pos]
-        if old.type.dtype != value.type.dtype or \
-                not dims_compatible(old.type.shape, value.type.shape):
+        if not types_compatible(old.type, value.type):
             raise ShapeError(f"{op.where}: input '{slot}' is {old.type}; cannot read "
                              f"%{value.name} ({value.type}) there")
         g.nx.remove_edge(old, op, key=(slot, pos))

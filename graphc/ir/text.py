@@ -14,7 +14,7 @@ from .errors import GraphcError, ParseError
 from .graph import Graph, Op, Value, VarInfo, gc_paused
 from .ops import get_op_def as _get_op_def
 from .ops import has_op_def
-from .types import TensorType, dtype_from_short, short_dtype
+from .types import TensorType, dtype_from_short, short_dtype, sparse_type
 
 # ---------------------------------------------------------------------------- printing
 
@@ -46,7 +46,8 @@ def var_flags(var: VarInfo) -> str:
 
 
 def format_type(t: TensorType) -> str:
-    return f"{short_dtype(t.dtype)}[{','.join(map(str, t.shape))}]"
+    dense = f"{short_dtype(t.dtype)}[{','.join(map(str, t.shape))}]"
+    return f"selected_rows<{dense}>" if t.sparse else dense
 
 
 class _Printer:
@@ -126,6 +127,7 @@ _NAME = re.compile(r'[^\s,:()\[\]{}="]+')
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SLOT = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")  # grad slots: Out@GRAD
 _TYPE = re.compile(r"([a-z0-9]+)\[([-0-9,]*)\]")
+_SPARSE_TYPE = "selected_rows<"
 _DECODER = json.JSONDecoder()
 _BLANKS = (" ", "\t")
 
@@ -245,12 +247,16 @@ class _Parser:
         if version and not version.isdigit():
             raise ParseError(f"bad version in '%{name}'", line.lineno, start, line.text)
         line.expect(":")
-        m = line.match(_TYPE, "a type like f32[-1,10]")
+        sparse = line.accept(_SPARSE_TYPE)
+        m = line.match(_TYPE, "a type like f32[-1,10] or selected_rows<f32[100,8]>")
         try:
             dims = tuple(int(d) for d in m.group(2).split(",")) if m.group(2) else ()
-            t = TensorType(dims, dtype_from_short(m.group(1)))
+            dtype = dtype_from_short(m.group(1))
+            t = sparse_type(dims, dtype) if sparse else TensorType(dims, dtype)
         except (ValueError, GraphcError) as exc:
             raise line.error(f"bad type '{m.group()}': {exc}") from None
+        if sparse:
+            line.expect(">")
         flags = self.flags(line) if line.peek("{") else None
         var = g.vars.get(base)
         if var is None:

@@ -1,6 +1,7 @@
 """Dtypes and tensor types of the IR: canonical names, short names, printing.
 
-A TensorType is a shape (``-1`` for an unknown batch dimension) and a dtype name.
+A TensorType is a shape (``-1`` for an unknown batch dimension), a dtype name and whether
+the value is row-sparse (Paddle's SelectedRows) rather than dense.
 """
 
 from __future__ import annotations
@@ -57,22 +58,68 @@ def dtype_from_short(short: str) -> str:
     return _FROM_SHORT[short]
 
 
+# Row indices of a row-sparse value are int32: a table must have fewer than 2**31 - 1 rows
+# (the height itself marks padding, see TensorType), and int32 halves what data-parallel
+# replicas exchange compared with int64.
+ROWS_DTYPE = "int32"
+MAX_SPARSE_HEIGHT = 2 ** 31 - 2
+
+
 class TensorType(NamedTuple):
-    """Static type of a value: shape (``-1`` = unknown) and canonical dtype name."""
+    """Static type of a value: shape (``-1`` = unknown), canonical dtype name and layout.
+
+    ``sparse`` is False for a dense tensor. A *row-sparse* value (Paddle's SelectedRows)
+    stands for the dense tensor ``shape`` (``shape[0]`` is its height) and holds some of its
+    rows: int32 row indices and a values tensor of shape ``(n, *shape[1:])`` in ``dtype``.
+    As in Paddle, ``n`` is not part of the static type: the step knows it when it runs (one
+    row per looked-up id). Rows may repeat (their values add up); a row index equal to the
+    height is padding (its values are zero and ignored).
+    """
 
     shape: tuple[int, ...]
     dtype: str
+    sparse: bool = False
 
     def __str__(self) -> str:
-        return f"{_SHORT[self.dtype]}[{','.join(map(str, self.shape))}]"
+        dense = f"{_SHORT[self.dtype]}[{','.join(map(str, self.shape))}]"
+        return f"selected_rows<{dense}>" if self.sparse else dense
 
     @property
     def rank(self) -> int:
         return len(self.shape)
 
+    @property
+    def value_shape(self) -> tuple[int, ...]:
+        """The shape of the array holding the data: ``shape`` for a dense tensor, the
+        ``[-1, *shape[1:]]`` values of a row-sparse one (the row count is known when run)."""
+        return (-1, *self.shape[1:]) if self.sparse else self.shape
+
+    def dense(self) -> TensorType:
+        """The dense tensor type a row-sparse value stands for (itself when dense)."""
+        return TensorType(self.shape, self.dtype) if self.sparse else self
+
     def numel(self) -> int:
-        """Number of elements, or -1 when a dimension is unknown."""
-        return -1 if any(d < 0 for d in self.shape) else math.prod(self.shape)
+        """Number of elements held, or -1 when unknown (always, for a row-sparse value)."""
+        shape = self.value_shape
+        return -1 if any(d < 0 for d in shape) else math.prod(shape)
+
+
+def sparse_type(shape, dtype: str) -> TensorType:
+    """The row-sparse TensorType of rows of a dense ``shape`` (fully known, height first)."""
+    shape = tuple(shape)
+    if len(shape) < 1 or any(d < 0 for d in shape):
+        raise ShapeError(f"a row-sparse value needs a fully known dense shape, got {list(shape)}")
+    if shape[0] > MAX_SPARSE_HEIGHT:
+        raise ShapeError(f"a row-sparse value's height must be below 2**31 - 1, got {shape[0]}")
+    return TensorType(shape, dtype, True)
+
+
+def types_compatible(a: TensorType, b: TensorType) -> bool:
+    """Same dtype and layout, and every dimension equal or unknown on either side: what the
+    verifier demands of a declared type against the inferred one."""
+    if a == b:
+        return True
+    return a.dtype == b.dtype and a.sparse == b.sparse and dims_compatible(a.shape, b.shape)
 
 
 def dims_compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

@@ -1,6 +1,7 @@
 """The verifier: checks every SSA invariant and raises VerifyError showing the op in context.
 
-Single definition, no cycles, every use defined, slots/attrs per op definition, types.
+Single definition, no cycles, every use defined, slots/attrs per op definition, types;
+row-sparse values only where ops take them, and never as state, feeds or graph outputs.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from .errors import GraphcError, VerifyError
 from .graph import Graph, Op, Value
 from .ops import get_op_def, has_op_def
 from .program import ROLES
-from .types import dims_compatible
+from .types import types_compatible
 
 CONTEXT_OPS = 3
 
@@ -71,9 +72,15 @@ def verify(graph: Graph) -> None:
         inputs.add(v)
         if v not in nodes_vals:
             _fail(graph, f"graph input %{v.name} is not in the graph")
+        if v.type.sparse:
+            _fail(graph, f"graph input %{v.name} is row-sparse ({v.type}); feeds and state "
+                         "are dense tensors")
     for v in graph.outputs:
         if v not in nodes_vals:
             _fail(graph, f"graph output %{v.name} is not a value of the graph")
+        if v.type.sparse:
+            _fail(graph, f"graph output %{v.name} is row-sparse ({v.type}); the scope keeps "
+                         "dense tensors", op=graph.producer(v))
 
     for v in graph.values.values():  # table order: the same report every run
         expected = v.var.name if v.version == 0 else f"{v.var.name}#{v.version}"
@@ -87,6 +94,9 @@ def verify(graph: Graph) -> None:
         if producers and v in inputs:
             _fail(graph, f"%{v.name} is a graph input and is also defined by an op",
                   op=producers[0])
+        if v.type.sparse and v.var.persistable:
+            _fail(graph, f"persistable variable '{v.var.name}' holds a row-sparse value "
+                         f"(%{v.name}: {v.type}); state is dense", op=graph.producer(v))
         if not producers and v not in inputs:
             users = list(succ[v])
             if users:
@@ -138,9 +148,11 @@ def _verify_op(graph: Graph, op: Op, order: list[Op]) -> None:
             _fail(graph, f"output '{slot}' has {len(vals)} values but the op produces "
                          f"{len(types)}", op, order)
         for v, t in zip(vals, types):
-            if v.type.dtype != t.dtype or not dims_compatible(v.type.shape, t.shape):
+            if not types_compatible(v.type, t):
+                what = "shape mismatch" if v.type.sparse == t.sparse \
+                    else "row-sparse and dense differ"
                 _fail(graph, f"output '{slot}' %{v.name} is declared {v.type} but the op "
-                             f"produces {t} (shape mismatch)", op, order)
+                             f"produces {t} ({what})", op, order)
 
 
 def _positions_by_slot(adjacent: dict) -> dict[str, list[int]]:

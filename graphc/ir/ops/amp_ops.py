@@ -37,7 +37,9 @@ def _check_finite_and_unscale(c: InferContext):
 
 register("check_finite_and_unscale", "X* Scale", "Out* FoundInfinite",
          infer=_check_finite_and_unscale, traits=(NO_GRAD,), inplace={"Out": "X"},
-         doc="Out[i] = X[i] / Scale; FoundInfinite = whether any X holds an inf or nan")
+         sparse_inputs=("X",),
+         doc="Out[i] = X[i] / Scale; FoundInfinite = whether any X holds an inf or nan "
+             "(row-sparse X: its values)")
 
 
 def _update_loss_scaling(c: InferContext):

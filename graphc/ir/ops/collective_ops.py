@@ -1,5 +1,5 @@
-"""Collective ops: what data-parallel replicas exchange (all-reduce, reduce-scatter, all-gather)
-and the per-replica slicing that Reduce mode's sharded optimizer needs.
+"""Collective ops: what data-parallel replicas exchange (all-reduce, reduce-scatter, all-gather,
+and all-gather of a row-sparse gradient's rows) and the slicing Reduce mode's sharding needs.
 
 Every op carries ``nranks``, the replica count its graph was built for: the backend refuses to
 run it on another count. A *shard* of a tensor of ``n`` elements is its flattened elements,
@@ -125,3 +125,18 @@ for _name, _slots in (("c_allgather", ("X", "Out")), ("c_fused_allgather", ("X*"
              infer=_allgather, traits=_TRAITS,
              doc="the whole tensor (of shape given by shapes/ranks) from every replica's "
                  "[1, c] shard")
+
+
+def _allgather_rows(c: InferContext):
+    _check_common(c)
+    x = c.x("X")
+    c.check(x.sparse, f"X must be row-sparse (SelectedRows), got the dense {x}; dense "
+                      "gradients go through c_allreduce")
+    return {"Out": x}
+
+
+register("c_allgather_rows", "X", "Out", {"nranks": "int", "reduce": ("str", "mean")},
+         infer=_allgather_rows, traits=_TRAITS, sparse_inputs=("X",),
+         doc="a row-sparse value's sum (or mean) over every replica, on every replica, by "
+             "all-gathering rows and values: every replica's rows in replica order (mean: "
+             "values / nranks); exchanges nranks x its rows, never the dense tensor")

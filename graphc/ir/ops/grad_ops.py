@@ -5,7 +5,7 @@ Slots: T's inputs and outputs (optional), ``<out>@GRAD`` inputs, ``<in>@GRAD`` o
 
 from __future__ import annotations
 
-from ..types import FLOAT_DTYPES
+from ..types import FLOAT_DTYPES, sparse_type
 from .registry import (
     _REGISTRY,
     INITIALIZER,
@@ -23,6 +23,12 @@ GRAD_TYPE_FROM = {
     "relu": {"X": "Out"}, "sigmoid": {"X": "Out"}, "tanh": {"X": "Out"},
     "dropout": {"X": "Out@GRAD"}, "softmax_with_cross_entropy": {"Logits": "Softmax"},
 }
+
+
+# Forward ops whose gradient for one input is row-sparse (SelectedRows) when an attribute is
+# set: lookup_table's W@GRAD holds one row per looked-up id (Paddle's is_sparse), never the
+# whole [vocab, width] table.
+SPARSE_GRAD = {"lookup_table": ("W", "is_sparse")}
 
 
 def grad_op_type(op_type: str) -> str:
@@ -76,6 +82,7 @@ def default_grad_maker(op_type: str):
 
 def _make_infer(fwd: OpDef):
     type_from = GRAD_TYPE_FROM.get(fwd.type, {})
+    sparse_slot, sparse_attr = SPARSE_GRAD.get(fwd.type, (None, None))
 
     def infer(c: InferContext):
         out = {}
@@ -83,6 +90,9 @@ def _make_infer(fwd: OpDef):
             src = slot.name if c.has(slot.name) else type_from.get(slot.name)
             if src and c.has(src):
                 out[slot.name + GRAD_SUFFIX] = list(c.xs(src))
+        if sparse_slot is not None and c[sparse_attr] and sparse_slot + GRAD_SUFFIX in out:
+            (dense,) = out[sparse_slot + GRAD_SUFFIX]
+            out[sparse_slot + GRAD_SUFFIX] = [sparse_type(dense.shape, dense.dtype)]
         # integer inputs (labels, ids) have no gradient: the op cannot produce one
         return {k: v for k, v in out.items() if all(t.dtype in FLOAT_DTYPES for t in v)}
     return infer

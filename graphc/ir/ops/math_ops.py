@@ -57,10 +57,14 @@ def _sum(c):
         shape = tuple(a if a >= 0 else b for a, b in zip(shape, t.shape))
         c.check(all(a == b or b < 0 for a, b in zip(shape, t.shape)),
                 f"inputs have shapes {list(xs[0].shape)} and {list(t.shape)}")
-    return {"Out": TensorType(shape, xs[0].dtype)}
+    # Paddle's sum of SelectedRows: row-sparse when every input is (their rows, concatenated),
+    # else dense (the sparse inputs' rows added into the dense sum)
+    return {"Out": TensorType(shape, xs[0].dtype, all(t.sparse for t in xs))}
 
 
-register("sum", "X*", "Out", infer=_sum, inplace={"Out": "X"}, doc="Out = sum of all X")
+register("sum", "X*", "Out", infer=_sum, inplace={"Out": "X"}, sparse_inputs=("X",),
+         doc="Out = sum of all X; row-sparse X: their rows concatenated when all are, else "
+             "added into the dense sum")
 register("assign", "X", "Out", infer=_same_as_x, doc="Out = X (a copy)")
 
 

@@ -35,12 +35,18 @@ def _adam(c):
 
 
 _TRAITS = (OPTIMIZER, STATEFUL, NO_GRAD)
+# Every optimizer takes a row-sparse Grad (an is_sparse embedding's) without densifying it:
+# sgd and momentum as Paddle's sparse kernels do (momentum still decays every velocity row),
+# adam/adamw per lazy_mode (docs/sparse.md states each formula).
+_SPARSE = ("Grad",)
 register("sgd", "Param Grad LearningRate", "ParamOut", infer=_sgd, traits=_TRAITS,
-         inplace={"ParamOut": "Param"}, doc="ParamOut = Param - LearningRate * Grad")
+         inplace={"ParamOut": "Param"}, sparse_inputs=_SPARSE,
+         doc="ParamOut = Param - LearningRate * Grad (row-sparse Grad: only its rows move)")
 register("momentum", "Param Grad Velocity LearningRate", "ParamOut VelocityOut",
          {"mu": "float", "use_nesterov": ("bool", False)}, infer=_momentum, traits=_TRAITS,
-         inplace={"ParamOut": "Param", "VelocityOut": "Velocity"},
-         doc="v = mu*v + g; p -= lr*v (Nesterov: p -= lr*(g + mu*v))")
+         inplace={"ParamOut": "Param", "VelocityOut": "Velocity"}, sparse_inputs=_SPARSE,
+         doc="v = mu*v + g; p -= lr*v (Nesterov: p -= lr*(g + mu*v)); row-sparse g: the "
+             "same, g being zero outside its rows")
 _ADAM_ATTRS = {"beta1": ("float", 0.9), "beta2": ("float", 0.999),
                "epsilon": ("float", 1e-8), "lazy_mode": ("bool", False)}
 _ADAM_SLOTS = ("Param Grad LearningRate Moment1 Moment2 Beta1Pow Beta2Pow",
@@ -48,12 +54,16 @@ _ADAM_SLOTS = ("Param Grad LearningRate Moment1 Moment2 Beta1Pow Beta2Pow",
 _ADAM_INPLACE = {"ParamOut": "Param", "Moment1Out": "Moment1", "Moment2Out": "Moment2",
                  "Beta1PowOut": "Beta1Pow", "Beta2PowOut": "Beta2Pow"}
 register("adam", *_ADAM_SLOTS, _ADAM_ATTRS, infer=_adam, traits=_TRAITS, inplace=_ADAM_INPLACE,
-         doc="Adam with Paddle's bias correction (epsilon scaled by sqrt(1 - beta2^t))")
+         sparse_inputs=_SPARSE,
+         doc="Adam with Paddle's bias correction (epsilon scaled by sqrt(1 - beta2^t)); a "
+             "row-sparse Grad updates every row (zero gradient elsewhere), or with lazy_mode "
+             "only its rows' moments and parameters")
 register("adamw", *_ADAM_SLOTS,
          dict(_ADAM_ATTRS, coeff=("float", 0.01), lr_ratio=("float", 1.0),
               with_decay=("bool", True)),
-         infer=_adam, traits=_TRAITS, inplace=_ADAM_INPLACE,
-         doc="Adam with decoupled weight decay: Param *= 1 - lr*lr_ratio*coeff first")
+         infer=_adam, traits=_TRAITS, inplace=_ADAM_INPLACE, sparse_inputs=_SPARSE,
+         doc="Adam with decoupled weight decay: Param *= 1 - lr*lr_ratio*coeff first (with "
+             "lazy_mode and a row-sparse Grad: only its rows decay)")
 
 
 def _same_as_x(c):

@@ -140,6 +140,10 @@ class OpDef:
     # grad maker hook: (op view, grad-of-output names) -> grad op descriptions (set by backward)
     grad_maker: Callable | None = None
     doc: str = ""
+    # input slots that accept row-sparse values (SelectedRows); every other slot refuses them,
+    # so an op whose rule expects arrays never receives one (its inference would pass the
+    # sparse type through unexamined)
+    sparse_inputs: frozenset[str] = frozenset()
 
     def __post_init__(self):
         self.input_names = tuple(s.name for s in self.inputs)
@@ -194,6 +198,15 @@ class OpDef:
     def infer_types(self, ins: dict[str, list[TensorType]], attrs: dict[str, Any],
                     where: str) -> dict[str, list[TensorType]]:
         """Run shape/dtype inference; errors name the op and ``where``."""
+        for slot, types in ins.items():
+            if slot not in self.sparse_inputs and slot != CONTROL_SLOT \
+                    and any(t.sparse for t in types):  # waiting for a value reads no data
+                accepting = sorted(t for t, d in _REGISTRY.items() if d.sparse_inputs)
+                raise ShapeError(
+                    f"{where}: input '{slot}' of op {self.type} is a row-sparse value "
+                    f"(SelectedRows), which this op does not take; ops that do: "
+                    f"{', '.join(accepting)}. Densify it with get_tensor_from_selected_rows, "
+                    "or build the embedding with is_sparse=False")
         try:
             result = self.infer(InferContext(self.type, ins, attrs))
         except ShapeError as exc:
@@ -205,8 +218,10 @@ _REGISTRY: dict[str, OpDef] = {}
 
 
 def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *,
-             infer: InferFn, traits=(), inplace=None, doc: str = "") -> OpDef:
-    """Register an op. Slots are a space-separated spec string: ``"X Y Bias?"``."""
+             infer: InferFn, traits=(), inplace=None, doc: str = "",
+             sparse_inputs=()) -> OpDef:
+    """Register an op. Slots are a space-separated spec string: ``"X Y Bias?"``.
+    ``sparse_inputs``: input slots that accept row-sparse values (see OpDef)."""
     if op_type in _REGISTRY:
         raise AssertionError(f"op {op_type} registered twice")
     adefs = {}
@@ -216,7 +231,10 @@ def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *
         adefs[name] = AttrDef(name, typ, default)
     opdef = OpDef(op_type, tuple(SlotDef.parse(s) for s in inputs.split()),
                   tuple(SlotDef.parse(s) for s in outputs.split()), adefs, infer,
-                  frozenset(traits), dict(inplace or {}), doc=doc)
+                  frozenset(traits), dict(inplace or {}), doc=doc,
+                  sparse_inputs=frozenset(sparse_inputs))
+    unknown = opdef.sparse_inputs - set(opdef.input_names)
+    assert not unknown, (op_type, "sparse_inputs names unknown slots", sorted(unknown))
     _REGISTRY[op_type] = opdef
     return opdef
 
