@@ -4,6 +4,7 @@ passes chosen by a BuildStrategy, and run them on JAX/XLA."""
 import os
 
 from . import initializer, layers, optimizer, regularizer
+from .backends.selected_rows import SelectedRows
 from .backward import append_backward
 from .distributed.strategy import DistributedStrategy
 from .ir import (
@@ -58,8 +59,8 @@ __all__ = [
     "append_backward", "optimizer", "regularizer", "CheckpointError", "load", "save",
     "Block", "CPUPlace", "CUDAPlace", "Executor", "FeedError", "FetchError", "GraphcError",
     "Graph", "OpDefinitionError", "Operator", "ParamAttr", "Parameter", "ParseError", "Program",
-    "ProgramError", "Scope", "ShapeError", "TensorType", "UnknownOpError", "Variable",
-    "VerifyError", "data", "default_main_program", "default_startup_program", "global_scope",
-    "initializer", "is_compiled_with_cuda", "layers", "lower", "parse", "program_guard",
-    "scope_guard", "unique_name", "verify",
+    "ProgramError", "Scope", "SelectedRows", "ShapeError", "TensorType", "UnknownOpError",
+    "Variable", "VerifyError", "data", "default_main_program", "default_startup_program",
+    "global_scope", "initializer", "is_compiled_with_cuda", "layers", "lower", "parse",
+    "program_guard", "scope_guard", "unique_name", "verify",
 ]

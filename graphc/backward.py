@@ -1,7 +1,8 @@
 """append_backward: add gradient ops for a loss to its program, Paddle style.
 
 Grad ops come from each op's grad maker; a value read by several ops gets its gradient
-contributions under ``@RENAME@`` names, summed before use. Linear in program size.
+contributions under ``@RENAME@`` names, summed before use. Linear in program size. An
+``is_sparse`` embedding's table gets a row-sparse (SelectedRows) gradient.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 from .ir.errors import ProgramError
 from .ir.graph import gc_paused
 from .ir.ops import GRAD_SUFFIX, get_op_def, is_differentiable
+from .ir.ops.grad_ops import SPARSE_GRAD
 from .ir.program import Parameter, Variable
 from .ir.types import FLOAT_DTYPES
 
@@ -83,9 +85,9 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
     grad_of: dict[str, str] = {}  # forward name -> its complete gradient's name
     pending: dict[str, list[str]] = {}  # forward name -> contributions not yet summed
 
-    def grad_var(name: str, grad_name: str) -> str:
+    def grad_var(name: str, grad_name: str, sparse: bool = False) -> str:
         var = block.var(name)
-        block.create_var(grad_name, var.shape, var.dtype)
+        block.create_var(grad_name, var.shape, var.dtype).selected_rows = sparse
         return grad_name
 
     def finalize(name: str) -> str | None:
@@ -94,7 +96,9 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
             if len(parts) == 1:
                 grad_of[name] = parts[0]
             else:
-                full = grad_var(name, name + GRAD_SUFFIX)
+                # typed by inference: the sum of row-sparse parts is row-sparse (a table
+                # shared by sparse lookups), of mixed ones dense
+                full = block.create_var(name + GRAD_SUFFIX, dtype=block.var(name).dtype).name
                 block.append_op("sum", {"X": parts}, {"Out": full}, source=source)
                 grad_of[name] = full
         return grad_of.get(name)
@@ -128,14 +132,16 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                 if None in gs and any(gs):
                     out_grads[slot] = [g or zero_grad(op, n) for n, g in zip(op.outputs[slot], gs)]
             in_grads = {}
+            sparse_slot, sparse_attr = SPARSE_GRAD.get(op.type, (None, None))
             for slot, names in op.inputs.items():
                 gs = []
+                sparse = slot == sparse_slot and bool(op.attrs.get(sparse_attr))
                 for n in names:
                     if n in needed and n in depends and differentiable(n):
                         k = len(pending.get(n, ()))
                         gname = n + GRAD_SUFFIX if contributions[n] == 1 \
                             else f"{n}{GRAD_SUFFIX}@RENAME@{k}"
-                        pending.setdefault(n, []).append(grad_var(n, gname))
+                        pending.setdefault(n, []).append(grad_var(n, gname, sparse))
                         gs.append(gname)
                     else:
                         gs.append(None)
@@ -144,8 +150,12 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                           for n, g in zip(names, gs)]
                 in_grads[slot] = gs
             maker = get_op_def(op.type).grad_maker
+            # a row-sparse output gradient (the table of a sparse lookup that is itself
+            # computed) is checked: the grad op must take it, or the user hears why not
+            sparse_in = any(block.var(g).selected_rows for gs in out_grads.values()
+                            for g in gs if g is not None)
             append = block._append_trusted if getattr(maker, "trusted", False) \
-                else block.append_op
+                and not sparse_in else block.append_op
             for gtype, gins, gouts, gattrs in maker(op.inputs, op.outputs, op.attrs,
                                                     out_grads, in_grads):
                 append(gtype, gins, gouts, gattrs, source=op.source)

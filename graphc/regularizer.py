@@ -1,7 +1,9 @@
 """Weight decay as ops: L2Decay(c) adds c * param to the gradient before the update.
 
 Paddle's semantics: a ParamAttr's regularizer overrides the optimizer's; decay is not scaled
-by the learning rate; ops carry the optimize role.
+by the learning rate; ops carry the optimize role. A row-sparse gradient (an is_sparse
+embedding's) is decayed only on the rows it holds, once per distinct row (sparse_l2_decay);
+rows the batch did not look up are not decayed (docs/sparse.md).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ class L2Decay:
 
     def append(self, block, param, grad):
         """grad + coeff * param, written back into the gradient variable (as Paddle does)."""
+        if grad.selected_rows:
+            block.append_op("sparse_l2_decay", {"Grad": grad, "Param": param}, {"Out": grad},
+                            {"coeff": self.coeff})
+            return grad
         decay = block.create_var(f"{param.name}@DECAY", param.shape, param.dtype)
         block.append_op("scale", {"X": param}, {"Out": decay}, {"scale": self.coeff})
         block.append_op("sum", {"X": [grad, decay]}, {"Out": grad})

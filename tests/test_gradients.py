@@ -131,8 +131,12 @@ class GradCheck:
             return float(run_graph(forward, st, feeds, [loss.name], self.step)[1][0][0])
 
         assert loss_at() == pytest.approx(float(loss0[0]), rel=1e-12, abs=1e-12)
+        self.fetched = dict(grads)  # as fetched: a row-sparse gradient is a SelectedRows
         for var in wrt:
             g = grads[var.name]
+            if isinstance(g, graphc.SelectedRows):  # checked as the dense tensor it stands for
+                assert block.var(param_grads.get(var.name, var.name + GRAD_SUFFIX)).selected_rows
+                g = grads[var.name] = np.asarray(g)
             assert g.dtype == np.dtype(var.dtype) and g.shape == tuple(var.shape)
             value = self.feeds.get(var.name, state.get(var.name))
             self._compare(var.name, value, g, loss_at)
@@ -642,7 +646,8 @@ def test_dropout_mask_fixed_per_step_and_grad_follows_it():
 
 
 @grad_case("lookup_table", params=[{"padding_idx": None}, {"padding_idx": 3},
-                                   {"padding_idx": -1}, {"padding_idx": None, "sparse": True}])
+                                   {"padding_idx": -1}, {"padding_idx": None, "sparse": True},
+                                   {"padding_idx": 3, "sparse": True}])
 def lookup_table(c, padding_idx, sparse=False):
     ids = c.data("ids", np.array([[1], [3], [1], [0], [5]]), grad=False, dtype="int64")
     out = layers.embedding(ids, [6, 3], is_sparse=sparse, padding_idx=padding_idx,
@@ -654,6 +659,12 @@ def lookup_table(c, padding_idx, sparse=False):
     if pad is not None:
         np.testing.assert_array_equal(g[pad], 0.0)
     np.testing.assert_array_equal(g[[2, 4] if pad != 5 else [2, 4, 5]], 0.0)  # unused rows
+    if sparse:  # one row per id, in id order, never the whole table (repeats not merged);
+        # an id at padding_idx becomes a padding row (row = height, zero values)
+        rows = c.fetched[w.name]
+        assert isinstance(rows, graphc.SelectedRows) and rows.height == 6
+        np.testing.assert_array_equal(rows.rows, [1, 6 if pad == 3 else 3, 1, 0, 5])
+        assert rows.values.shape == (5, 3)
 
 
 @grad_case("softmax_with_cross_entropy", params=[

@@ -182,6 +182,22 @@ def _embedding():
     layers.embedding(labels("ids", (-1, 3, 1)), [10, 4], is_sparse=True, padding_idx=-1)
 
 
+@case("merge_selected_rows")
+def _merge_selected_rows():
+    ids = labels("ids", (-1, 1))
+    (_, grad), = graphc.append_backward(layers.mean(layers.embedding(ids, [10, 4],
+                                                                     is_sparse=True)))
+    layers.merge_selected_rows(grad)
+
+
+@case("get_tensor_from_selected_rows")
+def _get_tensor_from_selected_rows():
+    ids = labels("ids", (-1, 2, 1))
+    (_, grad), = graphc.append_backward(layers.mean(layers.embedding(ids, [10, 4],
+                                                                     is_sparse=True)))
+    layers.get_tensor_from_selected_rows(grad)
+
+
 @case("elementwise_add")
 def _add():
     x = graphc.data("x", [-1, 3, 4])

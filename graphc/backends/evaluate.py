@@ -15,6 +15,7 @@ from .rules import (
     is_cross_replica,
     stable_seed,
 )
+from .selected_rows import SelectedRows
 
 
 def op_seed(graph: Graph, op: Op) -> int:
@@ -39,11 +40,25 @@ def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas
 def _store(op: Op, outs: dict[str, list[Value]], results: dict[str, list], env: dict) -> None:
     for slot, vals in outs.items():
         for v, arr in zip(vals, results[slot]):
-            if tuple(arr.shape) != tuple(d if d >= 0 else arr.shape[i]
-                                         for i, d in enumerate(v.type.shape)):
+            if isinstance(arr, SelectedRows) != v.type.sparse:
+                raise LoweringError(f"{op.where}: output %{v.name} is {v.type} but the rule "
+                                    f"produced a {type(arr).__name__}")
+            if v.type.sparse:
+                _check_rows(op, v, arr)
+            elif tuple(arr.shape) != tuple(d if d >= 0 else arr.shape[i]
+                                           for i, d in enumerate(v.type.shape)):
                 raise LoweringError(f"{op.where}: output %{v.name} has shape {list(arr.shape)} "
                                     f"but the IR says {list(v.type.shape)}")
             env[v] = arr
+
+
+def _check_rows(op: Op, v: Value, sr: SelectedRows) -> None:
+    rows, values = sr.rows, sr.values
+    if (sr.height != v.type.shape[0] or tuple(values.shape[1:]) != v.type.shape[1:]
+            or rows.ndim != 1 or values.shape[:1] != rows.shape):
+        raise LoweringError(f"{op.where}: output %{v.name} holds {rows.shape[0]} rows of "
+                            f"{list(values.shape[1:])} (height {sr.height}, rows "
+                            f"{list(rows.shape)}) but the IR says {v.type}")
 
 
 def evaluate_replicas(graph: Graph, envs: list[dict[Value, object]], replicas: Replicas,

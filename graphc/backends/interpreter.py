@@ -18,6 +18,7 @@ from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Value
 from .evaluate import evaluate, evaluate_op, evaluate_replicas
 from .rules import Replicas
+from .selected_rows import SelectedRows, concat_rows, to_host
 
 
 class InterpreterError(GraphcError):
@@ -112,7 +113,8 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
     given whole (or as ``[nranks, c]`` rows), replica r gets its ``[1, c]`` shard, and the
     new state holds them whole again. Collectives use their cross-replica reference rules.
     Returns (new state of replica 0, sharded variables reassembled, [fetches concatenated
-    over replicas along dim 0], as ``with_data_parallel`` merges them).
+    over replicas along dim 0 (a row-sparse one: their rows)], as ``with_data_parallel``
+    merges them).
     ``check_replicated``: raise if a parameter ends up different on two replicas (a gradient
     that was not all-reduced, say).
     """
@@ -141,9 +143,15 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
     new_state = {v.var.name: np.asarray(envs[0][v]) if v.var.shard is None else
                  _unshard(np.concatenate([np.asarray(env[v]) for env in envs]), v.var.shard[1])
                  for v in graph.outputs}
-    fetched = [np.concatenate([np.atleast_1d(np.asarray(env[v])) for env in envs])
-               for v in fetch_values]
+    fetched = [_merge_replicas([env[v] for env in envs]) for v in fetch_values]
     return new_state, fetched
+
+
+def _merge_replicas(values: list):
+    """One fetch over replicas, concatenated along dim 0 (rows, for a row-sparse value)."""
+    if isinstance(values[0], SelectedRows):
+        return concat_rows([to_host(v) for v in values])
+    return np.concatenate([np.atleast_1d(np.asarray(v)) for v in values])
 
 
 def _shard_rows(name: str, value, shard: tuple, nranks: int) -> np.ndarray:
@@ -185,4 +193,4 @@ def run_graph(graph: Graph, state: dict | None = None, feeds: dict | None = None
     else:
         evaluate_concurrently(graph, env, step, num_threads)
     new_state = {v.var.name: np.asarray(env[v]) for v in graph.outputs}
-    return new_state, [np.asarray(env[v]) for v in fetch_values]
+    return new_state, [to_host(env[v]) for v in fetch_values]

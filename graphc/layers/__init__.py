@@ -31,6 +31,8 @@ from .tensor import (
     concat,
     data,
     fill_constant,
+    get_tensor_from_selected_rows,
+    merge_selected_rows,
     reshape,
     split,
     sums,
@@ -42,8 +44,9 @@ monkey_patch_variable()
 __all__ = [
     "accuracy", "assign", "batch_norm", "cast", "concat", "conv2d", "cosine_decay",
     "cross_entropy", "data", "dropout", "elementwise_add", "elementwise_div", "elementwise_mul",
-    "elementwise_sub", "embedding", "fc", "fill_constant", "gelu", "layer_norm", "leaky_relu",
-    "linear_lr_warmup", "matmul", "mean", "piecewise_decay", "pool2d", "reduce_max", "reduce_mean",
+    "elementwise_sub", "embedding", "fc", "fill_constant", "gelu",
+    "get_tensor_from_selected_rows", "layer_norm", "leaky_relu", "linear_lr_warmup", "matmul",
+    "mean", "merge_selected_rows", "piecewise_decay", "pool2d", "reduce_max", "reduce_mean",
     "reduce_sum", "relu", "reshape", "scale", "sigmoid", "softmax", "softmax_with_cross_entropy",
     "split", "sums", "tanh", "topk", "transpose",
 ]

@@ -1,5 +1,5 @@
 """Data declaration and tensor layers: data, fill_constant, cast, reshape, transpose,
-concat, split, sums, assign."""
+concat, split, sums, assign, and the two on row-sparse values (merge, densify)."""
 
 from __future__ import annotations
 
@@ -102,3 +102,25 @@ def assign(input, output=None):
     output = output or helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("assign", {"X": input}, {"Out": output})
     return output
+
+
+def merge_selected_rows(x, name=None):
+    """A row-sparse value (an is_sparse embedding's gradient) with its repeated rows summed
+    into one (unique rows ascending, then padding rows that keep the row count)."""
+    return _from_selected_rows("merge_selected_rows", x, name)
+
+
+def get_tensor_from_selected_rows(x, name=None):
+    """The dense tensor a row-sparse value stands for (zeros outside its rows)."""
+    return _from_selected_rows("get_tensor_from_selected_rows", x, name)
+
+
+def _from_selected_rows(op_type: str, x, name):
+    check_variable(op_type, "x", x)
+    if not x.selected_rows:
+        raise ProgramError(f"{op_type}: '{x.name}' is a dense tensor; it takes a row-sparse "
+                           "value (SelectedRows), such as an is_sparse embedding's gradient")
+    helper = LayerHelper(op_type, name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op(op_type, {"X": x}, {"Out": out})
+    return out

@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..backends.jax import CompiledStep, DataParallelStep, from_rows
+from ..backends.selected_rows import SelectedRows
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, lower
 from ..ir.program import Program, Variable, default_main_program
@@ -110,6 +111,17 @@ def _iterations(compiled) -> int:
 
 def _sig_text(sig: tuple) -> str:
     return ", ".join(f"'{n}' {list(shape)}" for n, shape in sig) or "no feeds"
+
+
+def _to_host(value, iterations: int):
+    """A fetched value as numpy; a row-sparse one stays a SelectedRows (of numpy arrays),
+    one per iteration when a call ran several (its rows and values came back stacked)."""
+    if not isinstance(value, SelectedRows):
+        return np.asarray(value)
+    if iterations > 1:
+        rows, values = np.asarray(value.rows), np.asarray(value.values)
+        return [SelectedRows(rows[k], values[k], value.height) for k in range(iterations)]
+    return value.numpy()
 
 
 def _fetch_name(item) -> str:
@@ -298,6 +310,8 @@ class Executor:
             fetch_var_name="fetch", scope: Scope | None = None, return_numpy: bool = True,
             use_program_cache: bool = True):
         """Run one step; returns the fetched values (numpy arrays unless return_numpy=False).
+        A row-sparse value (an is_sparse embedding's gradient) comes back as a
+        ``graphc.SelectedRows`` (rows, values, height); ``np.asarray`` of it is dense.
 
         For a CompiledProgram whose ``exec_strategy.num_iteration_per_run`` is K > 1, one
         call runs K steps: ``feed`` is a list of K dicts or a dict of arrays with a new
@@ -362,7 +376,7 @@ class Executor:
                    not (isinstance(step, DataParallelStep) and step.num_iterations > 1) else a
                    for a, v in zip(fetched, step.fetch_values)]
         if return_numpy:
-            return [np.asarray(a) for a in fetched]
+            return [_to_host(a, step.num_iterations) for a in fetched]
         return list(fetched)
 
     @staticmethod

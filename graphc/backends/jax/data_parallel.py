@@ -28,6 +28,7 @@ from jax.sharding import PartitionSpec as P
 from ...ir.errors import GraphcError
 from ...ir.graph import Graph
 from ..rules import Replicas
+from ..selected_rows import SelectedRows
 from .step import CompiledStep
 
 
@@ -106,8 +107,10 @@ class DataParallelStep(CompiledStep):
 
         def local(updated, readonly, feeds, step):
             new, created, fetched = body(updated, readonly, feeds, step)
-            # a per-replica scalar becomes [1], so the merged fetch is [nranks]
-            fetched = tuple(f.reshape(f.shape[:lead] + (1,)) if f.ndim == lead else f
+            # a per-replica scalar becomes [1], so the merged fetch is [nranks]; a row-sparse
+            # fetch (rows and values) is merged leaf by leaf: every replica's rows, in order
+            fetched = tuple(f.reshape(f.shape[:lead] + (1,))
+                            if not isinstance(f, SelectedRows) and f.ndim == lead else f
                             for f in fetched)
             return new, created, fetched
 
@@ -122,7 +125,7 @@ class DataParallelStep(CompiledStep):
         feeds = [jax.make_array_from_process_local_data(self.feed_sharding, np.asarray(f))
                  for f in feeds]
         new, created, fetched = self._jitted(*self._args(updated, readonly, feeds, step))
-        return new, created, tuple(self._local_part(f) for f in fetched)
+        return new, created, tuple(jax.tree.map(self._local_part, f) for f in fetched)
 
     def _local_part(self, array) -> np.ndarray:
         """This process's devices' pieces of a merged fetch, in device order."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
+from ..selected_rows import SelectedRows
 from .registry import lowering
 
 
@@ -15,8 +16,11 @@ def _check_finite_and_unscale(c, X, Scale):
     found = jnp.zeros((), bool)
     outs = []
     for x in X:
-        found = found | ~jnp.all(jnp.isfinite(x))
-        outs.append((x.astype(jnp.float32) * inverse).astype(x.dtype))
+        sparse = isinstance(x, SelectedRows)  # a row-sparse gradient: its values
+        v = x.values if sparse else x
+        found = found | ~jnp.all(jnp.isfinite(v))
+        v = (v.astype(jnp.float32) * inverse).astype(v.dtype)
+        outs.append(x.with_values(v) if sparse else v)
     return {"Out": outs, "FoundInfinite": found.reshape(1)}
 
 

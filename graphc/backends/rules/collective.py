@@ -12,6 +12,8 @@ import math
 import jax.numpy as jnp
 from jax import lax
 
+from ..selected_rows import SelectedRows, concat_rows
+
 # one flat buffer of several tensors and back, as the coalesced optimizers lay them out
 from .coalesce import _flat, _split
 from .registry import LoweringError, RuleContext, cross_replica, lowering
@@ -118,6 +120,15 @@ def _shard(c: RuleContext, X):
     return {"Out": lax.dynamic_slice_in_dim(rows, r.axis_index(), 1, axis=0)}
 
 
+@lowering("c_allgather_rows")
+def _allgather_rows(c: RuleContext, X):
+    """Every replica's rows and values, in replica order (the order of their batch slices)."""
+    r = _replicas(c)
+    rows = lax.all_gather(X.rows, r.axes(), axis=0, tiled=True)
+    values = lax.all_gather(X.values, r.axes(), axis=0, tiled=True)
+    return {"Out": SelectedRows(rows, _mean(c, values, r.nranks), X.height)}
+
+
 @lowering(*_ALLGATHER)
 def _allgather(c: RuleContext, X):
     r = _replicas(c)
@@ -151,6 +162,14 @@ def _reduce_scatter_ref(c: RuleContext, per_replica: list[dict]) -> list[dict]:
     rows = [_rows(_mean(c, _sum_over([x[i] for x in xs]), r.nranks), r.nranks)
             for i in range(len(xs[0]))]
     return [_result(c, [t[k:k + 1] for t in rows]) for k in range(r.nranks)]
+
+
+@cross_replica("c_allgather_rows")
+def _allgather_rows_ref(c: RuleContext, per_replica: list[dict]) -> list[dict]:
+    r = _replicas(c)
+    whole = concat_rows([ins["X"] for ins in per_replica])
+    whole = whole.with_values(_mean(c, whole.values, r.nranks))
+    return [{"Out": whole} for _ in per_replica]
 
 
 @cross_replica(*_ALLGATHER)

@@ -9,6 +9,7 @@ import jax.numpy as jnp
 
 from ...ir.ops import GRAD_SUFFIX, forward_type, get_op_def
 from ...ir.types import FLOAT_DTYPES, TensorType
+from ..selected_rows import ROWS_DTYPE, SelectedRows
 from .nn import batch_norm_train
 from .registry import get_rule, lowering
 
@@ -130,3 +131,25 @@ def _batch_norm_grad(c, **kw):
     dx, ds, db = vjp(dy.astype(x.dtype))
     out = {"X@GRAD": dx, "Scale@GRAD": ds, "Bias@GRAD": db}
     return {k: v for k, v in out.items() if k in c.out_types}
+
+
+@lowering("lookup_table_grad")
+def _lookup_table_grad(c, **kw):
+    """W@GRAD: one row per id (``is_sparse``: as a SelectedRows, never the whole table), or
+    the dense table of their sums. Ids at ``padding_idx`` contribute nothing: zeros in the
+    dense gradient, padding rows (row = height) in the sparse one."""
+    table, ids = kw["W"], kw["Ids"]
+    ids = ids.reshape(-1)
+    dout = _dout(kw)
+    values = dout.reshape(ids.shape[0], table.shape[1]).astype(table.dtype)
+    pad = c["padding_idx"]
+    if pad != -1:
+        at_pad = ids == pad
+        values = jnp.where(at_pad[:, None], jnp.zeros((), values.dtype), values)
+    if c["is_sparse"]:
+        height = table.shape[0]
+        rows = ids.astype(ROWS_DTYPE)
+        if pad != -1:
+            rows = jnp.where(at_pad, jnp.asarray(height, ROWS_DTYPE), rows)
+        return {"W@GRAD": SelectedRows(rows, values, height)}
+    return {"W@GRAD": jnp.zeros_like(table).at[ids].add(values)}

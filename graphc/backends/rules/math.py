@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ...ir.ops.shapes import align_for_axis
+from ..selected_rows import SelectedRows, add_to_dense, concat_rows
 from .registry import lowering
 
 
@@ -74,9 +75,15 @@ def _softmax(c, X):
 
 @lowering("sum")
 def _sum(c, X):
-    out = X[0]
-    for x in X[1:]:
+    sparse = [x for x in X if isinstance(x, SelectedRows)]
+    dense = [x for x in X if not isinstance(x, SelectedRows)]
+    if not dense:
+        return {"Out": concat_rows(sparse)}
+    out = dense[0]
+    for x in dense[1:]:
         out = out + x
+    for x in sparse:
+        out = add_to_dense(out, x)
     return {"Out": out}
 
 

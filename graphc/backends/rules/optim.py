@@ -1,6 +1,7 @@
 """Lowering rules for optimizer and learning-rate ops, with Paddle's update formulas.
 
 Adam's bias correction folds into the step size and scales epsilon, as Paddle's kernel does.
+A row-sparse gradient (SelectedRows) goes to its update in sparse.py.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ import math as pymath
 
 import jax.numpy as jnp
 
+from ..selected_rows import SelectedRows
 from .registry import lowering
+from .sparse import adam_rows, momentum_rows, sgd_rows
 
 
 def _lr(lr, like):
@@ -18,11 +21,15 @@ def _lr(lr, like):
 
 @lowering("sgd")
 def _sgd(c, Param, Grad, LearningRate):
+    if isinstance(Grad, SelectedRows):
+        return sgd_rows(Param, Grad, LearningRate)
     return {"ParamOut": Param - _lr(LearningRate, Param) * Grad.astype(Param.dtype)}
 
 
 @lowering("momentum")
 def _momentum(c, Param, Grad, Velocity, LearningRate):
+    if isinstance(Grad, SelectedRows):
+        return momentum_rows(c, Param, Grad, Velocity, LearningRate)
     mu = jnp.asarray(c["mu"], Param.dtype)
     g = Grad.astype(Param.dtype)
     v = mu * Velocity + g
@@ -32,6 +39,8 @@ def _momentum(c, Param, Grad, Velocity, LearningRate):
 
 
 def adam_update(c, param, grad, lr, m1, m2, b1pow, b2pow):
+    if isinstance(grad, SelectedRows):
+        return adam_rows(c, param, grad, lr, m1, m2, b1pow, b2pow)
     b1, b2 = jnp.asarray(c["beta1"], m1.dtype), jnp.asarray(c["beta2"], m1.dtype)
     g = grad.astype(m1.dtype)
     m1 = b1 * m1 + (1 - b1) * g
@@ -53,6 +62,9 @@ def _adam(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow):
 def _adamw(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow):
     if c["with_decay"]:
         decay = _lr(LearningRate, Param) * jnp.asarray(c["lr_ratio"] * c["coeff"], Param.dtype)
+        if isinstance(Grad, SelectedRows):  # lazy mode decays only the rows it updates
+            return adam_rows(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow,
+                             Beta2Pow, decay)
         Param = Param * (1 - decay)
     return adam_update(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow)
 

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from ...ir.errors import GraphcError
 from ...ir.ops import get_op_def
+from ..selected_rows import SelectedRows
 
 # Paddle programs use int64 labels and float64 checks: JAX must keep 64-bit types.
 jax.config.update("jax_enable_x64", True)
@@ -204,5 +205,7 @@ def apply_cross_replica(op_type: str, attrs, ins: list[dict[str, list]],
 
 
 def _as_type(v, dtype: str):
+    if isinstance(v, SelectedRows):
+        return v if v.values.dtype == dtype else v.astype(dtype)
     v = jnp.asarray(v)
     return v if v.dtype == dtype else v.astype(dtype)
