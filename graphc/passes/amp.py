@@ -57,6 +57,8 @@ of the right type (e.g. kept from a program) reuses them.
 ``num_good_steps``, ``num_bad_steps``, and ``found_infinite`` (true: this step was skipped).
 
 Declines, with a ``skipped:`` statistic: ops with float64 (or other-precision) operands; ops
+that would go low but read or write a row-sparse value (``lookup_table_grad`` of an
+``is_sparse`` embedding: kept float32; sparse gradients are unscaled all the same); ops
 whose shape inference refuses the low-precision types; loss scaling on graphs without
 optimizer ops or without a loss-gradient seed; state created by the step (nothing to keep).
 """
@@ -170,6 +172,11 @@ class _Casting:
     def run(self) -> None:
         for op in list(self.graph.ops()):
             if self._eligible(op) and self._wants_low(op):
+                if any(v.type.sparse for v in op.input_values() + op.output_values()):
+                    # casts and the low-precision rules take dense tensors; the op is left in
+                    # float32, reading the float32 values its neighbours' casts provide
+                    self.ctx.decline(f"{op.type}: row-sparse operand (kept float32)")
+                    continue
                 self._to_low(op)
         self._remove_unread_casts()
 

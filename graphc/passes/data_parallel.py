@@ -6,7 +6,11 @@ Matches: every optimizer op (OPTIMIZER trait, fused ones included) and its ``Gra
 Produces, in **all_reduce** mode (Paddle's AllReduce): one ``c_allreduce`` per dense gradient,
 right after the backward op that finishes it (so in backward order) and before anything of the
 optimize role reads it (regularisation, the optimizer). Its output is a new version of the
-gradient variable, so fetching ``w@GRAD`` gives the aggregated gradient. ``reduce = mean``
+gradient variable, so fetching ``w@GRAD`` gives the aggregated gradient. A row-sparse gradient
+(an ``is_sparse`` embedding's) gets a ``c_allgather_rows`` instead: every replica's rows and
+values, concatenated in replica order, which the optimizer merges; what moves scales with the
+batch, not the vocabulary (Paddle reduces such gradients to one device and broadcasts them).
+``reduce = mean``
 (GradientScaleStrategy.CoeffNumDevice: the loss gradient counts 1/nranks per replica) or
 ``sum`` (One, Customized). Every replica then runs every optimizer op on equal inputs.
 
@@ -22,9 +26,10 @@ linear and the parameter is equal on every replica.
 
 Declines, with a ``skipped:`` statistic: graphs without optimizer ops (inference: replicas
 run independently); nranks = 1. In reduce mode an optimizer op that is already fused (run
-this pass before fuse-all-optimizer-ops), has state of another shape than its parameter, or
+this pass before fuse-all-optimizer-ops), has state of another shape than its parameter,
 reads a regularised gradient while ``reduce = sum`` (the sum would count the decay nranks
-times) is not sharded: its gradients are all-reduced instead, so every replica stays equal.
+times), or reads a row-sparse gradient is not sharded: its gradients are all-reduced (sparse:
+all-gathered) instead, so every replica stays equal.
 """
 
 from __future__ import annotations
@@ -95,11 +100,13 @@ class DataParallel(Pass):
             rw = ctx.rewriter
             producer = graph.producer(g)
             out = rw.new_version(g)
-            op = rw.create_op("c_allreduce", {"X": g}, {"Out": out},
+            # a row-sparse gradient is all-gathered (rows and values), never made dense
+            collective = "c_allgather_rows" if g.type.sparse else "c_allreduce"
+            op = rw.create_op(collective, {"X": g}, {"Out": out},
                               {"nranks": nranks, "reduce": self.reduce}, role="backward",
                               after=producer)
             rw.replace_all_uses(g, out, except_ops=[op])
-            ctx.count("all_reduce")
+            ctx.count("all_gather_rows" if g.type.sparse else "all_reduce")
 
     # -- Reduce (sharded optimizer) ----------------------------------------------------
     def _shard_optimizer(self, graph: Graph, ctx: PassContext, op: Op, nranks: int) -> bool:
@@ -111,6 +118,10 @@ class DataParallel(Pass):
                         "fuse-all-optimizer-ops); all-reduced instead")
             return False
         param, grad = ins["Param"][0], ins["Grad"][0]
+        if grad.type.sparse:
+            ctx.decline(f"{op.type}: row-sparse gradient (its rows are all-gathered, not "
+                        "reduce-scattered); not sharded")
+            return False
         if any(d < 0 for d in param.shape):
             ctx.decline(f"{op.type}: parameter of unknown shape; all-reduced instead")
             return False

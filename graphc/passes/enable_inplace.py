@@ -5,7 +5,9 @@ a gradient op of an elementwise op inherits ``Out@GRAD -> X@GRAD``) and lets the
 the input's buffer when Paddle's reusability rules hold (paddle-passes.md section 6) over
 the stable topological order:
 
-- input and output have the same type (dtype and shape), so the buffer fits exactly;
+- input and output have the same type (dtype and shape), so the buffer fits exactly, and
+  neither is row-sparse (rows and values are two buffers whose size only the run knows;
+  a sparse value's bytes are predicted as one row and its index per batch element);
 - the op is the input's last reader, reads it exactly once, and nothing reads it later;
 - the input is not fetched, not a feed (the caller owns feeds), not already given away;
 - a temporary never becomes persistable state, and state is reused only by a later version
@@ -28,6 +30,7 @@ schedule; ops run concurrently (the interpreter's thread pool) never share buffe
 from __future__ import annotations
 
 import functools
+import math
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import ClassVar
@@ -69,6 +72,10 @@ def symbolic_bytes(value: Value) -> tuple[int, int]:
 @functools.lru_cache(maxsize=4096)
 def _type_bytes(type: TensorType) -> tuple[int, int]:
     size, unknown = _ITEMSIZE.get(type.dtype, 4), 0
+    if type.sparse:
+        # values [n, *shape[1:]] and n int32 row indices; n (one row per id) is taken to
+        # grow with the batch like any other -1 dimension
+        return size * math.prod(type.shape[1:]) + _ITEMSIZE["int32"], 1
     for d in type.shape:
         if d < 0:
             unknown += 1
@@ -338,7 +345,8 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
                             decline(why)
                     if taken is None and donated_now and o.var.persistable:
                         taken = _donated_fallback(o, t, final, buf, buffers, updated_by_var)
-                    if taken is None and pooling and not o.var.persistable:
+                    if taken is None and pooling and not o.var.persistable \
+                            and not o.type.sparse:
                         stack = free.get(symbolic_bytes(o) + (o.dtype,))
                         if stack:
                             b = stack.pop()
@@ -354,7 +362,8 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
             if pooling:  # temporaries that died here go back to the pool, latest on top
                 for v in data_in + [o for vs in outs.values() for o in vs]:
                     b = buf.get(v)
-                    if b is None or buffers[b].holder is not v or buffers[b].start < 0:
+                    if b is None or buffers[b].holder is not v or buffers[b].start < 0 \
+                            or v.type.sparse:
                         continue
                     if buffers[b].holder_end == t and v not in live_to_end and b not in pooled:
                         free.setdefault(buffers[b].size + (v.dtype,), []).append(b)
@@ -382,6 +391,8 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
 def _reusable(i: Value, o: Value, t: int, reads: Counter, buf: dict,
               buffers: list[_Buffer], keep: set, donated_now: bool) -> str | None:
     """None when ``o`` may take ``i``'s buffer at position ``t``, else why not."""
+    if i.type.sparse or o.type.sparse:
+        return "row-sparse value (rows and values: two buffers, sized only when run)"
     if i.type != o.type:
         return "input and output types differ"
     if reads[i] != 1:

@@ -12,7 +12,9 @@ parameter and accumulator keeps its name and SSA version: graph outputs, fetches
 write-back and any op reading an updated parameter are untouched. Control dependencies of
 the members are merged (those between members are dropped, as Paddle's ReLinkNodes does).
 
-Declines, with a ``skipped:`` statistic: a candidate left alone in its group (the only op
+Declines, with a ``skipped:`` statistic: an op whose gradient is row-sparse (an
+``is_sparse`` embedding's: its own op scatters the rows; Paddle skips them too); a candidate
+left alone in its group (the only op
 of its type, or its learning rate, attributes, dtypes or role differ from every other one:
 the reason names what differs from the closest candidate); and members whose fusion would
 create a cycle (one reads another's output, or depends on it through other ops), which are
@@ -101,9 +103,20 @@ class FuseAllOptimizerOps(Pass):
     _check = members_of("op_types", FUSED_OPTIMIZERS, "optimizer ops (no fused form)")
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
-        candidates = [op for op in graph.ops() if op.type in self.op_types]
+        candidates, sparse = [], 0
+        for op in graph.ops():
+            if op.type not in self.op_types:
+                continue
+            if any(g.type.sparse for g in op.inputs["Grad"]):
+                # as Paddle's fuse_optimizer passes, which take dense gradients only
+                ctx.decline(f"{op.type}: row-sparse gradient (a fused optimizer takes dense "
+                            "ones; its own op scatters the rows)")
+                sparse += 1
+                continue
+            candidates.append(op)
         if not candidates:
-            ctx.decline("no optimizer ops")
+            if not sparse:
+                ctx.decline("no optimizer ops")
             return
         keys = {op: _key(op) for op in candidates}
         by_key: dict[tuple, list[Op]] = {}
@@ -169,7 +182,8 @@ class FuseAllOptimizerOps(Pass):
         # Check the fused op before the members go, so a refusal leaves the graph as it was.
         opdef = get_op_def(fused_type)
         where = f"{fused_type} replacing {members[0].where}"
-        opdef.infer_types({s: v if isinstance(v, list) else [v] for s, v in ins.items()},
+        opdef.infer_types({s: [x.type for x in (v if isinstance(v, list) else [v])]
+                           for s, v in ins.items()},
                           opdef.normalize_attrs(dict(attrs), where), where)
         for m in members:
             rw.erase_op(m, erase_outputs=False)

@@ -30,6 +30,11 @@ and the members' control dependencies are merged (those between members dropped)
 of one keeps its plain op. Statistics: ``buckets`` (collectives of these kinds afterwards),
 ``fused`` (ops merged into fused ones), ``skipped: ...`` (bucket of one, why; no candidates).
 ``bucket_plan`` / ``buckets_in`` explain the plan as a table (bucket, layers, params, bytes).
+
+Row-sparse gradients (``is_sparse`` embeddings) are never bucketed: data-parallel gives each a
+``c_allgather_rows`` of its own (a flat buffer of dense tensors cannot hold rows whose count
+only the run knows), as Paddle's fuse_all_reduce leaves sparse gradients out. The pass says
+so (``skipped: c_allgather_rows: ...``) and the plan lists them under ``left out``.
 """
 
 from __future__ import annotations
@@ -251,11 +256,21 @@ class Bucket:
 
 
 class BucketPlan(list):
-    """A list of Buckets; ``str()`` / ``table()`` print them (bucket, layers, params, bytes)."""
+    """A list of Buckets; ``str()`` / ``table()`` print them (bucket, layers, params, bytes).
+
+    ``left_out``: (parameter, why) for gradients exchanged outside any bucket: row-sparse
+    ones, all-gathered on their own (``c_allgather_rows``), as Paddle leaves them out too."""
+
+    def __init__(self, buckets=(), left_out=()):
+        super().__init__(buckets)
+        self.left_out: list[tuple[str, str]] = list(left_out)
 
     def table(self) -> str:
-        if not self:
-            return "no gradient collectives"
+        lines = self._bucket_lines() if self else ["no gradient collectives"]
+        lines += [f"left out: {param} ({why})" for param, why in self.left_out]
+        return "\n".join(lines)
+
+    def _bucket_lines(self) -> list[str]:
         head = ("bucket", "collective", "dtype", "layers", "params", "bytes", "parameters")
         rows = [(str(b.index), b.collective, b.dtype, str(len(b.layers)), str(len(b.params)),
                  str(b.nbytes), ", ".join(b.params)) for b in self]
@@ -266,7 +281,7 @@ class BucketPlan(list):
         total = sum(b.nbytes for b in self)
         lines.append(f"{len(self)} buckets, {sum(len(b.params) for b in self)} tensors, "
                      f"{total} bytes ({total / MB:.3f} MB)")
-        return "\n".join(lines)
+        return lines
 
     def __str__(self) -> str:
         return self.table()
@@ -290,16 +305,28 @@ def bucket_plan(graph: Graph, max_mb: float = 32.0, max_layers: int = 0,
     fusion) with these bounds; ``print()`` the result for a table."""
     plan = plan_graph(graph, op_types, max_mb, max_layers)
     fused = {**GRADIENT_FUSED, **PARAMETER_FUSED}
-    return BucketPlan(_bucket(i, fused[g[0].type] if len(g) > 1 else g[0].type,
-                              [_tensor(op) for op in g]) for i, g in enumerate(plan.groups))
+    return BucketPlan((_bucket(i, fused[g[0].type] if len(g) > 1 else g[0].type,
+                               [_tensor(op) for op in g]) for i, g in enumerate(plan.groups)),
+                      sparse_left_out(graph))
 
 
 def buckets_in(graph: Graph, op_types: Iterable[str] = (*GRADIENT_FUSED,
                                                           *GRADIENT_FUSED.values())) -> BucketPlan:
     """The buckets a (fused) graph exchanges: each collective of ``op_types`` is one bucket."""
     op_types = set(op_types)
-    return BucketPlan(_bucket(i, op.type, _whole(op)) for i, op in
-                      enumerate(o for o in graph.ops() if o.type in op_types))
+    return BucketPlan((_bucket(i, op.type, _whole(op)) for i, op in
+                       enumerate(o for o in graph.ops() if o.type in op_types)),
+                      sparse_left_out(graph))
+
+
+SPARSE_EXCHANGE = "c_allgather_rows"
+SPARSE_WHY = "row-sparse gradient: its rows are all-gathered on their own, not bucketed"
+
+
+def sparse_left_out(graph: Graph) -> list[tuple[str, str]]:
+    """(parameter, why) for each row-sparse gradient's all-gather, in graph order."""
+    return [(param_of(op.inputs["X"][0]), SPARSE_WHY) for op in graph.ops()
+            if op.type == SPARSE_EXCHANGE]
 
 
 # -- rewriting ------------------------------------------------------------------------------------
@@ -308,6 +335,9 @@ def fuse_buckets(graph: Graph, ctx: PassContext, fused_types: dict[str, str], ma
                  max_layers: int) -> None:
     """Apply ``plan_graph`` to the graph: one fused op per group of two or more."""
     plan = plan_graph(graph, fused_types, max_mb, max_layers)
+    left_out = sparse_left_out(graph)
+    if left_out:
+        ctx.decline(f"{SPARSE_EXCHANGE}: {SPARSE_WHY}", len(left_out))
     if not plan.groups:
         ctx.decline(f"no {' or '.join(fused_types)} ops")
         return

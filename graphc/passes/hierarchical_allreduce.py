@@ -8,9 +8,10 @@ all-gathers inside the group, so the links between groups carry 1/inter_nranks o
 The sum is the same; only the order of additions differs. The executor builds its mesh with
 groups of ``BuildStrategy.hierarchical_allreduce_inter_nranks`` (the same number).
 
-Declines (``skipped: ...``): ``inter_nranks`` 0 or 1, equal to nranks, or not dividing it
-(one level would do, or the mesh cannot be formed); an all-reduce already hierarchical with
-another group size. Stats: ``hierarchical``.
+Declines (``skipped: ...``): row-sparse gradients' ``c_allgather_rows`` (an all-gather has
+no reduction to split into levels: it stays flat); ``inter_nranks`` 0 or 1, equal to nranks,
+or not dividing it (one level would do, or the mesh cannot be formed); an all-reduce already
+hierarchical with another group size. Stats: ``hierarchical``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,10 @@ class HierarchicalAllReduce(Pass):
     inter_nranks: int = 0  # replicas per group (BuildStrategy.hierarchical_allreduce_inter_nranks)
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
+        gathers = sum(op.type == "c_allgather_rows" for op in graph.ops())
+        if gathers:  # nothing to reduce-scatter: each replica's rows are already a piece
+            ctx.decline("c_allgather_rows: a row-sparse gradient's all-gather stays flat",
+                        gathers)
         ops = [op for op in graph.ops() if op.type in ALLREDUCES]
         if not ops:
             ctx.decline("no all-reduce ops")
