@@ -1,4 +1,5 @@
-"""Small reference models built with graphc's layers: the demo CNN and an MLP.
+"""Small reference models built with graphc's layers: the demo CNN, an MLP, ResNet, and
+Paddle's bow_net (a sparse embedding).
 
 Shared by `graphc demo`, the benchmarks and the tests, so all of them speak of one model.
 """
@@ -110,3 +111,29 @@ def resnet(depth: int = 50, num_classes: int = 1000, image_shape=(3, 224, 224),
         loss = layers.mean(layers.softmax_with_cross_entropy(logits, label))
         acc = layers.accuracy(logits, label)
     return Model(main, startup, [image, label], loss, {"accuracy": acc, "logits": logits})
+
+
+def bow_net(dict_dim: int = 5147, seq_len: int = 16, emb_dim: int = 128, hid_dim: int = 128,
+            hid_dim2: int = 96, class_dim: int = 2, is_sparse: bool = True,
+            padding_idx: int | None = 0, optimizer_fn=None) -> Model:
+    """Paddle's bow_net (its pass tests' sparse model): embedding -> sum pool -> tanh ->
+    fc tanh -> fc tanh -> fc softmax, cross-entropy mean.
+
+    graphc has no LoD sequences: ``words`` is ``[-1, seq_len, 1]`` ids padded with
+    ``padding_idx`` (whose embedding is zero), so the sum pool is a ``reduce_sum`` over the
+    sequence axis, the sum over each sequence's real words. ``optimizer_fn()``, when given,
+    returns the optimizer that minimises the loss (in the model's name scope)."""
+    main, startup = Program(), Program()
+    with program_guard(main, startup), unique_name.guard():
+        words = data("words", [-1, seq_len, 1], "int64")
+        label = data("label", [-1, 1], "int64")
+        emb = layers.embedding(words, [dict_dim, emb_dim], is_sparse=is_sparse,
+                               padding_idx=padding_idx)
+        bow = layers.tanh(layers.reduce_sum(emb, dim=1))
+        fc_1 = layers.fc(bow, hid_dim, act="tanh")
+        fc_2 = layers.fc(fc_1, hid_dim2, act="tanh")
+        prediction = layers.fc(fc_2, class_dim, act="softmax")
+        loss = layers.mean(layers.cross_entropy(prediction, label))
+        if optimizer_fn is not None:
+            optimizer_fn().minimize(loss)
+    return Model(main, startup, [words, label], loss, {"prediction": prediction})
