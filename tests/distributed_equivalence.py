@@ -1,10 +1,11 @@
 """Worker of test_distributed.py's equivalence test (not a test module itself).
 
 ``graphc launch --nproc_per_node 2 tests/distributed_equivalence.py OUT_DIR`` trains the same
-small MLP (batch norm included) under every configuration in CONFIGS, one after the other in
-one job (one bootstrap), each rank feeding its contiguous half of every global batch; every
-rank writes ``OUT_DIR/<config>.<rank>.npz`` (its per-step loss fetches and the parameters).
-The test imports ``build``/``batches``/``strategy`` to compute the 1-process reference.
+small MLP (batch norm included) under every configuration in CONFIGS, and Paddle's bow_net
+with a sparse embedding under "sparse" (its rows all-gathered across processes), one after
+the other in one job (one bootstrap), each rank feeding its contiguous half of every global
+batch; every rank writes ``OUT_DIR/<config>.<rank>.npz`` (its per-step loss fetches and the
+parameters). The test imports ``build``/``batches``/``strategy`` for the 1-process reference.
 """
 
 from __future__ import annotations
@@ -23,7 +24,9 @@ CONFIGS = {
     "hierarchical": {"fuse_all_reduce_ops": True, "use_hierarchical_allreduce": True,
                      "hierarchical_allreduce_inter_nranks": 2},
     "amp": {"fuse_all_reduce_ops": True, "amp": True},
+    "sparse": {"fuse_all_reduce_ops": True},
 }
+VOCAB, SEQ = 30, 5
 
 
 def strategy(config: str):
@@ -33,8 +36,10 @@ def strategy(config: str):
     return s
 
 
-def build():
-    """The MLP; returns the model (programs, loss)."""
+def build(config: str = "flat"):
+    """The config's model (programs, loss): bow_net with is_sparse for "sparse", else the MLP."""
+    if config == "sparse":
+        return models.bow_net(VOCAB, SEQ, emb_dim=8, hid_dim=16, hid_dim2=8, class_dim=CLASSES)
     return models.mlp(INPUT_DIM, hidden=(16, 16), num_classes=CLASSES, batch_norm=True)
 
 
@@ -42,11 +47,15 @@ def optimizer():
     return graphc.optimizer.Momentum(learning_rate=0.1, momentum=0.9)
 
 
-def batches():
+def batches(config: str = "flat") -> list[dict]:
+    """Global batches as feed dicts (words repeat within a batch for "sparse")."""
     rng = np.random.RandomState(0)
-    return [(rng.randn(GLOBAL_BATCH, INPUT_DIM).astype("float32"),
-             rng.randint(0, CLASSES, (GLOBAL_BATCH, 1)).astype("int64"))
-            for _ in range(STEPS)]
+    label = [rng.randint(0, CLASSES, (GLOBAL_BATCH, 1)).astype("int64") for _ in range(STEPS)]
+    if config == "sparse":
+        return [{"words": rng.randint(0, VOCAB // 2, (GLOBAL_BATCH, SEQ, 1)).astype("int64"),
+                 "label": y} for y in label]
+    return [{"x": rng.randn(GLOBAL_BATCH, INPUT_DIM).astype("float32"), "label": y}
+            for y in label]
 
 
 def params(model, scope) -> dict:
@@ -59,7 +68,7 @@ def main(out_dir: str) -> None:
     rank, n = fleet.worker_index(), fleet.worker_num()
     per_rank = GLOBAL_BATCH // n
     for config in CONFIGS:
-        model = build()
+        model = build(config)
         scope = graphc.Scope()
         with graphc.scope_guard(scope), graphc.program_guard(model.main, model.startup):
             opt = fleet.distributed_optimizer(optimizer(), strategy(config))
@@ -67,9 +76,10 @@ def main(out_dir: str) -> None:
             exe = graphc.Executor(graphc.CPUPlace())
             exe.run(model.startup)
             losses = []
-            for x, y in batches():
+            for batch in batches(config):
                 lo, hi = rank * per_rank, (rank + 1) * per_rank
-                loss, = exe.run(fleet.main_program, feed={"x": x[lo:hi], "label": y[lo:hi]},
+                loss, = exe.run(fleet.main_program,
+                                feed={k: v[lo:hi] for k, v in batch.items()},
                                 fetch_list=[model.loss])
                 losses.append(np.asarray(loss))
             np.savez(f"{out_dir}/{config}.{rank}.npz", losses=np.stack(losses),

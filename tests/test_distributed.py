@@ -63,7 +63,8 @@ def left_behind(marker: str, wait: float = 10.0) -> str:
 @pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun")
 def test_two_processes_match_one_process_with_four_devices(tmp_path):
     """One job (one bootstrap) trains every configuration of distributed_equivalence.py
-    (flat all-reduce, bucketed, hierarchical with inter_nranks=2, amp): per-device losses of
+    (flat all-reduce, bucketed, hierarchical with inter_nranks=2, amp, and bow_net with a
+    sparse embedding whose rows are all-gathered across processes): per-device losses of
     the two ranks, concatenated, and the trainable parameters of both ranks equal those of
     one process with 4 devices (1e-5), batch norm's statistics on rank 0 too; the rank logs
     land in --log_dir."""
@@ -77,12 +78,12 @@ def test_two_processes_match_one_process_with_four_devices(tmp_path):
                   timeout=180)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     for rank in (0, 1):  # rank-prefixed output, and each rank's own log without the prefix
-        assert f"[rank {rank}] amp: done" in proc.stdout
+        assert f"[rank {rank}] sparse: done" in proc.stdout
         log = (logs / f"workerlog.{rank}").read_text()
-        assert "amp: done" in log and "[rank" not in log
+        assert "sparse: done" in log and "[rank" not in log
 
     for config in eq.CONFIGS:
-        model = eq.build()
+        model = eq.build(config)
         scope = graphc.Scope()
         with graphc.unique_name.guard(), graphc.scope_guard(scope), \
                 graphc.program_guard(model.main, model.startup):
@@ -92,9 +93,9 @@ def test_two_processes_match_one_process_with_four_devices(tmp_path):
             ).with_data_parallel(loss_name=model.loss.name, places=graphc.cpu_places(4))
             exe = graphc.Executor(graphc.CPUPlace())
             exe.run(model.startup)
-            ref_losses = np.stack([np.asarray(exe.run(cp, feed={"x": x, "label": y},
+            ref_losses = np.stack([np.asarray(exe.run(cp, feed=batch,
                                                       fetch_list=[model.loss])[0])
-                                   for x, y in eq.batches()])
+                                   for batch in eq.batches(config)])
             ref = eq.params(model, scope)
         got = [np.load(tmp_path / f"{config}.{rank}.npz") for rank in (0, 1)]
         losses = np.concatenate([g["losses"] for g in got], axis=1)  # (steps, 4 devices)
