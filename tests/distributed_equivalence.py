@@ -27,6 +27,7 @@ CONFIGS = {
     "sparse": {"fuse_all_reduce_ops": True},
 }
 VOCAB, SEQ = 30, 5
+SPARSE_GRAD = "embedding_0.w_0@GRAD"
 
 
 def strategy(config: str):
@@ -75,15 +76,19 @@ def main(out_dir: str) -> None:
             opt.minimize(model.loss)
             exe = graphc.Executor(graphc.CPUPlace())
             exe.run(model.startup)
-            losses = []
+            losses, extra = [], {}
+            fetch = [model.loss] + ([SPARSE_GRAD] if config == "sparse" else [])
             for batch in batches(config):
                 lo, hi = rank * per_rank, (rank + 1) * per_rank
-                loss, = exe.run(fleet.main_program,
-                                feed={k: v[lo:hi] for k, v in batch.items()},
-                                fetch_list=[model.loss])
+                loss, *grad = exe.run(fleet.main_program,
+                                      feed={k: v[lo:hi] for k, v in batch.items()},
+                                      fetch_list=fetch)
                 losses.append(np.asarray(loss))
+                if grad:  # this rank's devices' part of the fetch, as the dense one it stands for
+                    extra = {"fetched_sparse_grad": np.asarray(grad[0]),
+                             "fetched_sparse_height": np.asarray(grad[0].height)}
             np.savez(f"{out_dir}/{config}.{rank}.npz", losses=np.stack(losses),
-                     **params(model, scope))
+                     **params(model, scope), **extra)
         print(f"{config}: done, losses {[float(np.mean(v)) for v in losses]}", flush=True)
 
 

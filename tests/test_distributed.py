@@ -93,9 +93,9 @@ def test_two_processes_match_one_process_with_four_devices(tmp_path):
             ).with_data_parallel(loss_name=model.loss.name, places=graphc.cpu_places(4))
             exe = graphc.Executor(graphc.CPUPlace())
             exe.run(model.startup)
-            ref_losses = np.stack([np.asarray(exe.run(cp, feed=batch,
-                                                      fetch_list=[model.loss])[0])
-                                   for batch in eq.batches(config)])
+            fetch = [model.loss] + ([eq.SPARSE_GRAD] if config == "sparse" else [])
+            fetched = [exe.run(cp, feed=batch, fetch_list=fetch) for batch in eq.batches(config)]
+            ref_losses = np.stack([np.asarray(f[0]) for f in fetched])
             ref = eq.params(model, scope)
         got = [np.load(tmp_path / f"{config}.{rank}.npz") for rank in (0, 1)]
         losses = np.concatenate([g["losses"] for g in got], axis=1)  # (steps, 4 devices)
@@ -103,7 +103,17 @@ def test_two_processes_match_one_process_with_four_devices(tmp_path):
         np.testing.assert_allclose(losses, ref_losses, rtol=1e-5, atol=1e-5,
                                    err_msg=f"{config}: per-device losses")
         np.testing.assert_allclose(losses.mean(1), ref_losses.mean(1), rtol=1e-5, atol=1e-5)
-        assert set(ref) == set(got[0].files) - {"losses"}
+        sparse_keys = {"fetched_sparse_grad", "fetched_sparse_height"}
+        assert set(ref) == set(got[0].files) - {"losses"} - sparse_keys
+        if config == "sparse":  # each rank gets its 2 devices' blocks of the 4 devices' fetch
+            whole = fetched[-1][1]
+            assert isinstance(whole, graphc.SelectedRows) and whole.height == 4 * eq.VOCAB
+            for rank in (0, 1):
+                assert int(got[rank]["fetched_sparse_height"]) == 2 * eq.VOCAB
+                np.testing.assert_allclose(
+                    got[rank]["fetched_sparse_grad"],
+                    np.asarray(whole)[rank * 2 * eq.VOCAB:(rank + 1) * 2 * eq.VOCAB],
+                    rtol=1e-5, atol=1e-6, err_msg=f"sparse fetch on rank {rank}")
         trainable = {p.name for p in model.main.global_block().all_parameters()
                      if p.trainable}
         for name, value in ref.items():

@@ -664,6 +664,7 @@ def lookup_table(c, padding_idx, sparse=False):
         rows = c.fetched[w.name]
         assert isinstance(rows, graphc.SelectedRows) and rows.height == 6
         np.testing.assert_array_equal(rows.rows, [1, 6 if pad == 3 else 3, 1, 0, 5])
+        assert (rows.values[1] == 0.0).all() == (pad == 3)  # a padding row holds zeros
         assert rows.values.shape == (5, 3)
 
 

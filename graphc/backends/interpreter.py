@@ -18,7 +18,7 @@ from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Value
 from .evaluate import evaluate, evaluate_op, evaluate_replicas
 from .rules import Replicas
-from .selected_rows import SelectedRows, concat_rows, to_host
+from .selected_rows import SelectedRows, concat_rows, replica_block, to_host
 
 
 class InterpreterError(GraphcError):
@@ -113,8 +113,8 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
     given whole (or as ``[nranks, c]`` rows), replica r gets its ``[1, c]`` shard, and the
     new state holds them whole again. Collectives use their cross-replica reference rules.
     Returns (new state of replica 0, sharded variables reassembled, [fetches concatenated
-    over replicas along dim 0 (a row-sparse one: their rows)], as ``with_data_parallel``
-    merges them).
+    over replicas along dim 0 (a row-sparse one stands for that concatenation)], as
+    ``with_data_parallel`` merges them).
     ``check_replicated``: raise if a parameter ends up different on two replicas (a gradient
     that was not all-reduced, say).
     """
@@ -148,9 +148,11 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
 
 
 def _merge_replicas(values: list):
-    """One fetch over replicas, concatenated along dim 0 (rows, for a row-sparse value)."""
+    """One fetch over replicas, concatenated along dim 0; a row-sparse one stands for the
+    concatenation of the dense tensors (height nranks * H, replica r's rows offset r * H)."""
     if isinstance(values[0], SelectedRows):
-        return concat_rows([to_host(v) for v in values])
+        return concat_rows([to_host(replica_block(v, r, len(values)))
+                            for r, v in enumerate(values)])
     return np.concatenate([np.atleast_1d(np.asarray(v)) for v in values])
 
 

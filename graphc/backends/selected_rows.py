@@ -124,3 +124,14 @@ def concat_rows(parts: list[SelectedRows]) -> SelectedRows:
 def add_to_dense(dense, sr: SelectedRows):
     """``dense + sr`` without densifying ``sr``: a scatter-add of its rows (padding dropped)."""
     return dense.at[sr.rows].add(sr.values.astype(dense.dtype), mode="drop")
+
+
+def replica_block(sr: SelectedRows, replica, nranks: int) -> SelectedRows:
+    """Replica ``replica``'s row-sparse fetch as its block of the concatenation over replicas:
+    a dense fetch comes back as every replica's tensor stacked along dim 0 ([nranks * H, ...]),
+    so a sparse one stands for the same: height nranks * H, replica r's rows moved to
+    r * H + row, padding to the new height. (Concatenating the rows as they are would add
+    the replicas' copies of an all-gathered gradient up, nranks times the one applied.)"""
+    height = sr.height
+    rows = jnp.where(sr.rows < height, sr.rows + replica * height, nranks * height)
+    return SelectedRows(rows.astype(sr.rows.dtype), sr.values, nranks * height)

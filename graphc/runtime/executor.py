@@ -113,15 +113,17 @@ def _sig_text(sig: tuple) -> str:
     return ", ".join(f"'{n}' {list(shape)}" for n, shape in sig) or "no feeds"
 
 
-def _to_host(value, iterations: int):
-    """A fetched value as numpy; a row-sparse one stays a SelectedRows (of numpy arrays),
+def _fetched(value, iterations: int, numpy: bool):
+    """A fetched value, as numpy arrays when ``numpy``. A row-sparse one stays a SelectedRows,
     one per iteration when a call ran several (its rows and values came back stacked)."""
     if not isinstance(value, SelectedRows):
-        return np.asarray(value)
+        return np.asarray(value) if numpy else value
+    if numpy:
+        value = value.numpy()
     if iterations > 1:
-        rows, values = np.asarray(value.rows), np.asarray(value.values)
-        return [SelectedRows(rows[k], values[k], value.height) for k in range(iterations)]
-    return value.numpy()
+        return [SelectedRows(value.rows[k], value.values[k], value.height)
+                for k in range(iterations)]
+    return value
 
 
 def _fetch_name(item) -> str:
@@ -375,9 +377,7 @@ class Executor:
         fetched = [from_rows(a, v.var.shard[1]) if v.var.shard is not None and
                    not (isinstance(step, DataParallelStep) and step.num_iterations > 1) else a
                    for a, v in zip(fetched, step.fetch_values)]
-        if return_numpy:
-            return [_to_host(a, step.num_iterations) for a in fetched]
-        return list(fetched)
+        return [_fetched(a, step.num_iterations, return_numpy) for a in fetched]
 
     @staticmethod
     def _initialise_created_state(step: CompiledStep, scope: Scope) -> None:

@@ -8,7 +8,7 @@ replicated values a second time). State is replicated (``P()``) except variables
 marks ``shard`` (Reduce mode's optimizer state), which are ``[nranks, c]`` arrays split by
 rows. Feeds are split along their batch dimension; every fetch is concatenated over devices
 along dim 0 (a scalar per device becomes a vector of nranks), as Paddle's ParallelExecutor
-merges fetched tensors.
+merges fetched tensors; a row-sparse fetch stands for that concatenation (``replica_block``).
 
 Over several processes (``jax.distributed``, graphc.distributed.init) the mesh holds every
 process's devices; each process feeds its own batch (its slice of the global batch), gets
@@ -28,7 +28,7 @@ from jax.sharding import PartitionSpec as P
 from ...ir.errors import GraphcError
 from ...ir.graph import Graph
 from ..rules import Replicas
-from ..selected_rows import SelectedRows
+from ..selected_rows import SelectedRows, replica_block
 from .step import CompiledStep
 
 
@@ -70,6 +70,13 @@ def from_rows(rows, shape) -> np.ndarray:
     return np.asarray(rows).reshape(-1)[:math.prod(shape)].reshape(shape)
 
 
+# XLA:CPU (jaxlib 0.10.2) aborts in a collective's rendezvous ("Termination timeout for 'all
+# gather RendezvousKey...'") when about 100 calls of a multi-device step with collectives are
+# queued without waiting (a loop with no fetches); plain jit(shard_map) does too. A call waits
+# for its own outputs once every SYNC_EVERY calls, so at most that many are ever in flight.
+SYNC_EVERY = 8
+
+
 class DataParallelStep(CompiledStep):
     """A CompiledStep whose graph runs once per device of ``devices`` (see the module doc)."""
 
@@ -85,6 +92,7 @@ class DataParallelStep(CompiledStep):
         super().__init__(graph, fetch, donate, num_iterations)
         batch = P(Replicas.AXES) if num_iterations == 1 else P(None, Replicas.AXES)
         self.feed_sharding = NamedSharding(self.mesh, batch)
+        self._calls = 0
 
     # -- specs -------------------------------------------------------------------------
     def state_spec(self, value) -> P:
@@ -108,9 +116,10 @@ class DataParallelStep(CompiledStep):
         def local(updated, readonly, feeds, step):
             new, created, fetched = body(updated, readonly, feeds, step)
             # a per-replica scalar becomes [1], so the merged fetch is [nranks]; a row-sparse
-            # fetch (rows and values) is merged leaf by leaf: every replica's rows, in order
-            fetched = tuple(f.reshape(f.shape[:lead] + (1,))
-                            if not isinstance(f, SelectedRows) and f.ndim == lead else f
+            # fetch becomes its replica's block of the concatenation (see replica_block)
+            fetched = tuple(replica_block(f, self.replicas.axis_index(), self.nranks)
+                            if isinstance(f, SelectedRows)
+                            else f.reshape(f.shape[:lead] + (1,)) if f.ndim == lead else f
                             for f in fetched)
             return new, created, fetched
 
@@ -119,19 +128,38 @@ class DataParallelStep(CompiledStep):
         return jax.jit(mapped, donate_argnums=(0,) if self.donate else ())
 
     def __call__(self, updated, readonly, feeds, step):
+        self._calls += 1
         if not self.multiprocess:
-            return self._jitted(*self._args(updated, readonly, feeds, step))
+            out = self._jitted(*self._args(updated, readonly, feeds, step))
+            if self._calls % SYNC_EVERY == 0:
+                jax.block_until_ready(out)
+            return out
         # this process's batch is its slice of the global one
         feeds = [jax.make_array_from_process_local_data(self.feed_sharding, np.asarray(f))
                  for f in feeds]
         new, created, fetched = self._jitted(*self._args(updated, readonly, feeds, step))
-        return new, created, tuple(jax.tree.map(self._local_part, f) for f in fetched)
+        if self._calls % SYNC_EVERY == 0:
+            jax.block_until_ready((new, created))
+        return new, created, tuple(self._local_sparse(f) if isinstance(f, SelectedRows)
+                                   else self._local_part(f) for f in fetched)
 
     def _local_part(self, array) -> np.ndarray:
         """This process's devices' pieces of a merged fetch, in device order."""
         lead = 0 if self.num_iterations == 1 else 1
         shards = sorted(array.addressable_shards, key=lambda s: s.index[lead].start or 0)
         return np.concatenate([np.asarray(s.data) for s in shards], axis=lead)
+
+    def _local_sparse(self, sr: SelectedRows) -> SelectedRows:
+        """This process's devices' blocks of a merged row-sparse fetch, renumbered as the
+        concatenation of its own devices' tensors (as ``_local_part`` gives dense ones)."""
+        mine = [r for r, d in enumerate(self.devices) if d.process_index == jax.process_index()]
+        block = sr.height // self.nranks
+        local_of = np.full(self.nranks + 1, len(mine), np.int64)  # the last: padding
+        local_of[mine] = np.arange(len(mine))
+        rows = self._local_part(sr.rows).astype(np.int64)
+        rows = local_of[rows // block] * block + rows % block
+        return SelectedRows(rows.astype(sr.rows.dtype), self._local_part(sr.values),
+                            len(mine) * block)
 
     # -- state placement ---------------------------------------------------------------
     def place_state(self, values, arrays: list) -> list:
