@@ -198,20 +198,23 @@ class OpDef:
     def infer_types(self, ins: dict[str, list[TensorType]], attrs: dict[str, Any],
                     where: str) -> dict[str, list[TensorType]]:
         """Run shape/dtype inference; errors name the op and ``where``."""
-        for slot, types in ins.items():
-            if slot not in self.sparse_inputs and slot != CONTROL_SLOT \
-                    and any(t.sparse for t in types):  # waiting for a value reads no data
-                accepting = sorted(t for t, d in _REGISTRY.items() if d.sparse_inputs)
-                raise ShapeError(
-                    f"{where}: input '{slot}' of op {self.type} is a row-sparse value "
-                    f"(SelectedRows), which this op does not take; ops that do: "
-                    f"{', '.join(accepting)}. Densify it with get_tensor_from_selected_rows, "
-                    "or build the embedding with is_sparse=False")
+        for slot, types in ins.items():  # plain loops: this runs for every op built or verified
+            for t in types:
+                # waiting for a value (a control dependency) reads no data
+                if t.sparse and slot not in self.sparse_inputs and slot != CONTROL_SLOT:
+                    raise self._refuse_sparse(slot, where)
         try:
             result = self.infer(InferContext(self.type, ins, attrs))
         except ShapeError as exc:
             raise ShapeError(f"{where}: {exc}") from None
         return {k: (v if isinstance(v, list) else [v]) for k, v in result.items()}
+
+    def _refuse_sparse(self, slot: str, where: str) -> ShapeError:
+        accepting = sorted(t for t, d in _REGISTRY.items() if d.sparse_inputs)
+        return ShapeError(
+            f"{where}: input '{slot}' of op {self.type} is a row-sparse value (SelectedRows), "
+            f"which this op does not take; ops that do: {', '.join(accepting)}. Densify it "
+            "with get_tensor_from_selected_rows, or build the embedding with is_sparse=False")
 
 
 _REGISTRY: dict[str, OpDef] = {}
