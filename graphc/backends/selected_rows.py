@@ -13,7 +13,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-ROWS_DTYPE = jnp.int32  # graphc.ir.types.ROWS_DTYPE
+from ..ir import types
+
+ROWS_DTYPE = jnp.dtype(types.ROWS_DTYPE)  # int32
 
 
 @jax.tree_util.register_pytree_node_class
@@ -101,10 +103,6 @@ class SelectedRows:
     def __repr__(self) -> str:
         return (f"SelectedRows(height={self.height}, rows={self.rows!r}, "
                 f"values={getattr(self.values, 'shape', '?')} {getattr(self.values, 'dtype', '')})")
-
-
-def is_selected_rows(x) -> bool:
-    return isinstance(x, SelectedRows)
 
 
 def to_host(x):
