@@ -184,7 +184,10 @@ def test_random_programs_keep_results_and_get_valid_plans(gen, opt_name, pass_na
         opt.minimize(gen.main.global_block().var(gen.loss))
     report = check_pass(make_pass(pass_name), gen)
     stats = report.passes[0].stats
-    assert stats["donated state reused"] >= 1 or not gen.main.all_parameters()
+    # a step that updates state (an optimizer ran: some parameter is trainable and on the
+    # loss's path) reuses a donated buffer for it
+    updates_state = any(v.version > 0 for v in lower(gen.main).outputs)
+    assert stats["donated state reused"] >= 1 or not updates_state
     graph, plan, _ = plan_for(gen.main, make_pass(pass_name), gen.fetch)
     state, _ = run_graph(lower(gen.startup))
     run_with_buffers(graph, plan, state, feeds_for(gen), gen.fetch)
