@@ -85,9 +85,13 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
     grad_of: dict[str, str] = {}  # forward name -> its complete gradient's name
     pending: dict[str, list[str]] = {}  # forward name -> contributions not yet summed
 
+    sparse_grads: set[str] = set()  # gradients that are row-sparse (is_sparse lookups' tables)
+
     def grad_var(name: str, grad_name: str, sparse: bool = False) -> str:
         var = block.var(name)
         block.create_var(grad_name, var.shape, var.dtype).selected_rows = sparse
+        if sparse:
+            sparse_grads.add(grad_name)
         return grad_name
 
     def finalize(name: str) -> str | None:
@@ -100,6 +104,8 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                 # shared by sparse lookups), of mixed ones dense
                 full = block.create_var(name + GRAD_SUFFIX, dtype=block.var(name).dtype).name
                 block.append_op("sum", {"X": parts}, {"Out": full}, source=source)
+                if block.var(full).selected_rows:
+                    sparse_grads.add(full)
                 grad_of[name] = full
         return grad_of.get(name)
 
@@ -152,8 +158,8 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
             maker = get_op_def(op.type).grad_maker
             # a row-sparse output gradient (the table of a sparse lookup that is itself
             # computed) is checked: the grad op must take it, or the user hears why not
-            sparse_in = any(block.var(g).selected_rows for gs in out_grads.values()
-                            for g in gs if g is not None)
+            sparse_in = bool(sparse_grads) and any(g in sparse_grads for gs in out_grads.values()
+                                                   for g in gs)
             append = block._append_trusted if getattr(maker, "trusted", False) \
                 and not sparse_in else block.append_op
             for gtype, gins, gouts, gattrs in maker(op.inputs, op.outputs, op.attrs,

@@ -639,6 +639,19 @@ def test_a_data_parallel_sparse_fetch_stands_for_the_dense_fetch():
                                atol=1e-7)
 
 
+def test_a_replica_block_past_int32_gets_int64_rows():
+    from graphc.backends.selected_rows import replica_block
+    height = 2 ** 30
+    sr = graphc.SelectedRows(np.array([0, 5, height], np.int32), np.ones((3, 2)), height)
+    block = replica_block(sr, 3, 4)
+    assert block.height == 4 * height and np.asarray(block.rows).dtype == np.int64
+    np.testing.assert_array_equal(block.rows, [3 * height, 3 * height + 5, 4 * height])
+    small = replica_block(graphc.SelectedRows(np.array([1, 6], np.int32), np.ones((2, 2)), 6),
+                          1, 4)
+    assert np.asarray(small.rows).dtype == np.int32
+    np.testing.assert_array_equal(small.rows, [7, 24])
+
+
 def test_many_data_parallel_steps_without_fetches_do_not_hang():
     """XLA:CPU aborts in a collective's rendezvous when ~100 multi-device steps are queued
     unwaited; the step waits now and then, so a loop without fetches runs to the end."""

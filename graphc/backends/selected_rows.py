@@ -131,5 +131,8 @@ def replica_block(sr: SelectedRows, replica, nranks: int) -> SelectedRows:
     r * H + row, padding to the new height. (Concatenating the rows as they are would add
     the replicas' copies of an all-gathered gradient up, nranks times the one applied.)"""
     height = sr.height
-    rows = jnp.where(sr.rows < height, sr.rows + replica * height, nranks * height)
-    return SelectedRows(rows.astype(sr.rows.dtype), sr.values, nranks * height)
+    # int32 rows hold heights below 2**31 - 1; the concatenation may need more
+    dtype = sr.rows.dtype if nranks * height <= types.MAX_SPARSE_HEIGHT else jnp.int64
+    rows = sr.rows.astype(dtype)
+    rows = jnp.where(rows < height, rows + replica * height, nranks * height)
+    return SelectedRows(rows.astype(dtype), sr.values, nranks * height)

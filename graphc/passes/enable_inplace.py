@@ -39,7 +39,7 @@ from pydantic import Field
 
 from ..ir.graph import Graph, Value, gc_paused
 from ..ir.ops import CONTROL_SLOT, ELEMENTWISE, GRAD_SUFFIX, forward_type, get_op_def
-from ..ir.types import TensorType
+from ..ir.types import ROWS_DTYPE, TensorType
 from .base import Pass, PassContext, register_pass
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
@@ -75,7 +75,7 @@ def _type_bytes(type: TensorType) -> tuple[int, int]:
     if type.sparse:
         # values [n, *shape[1:]] and n int32 row indices; n (one row per id) is taken to
         # grow with the batch like any other -1 dimension
-        return size * math.prod(type.shape[1:]) + _ITEMSIZE["int32"], 1
+        return size * math.prod(type.shape[1:]) + _ITEMSIZE[ROWS_DTYPE], 1
     for d in type.shape:
         if d < 0:
             unknown += 1

@@ -11,12 +11,9 @@ import math as pymath
 import jax.numpy as jnp
 
 from ..selected_rows import SelectedRows
+from .coalesce import _lr  # the [1] learning rate as a scalar of the updated tensor's dtype
 from .registry import lowering
 from .sparse import adam_rows, momentum_rows, sgd_rows
-
-
-def _lr(lr, like):
-    return lr.reshape(()).astype(like.dtype)
 
 
 @lowering("sgd")

@@ -12,11 +12,8 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from ..selected_rows import SelectedRows, add_to_dense
+from .coalesce import _lr
 from .registry import lowering
-
-
-def _lr(lr, like):
-    return lr.reshape(()).astype(like.dtype)
 
 
 @lowering("merge_selected_rows")
