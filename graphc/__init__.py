@@ -30,7 +30,7 @@ from .ir import (
     unique_name,
     verify,
 )
-from .layers import data
+from .layers.tensor import declare_data as data  # fluid.data's rule: the shape as given
 from .param_attr import ParamAttr
 from .runtime.checkpoint import CheckpointError, load, save
 from .runtime.compiled_program import CompiledProgram

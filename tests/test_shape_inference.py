@@ -701,10 +701,10 @@ def test_pool2d_layer_shapes(kwargs, shape):
 
 def test_elementwise_layers_broadcast_with_paddle_axis():
     x = layers.data("x", [-1, 3, 4, 5])
-    assert list(layers.elementwise_add(x, layers.data("b", [3]), axis=1).shape) == \
+    assert list(layers.elementwise_add(x, graphc.data("b", [3]), axis=1).shape) == \
         [-1, 3, 4, 5]
-    assert list(layers.elementwise_mul(x, layers.data("c", [4, 5])).shape) == [-1, 3, 4, 5]
-    assert list(layers.elementwise_sub(x, layers.data("d", [3, 1]), axis=1).shape) == \
+    assert list(layers.elementwise_mul(x, graphc.data("c", [4, 5])).shape) == [-1, 3, 4, 5]
+    assert list(layers.elementwise_sub(x, graphc.data("d", [3, 1]), axis=1).shape) == \
         [-1, 3, 4, 5]
 
 
@@ -719,7 +719,7 @@ def test_tensor_layers_shapes():
     assert [list(p.shape) for p in layers.split(x, 2, dim=-1)] == [[-1, 3, 2]] * 2
     assert list(layers.reduce_sum(x, dim=-1, keep_dim=True).shape) == [-1, 3, 1]
     assert list(layers.reduce_mean(x).shape) == [1]
-    assert list(layers.matmul(x, layers.data("y", [4, 5])).shape) == [-1, 3, 5]
+    assert list(layers.matmul(x, graphc.data("y", [4, 5])).shape) == [-1, 3, 5]
     assert list(layers.matmul(x, x, transpose_y=True).shape) == [-1, 3, 3]
     c = layers.cast(x, "float16")
     assert (list(c.shape), c.dtype) == ([-1, 3, 4], "float16")
@@ -769,7 +769,7 @@ def test_normalisation_layers_shapes():
 
 
 def test_layer_errors_name_the_op_and_the_source_line():
-    a, b = layers.data("a", [-1, 3]), layers.data("b", [4])
+    a, b = layers.data("a", [-1, 3]), graphc.data("b", [4])
     with pytest.raises(graphc.ShapeError, match="do not broadcast") as info:
         line = _next_line()
         layers.elementwise_add(a, b)
@@ -777,12 +777,12 @@ def test_layer_errors_name_the_op_and_the_source_line():
 
     with pytest.raises(graphc.ShapeError, match="contracting dimensions differ") as info:
         line = _next_line()
-        layers.matmul(a, layers.data("m", [4, 5]))
+        layers.matmul(a, graphc.data("m", [4, 5]))
     assert_names_op_and_line(info.value, "matmul", line)
 
     with pytest.raises(graphc.ShapeError, match="cannot reshape") as info:
         line = _next_line()
-        layers.reshape(layers.data("k", [2, 3]), [5, -1])
+        layers.reshape(graphc.data("k", [2, 3]), [5, -1])
     assert_names_op_and_line(info.value, "reshape2", line)
 
     with pytest.raises(graphc.ShapeError, match="window 3 larger than padded input 2") as info:

@@ -9,16 +9,60 @@ from ..ir.types import normalize_dtype
 from .helper import LayerHelper, check_variable
 
 
-def data(name: str, shape, dtype="float32", lod_level: int = 0):
-    """Declare a fed input. The batch dimension is explicit: ``-1`` (or None) if unknown."""
-    if shape is None or isinstance(shape, int | str):
-        raise ProgramError(f"data '{name}': shape must be a list such as [-1, 784], got {shape!r}")
-    dims = [-1 if d is None else int(d) for d in shape]
+def _data_dims(name, shape, layer: str) -> list[int]:
+    """The declared dims as ints (None -> -1); anything else is refused at the call site."""
+    import numbers
+
+    from ..ir.source import user_source  # local: keeps this shared module's imports as they are
+
+    source = user_source()
+    where = f"{layer} '{name}'" + (f" at {source}" if source else "")
+    if shape is None or isinstance(shape, int | str) or not hasattr(shape, "__iter__"):
+        raise ProgramError(f"{where}: shape must be a list such as [-1, 784], got {shape!r}")
+    dims = []
+    for d in shape:
+        if d is None:
+            dims.append(-1)
+        elif isinstance(d, bool) or not isinstance(d, numbers.Integral):
+            raise ProgramError(f"{where}: every dimension must be an integer (-1 or None for "
+                               f"an unknown one), got {d!r} in shape {list(shape)!r}")
+        else:
+            dims.append(int(d))
+    return dims
+
+
+def declare_data(name: str, shape, dtype="float32", lod_level: int = 0,
+                 stop_gradient: bool = True, layer: str = "data"):
+    """Declare a fed input with its shape as given (``graphc.data`` / ``fluid.data``): the
+    batch dimension is explicit, ``-1`` (or None) where unknown."""
+    dims = _data_dims(name, shape, layer)
+    if lod_level:
+        raise ProgramError(f"{layer} '{name}': lod_level={lod_level} asks for a LoD (ragged "
+                           "sequence) input; LoD is not supported yet (graphc issue: LoD), "
+                           "pad sequences to a fixed length and declare lod_level=0")
     block = default_main_program().global_block()
     if name in block.vars:
-        raise ProgramError(f"data '{name}' is already declared in this program")
+        raise ProgramError(f"{layer} '{name}' is already declared in this program")
     return block.create_var(name, dims, normalize_dtype(dtype), is_data=True,
-                            need_check_feed=True, stop_gradient=True, lod_level=lod_level)
+                            need_check_feed=True, stop_gradient=stop_gradient, lod_level=0)
+
+
+def data(name: str, shape, append_batch_size=True, dtype="float32", lod_level: int = 0,
+         type=None, stop_gradient: bool = True):
+    """``fluid.layers.data`` (Fluid 1.x): ``shape`` is one sample's shape and -1 is prepended
+    as the batch dimension, unless ``append_batch_size=False`` or a dimension is already
+    unknown (-1 or None anywhere, as Paddle 1.8 decides). ``graphc.data`` takes the shape
+    as given. A dtype given third (``data("x", [-1, 4], "int64")``, where Paddle's third
+    parameter is ``append_batch_size``) is read as the dtype."""
+    if not isinstance(append_batch_size, bool | int):  # a dtype in append_batch_size's place
+        dtype, append_batch_size = append_batch_size, True
+    dims = _data_dims(name, shape, "layers.data")
+    if append_batch_size and all(d >= 0 for d in dims):
+        dims = [-1, *dims]
+    if type not in (None, "lod_tensor", "LOD_TENSOR"):
+        raise ProgramError(f"layers.data '{name}': type={type!r}; only dense tensors "
+                           "(LOD_TENSOR) can be fed")
+    return declare_data(name, dims, dtype, lod_level, stop_gradient, layer="layers.data")
 
 
 def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None, name=None):

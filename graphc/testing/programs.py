@@ -92,7 +92,7 @@ class _Builder:
     def feed(self, prefix: str, shape, dtype: str = "float32", high: int | None = None):
         n = self._feed_ids.get(prefix, 0)
         self._feed_ids[prefix] = n + 1
-        var = layers.data(f"{prefix}{n}", list(shape), dtype)
+        var = layers.data(f"{prefix}{n}", list(shape), append_batch_size=False, dtype=dtype)
         self.feeds[var.name] = (tuple(var.shape), var.dtype)
         if high is not None:
             self.int_feed_high[var.name] = high
