@@ -253,7 +253,8 @@ def test_checkpoint_round_trip(trained, tmp_path):
         np.testing.assert_array_equal(other[name], saved[name])
     import json
     manifest = json.loads((tmp_path / "manifest.json").read_text())
-    assert manifest["tensors"]["fc_0.w_0"] == {"shape": [6, 5], "dtype": "float32"}
+    entry = manifest["tensors"]["fc_0.w_0"]
+    assert (entry["shape"], entry["dtype"], len(entry["sha256"])) == ([6, 5], "float32", 64)
     # training continues identically from the loaded state
     a = exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)[0]
     b = exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=other)[0]
@@ -296,7 +297,7 @@ def test_save_is_atomic_and_needs_values(trained, tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(safetensors.numpy, "save_file", crash)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(fluid.CheckpointError, match="cannot write .*: disk full"):
         fluid.save(model.main, str(tmp_path), scope=scope)
     assert (tmp_path / "persistables.safetensors").read_bytes() == good
     assert sorted(os.listdir(tmp_path)) == ["manifest.json", "persistables.safetensors"]

@@ -234,13 +234,13 @@ def load(program: Program, dirname: str, scope: Scope | None = None) -> None:
     path = os.path.join(dirname, TENSORS)
     if not os.path.isfile(path):
         raise CheckpointError(f"no checkpoint at '{path}'")
+    in_file = recorded_checksums(path)  # a truncated file fails here, before any comparison
     manifest = read_manifest(dirname)
     wanted = persistables(program)
     for var in wanted:
         if var.name not in manifest["tensors"]:
             raise CheckpointError(f"'{path}' has no tensor '{var.name}'")
     tensors = read_tensors(path, [v.name for v in wanted])
-    in_file = recorded_checksums(path)
     staged = {}
     for var in wanted:
         arr, listed = tensors[var.name], manifest["tensors"][var.name].get("sha256")
