@@ -268,6 +268,22 @@ class Block:
         del self.ops[index]
         self.program._bump()
 
+    def _describe_inputs(self, ins: dict[str, list[str]]) -> str:
+        """The inputs of an op whose shape inference failed, each with its shape; a fed
+        variable declared with only known dims is flagged: a missing batch dim is the
+        usual cause (declared [13] where [-1, 13] was meant)."""
+        lines = []
+        for slot, names in ins.items():
+            for n in names:
+                var = self._find_var(n)
+                line = f"  input '{slot}': variable '{n}' of shape {list(var.shape)} {var.dtype}"
+                if var.is_data and var.shape and all(d >= 0 for d in var.shape):
+                    line += (" -- a fed variable declared without an unknown (-1) dimension; "
+                             "if its first dimension should be the batch size, declare it "
+                             f"with shape {[-1, *var.shape]}")
+                lines.append(line)
+        return "\n".join(lines)
+
     def _make_op(self, type, inputs, outputs, attrs, source) -> Operator:
         source = source or self.program._source or user_source()
         where = f"op {type}" + (f" at {source}" if source else "")
@@ -289,7 +305,10 @@ class Block:
                                      "is it written by an op before this one?")
                 types.append(var.type)
             in_types[slot] = types
-        inferred = opdef.infer_types(in_types, attrs, where)
+        try:
+            inferred = opdef.infer_types(in_types, attrs, where)
+        except ShapeError as exc:
+            raise ShapeError(f"{exc}\n{self._describe_inputs(ins)}") from None
         untyped = []
         for slot, names in outs.items():
             types = inferred.get(slot)

@@ -32,8 +32,13 @@ def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=N
     for x, pattr in zip(inputs, attrs, strict=True):
         check_variable("fc", "input", x)
         if not 0 < num_flatten_dims < x.ndim or any(d < 0 for d in x.shape[num_flatten_dims:]):
-            raise ProgramError(f"fc: num_flatten_dims={num_flatten_dims} must leave known "
-                               f"dimensions to flatten in {list(x.shape)}")
+            batchless = x.is_data and all(d >= 0 for d in x.shape)
+            raise ProgramError(
+                f"fc: input '{x.name}' of shape {list(x.shape)}: num_flatten_dims="
+                f"{num_flatten_dims} must leave known dimensions to flatten"
+                + (f"; '{x.name}' is fed data declared without a -1 batch dimension: declare "
+                   f"it as {[-1, *x.shape]} (or layers.data(shape={list(x.shape)}), which "
+                   "prepends it)" if batchless else ""))
         w = helper.create_parameter(pattr, [math.prod(x.shape[num_flatten_dims:]), size],
                                     x.dtype)
         tmp = helper.create_variable_for_type_inference(x.dtype)
