@@ -12,12 +12,20 @@ is what a program compiles with in both cases.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from .distributed.strategy import DistributedStrategy
-from .strategy import PRESETS_DIR, BuildStrategy, ExecutionStrategy, StrategyError
+from .strategy import (
+    PRESETS_DIR,
+    BuildStrategy,
+    ExecutionStrategy,
+    StrategyError,
+    _near_table,
+    _own_table,
+    read_strategy_file,
+    read_strategy_text,
+)
 
 TABLES = ("build_strategy", "execution_strategy", "distributed_strategy")
 
@@ -57,15 +65,15 @@ def preset_path(name_or_path: str | os.PathLike) -> Path:
 def load_preset(name_or_path: str | os.PathLike) -> Preset:
     """Read and validate a preset by name (``"cpu-reduce"``) or path (``"my.toml"``)."""
     path = preset_path(name_or_path)
-    text = path.read_text()
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise StrategyError(f"{path}: not valid TOML: {exc}") from None
-    unknown = sorted(set(data) - set(TABLES))
+    text = read_strategy_text(path)
+    data = read_strategy_file(path)
+    unknown = [k for k in data if k not in TABLES]
     if unknown or not data:
+        near = _near_table(unknown[0]) if unknown else None
         raise StrategyError(f"{path}: a preset has tables {list(TABLES)}; got "
-                            f"{unknown or 'none'}")
+                            f"{repr(unknown[0]) if unknown else 'none'}"
+                            + (f" (did you mean '{near}'?)" if near else ""))
+    _own_table(BuildStrategy, data, str(path))  # each table a table of fields
     description = _leading_comment(text)
     if "distributed_strategy" in data:
         if set(data) != {"distributed_strategy"}:

@@ -3,6 +3,7 @@ construction and on every assignment (pydantic), saved and loaded as TOML or JSO
 
 from __future__ import annotations
 
+import difflib
 import enum
 import json
 import logging
@@ -88,7 +89,11 @@ class _Strategy(BaseModel):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "dict"):
-        data = dict(data.get(cls.kind, data))
+        """From a table of fields, or a file's tables (its own is taken)."""
+        return cls._from_fields(_own_table(cls, data, source), source)
+
+    @classmethod
+    def _from_fields(cls, data: dict[str, Any], source: str):
         for name, field in cls.model_fields.items():
             ann = field.annotation
             if isinstance(ann, type) and issubclass(ann, enum.Enum) and name in data:
@@ -112,14 +117,75 @@ class _Strategy(BaseModel):
             if not path.exists():
                 names = sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))
                 raise StrategyError(f"no strategy preset '{name_or_path}'; presets: {names}")
-        if not path.exists():
-            raise StrategyError(f"strategy file '{path}' does not exist")
-        text = path.read_text()
-        try:
-            data = json.loads(text) if path.suffix == ".json" else tomllib.loads(text)
-        except (json.JSONDecodeError, tomllib.TOMLDecodeError) as exc:
-            raise StrategyError(f"{path}: not valid {path.suffix[1:].upper()}: {exc}") from None
-        return cls.from_dict(data, str(path))
+        return cls.from_dict(read_strategy_file(path), str(path))
+
+
+# the top-level tables a strategy file may hold (presets and DistributedStrategy files)
+STRATEGY_TABLES = ("build_strategy", "execution_strategy", "distributed_strategy")
+
+
+def read_strategy_text(path: str | os.PathLike) -> str:
+    """A strategy file's text; StrategyError for a missing file, a directory, unreadable or
+    undecodable bytes."""
+    path = Path(path)
+    if not path.exists():
+        raise StrategyError(f"strategy file '{path}' does not exist")
+    if path.is_dir():
+        raise StrategyError(f"strategy file '{path}' is a directory")
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = path.read_bytes()[:exc.start].count(b"\n") + 1
+        raise StrategyError(f"{path}:{line}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
+        raise StrategyError(f"cannot read strategy file '{path}': {exc.strerror or exc}"
+                            ) from None
+
+
+def read_strategy_file(path: str | os.PathLike) -> dict[str, Any]:
+    """Parse a .toml or .json strategy file into a table (a JSON object at the top)."""
+    path = Path(path)
+    text = read_strategy_text(path)
+    kind = "JSON" if path.suffix == ".json" else "TOML"
+    try:
+        data = json.loads(text) if kind == "JSON" else tomllib.loads(text)
+    except json.JSONDecodeError as exc:
+        raise StrategyError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise StrategyError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise StrategyError(f"{path}: not valid {kind}: nested too deeply") from None
+    if not isinstance(data, dict):
+        raise StrategyError(f"{path}: a strategy file holds tables (a {kind} object at the "
+                            f"top), got a {type(data).__name__}")
+    return data
+
+
+def _own_table(cls, data, source: str) -> dict[str, Any]:
+    """The fields of ``cls`` in ``data``: its own table (``[build_strategy]``) when ``data``
+    is a file of strategy tables, else ``data`` itself. In a file of tables every table must
+    be a table of fields and have a known name: a misspelt one is an error, not ignored."""
+    if not isinstance(data, dict):
+        raise StrategyError(f"{source}: {cls.__name__} needs a table of fields, got "
+                            f"{type(data).__name__} {data!r:.60}")
+    if cls.kind not in data and not (data and all(
+            k in STRATEGY_TABLES or _near_table(k) for k in data)):
+        return dict(data)  # a table of fields
+    for name, value in data.items():
+        if name not in STRATEGY_TABLES:
+            near = _near_table(name)
+            hint = f" (did you mean '{near}'?)" if near else ""
+            raise StrategyError(f"{source}: unknown table '{name}'{hint}; a strategy file holds "
+                                f"{', '.join(STRATEGY_TABLES)}")
+        if not isinstance(value, dict):
+            raise StrategyError(f"{source}: '{name}' must be a table of fields, got "
+                                f"{type(value).__name__} {value!r:.60}")
+    return dict(data.get(cls.kind, {}))
+
+
+def _near_table(name) -> str | None:
+    near = difflib.get_close_matches(str(name), STRATEGY_TABLES, n=1, cutoff=0.8)
+    return near[0] if near else None
 
 
 def _explain(cls: str, exc: ValidationError) -> str:

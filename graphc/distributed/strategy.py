@@ -18,7 +18,9 @@ from ..strategy import (
     BuildStrategy,
     ExecutionStrategy,
     StrategyError,
+    _own_table,
     _Strategy,
+    read_strategy_text,
 )
 
 log = logging.getLogger("graphc.distributed")
@@ -96,11 +98,11 @@ class DistributedStrategy(_Strategy):
 
     @classmethod
     def from_dict(cls, data: dict[str, Any], source: str = "dict"):
-        data = dict(data.get(cls.kind, data))
+        data = _own_table(cls, data, source)
         for name, sub in _NESTED.items():
             if isinstance(data.get(name), dict):
                 data[name] = sub.from_dict(data[name], f"{source}: {name}")
-        return super().from_dict(data, source)
+        return cls._from_fields(data, source)
 
     def save_to_prototxt(self, path: str | os.PathLike) -> None:
         """Write protobuf text (``name: value`` lines, ``name { ... }`` blocks), as Paddle."""
@@ -114,9 +116,7 @@ class DistributedStrategy(_Strategy):
     @classmethod
     def load_from_prototxt(cls, path: str | os.PathLike) -> DistributedStrategy:
         path = Path(path)
-        if not path.exists():
-            raise StrategyError(f"strategy file '{path}' does not exist")
-        return cls.from_dict(_parse_prototxt(path.read_text(), str(path)), str(path))
+        return cls.from_dict(_parse_prototxt(read_strategy_text(path), str(path)), str(path))
 
     @classmethod
     def load(cls, name_or_path: str | os.PathLike):
@@ -202,14 +202,20 @@ def _value(token: str):
         return token  # an enum name
 
 
-def _parse_block(tokens: list, i: int, source: str) -> tuple[dict, int]:
+_MAX_DEPTH = 16  # strategies nest two levels; far deeper is a broken or hostile file
+
+
+def _parse_block(tokens: list, i: int, source: str, depth: int = 0) -> tuple[dict, int]:
     out: dict = {}
     while i < len(tokens) and tokens[i][0] != "}":
         name, line = tokens[i]
         if i + 1 >= len(tokens):
             raise StrategyError(f"{source}:{line}: '{name}' has no value")
         if tokens[i + 1][0] == "{":
-            out[name], i = _parse_block(tokens, i + 2, source)
+            if depth >= _MAX_DEPTH:
+                raise StrategyError(f"{source}:{line}: blocks nested more than {_MAX_DEPTH} "
+                                    "deep")
+            out[name], i = _parse_block(tokens, i + 2, source, depth + 1)
             if i >= len(tokens):
                 raise StrategyError(f"{source}:{line}: '{name} {{' is never closed")
             i += 1
