@@ -1,5 +1,5 @@
-"""Paddle's ``fluid.io`` spellings: save/load persistables (safetensors checkpoints, see
-graphc.runtime.checkpoint), and ``DataLoader``, which prepares batches ahead of the step.
+"""Paddle's ``fluid.io`` spellings: save/load of variables and inference models (graphc.saving),
+and ``DataLoader``/``PyReader``, which prepare batches ahead of the step.
 
 DataLoader
 ----------
@@ -40,143 +40,73 @@ DatasetError naming file and line, is raised as it is); a batch of the wrong dty
 a ``DataLoaderError`` naming the variable and the batch. The thread has stopped by then.
 ``loader.reset()`` (or starting a new epoch) stops the thread; after leaving a loop early,
 call ``reset()``.
+Non-iterable loaders (Paddle's ``iterable=False``): the loader is bound to the program
+that declares its ``feed_list``; ``loader.start()`` starts an epoch, and every
+``exe.run(program)`` (or of a CompiledProgram of it) given no feed takes its next batch, one
+per device for a data-parallel program (Paddle reads one batch per device), K of them with
+``num_iteration_per_run = K``. When none is left the run raises ``EOFException``
+(``fluid.core.EOFException``) and changes nothing; ``loader.reset()`` ends the epoch:
+``loader.start(); try: while True: exe.run(main) except EOFException: loader.reset()``.
+(graphc.io wraps ``Executor.run`` once, at import, to read from bound loaders.)
+
+``places`` that name a device more than once (``[CPUPlace()] * 2``) give one batch per
+place: each item is a list of feeds, batch i on place i (a trailing group smaller than the
+number of places is dropped when ``drop_last``). ``PyReader`` is the same loader with the
+``decorate_*`` spellings; ``save_*``/``load_*`` are documented in graphc.saving.
+
 ``loader.last_epoch_stats`` says how long the loop waited for data (``wait_s``) in the last
 epoch, over how many items.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-import math
-import queue
-import threading
-import time
 from collections.abc import Mapping
+from weakref import WeakKeyDictionary
 
 import jax
 import numpy as np
 
-from .ir.errors import GraphcError
-from .ir.program import Variable
-from .ir.types import dims_compatible
-from .runtime.checkpoint import (  # noqa: F401
-    CheckpointError,
-    load,
-    load_persistables,
-    save,
-    save_persistables,
+from .ir.program import Program, Variable, default_main_program
+from .loader_epoch import (  # noqa: F401  (_var_dtype, to_feed_array: used by graphc.dataset)
+    DataLoaderError,
+    EOFException,
+    _Epoch,
+    _Placement,
+    _var_dtype,
+    to_feed_array,
 )
-from .runtime.places import Place
+from .runtime.checkpoint import CheckpointError
+from .saving import (  # noqa: F401  (Paddle's fluid.io save/load spellings)
+    get_program_parameter,
+    get_program_persistable_vars,
+    is_parameter,
+    is_persistable,
+    load,
+    load_inference_model,
+    load_params,
+    load_persistables,
+    load_vars,
+    save,
+    save_inference_model,
+    save_params,
+    save_persistables,
+    save_vars,
+)
 
-__all__ = ["CheckpointError", "DataLoader", "DataLoaderError", "load", "load_persistables",
-           "save", "save_persistables"]
-
-_POLL_S = 0.05  # how often a blocked put/get looks whether it should give up
-_JOIN_S = 5.0  # how long reset() waits for the thread (a generator stuck in user code)
-_counter = itertools.count()
-
-
-class DataLoaderError(GraphcError):
-    """A generator raised, or produced a batch that does not fit the feed variables."""
-
-
-class _End:
-    """The thread's last item: the epoch is complete."""
-
-
-class _Failure:
-    def __init__(self, exc: BaseException):
-        self.exc = exc
-
-
-def _var_dtype(var: Variable) -> np.dtype:
-    import jax.numpy as jnp
-    return np.dtype(jnp.dtype(var.dtype))
-
-
-def to_feed_array(value, var: Variable, what: str) -> np.ndarray:
-    """``value`` as a NumPy array of ``var``'s dtype and shape, or a DataLoaderError naming
-    ``var`` and ``what`` (which batch). Used by DataLoader and graphc.dataset."""
-    want = _var_dtype(var)
-    try:
-        arr = np.asarray(value)
-    except Exception as exc:  # ragged lists and the like
-        raise DataLoaderError(f"{what}: variable '{var.name}' could not be made an array: "
-                              f"{exc}") from None
-    if arr.dtype != want:
-        ok = np.can_cast(arr.dtype, want, "same_kind") or (
-            arr.dtype.kind in "biu" and want.kind in "biuf")
-        if not ok:
-            raise DataLoaderError(f"{what}: variable '{var.name}' is declared {want} but got "
-                                  f"{arr.dtype} values (only same-kind casts are made)")
-        arr = arr.astype(want)
-    shape = tuple(var.shape or ())
-    if not dims_compatible(arr.shape, shape):
-        per_sample = shape[1:]
-        if (arr.ndim >= 1 and per_sample and all(d >= 0 for d in per_sample)
-                and arr.size == arr.shape[0] * math.prod(per_sample)):
-            arr = arr.reshape((arr.shape[0], *per_sample))
-        else:
-            raise DataLoaderError(f"{what}: variable '{var.name}' is declared with shape "
-                                  f"{list(shape)} but got an array of shape {list(arr.shape)} "
-                                  "(-1 matches any size)")
-    return arr
-
-
-class _Placement:
-    """Where an epoch's batches go: the device or sharding, and K batches per item."""
-
-    def __init__(self, places):
-        from .runtime.compiled_program import CompiledProgram
-
-        self.iterations = 1
-        self.target = None  # None: the default device, uncommitted
-        self.parts = 1
-        self.host_only = False
-        devices, inter = None, 0
-        if isinstance(places, CompiledProgram):
-            self.iterations = places.exec_strategy.num_iteration_per_run
-            devices, inter = places.devices, places.inter_nranks
-        elif isinstance(places, Place):
-            devices = [places.jax_device()]
-        elif places is not None:
-            places = list(places)
-            bad = [p for p in places if not isinstance(p, Place)]
-            if bad or not places:
-                raise DataLoaderError("places must be a graphc Place, a list of Places, or a "
-                                      f"CompiledProgram; got {places!r}")
-            devices = [p.jax_device() for p in places]
-        if not devices:
-            return
-        if isinstance(places, CompiledProgram) or len(devices) > 1:
-            from .backends.jax.data_parallel import feed_sharding
-            self.parts = sum(d.process_index == jax.process_index() for d in devices)
-            if self.parts != len(devices):
-                self.host_only = True  # several processes: the step assembles the batch
-                return
-            self.target = feed_sharding(devices, self.iterations, inter)
-        else:
-            self.target = devices[0]
-
-    def put(self, arrays: list[np.ndarray]) -> list:
-        if self.host_only:
-            return arrays
-        placed = jax.device_put(arrays, self.target)
-        for a in placed:  # copy done here, on the loader's thread, not in the step
-            a.block_until_ready()
-        return placed
-
+__all__ = ["CheckpointError", "DataLoader", "DataLoaderError", "EOFException", "PyReader",
+           "get_program_parameter", "get_program_persistable_vars", "load",
+           "load_inference_model", "load_params", "load_persistables", "load_vars", "save",
+           "save_inference_model", "save_params", "save_persistables", "save_vars"]
 
 class DataLoader:
     """Prepares batches on a background thread and places them on the device(s) ahead of the
     step (see the module doc). Build with ``DataLoader.from_generator``."""
 
-    def __init__(self, feed_list, capacity: int = 2, iterable: bool = True,
+    def __init__(self, feed_list, capacity: int | None = 2, iterable: bool = True,
                  return_list: bool = False, drop_last: bool = True):
-        if not iterable:
-            raise DataLoaderError("iterable=False (start()/reset() with exe.run feeding from "
-                                  "the loader) is not supported; iterate the loader: "
-                                  "`for data in loader(): exe.run(prog, feed=data)`")
+        capacity = 2 if capacity is None else capacity
         feed_list = list(feed_list or [])
         if not feed_list or not all(isinstance(v, Variable) for v in feed_list):
             raise DataLoaderError("feed_list must be a non-empty list of data Variables "
@@ -184,6 +114,7 @@ class DataLoader:
         if int(capacity) < 1:
             raise DataLoaderError(f"capacity must be at least 1, got {capacity}")
         self.feed_list = feed_list
+        self.iterable = bool(iterable)
         self.capacity = int(capacity)
         self.return_list = return_list
         self.drop_last = drop_last
@@ -191,14 +122,18 @@ class DataLoader:
         self._places = None
         self._epoch: _Epoch | None = None
         self.last_epoch_stats: dict | None = None
+        if not self.iterable:
+            # exe.run(program) with no feed pulls from the started loaders bound to it
+            _bind(feed_list[0].block.program, self)
 
     @staticmethod
-    def from_generator(feed_list=None, capacity: int = 2, use_double_buffer: bool = True,
+    def from_generator(feed_list=None, capacity: int | None = 2, use_double_buffer: bool = True,
                        iterable: bool = True, return_list: bool = False,
                        use_multiprocess: bool = False, drop_last: bool = True) -> DataLoader:
         """A loader for the data variables ``feed_list``, holding up to ``capacity`` ready
         batches. ``use_double_buffer`` and ``use_multiprocess`` are accepted for Paddle
-        scripts: batches are always placed ahead of time, by a thread."""
+        scripts: batches are always placed ahead of time, by a thread. ``iterable=False``:
+        see "Non-iterable loaders" in the module doc."""
         return DataLoader(feed_list, capacity, iterable, return_list, drop_last)
 
     # -- sources ----------------------------------------------------------------------
@@ -276,14 +211,33 @@ class DataLoader:
     # -- epochs -------------------------------------------------------------------------
     def __call__(self):
         """Start an epoch: an iterator of feed dicts (lists with ``return_list``)."""
-        if self._source is None:
-            raise DataLoaderError("no generator set: call set_batch_generator, "
-                                  "set_sample_list_generator or set_sample_generator first")
+        if not self.iterable:
+            raise DataLoaderError("this loader was built with iterable=False: it feeds "
+                                  "exe.run itself; call loader.start() and run the program "
+                                  "without a feed until EOFException, then loader.reset()")
+        self._check_source()
         self.reset()
         self._epoch = _Epoch(self, _Placement(self._places))
         return self._epoch
 
     __iter__ = __call__
+
+    def _check_source(self) -> None:
+        if self._source is None:
+            raise DataLoaderError("no generator set: call set_batch_generator, "
+                                  "set_sample_list_generator or set_sample_generator first")
+
+    def start(self) -> None:
+        """Non-iterable loaders: start an epoch; every ``exe.run`` of the bound program
+        without a feed takes the next batch, and raises EOFException when none is left."""
+        if self.iterable:
+            raise DataLoaderError("start() is for loaders built with iterable=False; iterate "
+                                  "this one: `for data in loader(): exe.run(prog, feed=data)`")
+        self._check_source()
+        if self._epoch is not None:
+            raise DataLoaderError("the loader is already started; call loader.reset() after "
+                                  "EOFException (or to stop early) before starting again")
+        self._epoch = _Epoch(self, _Placement(self._places))
 
     def reset(self) -> None:
         """Stop the current epoch's thread (if any) and drop its prepared batches."""
@@ -291,125 +245,97 @@ class DataLoader:
             self._epoch.close()
             self._epoch = None
 
-
-class _Epoch:
-    """One pass over the generator: the producer thread and the consumer's iterator."""
-
-    def __init__(self, loader: DataLoader, placement: _Placement):
-        self.loader = loader
-        self.placement = placement
-        self.names = [v.name for v in loader.feed_list]
-        self.queue: queue.Queue = queue.Queue(maxsize=loader.capacity)
-        self.stop = threading.Event()
-        self.done = False
-        self.items = 0
-        self.wait_s = 0.0
-        self.thread = threading.Thread(target=self._produce, daemon=True,
-                                       name=f"graphc-DataLoader-{next(_counter)}")
-        self.thread.start()
-
-    # -- producer (the thread) ---------------------------------------------------------
-    def _put(self, item) -> bool:
-        while not self.stop.is_set():
-            try:
-                self.queue.put(item, timeout=_POLL_S)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def _produce(self) -> None:
-        k, place = self.placement.iterations, self.placement
-        parts, drop_last = place.parts, self.loader.drop_last
-        source = self.loader._source()
+    def _next_feed(self) -> dict:
+        """The next batch of a started non-iterable loader, as a feed dict."""
+        if self._epoch is None:
+            raise DataLoaderError(
+                "exe.run got no feed and the program's DataLoader (feed_list "
+                f"{[v.name for v in self.feed_list]}) is not started: call loader.start() "
+                "first (and loader.reset() after each EOFException)")
         try:
-            group = []
-            for i, batch in enumerate(source):
-                if self.stop.is_set():
-                    return
-                if parts > 1:
-                    for var, arr in zip(self.loader.feed_list, batch):
-                        if arr.ndim == 0 or arr.shape[0] % parts:
-                            raise DataLoaderError(
-                                f"batch {i}: variable '{var.name}' has batch size "
-                                f"{arr.shape[0] if arr.ndim else '(scalar)'}, which does not "
-                                f"split evenly over {parts} devices")
-                group.append(batch)
-                if len(group) < k:
-                    continue
-                if k == 1:
-                    arrays = group[0]
-                else:
-                    arrays = []
-                    for j, var in enumerate(self.loader.feed_list):
-                        parts_j = [b[j] for b in group]
-                        if len({p.shape for p in parts_j}) != 1:
-                            raise DataLoaderError(
-                                f"batches {i - k + 1}..{i}: variable '{var.name}' has shapes "
-                                f"{[list(p.shape) for p in parts_j]}; the {k} batches of one "
-                                "run (num_iteration_per_run) are stacked, so they must agree")
-                        arrays.append(np.stack(parts_j))
-                group = []
-                if not self._put(place.put(arrays)):
-                    return
-            if group and not drop_last:
-                raise DataLoaderError(
-                    f"the epoch ended with {len(group)} batch(es), fewer than the "
-                    f"num_iteration_per_run = {k} one run takes; use drop_last=True to drop "
-                    "them, or give a multiple of K batches")
-            self._put(_End)
-        except BaseException as exc:  # handed to the consumer, raised from next()
-            self._put(_Failure(exc))
-        finally:
-            source.close()  # a generator's cleanup (a dataset's reader threads) runs now
+            item = next(self._epoch)
+        except StopIteration:
+            raise EOFException("the DataLoader's epoch is over (no batch left for exe.run); "
+                               "call loader.reset(), then loader.start() for the next "
+                               "epoch") from None
+        if isinstance(item, list) and item and isinstance(item[0], dict | list):
+            raise DataLoaderError("a non-iterable loader takes no places that repeat a "
+                                  "device; the executor asks it for one batch per device")
+        return item if isinstance(item, dict) else dict(zip(self._epoch.names, item))
 
-    # -- consumer ----------------------------------------------------------------------
-    def __iter__(self):
-        return self
 
-    def __next__(self):
-        if self.done:
-            raise StopIteration
-        t0 = time.perf_counter()
-        while True:
-            try:
-                item = self.queue.get(timeout=_POLL_S)
-                break
-            except queue.Empty:
-                if not self.thread.is_alive() and self.queue.empty():
-                    self._finish(t0)
-                    raise DataLoaderError("the loader's thread stopped without finishing "
-                                          "the epoch (was the loader reset?)") from None
-        self.wait_s += time.perf_counter() - t0
-        if item is _End:
-            self._finish()
-            raise StopIteration
-        if isinstance(item, _Failure):
-            self._finish()
-            exc = item.exc
-            if isinstance(exc, GraphcError):  # already says what is wrong (a dataset's too)
-                raise exc
-            raise DataLoaderError(f"the generator raised {type(exc).__name__}: {exc}") from exc
-        self.items += 1
-        if self.loader.return_list:
-            return list(item)
-        return dict(zip(self.names, item))
 
-    def _finish(self, t0: float | None = None) -> None:
-        if t0 is not None:
-            self.wait_s += time.perf_counter() - t0
-        self.done = True
-        self.close()
+# -- non-iterable loaders: exe.run(program) without a feed reads from them -----------------
+_BOUND: WeakKeyDictionary = WeakKeyDictionary()  # Program -> [DataLoader], built with it
 
-    def close(self) -> None:
-        """Stop the thread, drop what it prepared, and record the epoch's statistics."""
-        self.stop.set()
-        while True:
-            try:
-                self.queue.get_nowait()
-            except queue.Empty:
-                break
-        if self.thread is not threading.current_thread():
-            self.thread.join(_JOIN_S)
-        self.done = True
-        self.loader.last_epoch_stats = {"items": self.items, "wait_s": self.wait_s}
+
+def _bind(program: Program, loader: DataLoader) -> None:
+    _BOUND.setdefault(program, []).append(loader)
+
+
+def feed_from_loaders(program_or_compiled):
+    """The feed an ``exe.run`` with no feed takes from the non-iterable loaders bound to the
+    program (None when there are none): one batch per device this process feeds,
+    concatenated, and a list of K such feeds for ``num_iteration_per_run = K``."""
+    from .runtime.compiled_program import CompiledProgram
+    compiled = program_or_compiled if isinstance(program_or_compiled, CompiledProgram) else None
+    program = compiled.program if compiled is not None else (
+        program_or_compiled if program_or_compiled is not None else default_main_program())
+    loaders = _BOUND.get(program) if isinstance(program, Program) else None
+    if not loaders:
+        return None
+    if compiled is None:
+        compiled = getattr(program, "_data_parallel", None)
+    parts, k = 1, 1
+    if compiled is not None:
+        k = compiled.exec_strategy.num_iteration_per_run
+        if compiled.devices:
+            parts = sum(d.process_index == jax.process_index() for d in compiled.devices)
+    feeds = [{} for _ in range(k)]
+    for loader in loaders:
+        for feed in feeds:
+            batches = [loader._next_feed() for _ in range(parts)]
+            feed.update(batches[0] if parts == 1 else {
+                n: np.concatenate([np.asarray(b[n]) for b in batches]) for n in batches[0]})
+    return feeds[0] if k == 1 else feeds
+
+
+def _install_executor_hook() -> None:
+    """Wrap ``Executor.run`` once so that a run without a feed reads from the program's
+    non-iterable loaders (Paddle's reader ops); the executor itself knows nothing of them."""
+    from .runtime.executor import Executor
+    original = Executor.run
+    if getattr(original, "_reads_loaders", False):
+        return
+
+    @functools.wraps(original)
+    def run(self, program=None, feed=None, *args, **kwargs):
+        if feed is None and _BOUND:
+            feed = feed_from_loaders(program)
+        return original(self, program, feed, *args, **kwargs)
+
+    run._reads_loaders = True
+    Executor.run = run
+
+
+_install_executor_hook()
+
+
+class PyReader(DataLoader):
+    """Paddle's ``fluid.io.PyReader(feed_list, capacity, use_double_buffer=True,
+    iterable=True, return_list=False)``: a DataLoader with the ``decorate_*`` spellings."""
+
+    def __init__(self, feed_list=None, capacity: int | None = None,
+                 use_double_buffer: bool = True, iterable: bool = True,
+                 return_list: bool = False):
+        super().__init__(feed_list, capacity, iterable, return_list)
+
+    def decorate_sample_generator(self, sample_generator, batch_size: int,
+                                  drop_last: bool = True, places=None) -> PyReader:
+        return self.set_sample_generator(sample_generator, batch_size, drop_last, places)
+
+    def decorate_sample_list_generator(self, reader, places=None) -> PyReader:
+        return self.set_sample_list_generator(reader, places)
+
+    def decorate_batch_generator(self, reader, places=None) -> PyReader:
+        return self.set_batch_generator(reader, places)

@@ -248,7 +248,7 @@ def test_reset_mid_epoch_stops_the_thread_and_restarts():
 def test_misuse():
     main, startup, x, label, loss = build()
     with pytest.raises(DataLoaderError, match="iterable=False"):
-        DataLoader.from_generator(feed_list=[x], iterable=False)
+        DataLoader.from_generator(feed_list=[x], iterable=False)()  # it feeds exe.run itself
     with pytest.raises(DataLoaderError, match="no generator set"):
         DataLoader.from_generator(feed_list=[x])()
     with pytest.raises(DataLoaderError, match="feed_list"):
