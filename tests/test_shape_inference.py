@@ -1103,3 +1103,130 @@ def test_clone_without_for_test_is_a_full_deep_copy():
     assert dup.global_block().var("fc_0.w_0") is not main.global_block().var("fc_0.w_0")
     assert graphc.lower(dup).structurally_equal(graphc.lower(main)) is False
     assert graphc.lower(main.clone()).structurally_equal(graphc.lower(main))
+
+
+# -- tensor manipulation (issue 15) ------------------------------------------------------------
+def b(*shape: int) -> TensorType:
+    return t(*shape, dtype="bool")
+
+
+MANIPULATION_CASES = [
+    case("slice", {"Input": t(3, 4, 5)}, {"axes": [0, 2], "starts": [1, -3], "ends": [9999, -1]},
+         {"Out": t(2, 4, 2)}, "negative-bounds"),
+    case("slice", {"Input": t(-1, 4)}, {"axes": [-1], "starts": [3], "ends": [1]},
+         {"Out": t(-1, 0)}, "empty-unknown-batch"),
+    case("slice", {"Input": t(3, 4)}, {"axes": [0], "starts": [1], "ends": [2],
+                                       "decrease_axis": [0]}, {"Out": t(4)}, "decrease"),
+    case("strided_slice", {"Input": t(3, 4, 5)},
+         {"axes": [1, 2], "starts": [-1, 0], "ends": [-5, 5], "strides": [-2, 2]},
+         {"Out": t(3, 2, 3)}),
+    case("squeeze2", {"X": t(2, 1, 3, 1)}, None, {"Out": t(2, 3), "XShape": t(0, 2, 1, 3, 1)}),
+    case("squeeze2", {"X": t(2, 1, 3)}, {"axes": [0, -2]},
+         {"Out": t(2, 3), "XShape": t(0, 2, 1, 3)}, "non-one-axis-stays"),
+    case("unsqueeze2", {"X": t(-1, 3)}, {"axes": [0, -1]},
+         {"Out": t(1, -1, 3, 1), "XShape": t(0, -1, 3)}),
+    case("flatten2", {"X": t(-1, 3, 4)}, {"axis": 2}, {"Out": t(-1, 4), "XShape": t(0, -1, 3, 4)}),
+    case("flatten2", {"X": t(2, 3, 4)}, {"axis": 0}, {"Out": t(1, 24), "XShape": t(0, 2, 3, 4)},
+         "axis0"),
+    case("shape", {"Input": t(-1, 3, 4)}, None, {"Out": t(3, dtype="int32")}),
+    case("expand", {"X": t(-1, 1, 3)}, {"expand_times": [1, 4, 2]}, {"Out": t(-1, 4, 6)}),
+    case("expand_as", {"X": t(2, 1), "target_tensor": t(4, 3)}, None, {"Out": t(4, 3)}),
+    case("gather", {"X": t(10, 3), "Index": i64(4)}, None, {"Out": t(4, 3)}),
+    case("gather", {"X": t(10, 3), "Index": i64(-1, 1)}, None, {"Out": t(-1, 3)}, "column"),
+    case("gather_nd", {"X": t(3, 4, 5), "Index": i64(2, 6, 2)}, None, {"Out": t(2, 6, 5)}),
+    case("scatter", {"X": t(10, 3), "Ids": i64(4), "Updates": t(4, 3)}, None,
+         {"Out": t(10, 3)}),
+    case("stack", {"X": [t(-1, 3), t(-1, 3)]}, {"axis": -1}, {"Y": t(-1, 3, 2)}),
+    case("unstack", {"X": t(2, 3, 4)}, {"axis": -2, "num": 3}, {"Y": [t(2, 4)] * 3}),
+    case("one_hot", {"X": i64(-1, 1)}, {"depth": 10}, {"Out": t(-1, 10)}),
+    case("one_hot_v2", {"X": i64(-1, 5)}, {"depth": 7}, {"Out": t(-1, 5, 7)}),
+    case("where_index", {"Condition": b(3, 4)}, None, {"Out": i64(-1, 2)}),
+    case("where_index", {"Condition": b(3, 4)}, {"size": 5}, {"Out": i64(5, 2)}, "bounded"),
+    case("range", {}, {"start": 1, "end": 10, "step": 3, "dtype": "int32"},
+         {"Out": t(3, dtype="int32")}),
+    case("range", {}, {"start": 1.0, "end": 0.0, "step": -0.25, "dtype": "float32"},
+         {"Out": t(4)}, "negative-step"),
+    case("fill_any_like", {"X": i64(-1, 3)}, {"value": 1.0}, {"Out": i64(-1, 3)}),
+    case("fill_constant_batch_size_like", {"Input": t(-1, 7)},
+         {"shape": [0, 3], "dtype": "int64", "value": 2.0}, {"Out": i64(-1, 3)}),
+    case("uniform_random_batch_size_like", {"Input": t(8, 7)},
+         {"shape": [4, 0], "input_dim_idx": 1, "output_dim_idx": 1}, {"Out": t(4, 7)}),
+    case("log", {"X": t(2, 3)}, None, {"Out": t(2, 3)}),
+    case("sign", {"X": t(2, 3)}, None, {"Out": t(2, 3)}),
+    case("pow", {"X": t(2, 3)}, {"factor": 2.0}, {"Out": t(2, 3)}),
+    case("clip", {"X": t(-1, 3)}, {"min": -1.0, "max": 1.0}, {"Out": t(-1, 3)}),
+    case("clip_by_norm", {"X": t(-1, 3)}, {"max_norm": 1.0}, {"Out": t(-1, 3)}),
+    case("norm", {"X": t(-1, 3, 4)}, {"axis": -2}, {"Out": t(-1, 3, 4), "Norm": t(-1, 1, 4)}),
+    *[case(op, {"X": t(2, 3, 4)}, {"dim": [-1, 0], "keep_dim": True}, {"Out": t(1, 3, 1)})
+      for op in ("reduce_min", "reduce_prod")],
+    *[case(op, {"X": b(2, 3, 4)}, {"reduce_all": True}, {"Out": b(1)})
+      for op in ("reduce_all", "reduce_any")],
+    *[case(op, {"X": i64(2, 3), "Y": i64(3)}, None, {"Out": i64(2, 3)})
+      for op in ("elementwise_mod", "elementwise_floordiv")],
+    *[case(op, {"X": t(2, 3, 4), "Y": t(3)}, {"axis": 1}, {"Out": b(2, 3, 4)})
+      for op in ("equal", "not_equal", "less_than", "less_equal", "greater_than",
+                 "greater_equal")],
+    *[case(op, {"X": b(2, 3), "Y": b(3)}, None, {"Out": b(2, 3)})
+      for op in ("logical_and", "logical_or", "logical_xor")],
+    case("logical_not", {"X": b(2, 3)}, None, {"Out": b(2, 3)}),
+    case("arg_max", {"X": t(-1, 3, 4)}, {"axis": -1}, {"Out": i64(-1, 3)}),
+    case("arg_min", {"X": t(2, 3, 4)}, {"axis": 1, "keepdims": True}, {"Out": i64(2, 1, 4)}),
+    case("arg_min", {"X": t(2, 3)}, {"flatten": True}, {"Out": i64(1)}, "flatten"),
+    case("argsort", {"X": t(-1, 5)}, {"axis": 0, "descending": True},
+         {"Out": t(-1, 5), "Indices": i64(-1, 5)}),
+]
+CASES.extend(MANIPULATION_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", MANIPULATION_CASES)
+def test_manipulation_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs",
+                         [p for p in MANIPULATION_CASES if has_op_def(grad_op_type(p.values[0]))])
+def test_manipulation_grad_op_types(op_type, ins, attrs, outs):
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+MANIPULATION_ERRORS = [
+    ("slice", {"Input": t(3, 4)}, {"axes": [0, 1], "starts": [0], "ends": [1, 2]},
+     "starts [0] must have one entry per axis"),
+    ("slice", {"Input": t(3, 4)}, {"axes": [2], "starts": [0], "ends": [1]},
+     "axes entry 2 is out of range for rank 2"),
+    ("slice", {"Input": t(3, 4)}, {"axes": [0], "starts": [0], "ends": [2],
+                                   "decrease_axis": [0]}, "decrease_axis [0] must name"),
+    ("strided_slice", {"Input": t(3)}, {"axes": [0], "starts": [0], "ends": [2],
+                                        "strides": [0]}, "strides [0] contain 0"),
+    ("squeeze2", {"X": t(2, 1)}, {"axes": [3]}, "axes entry 3 is out of range for rank 2"),
+    ("unsqueeze2", {"X": t(2, 1)}, {"axes": [4]}, "axes entry 4 is out of range for rank 3"),
+    ("flatten2", {"X": t(2, 1)}, {"axis": 3}, "axis 3 must be in [0, 2]"),
+    ("expand", {"X": t(2, 1)}, {"expand_times": [2]}, "one entry per dimension of X [2, 1]"),
+    ("expand_as", {"X": t(2, 2), "target_tensor": t(3, 2)}, {}, "is not a multiple of X"),
+    ("gather", {"X": t(5, 3), "Index": t(4)}, {}, "Index must be an integer tensor"),
+    ("gather", {"X": t(5, 3), "Index": i64(4, 2)}, {}, "Index must be [N] or [N, 1]"),
+    ("gather_nd", {"X": t(5, 3), "Index": i64(4, 3)}, {}, "at most X's rank 2"),
+    ("scatter", {"X": t(5, 3), "Ids": i64(2), "Updates": t(3, 3)}, {},
+     "Updates [3, 3] must be [len(Ids)=2]"),
+    ("stack", {"X": [t(2, 3), t(3, 2)]}, {}, "inputs [2, 3] and [3, 2] differ"),
+    ("unstack", {"X": t(2, 3)}, {"num": 3}, "num 3 must equal dimension 0"),
+    ("one_hot", {"X": i64(4, 2)}, {"depth": 3}, "X must end in a dimension of 1"),
+    ("one_hot", {"X": t(4, 1)}, {"depth": 3}, "X must be an integer tensor"),
+    ("range", {}, {"start": 0, "end": 3, "step": 0}, "step must not be 0"),
+    ("fill_constant_batch_size_like", {"Input": t(-1, 2)}, {"shape": [0, -1]},
+     "must be known apart from output_dim_idx 0"),
+    ("clip", {"X": t(3)}, {"min": 1.0, "max": 0.0}, "min 1.0 must not exceed max 0.0"),
+    ("clip_by_norm", {"X": t(3)}, {"max_norm": 0.0}, "max_norm 0.0 must be positive"),
+    ("log", {"X": i64(3)}, {}, "X must be floating point, got int64"),
+    ("reduce_all", {"X": t(3)}, {}, "X must be bool, got float32"),
+    ("logical_and", {"X": b(3), "Y": t(3)}, {}, "inputs must be bool"),
+    ("less_than", {"X": t(3), "Y": i64(3)}, {}, "X is float32 but Y is int64"),
+    ("equal", {"X": t(2, 3), "Y": t(4)}, {}, "do not broadcast"),
+    ("arg_max", {"X": t(2, 3)}, {"axis": 2}, "axis 2 is out of range for rank 2"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", MANIPULATION_ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in MANIPULATION_ERRORS])
+def test_manipulation_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)

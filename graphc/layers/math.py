@@ -1,4 +1,4 @@
-"""Elementwise, activation, matrix and reduction layers: one op each (plus optional act).
+"""Elementwise, activation, matrix, reduction and clipping layers: one op each (plus act).
 
 ``axis`` in the elementwise layers is Paddle's: where Y's dimensions start inside X's.
 """
@@ -107,3 +107,97 @@ def reduce_mean(input, dim=None, keep_dim: bool = False, name=None):
 
 def reduce_max(input, dim=None, keep_dim: bool = False, name=None):
     return _reduce("reduce_max", input, dim, keep_dim, name)
+
+
+def reduce_min(input, dim=None, keep_dim: bool = False, name=None):
+    return _reduce("reduce_min", input, dim, keep_dim, name)
+
+
+def reduce_prod(input, dim=None, keep_dim: bool = False, name=None):
+    return _reduce("reduce_prod", input, dim, keep_dim, name)
+
+
+def reduce_all(input, dim=None, keep_dim: bool = False, name=None):
+    """Logical and over dims of a bool tensor (no gradient)."""
+    out = _reduce("reduce_all", input, dim, keep_dim, name)
+    out.stop_gradient = True
+    return out
+
+
+def reduce_any(input, dim=None, keep_dim: bool = False, name=None):
+    """Logical or over dims of a bool tensor (no gradient)."""
+    out = _reduce("reduce_any", input, dim, keep_dim, name)
+    out.stop_gradient = True
+    return out
+
+
+def elementwise_max(x, y, axis: int = -1, act=None, name=None):
+    return _elementwise("elementwise_max", x, y, axis, act, name)
+
+
+def elementwise_min(x, y, axis: int = -1, act=None, name=None):
+    return _elementwise("elementwise_min", x, y, axis, act, name)
+
+
+def elementwise_pow(x, y, axis: int = -1, act=None, name=None):
+    return _elementwise("elementwise_pow", x, y, axis, act, name)
+
+
+def elementwise_mod(x, y, axis: int = -1, act=None, name=None):
+    """x mod y with the sign of y, as Paddle (no gradient)."""
+    return _elementwise("elementwise_mod", x, y, axis, act, name)
+
+
+def elementwise_floordiv(x, y, axis: int = -1, act=None, name=None):
+    return _elementwise("elementwise_floordiv", x, y, axis, act, name)
+
+
+def abs(x, name=None):
+    return _unary("abs", x, name=name)
+
+
+def sqrt(x, name=None):
+    return _unary("sqrt", x, name=name)
+
+
+def exp(x, name=None):
+    return _unary("exp", x, name=name)
+
+
+def log(x, name=None):
+    return _unary("log", x, name=name)
+
+
+def square(x, name=None):
+    return _unary("square", x, name=name)
+
+
+def sign(x):
+    return _unary("sign", x)
+
+
+def pow(x, factor: float = 1.0, name=None):
+    return _unary("pow", x, {"factor": float(factor)}, name)
+
+
+def clip(x, min: float, max: float, name=None):
+    """min(max(x, min), max); the gradient passes where min < x < max."""
+    return _unary("clip", x, {"min": float(min), "max": float(max)}, name)
+
+
+def clip_by_norm(x, max_norm: float, name=None):
+    """x scaled down to L2 norm max_norm when its norm exceeds it."""
+    return _unary("clip_by_norm", x, {"max_norm": float(max_norm)}, name)
+
+
+def l2_normalize(x, axis: int, epsilon: float = 1e-12, name=None):
+    """x / sqrt(sum(x^2, axis) + epsilon) (Paddle's norm op; a 1-D x uses axis 0)."""
+    check_variable("l2_normalize", "x", x)
+    if len(x.shape) == 1:
+        axis = 0
+    helper = LayerHelper("l2_normalize", name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    norm = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("norm", {"X": x}, {"Out": out, "Norm": norm},
+                     {"axis": 1 if axis is None else int(axis), "epsilon": float(epsilon)})
+    return out

@@ -148,7 +148,8 @@ def _top_k(c):
     return {"Out": TensorType(shape, x.dtype), "Indices": TensorType(shape, "int64")}
 
 
-register("top_k", "X", "Out Indices", {"k": ("int", 1)}, infer=_top_k, traits=(NO_GRAD,))
+# Out is differentiable (its gradient lands at Indices, as Paddle's top_k_grad); Indices not
+register("top_k", "X", "Out Indices", {"k": ("int", 1)}, infer=_top_k)
 
 
 def _accuracy(c):
