@@ -1009,3 +1009,136 @@ def sync_batch_norm(c, layout):
     grads = c.check(out)
     assert set(grads) == {"x", "bn.w_0", "bn.b_0"}
     assert "sync_batch_norm_grad" in [op.type for op in block.ops]
+
+
+# -- tensor manipulation (issue 15) ------------------------------------------------------------
+def _ids(c, name, values):
+    return c.data(name, np.asarray(values), grad=False, dtype="int64")
+
+
+@grad_case("slice", params=[{"axes": [0, 2], "starts": [1, -3], "ends": [10000, -1]},
+                            {"axes": [-2], "starts": [-3], "ends": [3]}])
+def tensor_slice(c, axes, starts, ends):
+    return layers.slice(c.data("x", c.randn(3, 4, 5)), axes, starts, ends)
+
+
+@grad_case("slice")
+def tensor_slice_decrease_axis(c):
+    block = c.program.global_block()
+    out = block.create_var("out", None, "float64")
+    block.append_op("slice", {"Input": c.data("x", c.randn(3, 4))}, {"Out": out},
+                    {"axes": [0], "starts": [1], "ends": [2], "decrease_axis": [0]})
+    assert tuple(out.shape) == (4,)
+    return out
+
+
+@grad_case("strided_slice")
+def tensor_strided_slice(c):
+    return layers.strided_slice(c.data("x", c.randn(3, 4, 5)), [1, 2], [-1, 0], [-5, 5],
+                                [-2, 2])
+
+
+@grad_case("squeeze2", params=[{"axes": [1]}, {"axes": []}, {"axes": [-1, 0]}])
+def tensor_squeeze(c, axes):
+    return layers.squeeze(c.data("x", c.randn(2, 1, 3, 1)), axes)
+
+
+@grad_case("unsqueeze2", params=[{"axes": [0, -1]}, {"axes": [1]}])
+def tensor_unsqueeze(c, axes):
+    return layers.unsqueeze(c.data("x", c.randn(2, 3)), axes)
+
+
+@grad_case("flatten2", params=[{"axis": 0}, {"axis": 2}, {"axis": 3}])
+def tensor_flatten(c, axis):
+    return layers.flatten(c.data("x", c.randn(2, 3, 2)), axis)
+
+
+@grad_case("expand")
+def tensor_expand(c):
+    return layers.expand(c.data("x", c.randn(2, 1, 3)), [1, 2, 2])
+
+
+@grad_case("expand_as")
+def tensor_expand_as(c):
+    target = c.data("t", c.randn(4, 3), grad=False)
+    return layers.expand_as(c.data("x", c.randn(2, 1)), target)
+
+
+@grad_case("gather", params=[{"index": [3, 0, 3, 1], "overwrite": False, "column": False},
+                             {"index": [4, 0, 2], "overwrite": True, "column": False},
+                             {"index": [1, 1, 2], "overwrite": False, "column": True}])
+def tensor_gather(c, index, overwrite, column):
+    idx = np.asarray(index).reshape(-1, 1) if column else index
+    return layers.gather(c.data("x", c.randn(5, 3)), _ids(c, "index", idx), overwrite)
+
+
+@grad_case("gather_nd")
+def tensor_gather_nd(c):
+    index = _ids(c, "index", [[0, 1], [2, 3], [1, 0]])
+    return layers.gather_nd(c.data("x", c.randn(3, 4, 2)), index)
+
+
+@grad_case("scatter", params=[{"ids": [1, 3, 0], "overwrite": True},
+                              {"ids": [1, 3, 1], "overwrite": False}])
+def tensor_scatter(c, ids, overwrite):
+    x, upd = c.data("x", c.randn(5, 3)), c.data("updates", c.randn(3, 3))
+    return layers.scatter(x, _ids(c, "ids", ids), upd, overwrite=overwrite)
+
+
+@grad_case("stack", params=[{"axis": 0}, {"axis": -1}])
+def tensor_stack(c, axis):
+    return layers.stack([c.data(f"x{i}", c.randn(2, 3)) for i in range(3)], axis=axis)
+
+
+@grad_case("unstack", params=[{"axis": 1}, {"axis": -1}])
+def tensor_unstack(c, axis):
+    return layers.unstack(c.data("x", c.randn(2, 3, 2)), axis=axis)
+
+
+@grad_case("log", "pow", "sign")
+def tensor_log_pow_sign(c):
+    x = c.data("x", c.uniform(0.5, 2.0, 2, 3))
+    y = c.data("y", c.away_from_zero(2, 3))
+    return [layers.log(x), layers.pow(x, 2.5), layers.sign(y)]
+
+
+@grad_case("clip")
+def tensor_clip(c):
+    # a grid offset by 0.05 from the bounds: no value within eps of a kink
+    return layers.clip(c.data("x", c.rng.integers(-10, 10, (3, 4)) * 0.1 + 0.05), -0.5, 0.6)
+
+
+@grad_case("clip_by_norm", params=[{"max_norm": 0.5}, {"max_norm": 50.0}])
+def tensor_clip_by_norm(c, max_norm):
+    return layers.clip_by_norm(c.data("x", c.randn(2, 3)), max_norm)
+
+
+@grad_case("norm", params=[{"shape": (2, 3, 2), "axis": 1}, {"shape": (2, 3), "axis": -1},
+                           {"shape": (4,), "axis": 3}])
+def tensor_l2_normalize(c, shape, axis):
+    return layers.l2_normalize(c.data("x", c.randn(*shape)), axis)
+
+
+@grad_case(params=[{"op": op, **r} for op in ("reduce_min", "reduce_prod") for r in REDUCES])
+def tensor_reduce(c, op, dim, keep_dim):
+    fn = {"reduce_min": layers.reduce_min, "reduce_prod": layers.reduce_prod}[op]
+    values = (c.rng.permutation(24).reshape(2, 3, 4) * 0.1 if op == "reduce_min"
+              else c.away_from_zero(2, 3, 4, margin=0.5))  # distinct / away from 0
+    return fn(c.data("x", values), dim=dim, keep_dim=keep_dim)
+
+
+@grad_case("argsort", params=[{"axis": -1, "descending": False},
+                              {"axis": 0, "descending": True}])
+def tensor_argsort(c, axis, descending):
+    x = c.data("x", c.rng.permutation(12).reshape(3, 4) * 0.1)  # distinct: no ties
+    out, _ = layers.argsort(x, axis=axis, descending=descending)
+    return out
+
+
+@grad_case("top_k")
+def tensor_top_k(c):
+    x = c.data("x", c.rng.permutation(12).reshape(3, 4) * 0.1)
+    block = c.program.global_block()
+    out, idx = block.create_var("out", None, "float64"), block.create_var("idx", None, "int64")
+    block.append_op("top_k", {"X": x}, {"Out": out, "Indices": idx}, {"k": 2})
+    return out

@@ -1,19 +1,20 @@
 """Learning-rate schedules as ops (Paddle's layer functions): each returns an LR Variable.
 
-A persistable step counter (``@LR_DECAY_COUNTER@``) is incremented once per run, from 0.
+A persistable step counter (``@LR_DECAY_COUNTER@``) is incremented once per run, from 0
+(noam_decay's from 1, as Paddle's; the first schedule built fixes where it starts).
 """
 
 from __future__ import annotations
 
 from ..ir import unique_name
 from ..ir.errors import ProgramError
-from ..ir.program import default_main_program, default_startup_program
+from ..ir.program import Variable, default_main_program, default_startup_program
 
 COUNTER = "@LR_DECAY_COUNTER@"
 
 
-def _step_counter():
-    """The global step (float32 [1]): 0 on the first run, +1 per run."""
+def _step_counter(begin: int = 0):
+    """The global step (float32 [1]): ``begin`` on the first run, +1 per run."""
     main, startup = default_main_program(), default_startup_program()
     block = main.global_block()
     if COUNTER in block.vars:
@@ -23,20 +24,35 @@ def _step_counter():
     if COUNTER not in sblock.vars:
         svar = sblock.create_var(COUNTER, [1], "float32", persistable=True)
         sblock.append_op("fill_constant", outputs={"Out": svar},
-                         attrs={"shape": [1], "dtype": "float32", "value": -1.0})
+                         attrs={"shape": [1], "dtype": "float32", "value": float(begin - 1)})
     with main.op_role_guard("lr_sched"):
         block._prepend_op("increment", {"X": counter}, {"Out": counter}, {"step": 1.0})
     return counter
 
 
-def _schedule(op_type: str, inputs: dict, attrs: dict):
+def _schedule(op_type: str, inputs: dict, attrs: dict, begin: int = 0, dtype="float32"):
     main = default_main_program()
     block = main.global_block()
-    out = block.create_var(unique_name.generate("learning_rate"), None, "float32",
+    out = block.create_var(unique_name.generate("learning_rate"), None, dtype,
                            stop_gradient=True)
     with main.op_role_guard("lr_sched"):
-        block.append_op(op_type, {"Step": _step_counter(), **inputs}, {"Out": out}, attrs)
+        block.append_op(op_type, {"Step": _step_counter(begin), **inputs}, {"Out": out}, attrs)
     return out
+
+
+def _float(schedule: str, name: str, value) -> float:
+    """Schedules take Python numbers (Paddle's Variable learning rates are not supported)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ProgramError(f"{schedule}: {name} must be a Python float, got "
+                           f"{type(value).__name__} {value!r}")
+    return float(value)
+
+
+def _steps(schedule: str, name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0 \
+            or int(value) != value:
+        raise ProgramError(f"{schedule}: {name} must be a positive integer, got {value!r}")
+    return int(value)
 
 
 def piecewise_decay(boundaries, values):
@@ -54,11 +70,58 @@ def cosine_decay(learning_rate: float, step_each_epoch: int, epochs: int):
                                           "epochs": int(epochs)})
 
 
-def linear_lr_warmup(learning_rate, warmup_steps: int, start_lr: float, end_lr: float):
-    """Linear ramp from start_lr to end_lr over warmup_steps, then ``learning_rate``."""
+def _decay(op_type, learning_rate, decay_steps, decay_rate, staircase):
+    return _schedule(op_type, {}, {
+        "learning_rate": _float(op_type, "learning_rate", learning_rate),
+        "decay_steps": _steps(op_type, "decay_steps", decay_steps),
+        "decay_rate": _float(op_type, "decay_rate", decay_rate), "staircase": bool(staircase)})
+
+
+def exponential_decay(learning_rate, decay_steps, decay_rate, staircase=False):
+    """learning_rate * decay_rate ** (step / decay_steps), the exponent floored if staircase."""
+    return _decay("exponential_decay", learning_rate, decay_steps, decay_rate, staircase)
+
+
+def natural_exp_decay(learning_rate, decay_steps, decay_rate, staircase=False):
+    """learning_rate * exp(-decay_rate * (step / decay_steps)), floored if staircase."""
+    return _decay("natural_exp_decay", learning_rate, decay_steps, decay_rate, staircase)
+
+
+def inverse_time_decay(learning_rate, decay_steps, decay_rate, staircase=False):
+    """learning_rate / (1 + decay_rate * (step / decay_steps)), floored if staircase."""
+    return _decay("inverse_time_decay", learning_rate, decay_steps, decay_rate, staircase)
+
+
+def polynomial_decay(learning_rate, decay_steps, end_learning_rate=0.0001, power=1.0,
+                     cycle=False):
+    """(lr - end) * (1 - step / decay_steps) ** power + end; the step stops at decay_steps,
+    or with ``cycle`` decay_steps grows to the next multiple of itself."""
+    name = "polynomial_decay"
+    return _schedule(name, {}, {
+        "learning_rate": _float(name, "learning_rate", learning_rate),
+        "decay_steps": _steps(name, "decay_steps", decay_steps),
+        "end_learning_rate": _float(name, "end_learning_rate", end_learning_rate),
+        "power": _float(name, "power", power), "cycle": bool(cycle)})
+
+
+def noam_decay(d_model, warmup_steps, learning_rate=1.0):
+    """The Transformer's schedule; its step counts from 1 (Paddle's counter begin=1)."""
+    name = "noam_decay"
+    return _schedule(name, {}, {"d_model": _float(name, "d_model", d_model),
+                                "warmup_steps": _steps(name, "warmup_steps", warmup_steps),
+                                "learning_rate": _float(name, "learning_rate", learning_rate)},
+                     begin=1)
+
+
+def linear_lr_warmup(learning_rate, warmup_steps, start_lr, end_lr):
+    """Linear ramp from start_lr to end_lr over warmup_steps, then ``learning_rate`` (a float
+    or a [1] Variable such as another schedule's output)."""
     from .tensor import fill_constant
-    if not hasattr(learning_rate, "name"):
-        learning_rate = fill_constant([1], "float32", learning_rate)
-    return _schedule("linear_warmup", {"LearningRate": learning_rate},
-                     {"warmup_steps": int(warmup_steps), "start_lr": float(start_lr),
-                      "end_lr": float(end_lr)})
+    name = "linear_lr_warmup"
+    if not isinstance(learning_rate, Variable):
+        learning_rate = fill_constant([1], "float32", _float(name, "learning_rate",
+                                                             learning_rate))
+    return _schedule(name, {"LearningRate": learning_rate},
+                     {"warmup_steps": _steps(name, "warmup_steps", warmup_steps),
+                      "start_lr": _float(name, "start_lr", start_lr),
+                      "end_lr": _float(name, "end_lr", end_lr)}, dtype=learning_rate.dtype)
