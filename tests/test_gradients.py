@@ -1142,3 +1142,77 @@ def tensor_top_k(c):
     out, idx = block.create_var("out", None, "float64"), block.create_var("idx", None, "int64")
     block.append_op("top_k", {"X": x}, {"Out": out, "Indices": idx}, {"k": 2})
     return out
+
+
+# -- losses (issue 15) ---------------------------------------------------------------------------
+@grad_case("sigmoid_cross_entropy_with_logits",
+           params=[{"normalize": False, "ignore": False}, {"normalize": True, "ignore": True}])
+def loss_sigmoid_cross_entropy_with_logits(c, normalize, ignore):
+    label = c.uniform(0, 1, 3, 4)
+    if ignore:
+        label[0, 1] = label[2, 3] = -100  # ignored elements: zero loss, zero gradient
+    x = c.data("x", c.randn(3, 4))
+    return layers.sigmoid_cross_entropy_with_logits(
+        x, c.data("label", label, grad=False), normalize=normalize)
+
+
+@grad_case("cos_sim", params=[{"rows": 3}, {"rows": 1}])
+def loss_cos_sim(c, rows):
+    x, y = c.data("x", c.randn(3, 2, 2)), c.data("y", c.randn(rows, 2, 2))
+    return layers.cos_sim(x, y)
+
+
+@grad_case("log_loss")
+def loss_log_loss(c):
+    p = c.data("p", c.uniform(0.1, 0.9, 4, 1))
+    return layers.log_loss(p, c.data("label", c.rng.integers(0, 2, (4, 1)), grad=False))
+
+
+@grad_case("huber_loss")
+def loss_huber(c):
+    x = c.randn(2, 4)
+    r = c.rng.choice([0.3, -0.6, 1.5, -2.0], (2, 4))  # both sides of delta, none on it
+    return layers.huber_loss(c.data("x", x), c.data("y", x + r), delta=1.0)
+
+
+@grad_case("smooth_l1_loss", params=[{"weights": False, "sigma": None},
+                                     {"weights": True, "sigma": 2.0}])
+def loss_smooth_l1(c, weights, sigma):
+    x = c.randn(3, 4)
+    d = c.rng.choice([0.05, -0.1, 1.5, -2.0], (3, 4))  # quadratic and linear parts
+    kw = {}
+    if weights:
+        kw = {"inside_weight": c.data("iw", c.uniform(0.5, 1.0, 3, 4), grad=False),
+              "outside_weight": c.data("ow", c.uniform(0.5, 1.5, 3, 4), grad=False)}
+    return layers.smooth_l1(c.data("x", x), c.data("y", x + d), sigma=sigma, **kw)
+
+
+@grad_case("bpr_loss")
+def loss_bpr(c):
+    x = c.data("x", c.randn(3, 4))
+    return layers.bpr_loss(x, c.data("label", c.rng.integers(0, 4, (3, 1)), grad=False,
+                                     dtype="int64"))
+
+
+@grad_case("margin_rank_loss")
+def loss_margin_rank(c):
+    left = c.randn(4, 1)
+    label = np.array([[1.0], [-1.0], [1.0], [-1.0]])
+    # -label * (left - right) + 0.1 = +-0.5: two active, two clipped, none at the kink
+    right = left + label * np.array([[-0.4], [-0.4], [0.6], [0.6]])
+    return layers.margin_rank_loss(c.data("label", label, grad=False), c.data("left", left),
+                                   c.data("right", right))
+
+
+@grad_case("rank_loss")
+def loss_rank(c):
+    return layers.rank_loss(c.data("label", c.uniform(0, 1, 4, 1), grad=False),
+                            c.data("left", c.randn(4, 1)), c.data("right", c.randn(4, 1)))
+
+
+@grad_case("kldiv_loss", params=[{"reduction": r} for r in ("none", "batchmean", "mean", "sum")])
+def loss_kldiv(c, reduction):
+    target = c.uniform(0.1, 1.0, 3, 4)
+    target[1, 2] = 0.0  # no contribution where the target is 0
+    return layers.kldiv_loss(c.data("x", c.randn(3, 4)), c.data("target", target, grad=False),
+                             reduction=reduction)

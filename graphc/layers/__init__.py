@@ -3,7 +3,16 @@
 Each layer appends Paddle's ops with Paddle's names; see helper.LayerHelper.
 """
 
-from .learning_rate_scheduler import cosine_decay, linear_lr_warmup, piecewise_decay
+from .learning_rate_scheduler import (
+    cosine_decay,
+    exponential_decay,
+    inverse_time_decay,
+    linear_lr_warmup,
+    natural_exp_decay,
+    noam_decay,
+    piecewise_decay,
+    polynomial_decay,
+)
 from .logic import (
     equal,
     greater_equal,
@@ -16,7 +25,23 @@ from .logic import (
     logical_xor,
     not_equal,
 )
-from .loss import accuracy, cross_entropy, softmax_with_cross_entropy, topk
+from .loss import (
+    accuracy,
+    bpr_loss,
+    cos_sim,
+    cross_entropy,
+    huber_loss,
+    kldiv_loss,
+    log_loss,
+    margin_rank_loss,
+    mse_loss,
+    rank_loss,
+    sigmoid_cross_entropy_with_logits,
+    smooth_l1,
+    softmax_with_cross_entropy,
+    square_error_cost,
+    topk,
+)
 from .manipulation import (
     arange,
     argmax,
@@ -102,19 +127,27 @@ from .tensor import (
 monkey_patch_variable()
 
 __all__ = [
-    "abs", "accuracy", "arange", "argmax", "argmin", "argsort", "assign", "batch_norm", "cast",
-    "clip", "clip_by_norm", "concat", "conv2d", "cosine_decay", "cross_entropy", "data", "dropout",
-    "elementwise_add", "elementwise_div", "elementwise_floordiv", "elementwise_max",
-    "elementwise_min", "elementwise_mod", "elementwise_mul", "elementwise_pow", "elementwise_sub",
-    "embedding", "equal", "exp", "expand", "expand_as", "fc", "fill_constant",
-    "fill_constant_batch_size_like", "flatten", "gather", "gather_nd", "gelu",
-    "get_tensor_from_selected_rows", "greater_equal", "greater_than", "increment", "l2_normalize",
-    "layer_norm", "leaky_relu", "less_equal", "less_than", "linear_lr_warmup", "log",
-    "logical_and", "logical_not", "logical_or", "logical_xor", "matmul", "mean",
-    "merge_selected_rows", "not_equal", "one_hot", "ones", "ones_like", "piecewise_decay",
-    "pool2d", "pow", "range", "reduce_all", "reduce_any", "reduce_max", "reduce_mean",
-    "reduce_min", "reduce_prod", "reduce_sum", "relu", "reshape", "scale", "scatter", "shape",
-    "sigmoid", "sign", "slice", "softmax", "softmax_with_cross_entropy", "split", "sqrt", "square",
-    "squeeze", "stack", "strided_slice", "sums", "tanh", "topk", "transpose",
+    "abs", "accuracy", "arange", "argmax", "argmin", "argsort", "assign", "batch_norm", "bpr_loss",
+    "cast", "clip", "clip_by_norm", "concat", "conv2d", "cos_sim", "cosine_decay", "cross_entropy",
+    "data", "dropout", "elementwise_add", "elementwise_div", "elementwise_floordiv",
+    "elementwise_max", "elementwise_min", "elementwise_mod", "elementwise_mul", "elementwise_pow",
+    "elementwise_sub", "embedding", "equal", "exp", "expand", "expand_as", "exponential_decay",
+    "fc", "fill_constant", "fill_constant_batch_size_like", "flatten", "gather", "gather_nd",
+    "gelu", "get_tensor_from_selected_rows", "greater_equal", "greater_than", "huber_loss",
+    "increment", "inverse_time_decay", "kldiv_loss", "l2_normalize", "layer_norm", "leaky_relu",
+    "less_equal", "less_than", "linear_lr_warmup", "log", "log_loss", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "margin_rank_loss", "matmul", "mean", "merge_selected_rows",
+    "mse_loss", "natural_exp_decay", "noam_decay", "not_equal", "one_hot", "ones", "ones_like",
+    "piecewise_decay", "polynomial_decay", "pool2d", "pow", "range", "rank_loss", "reduce_all",
+    "reduce_any", "reduce_max", "reduce_mean", "reduce_min", "reduce_prod", "reduce_sum", "relu",
+    "reshape", "scale", "scatter", "shape", "sigmoid", "sigmoid_cross_entropy_with_logits", "sign",
+    "slice", "smooth_l1", "softmax", "softmax_with_cross_entropy", "split", "sqrt", "square",
+    "square_error_cost", "squeeze", "stack", "strided_slice", "sums", "tanh", "topk", "transpose",
     "uniform_random_batch_size_like", "unsqueeze", "unstack", "where", "zeros", "zeros_like",
 ]
+
+
+def __getattr__(name: str):
+    # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
+    from ..fluid._missing import missing
+    raise missing("graphc.fluid.layers", name)
