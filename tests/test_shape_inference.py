@@ -1230,3 +1230,66 @@ MANIPULATION_ERRORS = [
                          ids=[f"{e[0]}-{e[3][:30]}" for e in MANIPULATION_ERRORS])
 def test_manipulation_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+
+
+# -- losses, metrics and learning-rate schedules (issue 15) ---------------------------------------
+LOSS_CASES = [
+    case("sigmoid_cross_entropy_with_logits", {"X": t(-1, 3), "Label": t(-1, 3)}, None,
+         {"Out": t(-1, 3)}),
+    case("cos_sim", {"X": t(-1, 2, 3), "Y": t(1, 2, 3)}, None,
+         {"Out": t(-1, 1), "XNorm": t(-1, 1), "YNorm": t(1, 1)}, "one-row-Y"),
+    case("log_loss", {"Predicted": t(-1, 1), "Labels": t(-1, 1)}, None, {"Loss": t(-1, 1)}),
+    case("huber_loss", {"X": t(4, 1), "Y": t(4, 1)}, {"delta": 1.0},
+         {"Out": t(4, 1), "Residual": t(4, 1)}),
+    case("smooth_l1_loss", {"X": t(-1, 4), "Y": t(-1, 4), "InsideWeight": t(-1, 4)}, None,
+         {"Diff": t(-1, 4), "Out": t(-1, 1)}),
+    case("bpr_loss", {"X": t(-1, 5), "Label": i64(-1, 1)}, None, {"Y": t(-1, 1)}),
+    case("margin_rank_loss", {"X1": t(-1, 1), "X2": t(-1, 1), "Label": t(-1, 1)}, None,
+         {"Out": t(-1, 1), "Activated": t(-1, 1)}),
+    case("rank_loss", {"Label": t(-1, 1), "Left": t(-1, 1), "Right": t(-1, 1)}, None,
+         {"Out": t(-1, 1)}),
+    case("kldiv_loss", {"X": t(-1, 4), "Target": t(-1, 4)}, None, {"Loss": t(1)}),
+    case("kldiv_loss", {"X": t(-1, 4), "Target": t(-1, 4)}, {"reduction": "none"},
+         {"Loss": t(-1, 4)}, "none"),
+    *[case(op, {"Step": t(1)}, {"learning_rate": 0.1, "decay_steps": 10, "decay_rate": 0.5},
+           {"Out": t(1)}) for op in ("exponential_decay", "natural_exp_decay",
+                                     "inverse_time_decay")],
+    case("polynomial_decay", {"Step": t(1)}, {"learning_rate": 0.1, "decay_steps": 10},
+         {"Out": t(1)}),
+    case("noam_decay", {"Step": t(1)}, {"d_model": 512.0, "warmup_steps": 4000},
+         {"Out": t(1)}),
+    case("linear_lr_warmup", {"Step": t(1), "LearningRate": t(1, dtype="float64")},
+         {"warmup_steps": 5, "start_lr": 0.0, "end_lr": 0.1}, {"Out": t(1, dtype="float64")}),
+]
+CASES.extend(LOSS_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", LOSS_CASES)
+def test_loss_metric_schedule_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs",
+                         [p for p in LOSS_CASES if has_op_def(grad_op_type(p.values[0]))])
+def test_loss_grad_op_types(op_type, ins, attrs, outs):
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+LOSS_ERRORS = [
+    ("cos_sim", {"X": t(4, 3), "Y": t(2, 3)}, {}, "Y must have 1 row or as many rows as X"),
+    ("cos_sim", {"X": t(4), "Y": t(4)}, {}, "must have the same rank >= 2"),
+    ("huber_loss", {"X": t(4, 1), "Y": t(4, 2)}, {"delta": 1.0}, "must have the same shape"),
+    ("huber_loss", {"X": t(4, 1), "Y": t(4, 1)}, {"delta": -1.0}, "delta must be >= 0"),
+    ("bpr_loss", {"X": t(4, 3), "Label": i64(4, 2)}, {}, "Label must be [N, 1]"),
+    ("rank_loss", {"Label": t(4, 1), "Left": t(4, 2), "Right": t(4, 2)}, {},
+     "Label [4, 1] must match Left [4, 2]"),
+    ("exponential_decay", {"Step": t(1)}, {"learning_rate": 0.1, "decay_steps": 0,
+                                           "decay_rate": 0.5}, "decay_steps must be > 0"),
+    ("noam_decay", {"Step": t(2)}, {"d_model": 8.0, "warmup_steps": 4}, "Step must be [1]"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", LOSS_ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in LOSS_ERRORS])
+def test_loss_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
