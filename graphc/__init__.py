@@ -2,6 +2,7 @@
 passes chosen by a BuildStrategy, and run them on JAX/XLA."""
 
 import os
+import sys
 
 from . import initializer, layers, optimizer, regularizer
 from .backends.selected_rows import SelectedRows
@@ -46,13 +47,29 @@ from .strategy import BuildStrategy, ExecutionStrategy, StrategyError
 if os.environ.get("CPU_NUM", "").strip().isdigit() and int(os.environ["CPU_NUM"]) > 0:
     configure_cpu_devices()
 
-from . import dataset, io  # noqa: E402  (user-facing modules: DataLoader, datasets)
+# user-facing modules: DataLoader, datasets, and the Paddle surface (graphc/fluid/):
+# ``import graphc as paddle`` gives paddle.fluid, paddle.batch, paddle.reader.* and
+# paddle.enable_static(); ``graphc.reader`` is an alias of the reader decorators' module,
+# so ``import graphc.reader`` works too.
+from . import dataset, fluid, io  # noqa: E402
 from .dataset import DatasetFactory  # noqa: E402
+from .fluid.data_feeder import DataFeeder  # noqa: E402
+from .fluid import reader_decorators as reader  # noqa: E402
+from .fluid.framework import disable_static, enable_static  # noqa: E402
+from .fluid.reader_decorators import batch  # noqa: E402
+
+sys.modules[__name__ + ".reader"] = reader
+
+
+def __getattr__(name: str):
+    from .fluid._missing import missing
+    raise missing(__name__, name)
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "DatasetFactory", "dataset", "io",
+    "DataFeeder", "DatasetFactory", "dataset", "io", "batch", "disable_static", "enable_static", "fluid",
+    "reader",
     "DeviceError", "configure_cpu_devices", "cpu_places", "cuda_places",
     "BuildStrategy", "CompiledProgram", "DistributedStrategy", "ExecutionStrategy",
     "ParallelExecutor", "StrategyError",

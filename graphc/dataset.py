@@ -442,3 +442,15 @@ def infer_from_dataset(exe, program=None, dataset=None, scope=None, thread: int 
     return run_from_dataset(exe, program, dataset, scope, debug, fetch_list, fetch_info,
                             print_period, "infer")
 
+
+
+# An empty package path: ``import graphc.dataset.mnist`` (``import paddle.dataset.mnist``)
+# then reaches graphc.fluid's import hook, which explains, instead of "not a package".
+__path__: list[str] = []
+
+
+def __getattr__(name: str):
+    # ``import graphc as paddle``: paddle.dataset.mnist & co. are Paddle's download datasets,
+    # which graphc lacks (this module is the Dataset API); say so instead of AttributeError.
+    from .fluid._missing import missing
+    raise missing(__name__, name)

@@ -1,4 +1,95 @@
 """The Paddle-shaped surface: ``import graphc.fluid as fluid`` mirrors ``paddle.fluid``'s
-module tree and adapts graphc's own IR, passes, backends and runtime to Paddle's spellings."""
+module tree and adapts graphc's own IR, passes, backends and runtime to Paddle's spellings.
 
-from . import clip, data_feeder, metrics  # noqa: F401
+Porting rule: replace ``paddle`` by ``graphc`` in a Fluid 1.x script's import lines
+(``import paddle.fluid as fluid`` -> ``import graphc.fluid as fluid``, ``import paddle`` ->
+``import graphc as paddle``). ``fluid.layers`` *is* ``graphc.layers``; APIs graphc lacks on
+purpose (dygraph, contrib, parameter-server transpiler) raise MissingAPIError with advice.
+"""
+
+import sys as _sys
+
+from .. import layers
+from ._missing import MissingAPIError, MissingModuleError, install_finder, missing
+
+install_finder()
+
+from ..layers import device as _device  # noqa: E402,F401  (fluid.layers.device)
+
+# fluid.layers is graphc.layers itself, so layers added there appear here; its loaded
+# submodules get their fluid names too (``import paddle.fluid.layers.device`` ports).
+_sys.modules[__name__ + ".layers"] = layers
+for _key, _module in list(_sys.modules.items()):
+    if _key.startswith("graphc.layers."):
+        _sys.modules[__name__ + _key.removeprefix("graphc")] = _module
+
+from ..backward import append_backward  # noqa: E402
+from ..layers.tensor import declare_data as data  # noqa: E402  (fluid.data: shape as given)
+from . import (  # noqa: E402
+    clip,
+    compiler,
+    core,
+    data_feeder,
+    dataset,
+    executor,
+    framework,
+    incubate,
+    initializer,
+    io,
+    metrics,
+    nets,
+    optimizer,
+    parallel_executor,
+    param_attr,
+    reader,
+    regularizer,
+    unique_name,
+)
+from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa: E402
+from .core import CPUPlace, CUDAPlace, LoDTensor, Scope  # noqa: E402
+from .executor import Executor, global_scope, scope_guard  # noqa: E402
+from .framework import (  # noqa: E402
+    Parameter,
+    Program,
+    Variable,
+    cpu_places,
+    cuda_places,
+    default_main_program,
+    default_startup_program,
+    disable_static,
+    enable_static,
+    in_dygraph_mode,
+    is_compiled_with_cuda,
+    name_scope,
+    program_guard,
+    require_version,
+)
+from .incubate import fleet  # noqa: E402
+from .input import embedding, one_hot  # noqa: E402
+from .parallel_executor import ParallelExecutor  # noqa: E402
+from .param_attr import ParamAttr  # noqa: E402
+
+Tensor = LoDTensor
+
+# resolved when asked for in the modules that own their Paddle semantics
+_LAZY = {"save": "graphc.io", "load": "graphc.io", "DataFeeder": "graphc.fluid.data_feeder"}
+
+__all__ = [
+    "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy", "Executor",
+    "LoDTensor", "MissingAPIError", "MissingModuleError", "ParallelExecutor", "ParamAttr",
+    "Parameter", "Program", "Scope", "Tensor", "Variable", "append_backward", "clip",
+    "compiler", "core", "cpu_places", "cuda_places", "data", "data_feeder", "dataset",
+    "default_main_program", "default_startup_program", "disable_static", "embedding",
+    "enable_static", "executor", "fleet", "framework", "global_scope", "in_dygraph_mode",
+    "incubate",
+    "initializer", "io", "is_compiled_with_cuda", "layers", "load", "metrics", "name_scope",
+    "nets", "one_hot", "optimizer", "parallel_executor", "param_attr", "program_guard",
+    "reader", "regularizer", "require_version", "save", "scope_guard", "unique_name",
+]
+
+
+def __getattr__(name: str):
+    owner = _sys.modules.get(_LAZY.get(name, ""))
+    if owner is not None and hasattr(owner, name):
+        return getattr(owner, name)
+    raise missing(__name__, name)

@@ -1,0 +1,237 @@
+"""Paddle APIs graphc lacks on purpose: one table of names -> what to use instead, and the
+error raised (never a bare AttributeError/ImportError) when a ported script reaches one."""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import sys
+
+from ..ir.errors import GraphcError
+
+_DYGRAPH = ("graphc runs static programs only (no dygraph / imperative mode): build the model "
+            "inside fluid.program_guard(main, startup) and run it with fluid.Executor")
+_LOD = ("LoD (ragged sequence) tensors are not supported yet (graphc's LoD issue); pad "
+        "sequences to a fixed length and use dense layers")
+_PSERVER = ("parameter-server training is not supported yet (graphc's parameter-server "
+            "issue); use collective training: fleet.init(is_collective=True) from "
+            "graphc.fluid.incubate.fleet.collective")
+_AMP = ("graphc has no contrib.mixed_precision; ask for mixed precision with "
+        "DistributedStrategy.amp = True (fleet) or BuildStrategy's AMP pass (see "
+        "docs/strategies.md)")
+
+# dotted name under graphc.fluid -> advice. A name also matches every name below it
+# (``dygraph`` covers ``dygraph.guard``), the longest entry winning.
+ADVICE: dict[str, str] = {
+    "dygraph": _DYGRAPH,
+    "dygraph_grad_clip": _DYGRAPH,
+    "imperative": _DYGRAPH,
+    "enable_dygraph": _DYGRAPH,
+    "disable_dygraph": "graphc is always in static mode; this call is not needed",
+    "enable_imperative": _DYGRAPH,
+    "save_dygraph": _DYGRAPH + "; save with fluid.save(program, path)",
+    "load_dygraph": _DYGRAPH + "; load with fluid.load(program, path)",
+    "Linear": _DYGRAPH + "; use fluid.layers.fc",
+    "Conv2D": _DYGRAPH + "; use fluid.layers.conv2d",
+    "contrib": ("graphc has no fluid.contrib (Paddle's experimental ops); see "
+                "docs/porting_from_paddle.md for what ports"),
+    "contrib.mixed_precision": _AMP,
+    "contrib.mixed_precision.decorate": _AMP,
+    "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
+    "transpiler": _PSERVER,
+    "DistributeTranspiler": _PSERVER,
+    "DistributeTranspilerConfig": _PSERVER,
+    "memory_optimize": ("memory_optimize is not needed: XLA plans buffers; in-place reuse is "
+                        "BuildStrategy.enable_inplace"),
+    "release_memory": "release_memory is not needed: XLA plans buffers",
+    "LoDTensorArray": _LOD,
+    "create_lod_tensor": _LOD,
+    "create_random_int_lodtensor": _LOD,
+    "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
+                            "ParamAttr"),
+    "CUDAPinnedPlace": "graphc has no pinned host memory place; use CPUPlace or CUDAPlace",
+    "cuda_pinned_places": "graphc has no pinned host memory place; use cpu_places()",
+    "profiler": ("graphc has no fluid.profiler; time a pass pipeline with "
+                 "`graphc compile --timing` or profile the XLA step with jax.profiler"),
+    "install_check": "graphc has no install_check; run `graphc --help` or its test suite",
+    "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
+    "device_guard": "graphc places a whole step on its devices; device_guard is not supported",
+    "layers.While": "control flow (While/IfElse/Switch/cond) is not supported yet",
+    "layers.while_loop": "control flow (While/IfElse/Switch/cond) is not supported yet",
+    "layers.cond": "control flow (While/IfElse/Switch/cond) is not supported yet",
+    "layers.IfElse": "control flow (While/IfElse/Switch/cond) is not supported yet",
+    "layers.Switch": "control flow (While/IfElse/Switch/cond) is not supported yet",
+    "layers.StaticRNN": "control flow (StaticRNN/DynamicRNN) is not supported yet",
+    "layers.DynamicRNN": _LOD,
+    "layers.Print": ("layers.Print is not supported: fetch the variable, or print the IR with "
+                     "print(fluid.lower(main).to_text())"),
+    "layers.py_func": "layers.py_func is not supported: an XLA step cannot call Python",
+    "layers.py_reader": "use fluid.io.DataLoader.from_generator (or fluid.io.PyReader)",
+    "layers.create_py_reader_by_data": "use fluid.io.DataLoader.from_generator",
+    "layers.double_buffer": "DataLoader already double-buffers (capacity=2)",
+    "layers.read_file": "use fluid.io.DataLoader.from_generator",
+    "layers.lod_reset": _LOD,
+    "layers.lod_append": _LOD,
+    "layers.dynamic_lstm": _LOD,
+    "layers.dynamic_gru": _LOD,
+    "layers.linear_chain_crf": _LOD,
+    "layers.crf_decoding": _LOD,
+    "layers.beam_search": _LOD,
+    "layers.beam_search_decode": _LOD,
+    "layers.array_write": _LOD,
+    "layers.array_read": _LOD,
+    "layers.create_array": _LOD,
+    "nets.sequence_conv_pool": _LOD,
+    # ``import graphc as paddle``: Paddle 2.x's dynamic-graph top level
+    "paddle.nn": _DYGRAPH + "; use paddle.fluid.layers",
+    "paddle.to_tensor": _DYGRAPH,
+    "paddle.Model": _DYGRAPH,
+    "paddle.jit": _DYGRAPH,
+    "paddle.vision": "graphc has no paddle.vision; use paddle.fluid.layers and nets",
+    "paddle.static": ("graphc's static API is paddle.fluid (import graphc.fluid as fluid); "
+                      "paddle.static.data is fluid.data"),
+}
+for _op in ("sequence_conv", "sequence_pool", "sequence_softmax", "sequence_expand",
+            "sequence_expand_as", "sequence_pad", "sequence_unpad", "sequence_reshape",
+            "sequence_concat", "sequence_first_step", "sequence_last_step", "sequence_slice",
+            "sequence_scatter", "sequence_enumerate", "sequence_mask", "sequence_reverse"):
+    ADVICE[f"layers.{_op}"] = _LOD
+
+# Modules whose import is refused (relative to graphc.fluid): ``import paddle.fluid.dygraph``
+# and ``from paddle.fluid.contrib.mixed_precision import decorate`` meet the advice at once.
+_MISSING_MODULES = ("dygraph", "contrib", "transpiler", "profiler", "install_check",
+                    "dygraph_grad_clip", "imperative")
+
+# Paddle's download datasets (``paddle.dataset.*``): graphc.dataset is the Dataset API
+_DOWNLOAD_DATASETS = {
+    "mnist": "mnist/train-images-idx3-ubyte.gz, train-labels-idx1-ubyte.gz, "
+             "t10k-images-idx3-ubyte.gz, t10k-labels-idx1-ubyte.gz",
+    "uci_housing": "uci_housing/housing.data",
+    "cifar": "cifar/cifar-10-python.tar.gz (cifar-100-python.tar.gz)",
+    "imdb": "imdb/aclImdb_v1.tar.gz",
+    "imikolov": "imikolov/simple-examples.tgz",
+    "movielens": "movielens/ml-1m.zip",
+    "conll05": "conll05st/conll05st-tests.tar.gz and its dictionaries",
+    "wmt14": "wmt14/wmt14.tgz",
+    "wmt16": "wmt16/wmt16.tar.gz",
+    "flowers": "flowers/102flowers.tgz, imagelabels.mat, setid.mat",
+    "voc2012": "voc2012/VOCtrainval_11-May-2012.tar",
+    "sentiment": "sentiment (nltk movie_reviews)",
+    "mq2007": "MQ2007/MQ2007.rar",
+    "image": "(image helpers)",
+    "common": "(download helpers)",
+}
+
+
+class MissingAPIError(GraphcError, AttributeError):
+    """A Paddle API that graphc lacks on purpose; the message says what to use instead.
+    An AttributeError too, so ``hasattr(fluid, name)`` is False rather than an exception."""
+
+
+class MissingModuleError(GraphcError, ImportError):
+    """Importing a Paddle module that graphc lacks on purpose (``paddle.fluid.dygraph``)."""
+
+
+def advice_for(dotted: str) -> str | None:
+    parts = dotted.split(".")
+    for n in range(len(parts), 0, -1):
+        found = ADVICE.get(".".join(parts[:n]))
+        if found is not None:
+            return found
+    return None
+
+
+def missing(module: str, name: str) -> AttributeError:
+    """The error for ``module.name`` (module under graphc): advice if the table knows the
+    name, else a plain statement that graphc's Paddle surface has no such name."""
+    if name.startswith("__"):  # Python's own protocol probes: stay a plain AttributeError
+        return AttributeError(f"module '{module}' has no attribute '{name}'")
+    if module == "graphc.fluid" or module.startswith("graphc.fluid."):
+        rel = module.removeprefix("graphc.fluid").lstrip(".")
+    elif module == "graphc":
+        rel = "paddle"  # ``import graphc as paddle``: Paddle 2.x top-level names
+    else:
+        rel = module.removeprefix("graphc.")
+    advice = advice_for(f"{rel}.{name}" if rel else name)
+    if advice is None and rel and not rel.startswith("layers"):
+        advice = ADVICE.get(name)  # fluid.param_attr.WeightNormParamAttr as fluid.Weight...
+    if advice is None and module == "graphc.dataset" and name in _DOWNLOAD_DATASETS:
+        advice = download_dataset_advice(name)
+    if advice is not None:
+        return MissingAPIError(f"{module}.{name}: graphc lacks this on purpose. {advice}")
+    return MissingAPIError(
+        f"module '{module}' has no attribute '{name}': graphc does not provide it (see "
+        "docs/porting_from_paddle.md for the Paddle 1.8 APIs that port)")
+
+
+def download_dataset_advice(name: str) -> str:
+    return (f"paddle.dataset.{name} downloads data, which graphc never does at run time; "
+            f"graphc.dataset is Paddle's Dataset API (fluid.dataset: InMemoryDataset, "
+            f"QueueDataset). Feed your own arrays, e.g. read Paddle's cached files "
+            f"(~/.cache/paddle/dataset/{_DOWNLOAD_DATASETS[name]}) with NumPy and wrap them "
+            "in a reader for graphc.batch")
+
+
+class _StubLoader(importlib.abc.Loader):
+    """An empty package for a Paddle module graphc lacks (``graphc.fluid.dygraph``): importing
+    it works, so scripts that only import it load; any attribute or submodule of it raises
+    the advice."""
+
+    def create_module(self, spec):
+        return None  # the default module object
+
+    def exec_module(self, module) -> None:
+        module.__path__ = []
+        module.__doc__ = f"graphc lacks {module.__name__} on purpose: {_advice_of(module.__name__)}"
+        module.__getattr__ = lambda name: _raise(missing(module.__name__, name))
+
+
+def _raise(exc):
+    raise exc
+
+
+def _advice_of(fullname: str) -> str:
+    return advice_for(fullname.removeprefix("graphc.fluid.")) or ""
+
+
+class _RefuseMissingModules(importlib.abc.MetaPathFinder):
+    """``graphc.fluid.dygraph`` (and the other modules in _MISSING_MODULES) import as empty
+    stubs; a module under one (``graphc.fluid.dygraph.base``) and Paddle's download datasets
+    (``graphc.dataset.mnist``) raise MissingModuleError with the advice."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname.startswith("graphc.fluid."):
+            rel = fullname.removeprefix("graphc.fluid.")
+            if rel.split(".")[0] in _MISSING_MODULES:
+                if "." not in rel:
+                    return importlib.machinery.ModuleSpec(fullname, _StubLoader(),
+                                                          is_package=True)
+                raise MissingModuleError(f"{fullname}: graphc lacks this on purpose. "
+                                         f"{advice_for(rel)}", name=fullname)
+        elif fullname.startswith("graphc.dataset."):
+            name = fullname.removeprefix("graphc.dataset.").split(".")[0]
+            if name in _DOWNLOAD_DATASETS:
+                raise MissingModuleError(f"{fullname}: {download_dataset_advice(name)}",
+                                         name=fullname)
+        return None
+
+
+def install_finder() -> None:
+    if not any(isinstance(f, _RefuseMissingModules) for f in sys.meta_path):
+        sys.meta_path.insert(0, _RefuseMissingModules())
+
+
+def delegating_getattr(module_name: str, base, aliases: dict[str, str] | None = None):
+    """A module ``__getattr__`` for a thin fluid module over graphc module ``base``: names
+    (and Paddle's alias spellings) resolve in ``base`` when asked for, so the fluid module
+    sees what is added to ``base`` later; anything else is a MissingAPIError."""
+    aliases = aliases or {}
+
+    def __getattr__(name: str):
+        if not name.startswith("__"):
+            for candidate in (name, aliases.get(name)):
+                if candidate is not None and hasattr(base, candidate):
+                    return getattr(base, candidate)
+        raise missing(module_name, name)
+
+    return __getattr__

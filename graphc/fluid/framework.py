@@ -1,0 +1,104 @@
+"""``fluid.framework``: Program, Variable, Parameter, the default programs and guards, and
+the mode and version checks Fluid scripts call (``in_dygraph_mode``, ``require_version``)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+from ..ir.errors import GraphcError
+from ..ir.program import (
+    Block,
+    Operator,
+    Parameter,
+    Program,
+    Variable,
+    default_main_program,
+    default_startup_program,
+    program_guard,
+    switch_main_program,
+    switch_startup_program,
+)
+from ..runtime.devices import cpu_places, cuda_places
+from ..runtime.places import is_compiled_with_cuda
+from ._missing import MissingAPIError, advice_for, missing
+
+__all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "cpu_places",
+           "cuda_places", "default_main_program", "default_startup_program",
+           "disable_static", "enable_static", "in_dygraph_mode", "is_compiled_with_cuda",
+           "name_scope", "program_guard", "require_version", "switch_main_program",
+           "switch_startup_program"]
+
+# The Paddle version whose Fluid API graphc follows: require_version compares against it.
+PADDLE_COMPATIBLE_VERSION = "1.8.0"
+
+
+class VersionError(GraphcError):
+    """``require_version`` asked for a Paddle version outside what graphc follows."""
+
+
+class VersionFormatError(GraphcError, ValueError):
+    """A version string is not ``N``, ``N.N``, ``N.N.N`` or ``N.N.N.N``."""
+
+
+class VersionTypeError(GraphcError, TypeError):
+    """A version was not given as a string."""
+
+
+def in_dygraph_mode() -> bool:
+    """Always False: graphc builds static programs only."""
+    return False
+
+
+def enable_static() -> None:
+    """Static mode is graphc's only mode, so this does nothing (Paddle 2.x scripts call it)."""
+
+
+def disable_static(place=None) -> None:
+    raise MissingAPIError(f"disable_static(): graphc lacks dygraph mode on purpose. "
+                          f"{advice_for('dygraph')}")
+
+
+_name_scopes: list[str] = []
+
+
+@contextlib.contextmanager
+def name_scope(prefix: str | None = None):
+    """Paddle's name scopes only label ops for its visualiser; graphc keeps the nesting
+    (``current_name_scope()``) but names variables as without it."""
+    _name_scopes.append(prefix or "")
+    try:
+        yield
+    finally:
+        _name_scopes.pop()
+
+
+def current_name_scope() -> str:
+    return "/".join(s for s in _name_scopes if s)
+
+
+def _version_parts(version, what: str) -> list[int]:
+    if not isinstance(version, str):
+        raise VersionTypeError(f"require_version: {what} must be a str such as '1.8.0', got "
+                               f"{type(version).__name__} {version!r}")
+    if not re.fullmatch(r"\d+(\.\d+){0,3}", version):
+        raise VersionFormatError(f"require_version: {what}={version!r} is not a version like "
+                                 "'1', '1.8', '1.8.0' or '1.8.0.0'")
+    parts = [int(p) for p in version.split(".")]
+    return parts + [0] * (4 - len(parts))
+
+
+def require_version(min_version, max_version=None) -> None:
+    """Check that the Paddle API graphc follows (PADDLE_COMPATIBLE_VERSION, "1.8.0") is at
+    least ``min_version`` and at most ``max_version``, as Paddle checks its own version."""
+    low = _version_parts(min_version, "min_version")
+    high = None if max_version is None else _version_parts(max_version, "max_version")
+    have = _version_parts(PADDLE_COMPATIBLE_VERSION, "installed version")
+    if have < low or (high is not None and have > high):
+        wanted = f">= {min_version}" + ("" if high is None else f" and <= {max_version}")
+        raise VersionError(f"require_version: the script needs Paddle {wanted}; graphc follows "
+                           f"Paddle {PADDLE_COMPATIBLE_VERSION}'s Fluid API")
+
+
+def __getattr__(name: str):
+    raise missing(__name__, name)

@@ -1,0 +1,11 @@
+"""``fluid.optimizer``: graphc's optimizers under Paddle's names (``SGD`` and
+``SGDOptimizer``, ...); optimizers added to graphc.optimizer appear here too."""
+
+from .. import optimizer as _base
+from ._missing import delegating_getattr
+
+_PADDLE_ALIASES = {f"{n}Optimizer": n for n in (
+    "SGD", "Momentum", "Adam", "Adamax", "Adagrad", "DecayedAdagrad", "RMSProp", "Lamb",
+    "LarsMomentum", "Ftrl", "Adadelta", "DGCMomentum", "Lookahead")}
+
+__getattr__ = delegating_getattr(__name__, _base, _PADDLE_ALIASES)

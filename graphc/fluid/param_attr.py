@@ -1,0 +1,11 @@
+"""``fluid.param_attr``: ParamAttr (graphc.param_attr); WeightNormParamAttr is refused
+with advice."""
+
+from ..param_attr import ParamAttr
+from ._missing import missing
+
+__all__ = ["ParamAttr"]
+
+
+def __getattr__(name: str):
+    raise missing(__name__, name)

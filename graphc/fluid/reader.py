@@ -1,0 +1,10 @@
+"""``fluid.reader``: DataLoader and PyReader, which graphc.io implements; other names are
+looked up there when asked for."""
+
+from .. import io as _io
+from ..io import DataLoader, PyReader
+from ._missing import delegating_getattr
+
+__all__ = ["DataLoader", "PyReader"]
+
+__getattr__ = delegating_getattr(__name__, _io)
