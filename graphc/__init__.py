@@ -53,8 +53,8 @@ if os.environ.get("CPU_NUM", "").strip().isdigit() and int(os.environ["CPU_NUM"]
 # so ``import graphc.reader`` works too.
 from . import dataset, fluid, io  # noqa: E402
 from .dataset import DatasetFactory  # noqa: E402
-from .fluid.data_feeder import DataFeeder  # noqa: E402
 from .fluid import reader_decorators as reader  # noqa: E402
+from .fluid.data_feeder import DataFeeder  # noqa: E402
 from .fluid.framework import disable_static, enable_static  # noqa: E402
 from .fluid.reader_decorators import batch  # noqa: E402
 
@@ -68,8 +68,8 @@ def __getattr__(name: str):
 __version__ = "0.1.0"
 
 __all__ = [
-    "DataFeeder", "DatasetFactory", "dataset", "io", "batch", "disable_static", "enable_static", "fluid",
-    "reader",
+    "DatasetFactory", "dataset", "io", "batch", "disable_static", "enable_static", "fluid",
+    "reader", "DataFeeder",
     "DeviceError", "configure_cpu_devices", "cpu_places", "cuda_places",
     "BuildStrategy", "CompiledProgram", "DistributedStrategy", "ExecutionStrategy",
     "ParallelExecutor", "StrategyError",
