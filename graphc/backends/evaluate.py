@@ -5,22 +5,49 @@ The interpreter calls it eagerly; the JAX emitter calls it while tracing one jit
 
 from __future__ import annotations
 
+import weakref
+
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Op, Value
+from ..ir.ops import RANDOM, get_op_def
 from .rules import (
     LoweringError,
     Replicas,
     apply_cross_replica,
     apply_rule,
     is_cross_replica,
-    stable_seed,
 )
+from .rules.registry import random_op_seed
 from .selected_rows import SelectedRows
+
+# graph -> (graph version, {op id: position among the graph's random ops})
+_POSITIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def random_op_positions(graph: Graph) -> dict[int, int]:
+    """Each random op's index among the graph's ops with the RANDOM trait, by program order.
+
+    Program order is the op's ``seq`` (its index in the Program it was lowered from); ops a
+    pass rebuilds from another inherit its ``seq`` as their prefix, so positions survive
+    passes (none of graphc's passes adds, drops or reorders a random op that is used)."""
+    cached = _POSITIONS.get(graph)
+    if cached is not None and cached[0] == graph._version:
+        return cached[1]
+    randoms = sorted((op for op in graph.ops_by_id.values()
+                      if get_op_def(op.type, op.where).has_trait(RANDOM)),
+                     key=lambda op: (op.seq, op.id))
+    positions = {op.id: i for i, op in enumerate(randoms)}
+    _POSITIONS[graph] = (graph._version, positions)
+    return positions
 
 
 def op_seed(graph: Graph, op: Op) -> int:
+    """The seed ``op`` draws from when it has no ``seed`` attribute of its own
+    (``random_op_seed`` states the rule; the attribute is applied by ``RuleContext.rng``)."""
     outs = op.output_values()
-    return stable_seed(outs[0].name if outs else op.type, graph.random_seed)
+    name = outs[0].name if outs else op.type
+    position = random_op_positions(graph).get(op.id) if graph.random_seed else None
+    return random_op_seed(graph.random_seed, position, name)
 
 
 def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas=None) -> None:

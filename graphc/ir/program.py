@@ -227,12 +227,33 @@ class Block:
         return var
 
     def create_parameter(self, name: str, shape, dtype="float32", **kwargs) -> Parameter:
-        if name in self.vars:
-            raise ProgramError(f"parameter '{name}' already exists in block {self.idx}")
+        """A new parameter, or the existing one of that name: naming a parameter twice
+        (``param_attr="shared_w"`` in two layers) shares it, as in Paddle; its gradient is
+        the sum over its uses. The first definition's attributes (initializer, learning
+        rate, regularizer, trainable) hold. Another shape or dtype is an error."""
+        existing = self.vars.get(name)
+        if existing is not None:
+            return self._shared_parameter(existing, name, shape, dtype)
         param = Parameter(self, name, shape, dtype, **kwargs)
+        param.defined_at = user_source()
         self.vars[name] = param
         self.program._bump()
         return param
+
+    def _shared_parameter(self, existing: Variable, name: str, shape, dtype) -> Parameter:
+        here = user_source() or "unknown line"
+        if not isinstance(existing, Parameter):
+            raise ProgramError(f"parameter '{name}' (at {here}) would share its name with a "
+                               f"variable of block {self.idx} that is not a parameter")
+        shape = None if shape is None else [int(d) for d in shape]
+        dtype = normalize_dtype(dtype)
+        if shape != list(existing.shape) or dtype != existing.dtype:
+            first = getattr(existing, "defined_at", None) or "unknown line"
+            raise ProgramError(
+                f"parameter '{name}' is defined twice with different shapes or dtypes: "
+                f"{list(existing.shape)} {existing.dtype} at {first}, then {shape} {dtype} "
+                f"at {here}; layers share a parameter by name only when both agree")
+        return existing
 
     def all_parameters(self) -> list[Parameter]:
         return [v for v in self.vars.values() if isinstance(v, Parameter)]

@@ -45,6 +45,12 @@ class LayerHelper:
         if name not in startup.vars:
             svar = startup.create_var(name, shape, dtype, persistable=True)
             init(svar, startup)
+        elif list(startup.vars[name].shape or ()) != shape:
+            # a parameter shared by name (or another program on this startup) that the
+            # startup program initialises with another shape: it could never be loaded
+            raise ProgramError(f"parameter '{name}' has shape {shape} here but the startup "
+                               f"program initialises it with {list(startup.vars[name].shape)}")
+        # otherwise the parameter is shared by name: its first definition initialised it
         return param
 
     def create_variable_for_type_inference(self, dtype="float32",

@@ -73,12 +73,9 @@ class RuleContext:
         return jnp.dtype(self.out_types[slot][i].dtype)
 
     def rng(self, seed: int = 0):
-        """A key that differs per op (by its output's name) and per step, fixed by the seed.
-
-        The op's name, not its position, keys it, so passes that move ops keep the numbers.
-        """
-        key = jax.random.key(seed if seed else self.seed_key)
-        return jax.random.fold_in(key, self.step)
+        """The op's key for this step: its own ``seed`` attribute when non-zero, else the
+        seed ``op_seed`` derived for it (see ``random_op_seed`` for the whole rule)."""
+        return random_key(seed if seed else self.seed_key, self.step)
 
     def replica_rng(self, seed: int = 0):
         """``rng`` that also differs per data-parallel replica (dropout masks: replicas see
@@ -153,6 +150,38 @@ def get_rule(op_type: str, where: str = "") -> Rule:
 def stable_seed(name: str, program_seed: int) -> int:
     """A 31-bit seed from the program's seed and a value name (crc32: stable across runs)."""
     return (zlib.crc32(name.encode()) ^ (program_seed * 0x9E3779B1)) & 0x7FFFFFFF
+
+
+def random_op_seed(program_seed: int, position: int | None, name: str,
+                   attr_seed: int = 0) -> int:
+    """The integer seed of a random op (uniform_random, gaussian_random, dropout...): the one
+    rule graphc uses, and the one anything that draws a random op's numbers must reproduce.
+
+    - ``attr_seed`` (the op's own ``seed`` attribute; dropout's only with ``fix_seed``): when
+      non-zero it wins, as in Paddle, where an initializer's explicit seed wins.
+    - ``program_seed == 0`` (``Program.random_seed`` unset): ``stable_seed(name, 0)``, the
+      crc32 of the op's first output name. This is graphc's original rule, kept so that
+      existing checkpoints and tests that relied on it draw the same numbers; it makes the
+      numbers depend on ``unique_name`` counters (two builds of one model may differ).
+    - otherwise: a function of ``program_seed`` and ``position``, the op's index among the
+      random ops of its program in program order (0, 1, ...), so two builds of one model
+      with the same ``random_seed`` draw the same numbers whatever their names.
+      ``position`` None (an op without the RANDOM trait) falls back to the name.
+
+    The op's key for step ``t`` (its run counter) is ``random_key(seed, t)``; startup
+    programs run at step 0.
+    """
+    if attr_seed:
+        return int(attr_seed)
+    if program_seed == 0 or position is None:
+        return stable_seed(name, program_seed)
+    return zlib.crc32(f"random_seed={program_seed};op={position}".encode()) & 0x7FFFFFFF
+
+
+def random_key(seed: int, step=0):
+    """The JAX key a random op draws from: ``seed`` (``random_op_seed``) folded with the
+    step counter, so every run draws new numbers and a re-run from step 0 repeats them."""
+    return jax.random.fold_in(jax.random.key(seed), step)
 
 
 def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, list],
