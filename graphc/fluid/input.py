@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .. import layers
 from ..layers.helper import check_variable
-from ._missing import MissingAPIError
+from ..layers.manipulation import one_hot_v2
 
 __all__ = ["embedding", "one_hot"]
 
@@ -23,8 +23,4 @@ def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False
 
 def one_hot(input, depth, allow_out_of_range: bool = False):
     """float32 one-hot vectors for int ids of any shape: ``ids.shape + [depth]``."""
-    v2 = getattr(layers, "one_hot_v2", None)
-    if v2 is None:
-        raise MissingAPIError("fluid.one_hot needs graphc.layers.one_hot_v2, which this "
-                              "build of graphc lacks")
-    return v2(input, depth, allow_out_of_range)
+    return one_hot_v2(input, depth, allow_out_of_range)
