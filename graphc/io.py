@@ -62,6 +62,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import weakref
 from collections.abc import Mapping
 from weakref import WeakKeyDictionary
 
@@ -266,11 +267,13 @@ class DataLoader:
 
 
 # -- non-iterable loaders: exe.run(program) without a feed reads from them -----------------
-_BOUND: WeakKeyDictionary = WeakKeyDictionary()  # Program -> [DataLoader], built with it
+# Program -> weak references to the loaders built on it (a loader holds its program through
+# its feed variables, so a strong reference here would keep both alive for ever).
+_BOUND: WeakKeyDictionary = WeakKeyDictionary()
 
 
 def _bind(program: Program, loader: DataLoader) -> None:
-    _BOUND.setdefault(program, []).append(loader)
+    _BOUND.setdefault(program, []).append(weakref.ref(loader))
 
 
 def feed_from_loaders(program_or_compiled):
@@ -281,7 +284,8 @@ def feed_from_loaders(program_or_compiled):
     compiled = program_or_compiled if isinstance(program_or_compiled, CompiledProgram) else None
     program = compiled.program if compiled is not None else (
         program_or_compiled if program_or_compiled is not None else default_main_program())
-    loaders = _BOUND.get(program) if isinstance(program, Program) else None
+    refs = _BOUND.get(program) if isinstance(program, Program) else None
+    loaders = [loader for loader in (ref() for ref in refs or ()) if loader is not None]
     if not loaders:
         return None
     if compiled is None:

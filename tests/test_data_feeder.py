@@ -108,3 +108,43 @@ def test_feed_parallel_and_decorate_reader():
     joined = feeder.feed(batches[0] + batches[1])
     want = exe.run(main, feed=joined, fetch_list=[pred], scope=scope)[0]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_fit_a_line_idiom_through_the_fluid_surface(tmp_path):
+    """The book's fit_a_line as written for Paddle 1.x (imports ported): DataFeeder over
+    paddle.batch, training lowers the loss, and the saved inference model predicts alike."""
+    import graphc as paddle
+    import graphc.fluid as fluid
+
+    x = fluid.layers.data(name="x", shape=[13], dtype="float32")
+    y = fluid.layers.data(name="y", shape=[1], dtype="float32")
+    y_predict = fluid.layers.fc(input=x, size=1, act=None)
+    diff = fluid.layers.elementwise_sub(y_predict, y)
+    avg_cost = fluid.layers.mean(fluid.layers.elementwise_mul(diff, diff))
+    fluid.optimizer.SGD(learning_rate=0.05).minimize(avg_cost)
+
+    rng = np.random.default_rng(3)
+    true_w = rng.standard_normal(13)
+    data = [(f, np.array([f @ true_w + 0.5])) for f in rng.standard_normal((64, 13))]
+    train_reader = paddle.batch(lambda: iter(data), batch_size=16)
+    place = fluid.CPUPlace()
+    feeder = fluid.DataFeeder(place=place, feed_list=[x, y])
+    exe = fluid.Executor(place)
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe.run(fluid.default_startup_program())
+        losses = []
+        for _ in range(5):
+            for batch in train_reader():
+                losses.append(exe.run(fluid.default_main_program(),
+                                      feed=feeder.feed(batch),
+                                      fetch_list=[avg_cost])[0].item())
+        assert losses[-1] < 0.5 * losses[0]
+        fluid.io.save_inference_model(str(tmp_path), ["x"], [y_predict], exe)
+        probe = feeder.feed(data[:4])
+        want = exe.run(fluid.default_main_program().clone(for_test=True), feed=probe,
+                       fetch_list=[y_predict])[0]
+    with fluid.scope_guard(fluid.Scope()):
+        program, feed_names, fetch_targets = fluid.io.load_inference_model(str(tmp_path), exe)
+        got = exe.run(program, feed={feed_names[0]: probe["x"]}, fetch_list=fetch_targets)[0]
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
