@@ -300,3 +300,26 @@ def test_layer_errors_name_the_layer_and_argument(build, message):
     with pytest.raises(graphc.GraphcError) as info:
         build(x)
     assert message in str(info.value)
+
+
+def test_topk_layer_passes_gradients_to_its_input():
+    xv = np.array([[0.3, -1.0, 2.0, 0.5], [1.5, 0.1, -0.2, 0.9]])
+    x = graphc.data("x", [2, 4], dtype="float64")
+    x.stop_gradient = False
+    values, indices = layers.topk(x, 2)
+    assert not values.stop_gradient and indices.stop_gradient
+    graphc.append_backward(layers.reduce_sum(layers.scale(values, 3.0)))
+    (grad,) = graphc.Executor().run(feed={"x": xv}, fetch_list=["x@GRAD"],
+                                    scope=graphc.Scope())
+    np.testing.assert_array_equal(grad, [[0, 0, 3, 3], [3, 0, 0, 3]])
+
+
+def test_cast_to_int_and_back_blocks_the_gradient():
+    """An integer value has no gradient: x -> int64 -> float64 leaves x without one."""
+    x = graphc.data("x", [2, 3], dtype="float64")
+    x.stop_gradient = False
+    y = layers.elementwise_add(layers.cast(layers.cast(x, "int64"), "float64"), x)
+    graphc.append_backward(layers.reduce_sum(y))
+    (grad,) = graphc.Executor().run(feed={"x": np.full((2, 3), 1.7)}, fetch_list=["x@GRAD"],
+                                    scope=graphc.Scope())
+    np.testing.assert_array_equal(grad, np.ones((2, 3)))  # only the direct path

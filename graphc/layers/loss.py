@@ -34,7 +34,8 @@ def cross_entropy(input, label, soft_label: bool = False, ignore_index: int = -1
 def topk(input, k: int, name=None):
     check_variable("topk", "input", input)
     helper = LayerHelper("top_k", name)
-    values = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    # values carry a gradient back to input (Paddle's top_k_grad); indices do not
+    values = helper.create_variable_for_type_inference(input.dtype)
     indices = helper.create_variable_for_type_inference("int64", stop_gradient=True)
     helper.append_op("top_k", {"X": input}, {"Out": values, "Indices": indices}, {"k": k})
     return values, indices
