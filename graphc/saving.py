@@ -84,8 +84,6 @@ def _where(dirname: str, filename: str | None) -> str:
 
 
 def _save(variables, dirname: str, scope: Scope | None = None) -> None:
-    if os.path.exists(dirname) and not os.path.isdir(dirname):
-        raise CheckpointError(f"cannot save into '{dirname}': it is a file, not a directory")
     checkpoint.save(_view(variables), dirname, global_scope() if scope is None else scope)
 
 
@@ -178,7 +176,10 @@ def _write_text(path: str, text: str) -> None:
     def write(tmp):
         with open(tmp, "w") as f:
             f.write(text)
-    checkpoint._atomic_write(path, write)
+    try:
+        checkpoint.atomic_write(path, write)
+    except OSError as exc:
+        raise CheckpointError(f"cannot write '{path}': {exc.strerror or exc}") from None
 
 
 def save_inference_model(dirname: str, feeded_var_names, target_vars, executor,
@@ -198,9 +199,7 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor,
         raise GraphcError("save_inference_model: feeded_var_names must be names and "
                           "target_vars Variables (or names)")
     pruned = prune_for_inference(program, feeds, fetch)
-    if os.path.exists(dirname) and not os.path.isdir(dirname):
-        raise CheckpointError(f"cannot save into '{dirname}': it is a file, not a directory")
-    os.makedirs(dirname, exist_ok=True)
+    checkpoint.prepare_directory(dirname)
     if not program_only:
         _save(get_program_persistable_vars(pruned), _where(dirname, params_filename))
     model = model_filename or MODEL_FILENAME
@@ -276,7 +275,7 @@ def save(program: Program, model_path: str) -> None:
     if os.path.basename(prefix) == "":
         raise CheckpointError(f"io.save: model_path '{model_path}' names a directory; give "
                               "a path prefix such as 'out/model'")
-    os.makedirs(os.path.dirname(prefix) or ".", exist_ok=True)
+    checkpoint.prepare_directory(os.path.dirname(prefix) or ".")
     _save(get_program_parameter(program), prefix + ".pdparams")
     opt = _optimizer_vars(program)
     if opt:

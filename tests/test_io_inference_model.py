@@ -124,6 +124,10 @@ def test_inference_model_errors(tmp_path):
         io.save_inference_model(str(tmp_path / "m"), ["x"], [pred], exe, main_program=main)
     with pytest.raises(fluid.CheckpointError, match="not a directory"):
         io.load_inference_model(str(tmp_path / "missing"), exe)
+    (tmp_path / "plain").write_text("")
+    with fluid.scope_guard(scope), pytest.raises(fluid.CheckpointError,
+                                                 match="plain': it is a file"):
+        io.save_inference_model(str(tmp_path / "plain"), ["x"], [pred], exe, main_program=main)
     (tmp_path / "m" / "__model__").write_text("this is not IR")
     clean = fluid.Scope()
     with fluid.scope_guard(clean), pytest.raises(fluid.CheckpointError,
