@@ -12,7 +12,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from .ir.errors import GraphcError
 
@@ -239,7 +246,7 @@ class BuildStrategy(_Strategy):
     fuse_all_optimizer_ops: bool = False
     fuse_all_reduce_ops: bool = False
     enable_inplace: bool = False
-    memory_optimize: bool = False
+    memory_optimize: bool = False  # Paddle's None ("framework decides") reads as False
     enable_backward_optimizer_op_deps: bool = True
     enable_auto_fusion: bool = False
     cache_runtime_context: bool = False
@@ -251,11 +258,49 @@ class BuildStrategy(_Strategy):
     num_trainers: int = Field(1, ge=1)
     trainer_id: int = Field(0, ge=0)
     debug_graphviz_path: str = ""
+    # Paddle 1.6-1.8 fields for NCCL, MKL-DNN, parameter servers and its own executor:
+    # accepted so scripts port, without effect here (NO_EFFECT, docs/strategies.md)
+    remove_unnecessary_lock: bool = True
+    nccl_comm_num: int = Field(1, ge=1)
+    trainers_endpoints: list[str] = []
+    is_distribution: bool = False
+    async_mode: bool = False
+    mkldnn_enabled_op_types: list[str] = []
     # graphc's own: verify the graph after every pass (the debug preset turns it on)
     verify_each_pass: bool = False
     # automatic mixed precision (the ``amp`` pass); DistributedStrategy.amp maps onto these
     amp: bool = False
     amp_configs: AmpConfigs = Field(default_factory=AmpConfigs)
+
+    NO_EFFECT: ClassVar[dict[str, str]] = {
+        "enable_auto_fusion": "XLA fuses elementwise ops itself in every compiled step",
+        "cache_runtime_context": "there is no per-op runtime context; a step is one XLA call",
+        "debug_graphviz_path": "draw graphs with graphc.viz.draw or dump IR with "
+                               "PassManager(dump_dir=...)",
+        "remove_unnecessary_lock": "a step is one XLA call; there are no op locks",
+        "nccl_comm_num": "XLA chooses its communicators",
+        "trainers_endpoints": "the launcher (graphc launch / mpirun) tells the processes apart",
+        "is_distribution": "several processes are set up by graphc.distributed (fleet)",
+        "async_mode": "parameter-server training is not supported; collectives are synchronous",
+        "mkldnn_enabled_op_types": "XLA compiles every op; there are no MKL-DNN kernels",
+    }
+
+    @field_validator("memory_optimize", mode="before")
+    @classmethod
+    def _none_means_off(cls, value):
+        return False if value is None else value
+
+    @field_validator("mkldnn_enabled_op_types", "trainers_endpoints", mode="before")
+    @classmethod
+    def _any_collection(cls, value):  # Paddle takes a set of op types; keep a stable order
+        if isinstance(value, set | frozenset):
+            return sorted(value)
+        return list(value) if isinstance(value, tuple) else value
+
+    @model_validator(mode="after")
+    def _log_fields_without_effect(self) -> BuildStrategy:
+        warn_no_effect(self)
+        return self
 
     def pass_options(self, pass_name: str) -> dict[str, Any]:
         """The options this strategy gives the pass ``pass_name`` ({} for most passes)."""
@@ -327,3 +372,50 @@ class ExecutionStrategy(_Strategy):
     num_iteration_per_run: int = Field(1, ge=1)
     use_thread_barrier: bool = False
     allow_op_delay: bool = False
+    use_cuda: bool = True  # Paddle overrides it from the executor's place; so does graphc
+    use_experimental_executor: bool = True
+    dry_run: bool = False  # Paddle's ``_dry_run`` (a private-looking name pydantic refuses)
+
+    NO_EFFECT: ClassVar[dict[str, str]] = {
+        "num_iteration_per_drop_scope": "a step's temporaries live inside one XLA call and "
+                                        "are freed when it returns",
+        "use_thread_barrier": "there are no executor threads to synchronise",
+        "allow_op_delay": "XLA schedules the ops of a step",
+        "use_cuda": "the place given to the executor decides the device",
+        "use_experimental_executor": "there is one executor: the compiled XLA step",
+        "dry_run": "every run executes its step",
+    }
+    _ALIASES: ClassVar[dict[str, str]] = {"_dry_run": "dry_run"}
+
+    @model_validator(mode="after")
+    def _log_fields_without_effect(self) -> ExecutionStrategy:
+        warn_no_effect(self)
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        super().__setattr__(self._ALIASES.get(name, name), value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name in type(self)._ALIASES:
+            return getattr(self, type(self)._ALIASES[name])
+        return super().__getattr__(name)
+
+
+# -- fields accepted for porting, without effect on XLA: logged once per field per process ---
+_WARNED_NO_EFFECT: set[tuple[str, str]] = set()
+
+
+def warn_no_effect(strategy: _Strategy) -> None:
+    """Log (logger ``graphc.strategy``) each field of ``strategy.NO_EFFECT`` set to a value
+    other than its default, once per class and field per process."""
+    cls = type(strategy)
+    for name, reason in getattr(cls, "NO_EFFECT", {}).items():
+        if (cls.__name__, name) in _WARNED_NO_EFFECT:
+            continue
+        value = getattr(strategy, name)
+        if value == cls.model_fields[name].get_default(call_default_factory=True):
+            continue
+        _WARNED_NO_EFFECT.add((cls.__name__, name))
+        log.warning("%s.%s = %r has no effect on graphc's XLA backend: %s "
+                    "(docs/strategies.md; logged once per process)", cls.__name__, name,
+                    value, reason)

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, ClassVar
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from ..strategy import (
     AmpConfigs,
@@ -21,6 +21,7 @@ from ..strategy import (
     _own_table,
     _Strategy,
     read_strategy_text,
+    warn_no_effect,
 )
 
 log = logging.getLogger("graphc.distributed")
@@ -33,6 +34,10 @@ GPU_ONLY = ("sync_nccl_allreduce", "nccl_comm_num", "cudnn_exhaustive_search",
 PARAMETER_SERVER = ("a_sync", "a_sync_configs")
 _NESTED = {"build_strategy": BuildStrategy, "execution_strategy": ExecutionStrategy,
            "amp_configs": AmpConfigs}
+# The fleet guide writes ``dist_strategy.BuildStrategy = {'num_iteration_per_drop_scope': 30}``
+# (its own misspelling of build_strategy, with an ExecutionStrategy field in it): accepted,
+# with a warning that names the field meant and where each key went.
+_MISSPELT = {"BuildStrategy": "build_strategy", "ExecutionStrategy": "execution_strategy"}
 
 
 class DistributedStrategy(_Strategy):
@@ -65,11 +70,53 @@ class DistributedStrategy(_Strategy):
     build_strategy: BuildStrategy = Field(default_factory=BuildStrategy)
     execution_strategy: ExecutionStrategy = Field(default_factory=ExecutionStrategy)
 
+    NO_EFFECT: ClassVar[dict[str, str]] = {
+        "sync_nccl_allreduce": "XLA orders its collectives (NCCL)",
+        "nccl_comm_num": "XLA chooses its communicators (NCCL)",
+        "cudnn_exhaustive_search": "XLA picks convolution algorithms (cuDNN)",
+        "conv_workspace_size_limit": "XLA sizes convolution workspaces (cuDNN)",
+        "cudnn_batchnorm_spatial_persistent": "XLA picks batch-norm kernels (cuDNN)",
+        "thread_num": "there are no executor threads; a step is one XLA call",
+    }
+
+    @model_validator(mode="after")
+    def _log_fields_without_effect(self) -> DistributedStrategy:
+        warn_no_effect(self)
+        return self
+
     def __setattr__(self, name: str, value: Any) -> None:
+        if name in _MISSPELT:
+            self._set_misspelt(name, value)
+            return
         if name not in type(self).model_fields and name in BuildStrategy.model_fields:
             setattr(self.build_strategy, name, value)
             return
         super().__setattr__(name, value)
+
+    def _set_misspelt(self, name: str, value: Any) -> None:
+        meant = _MISSPELT[name]
+        if not isinstance(value, dict):
+            log.warning("DistributedStrategy.%s: read as '%s' (the fleet guide's spelling)",
+                        name, meant)
+            super().__setattr__(meant, value)
+            return
+        # a dict of fields: each key to the strategy that has it, all or nothing
+        subs = {"build_strategy": self.build_strategy.model_copy(deep=True),
+                "execution_strategy": self.execution_strategy.model_copy(deep=True)}
+        placed = []
+        for key, field_value in value.items():
+            owner = meant if key in _NESTED[meant].model_fields else next(
+                (o for o in subs if key in _NESTED[o].model_fields), None)
+            if owner is None:
+                raise StrategyError(f"DistributedStrategy.{name}: '{key}' is a field of neither "
+                                    "BuildStrategy nor ExecutionStrategy")
+            setattr(subs[owner], key, field_value)
+            placed.append(f"{key} -> {owner}" + ("" if owner == meant else
+                                                 f" (an {_NESTED[owner].__name__} field)"))
+        log.warning("DistributedStrategy.%s is the fleet guide's spelling of '%s'; set %s",
+                    name, meant, ", ".join(placed) or "nothing")
+        for owner, sub in subs.items():
+            super().__setattr__(owner, sub)
 
     def __getattr__(self, name: str) -> Any:
         if name in BuildStrategy.model_fields and name not in type(self).model_fields:

@@ -17,7 +17,7 @@ from ..ir.program import Program
 from ..passes import PassManager, PipelineReport, pipeline_for
 from ..passes.fuse_all_reduce_ops import BucketPlan, buckets_in
 from ..strategy import BuildStrategy, ExecutionStrategy
-from .devices import DeviceError
+from .devices import DeviceError, default_cpu_place_count
 from .places import Place
 
 
@@ -64,8 +64,9 @@ class CompiledProgram:
         ``loss_name`` given (training): gradients are aggregated across devices by the
         strategy's ``reduce_strategy`` (AllReduce, or Reduce: sharded optimizer). Without it
         (inference) every device runs the program on its slice independently. ``places``:
-        a list of Places (default: every device of JAX's default backend: ``CPU_NUM`` CPU
-        devices, or the ``CUDA_VISIBLE_DEVICES`` GPUs). ``share_vars_from``: another
+        a list of Places (default: the ``CUDA_VISIBLE_DEVICES`` GPUs, else ``CPU_NUM`` CPU
+        devices, else one per core with a warning, as Paddle: ``default_cpu_place_count``).
+        ``share_vars_from``: another
         data-parallel CompiledProgram whose devices this one uses (a test program reading
         the training program's parameters; variables live in the scope both run with).
         Fetches come back concatenated over devices along dim 0. Returns ``self``.
@@ -142,9 +143,13 @@ class CompiledProgram:
 
 
 def _devices_of(places) -> list:
-    """JAX devices for ``places`` (None: every device of the default backend)."""
+    """JAX devices for ``places`` (None: every GPU, or $CPU_NUM CPU devices, else one per
+    core as far as XLA has them: ``default_cpu_place_count``)."""
     if places is None:
-        return list(jax.devices())
+        devices = list(jax.devices())
+        if devices[0].platform != "cpu":
+            return devices
+        return list(jax.devices("cpu"))[:default_cpu_place_count()]
     if isinstance(places, Place):
         places = [places]
     places = list(places)

@@ -3,12 +3,15 @@ graphc runs on, CUDA_VISIBLE_DEVICES which GPUs; cpu_places() / cuda_places() li
 
 from __future__ import annotations
 
+import logging
 import os
 
 import jax
 
 from ..ir.errors import GraphcError
 from .places import CPUPlace, CUDAPlace
+
+log = logging.getLogger("graphc.runtime")
 
 
 class DeviceError(GraphcError):
@@ -68,6 +71,38 @@ def cpu_places(device_count: int | None = None) -> list[CPUPlace]:
             and 1 <= n <= len(jax.devices("cpu"))):
         configure_cpu_devices(n)
     return [CPUPlace(i) for i in range(n)]
+
+
+def _core_count() -> int:
+    return os.cpu_count() or 1
+
+
+def default_cpu_place_count() -> int:
+    """How many CPU places a data-parallel run takes when given none (ParallelExecutor,
+    ``with_data_parallel()`` without ``places``): $CPU_NUM, else one per core, as Paddle.
+
+    Without CPU_NUM it logs a warning, as Paddle prints one. XLA fixes its CPU device count
+    when it starts: before that, this asks for one device per core (unless the count was
+    already configured, e.g. ``jax_num_cpu_devices``); afterwards, or when configured with
+    fewer, it takes what exists and says how to get every core."""
+    n = _cpu_num_from_env()
+    if n is not None:
+        return n
+    cores = _core_count()
+    configured = jax.config.jax_num_cpu_devices
+    if _backends_started():
+        have, why = len(jax.devices("cpu")), "XLA's CPU backend started with"
+    elif configured is not None and configured >= 1:
+        have, why = configured, "XLA's CPU backend is configured for"
+    else:
+        configure_cpu_devices(cores)
+        have, why = cores, ""
+    n = min(cores, have)
+    note = (f" ({why} {have} devices, fewer than the {cores} cores: set CPU_NUM={cores} "
+            "before graphc starts to use them all)" if have < cores else
+            " (one CPU place per core; set CPU_NUM to choose)")
+    log.warning("CPU_NUM is not set, default to %d%s", n, note)
+    return n
 
 
 def cuda_places(device_ids=None) -> list[CUDAPlace]:

@@ -9,7 +9,7 @@ from ..ir.errors import GraphcError
 from ..ir.program import Program, default_main_program
 from ..strategy import BuildStrategy, ExecutionStrategy
 from .compiled_program import CompiledProgram
-from .devices import cpu_places, cuda_places
+from .devices import cpu_places, cuda_places, default_cpu_place_count
 from .executor import Executor
 from .places import is_compiled_with_cuda
 from .scope import Scope, global_scope
@@ -21,8 +21,9 @@ class ParallelExecutor:
     """``ParallelExecutor(use_cuda, loss_name=None, main_program=None, share_vars_from=None,
     exec_strategy=None, build_strategy=None, num_trainers=1, trainer_id=0, scope=None)``.
 
-    Runs ``main_program`` on every GPU (``use_cuda=True``) or on ``CPU_NUM`` CPU devices,
-    each on an equal slice of the batch; ``run(fetch_list, feed=...)`` returns the fetches
+    Runs ``main_program`` on every GPU (``use_cuda=True``) or on ``CPU_NUM`` CPU devices
+    (unset: one per core, with a warning, as Paddle), each on an equal slice of the batch;
+    ``run(fetch_list, feed=...)`` returns the fetches
     concatenated over devices. ``share_vars_from`` (another ParallelExecutor) makes this one
     run on its devices and scope, so a test executor reads the trained parameters.
     """
@@ -53,7 +54,7 @@ class ParallelExecutor:
                                   "use_cuda=False (CPU_NUM sets the CPU devices)")
             places = cuda_places()
         else:
-            places = cpu_places()
+            places = cpu_places(default_cpu_place_count())  # $CPU_NUM, else every core
         self.use_cuda = use_cuda
         self._compiled = CompiledProgram(program, build_strategy=build_strategy,
                                          exec_strategy=exec_strategy).with_data_parallel(
