@@ -1260,6 +1260,13 @@ LOSS_CASES = [
          {"Out": t(1)}),
     case("linear_lr_warmup", {"Step": t(1), "LearningRate": t(1, dtype="float64")},
          {"warmup_steps": 5, "start_lr": 0.0, "end_lr": 0.1}, {"Out": t(1, dtype="float64")}),
+    case("auc", {"Predict": t(-1, 2), "Label": i64(-1, 1), "StatPos": i64(2 * 11 + 1),
+                 "StatNeg": i64(2 * 11 + 1)}, {"num_thresholds": 10},
+         {"AUC": t(1, dtype="float64"), "StatPosOut": i64(23), "StatNegOut": i64(23)}),
+    case("auc", {"Predict": t(-1, 1), "Label": i64(-1, 1), "StatPos": i64(1, 11),
+                 "StatNeg": i64(1, 11)}, {"num_thresholds": 10, "slide_steps": 0},
+         {"AUC": t(1, dtype="float64"), "StatPosOut": i64(1, 11), "StatNegOut": i64(1, 11)},
+         "global"),
 ]
 CASES.extend(LOSS_CASES)  # test_every_op_has_a_case reads CASES when it runs
 
@@ -1286,6 +1293,11 @@ LOSS_ERRORS = [
     ("exponential_decay", {"Step": t(1)}, {"learning_rate": 0.1, "decay_steps": 0,
                                            "decay_rate": 0.5}, "decay_steps must be > 0"),
     ("noam_decay", {"Step": t(2)}, {"d_model": 8.0, "warmup_steps": 4}, "Step must be [1]"),
+    ("auc", {"Predict": t(4, 2), "Label": i64(4, 1), "StatPos": i64(1, 11),
+             "StatNeg": i64(1, 11)}, {"num_thresholds": 10}, "StatPos must hold 23 counts"),
+    ("auc", {"Predict": t(4, 2), "Label": i64(3, 1), "StatPos": i64(1, 11),
+             "StatNeg": i64(1, 11)}, {"num_thresholds": 10, "slide_steps": 0},
+     "Label must be [N, 1]"),
 ]
 
 

@@ -1,0 +1,56 @@
+"""Lowering rule of the ``auc`` metric op: histogram update and trapezoid ROC AUC, as Paddle's
+kernel computes them (bucket int(p * num_thresholds), a window of slide_steps batches)."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .registry import lowering
+
+
+def roc_auc_from_histograms(pos, neg):
+    """Area under the ROC curve of histograms indexed by score bucket (float64 [1]): the
+    thresholds sweep from the highest bucket down, as Paddle's calcAuc does."""
+    pos, neg = pos[::-1].astype(jnp.float64), neg[::-1].astype(jnp.float64)
+    tot_pos, tot_neg = jnp.cumsum(pos), jnp.cumsum(neg)
+    area = jnp.sum(neg * (2 * tot_pos - pos)) / 2  # |dx| * (y1 + y2) / 2 per bucket
+    total_pos, total_neg = tot_pos[-1], tot_neg[-1]
+    both = (total_pos > 0) & (total_neg > 0)
+    auc = jnp.where(both, area / jnp.where(both, total_pos * total_neg, 1.0), 0.0)
+    return auc.reshape(1)
+
+
+@lowering("auc")
+def _auc(c, Predict, Label, StatPos, StatNeg):
+    thresholds, window = c["num_thresholds"], c["slide_steps"]
+    buckets = thresholds + 1
+    score = Predict[:, -1]
+    # Paddle casts p * num_thresholds (in the prediction's type) to an unsigned integer; it
+    # refuses p outside [0, 1], which a compiled step cannot, so such p are clamped
+    index = jnp.clip((score * jnp.asarray(thresholds, score.dtype)).astype(jnp.int64), 0,
+                     thresholds)
+    positive = Label.reshape(-1) != 0
+    add_pos = jnp.zeros(buckets, jnp.int64).at[index].add(positive.astype(jnp.int64))
+    add_neg = jnp.zeros(buckets, jnp.int64).at[index].add((~positive).astype(jnp.int64))
+    pos, neg = StatPos.reshape(-1), StatNeg.reshape(-1)
+    if window == 0:
+        new_pos, new_neg = pos + add_pos, neg + add_neg
+        auc = roc_auc_from_histograms(new_pos, new_neg)
+    else:
+        step = pos[-1]
+        slot = step % window
+
+        def slide(stat, added):
+            rows = stat[:-1].reshape(window + 1, buckets)
+            total = rows[window] - rows[slot] + added  # drop the oldest batch, add this one
+            rows = rows.at[slot].set(added).at[window].set(total)
+            return rows, total
+
+        pos_rows, pos_total = slide(pos, add_pos)
+        neg_rows, neg_total = slide(neg, add_neg)
+        auc = roc_auc_from_histograms(pos_total, neg_total)
+        counter = (step + 1).reshape(1)
+        new_pos = jnp.concatenate([pos_rows.reshape(-1), counter])
+        new_neg = jnp.concatenate([neg_rows.reshape(-1), counter])
+    return {"AUC": auc, "StatPosOut": new_pos.reshape(StatPos.shape),
+            "StatNegOut": new_neg.reshape(StatNeg.shape)}
