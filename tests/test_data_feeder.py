@@ -80,6 +80,12 @@ def test_bad_feed_lists():
     seq.lod_level = 1  # as a program from elsewhere (a parsed one) may declare it
     with pytest.raises(FeedError, match="'seq' has lod_level=1"):
         DataFeeder([seq], fluid.CPUPlace())
+    on_gpu = DataFeeder([img], fluid.CUDAPlace(0))
+    if fluid.is_compiled_with_cuda():
+        assert on_gpu._get_number_of_places_() >= 1
+    else:
+        with pytest.raises(FeedError, match="CUDAPlace but JAX sees no GPU"):
+            list(on_gpu.feed_parallel([]))
 
 
 def test_feed_parallel_and_decorate_reader():

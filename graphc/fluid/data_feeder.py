@@ -123,7 +123,11 @@ class DataFeeder:
             return int(num_places)
         if isinstance(self.place, CUDAPlace):
             import jax
-            return len(jax.devices("gpu"))
+            try:
+                return len(jax.devices("gpu"))
+            except RuntimeError:  # no GPU backend: say so rather than count zero devices
+                raise FeedError("DataFeeder: the place is a CUDAPlace but JAX sees no GPU; "
+                                "give num_places or a CPUPlace") from None
         cpu_num = os.environ.get("CPU_NUM", "").strip()
         return int(cpu_num) if cpu_num.isdigit() and int(cpu_num) > 0 else (os.cpu_count() or 1)
 
