@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 from typing import Any
 
@@ -128,7 +129,12 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SLOT = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")  # grad slots: Out@GRAD
 _TYPE = re.compile(r"([a-z0-9]+)\[([-0-9,]*)\]")
 _SPARSE_TYPE = "selected_rows<"
+_VAR_NAME = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')  # the Program's naming rule
 _DECODER = json.JSONDecoder()
+
+
+def _is_count(value, low: int = 1) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value < 2**31
 _BLANKS = (" ", "\t")
 
 
@@ -175,6 +181,8 @@ class _Line:
             value, end = _DECODER.raw_decode(self.text, self.pos)
         except json.JSONDecodeError:
             raise self.error("expected a value (number, string, true/false or list)") from None
+        except RecursionError:
+            raise self.error("value nested too deeply") from None
         self.pos = end
         return value
 
@@ -207,6 +215,10 @@ class _Parser:
                 if key != "random_seed":
                     raise line.error(f"unknown graph attribute '{key}'")
                 g.random_seed = line.json_value()
+                if not (isinstance(g.random_seed, int) and not isinstance(g.random_seed, bool)
+                        and 0 <= g.random_seed < 2**63):
+                    raise line.error(f"random_seed must be an integer in [0, 2**63), got "
+                                     f"{g.random_seed!r}")
                 line.accept(",")
         line.expect("{")
         closed = False
@@ -244,13 +256,20 @@ class _Parser:
         start = line.pos
         name = line.match(_NAME, "a value name").group()
         base, _, version = name.partition("#")
-        if version and not version.isdigit():
-            raise ParseError(f"bad version in '%{name}'", line.lineno, start, line.text)
+        if version and not (version.isdigit() and version == str(int(version))
+                            and int(version) > 0):
+            raise ParseError(f"bad version in '%{name}' (versions are written #1, #2, ...)",
+                             line.lineno, start, line.text)
+        if not _VAR_NAME.match(base):
+            raise ParseError(f"bad variable name '{base}': names contain no whitespace or any "
+                             "of , : ( ) [ ] { } = # % \"", line.lineno, start, line.text)
         line.expect(":")
         sparse = line.accept(_SPARSE_TYPE)
         m = line.match(_TYPE, "a type like f32[-1,10] or selected_rows<f32[100,8]>")
         try:
             dims = tuple(int(d) for d in m.group(2).split(",")) if m.group(2) else ()
+            if any(d < -1 for d in dims):
+                raise ValueError("dimensions are -1 (unknown) or at least 0")
             dtype = dtype_from_short(m.group(1))
             t = sparse_type(dims, dtype) if sparse else TensorType(dims, dtype)
         except (ValueError, GraphcError) as exc:
@@ -283,14 +302,25 @@ class _Parser:
         if len(kinds) > 1:
             raise line.error(f"'{name}' has several kinds: {kinds}")
         info = VarInfo(name, kinds[0] if kinds else "temp")
-        info.trainable = bool(flags.pop("trainable", True))
-        info.stop_gradient = bool(flags.pop("stop_gradient", _default_stop_gradient(info)))
-        info.learning_rate = float(flags.pop("learning_rate", 1.0))
-        info.lod_level = int(flags.pop("lod_level", 0))
+
+        def flag(key, default, ok, what):
+            value = flags.pop(key, default)
+            if not ok(value):
+                raise line.error(f"'{name}': flag {key} must be {what}, got {value!r}")
+            return value
+        is_bool = lambda v: isinstance(v, bool)  # noqa: E731
+        info.trainable = flag("trainable", True, is_bool, "true or false")
+        info.stop_gradient = flag("stop_gradient", _default_stop_gradient(info), is_bool,
+                                  "true or false")
+        info.learning_rate = float(flag(
+            "learning_rate", 1.0, lambda v: isinstance(v, int | float) and not isinstance(v, bool)
+            and math.isfinite(v), "a finite number"))
+        info.lod_level = flag("lod_level", 0, lambda v: isinstance(v, int) and not isinstance(
+            v, bool) and 0 <= v <= 8, "an integer in [0, 8]")
         shard = flags.pop("shard", None)
         if shard is not None:
-            if not (isinstance(shard, list) and len(shard) == 2 and isinstance(shard[0], int)
-                    and isinstance(shard[1], list)):
+            if not (isinstance(shard, list) and len(shard) == 2 and _is_count(shard[0])
+                    and isinstance(shard[1], list) and all(_is_count(d, 0) for d in shard[1])):
                 raise line.error(f"'{name}': shard must be [nranks, [dims]], got {shard!r}")
             info.shard = (shard[0], tuple(shard[1]))
         if flags:

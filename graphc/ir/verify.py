@@ -7,10 +7,10 @@ row-sparse values only where ops take them, and never as state, feeds or graph o
 from __future__ import annotations
 
 from .errors import GraphcError, VerifyError
-from .graph import Graph, Op, Value
+from .graph import Graph, Op, Value, VarInfo
 from .ops import get_op_def, has_op_def
 from .program import ROLES
-from .types import types_compatible
+from .types import DTYPES, TensorType, types_compatible
 
 CONTEXT_OPS = 3
 
@@ -41,7 +41,49 @@ def _fail(graph: Graph, message: str, op: Op | None = None, order=None):
 
 
 def verify(graph: Graph) -> None:
-    """Raise VerifyError on the first broken invariant; return None if the graph is valid."""
+    """Raise VerifyError on the first broken invariant; return None if the graph is valid.
+
+    Whatever a buggy pass did to the graph, the answer is VerifyError, never another
+    exception: a check that trips over a malformed object reports that object."""
+    if not isinstance(graph, Graph):
+        raise VerifyError(f"expected a graphc Graph, got {type(graph).__name__}")
+    try:
+        _verify(graph)
+    except VerifyError:
+        raise
+    except Exception as exc:  # a malformed record no explicit check anticipated
+        raise VerifyError(f"the graph is malformed: {type(exc).__name__}: {exc}") from exc
+
+
+_KINDS = ("feed", "param", "persistable", "temp")
+
+
+def _verify_records(graph: Graph, nodes_ops: set, nodes_vals: set) -> None:
+    """The fields of every op, value and variable have the types the rest assumes."""
+    for v in nodes_vals:
+        t, var = v.type, v.var
+        if not (isinstance(t, TensorType) and isinstance(t.shape, tuple)
+                and all(type(d) is int and d >= -1 for d in t.shape)
+                and isinstance(t.dtype, str) and t.dtype in DTYPES
+                and isinstance(t.sparse, bool)):
+            _fail(graph, f"value %{v.name} has a malformed type {t!r}",
+                  op=graph.producer(v) if v in graph._pred else None)
+        if not isinstance(var, VarInfo) or var.kind not in _KINDS:
+            _fail(graph, f"value %{v.name} has a malformed variable {var!r}")
+        if not (type(v.version) is int and v.version >= 0):
+            _fail(graph, f"value %{v.name} has version {v.version!r}, expected an int >= 0")
+        if var.kind == "param" and any(d < 0 for d in t.shape):
+            _fail(graph, f"parameter '{var.name}' has shape {list(t.shape)}; parameters need "
+                         "a fully known shape", op=graph.producer(v))
+    for op in nodes_ops:
+        if not (isinstance(op.type, str) and isinstance(op.attrs, dict)
+                and all(isinstance(k, str) for k in op.attrs)
+                and (op.source is None or isinstance(op.source, str))):
+            _fail(graph, f"op #{op.id} has a malformed type, attrs or source "
+                         f"({op.type!r}, {type(op.attrs).__name__})")
+
+
+def _verify(graph: Graph) -> None:
     g = graph.nx
     succ, pred = graph._succ, graph._pred
     nodes_ops = {n for n in g.nodes if isinstance(n, Op)}
@@ -65,8 +107,15 @@ def verify(graph: Graph) -> None:
                     _fail(graph, f"edge {u!r} -> {v!r} has key {key!r}, expected "
                                  "(slot, position)")
 
+    _verify_records(graph, nodes_ops, nodes_vals)
+    if not (isinstance(graph.inputs, list) and isinstance(graph.outputs, list)
+            and all(isinstance(v, Value) for v in graph.inputs + graph.outputs)):
+        _fail(graph, "graph inputs and outputs must be lists of the graph's values")
     inputs = set()
     for v in graph.inputs:
+        if v.var.kind == "temp":
+            _fail(graph, f"graph input %{v.name} is a temporary; a graph's inputs are feeds "
+                         "and state (params, persistables)")
         if v in inputs:
             _fail(graph, f"%{v.name} is listed twice as a graph input")
         inputs.add(v)

@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from ..ir.errors import GraphcError
+from ..ir.errors import GraphcError, VerifyError
 from ..ir.graph import Graph, Value, gc_paused
 from .base import Pass, PassContext, PassResult, parse_pipeline
 
@@ -136,6 +136,7 @@ class PassManager:
                 print(f"// ----- IR before {p.spec()} -----\n{self._text(graph)}",
                       file=self._out())
             ctx = PassContext(graph, p.name, keep, num_devices)
+            outputs = _output_vars(graph)
             t0 = time.perf_counter()
             try:
                 p.run(graph, ctx)
@@ -143,6 +144,11 @@ class PassManager:
                 self._fail(p, done, text, exc)
             except Exception as exc:  # a bug in the pass: keep its traceback in the message
                 self._fail(p, done, text, exc, traceback.format_exc())
+            dropped = outputs - _output_vars(graph)
+            if dropped:  # what the step returns or writes back: checked with or without verify
+                self._fail(p, done, text, VerifyError(
+                    f"the graph no longer outputs {sorted(dropped)}; a pass may give an output "
+                    "a new value, never drop it"), what="dropped graph outputs")
             seconds = time.perf_counter() - t0
             result = PassResult(p.name, p.spec(), ctx.changed, seconds, dict(ctx.stats))
             report.passes.append(result)
@@ -207,3 +213,10 @@ class PassManager:
         with open(tmp, "w") as f:
             f.write(text)
         os.replace(tmp, path)
+
+
+def _output_vars(graph: Graph) -> set[str]:
+    try:
+        return {v.var.name for v in graph.outputs}
+    except AttributeError:  # a pass broke the list itself: verify reports it
+        return set()
