@@ -19,7 +19,8 @@ class Optimizer:
 
     type = ""
 
-    def __init__(self, learning_rate, regularization=None, name=None):
+    def __init__(self, learning_rate, regularization=None, name=None, grad_clip=None,
+                 parameter_list=None):
         if not isinstance(learning_rate, float | int | Variable) or isinstance(learning_rate,
                                                                                 bool):
             raise ProgramError(f"{type(self).__name__}: learning_rate must be a float or a "
@@ -29,6 +30,10 @@ class Optimizer:
         self._learning_rate = learning_rate
         self.regularization = regularization
         self._name = name
+        # Paddle 1.8's grad_clip= (a GradientClip* object; graphc.fluid.clip applies it) and
+        # parameter_list= (what minimize updates when it is given none)
+        self._grad_clip = grad_clip
+        self._parameter_list = list(parameter_list) if parameter_list is not None else None
         self._lr_var: Variable | None = None
         self._accumulators: dict[tuple[str, str], Variable] = {}
 
@@ -76,6 +81,8 @@ class Optimizer:
 
     # -- building ----------------------------------------------------------------------
     def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
+        if parameter_list is None:
+            parameter_list = self._parameter_list
         return append_backward(loss, parameter_list, no_grad_set)
 
     def apply_gradients(self, params_grads, startup_program=None):
@@ -122,8 +129,8 @@ class Momentum(Optimizer):
     type = "momentum"
 
     def __init__(self, learning_rate, momentum: float, use_nesterov: bool = False,
-                 regularization=None, name=None):
-        super().__init__(learning_rate, regularization, name)
+                 regularization=None, name=None, grad_clip=None, parameter_list=None):
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._momentum, self._use_nesterov = float(momentum), bool(use_nesterov)
 
     def _append_update(self, block, startup, param, grad, lr):
@@ -138,8 +145,9 @@ class Adam(Optimizer):
     type = "adam"
 
     def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, regularization=None, name=None, lazy_mode: bool = False):
-        super().__init__(learning_rate, regularization, name)
+                 epsilon: float = 1e-8, regularization=None, name=None, lazy_mode: bool = False,
+                 grad_clip=None, parameter_list=None):
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
         self._lazy_mode = lazy_mode
 
@@ -170,8 +178,10 @@ class AdamW(Adam):
 
     def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, weight_decay: float = 0.01,
-                 apply_decay_param_fun=None, name=None, lazy_mode: bool = False):
-        super().__init__(learning_rate, beta1, beta2, epsilon, None, name, lazy_mode)
+                 apply_decay_param_fun=None, name=None, lazy_mode: bool = False,
+                 grad_clip=None, parameter_list=None):
+        super().__init__(learning_rate, beta1, beta2, epsilon, None, name, lazy_mode,
+                         grad_clip, parameter_list)
         self._coeff, self._decay_fun = float(weight_decay), apply_decay_param_fun
 
     def _attrs(self, param) -> dict:
@@ -183,3 +193,11 @@ class AdamW(Adam):
 SGDOptimizer, MomentumOptimizer, AdamOptimizer, AdamWOptimizer = SGD, Momentum, Adam, AdamW
 __all__ = ["SGD", "Momentum", "Adam", "AdamW", "Optimizer", "L2Decay", "SGDOptimizer",
            "MomentumOptimizer", "AdamOptimizer", "AdamWOptimizer"]
+
+# Paddle 1.8's other optimizers and parameter averages live in their own modules (below the
+# base class they import).
+from . import adaptive_optimizers as _adaptive  # noqa: E402
+from .adaptive_optimizers import *  # noqa: E402, F403
+from .weight_averaging import ExponentialMovingAverage, ModelAverage  # noqa: E402
+
+__all__ += [*_adaptive.__all__, "ModelAverage", "ExponentialMovingAverage"]

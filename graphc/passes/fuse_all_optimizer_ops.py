@@ -12,7 +12,9 @@ parameter and accumulator keeps its name and SSA version: graph outputs, fetches
 write-back and any op reading an updated parameter are untouched. Control dependencies of
 the members are merged (those between members are dropped, as Paddle's ReLinkNodes does).
 
-Declines, with a ``skipped:`` statistic: an op whose gradient is row-sparse (an
+Declines, with a ``skipped:`` statistic: an optimizer op of a type with no fused form
+(adagrad, rmsprop, lamb, lars_momentum, ftrl, ...: ``<type>: no fused form``); an op whose
+gradient is row-sparse (an
 ``is_sparse`` embedding's: its own op scatters the rows; Paddle skips them too); a candidate
 left alone in its group (the only op
 of its type, or its learning rate, attributes, dtypes or role differ from every other one:
@@ -34,7 +36,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import CONTROL_SLOT, get_op_def
+from ..ir.ops import CONTROL_SLOT, OPTIMIZER, get_op_def
 from ..ir.ops.coalesce_ops import FUSED_OPTIMIZERS, SHARED_SLOT
 from .base import Pass, PassContext, members_of, register_pass
 
@@ -103,19 +105,26 @@ class FuseAllOptimizerOps(Pass):
     _check = members_of("op_types", FUSED_OPTIMIZERS, "optimizer ops (no fused form)")
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
-        candidates, sparse = [], 0
+        candidates, declined = [], 0
+        fused_types = set(FUSED_OPTIMIZERS.values())
         for op in graph.ops():
             if op.type not in self.op_types:
+                if op.type not in FUSED_OPTIMIZERS and op.type not in fused_types \
+                        and get_op_def(op.type).has_trait(OPTIMIZER):
+                    # adagrad, rmsprop, lamb, ...: left as they are, and said so
+                    ctx.decline(f"{op.type}: no fused form (fused: "
+                                f"{', '.join(FUSED_OPTIMIZERS)})")
+                    declined += 1
                 continue
             if any(g.type.sparse for g in op.inputs["Grad"]):
                 # as Paddle's fuse_optimizer passes, which take dense gradients only
                 ctx.decline(f"{op.type}: row-sparse gradient (a fused optimizer takes dense "
                             "ones; its own op scatters the rows)")
-                sparse += 1
+                declined += 1
                 continue
             candidates.append(op)
         if not candidates:
-            if not sparse:
+            if not declined:
                 ctx.decline("no optimizer ops")
             return
         keys = {op: _key(op) for op in candidates}
