@@ -574,3 +574,84 @@ def test_empty_text_is_a_parse_error():
     with pytest.raises(graphc.ParseError) as err:
         graphc.parse("// nothing here\n")
     assert err.value.line == 1
+
+
+# -- tensor manipulation (issue 15) ------------------------------------------------------------
+def _x(shape=(-1, 3, 4), name="x", dtype="float32"):
+    return graphc.data(name, list(shape), dtype)
+
+
+def _bools(x="x", y="y"):
+    return layers.greater_than(_x(name=x), _x(name=y))
+
+
+MANIPULATION_CASES = {
+    "slice": lambda: layers.slice(_x(), [1, -1], [0, -3], [2, 10000]),
+    "strided_slice": lambda: layers.strided_slice(_x(), [2], [-1], [-5], [-2]),
+    "squeeze": lambda: layers.squeeze(_x((-1, 1, 4)), [1]),
+    "unsqueeze": lambda: layers.unsqueeze(_x(), [0, -1]),
+    "flatten": lambda: layers.flatten(_x(), 2),
+    "shape": lambda: layers.shape(_x()),
+    "expand": lambda: layers.expand(_x(), [1, 2, 1]),
+    "expand_as": lambda: layers.expand_as(_x((-1, 1, 4)), _x(name="t")),
+    "gather": lambda: layers.gather(_x((10, 3)), labels("i", (-1,)), overwrite=False),
+    "gather_nd": lambda: layers.gather_nd(_x(), labels("i", (-1, 2))),
+    "scatter": lambda: layers.scatter(_x((10, 3)), labels("i", (2,)), _x((2, 3), "u")),
+    "stack": lambda: layers.stack([_x(), _x(name="y")], axis=-1),
+    "unstack": lambda: layers.unstack(_x(), axis=1),
+    "one_hot": lambda: layers.one_hot(labels(), 5),
+    "where": lambda: (layers.where(_bools()), layers.where(_bools("a", "b"), size=4)),
+    "range": lambda: layers.range(0, 7, 2, "int32"),
+    "arange": lambda: layers.arange(4),
+    "zeros": lambda: layers.zeros([2, 3], "int64"),
+    "ones": lambda: layers.ones([2], "float32"),
+    "zeros_like": lambda: layers.zeros_like(_x()),
+    "ones_like": lambda: layers.ones_like(_x()),
+    "fill_constant_batch_size_like":
+        lambda: layers.fill_constant_batch_size_like(_x(), [1, 6], "float32", 0.5),
+    "uniform_random_batch_size_like":
+        lambda: layers.uniform_random_batch_size_like(_x(), [1, 6], seed=3),
+    "increment": lambda: layers.increment(layers.fill_constant([1], "int64", 0)),
+    "argmax": lambda: layers.argmax(_x(), axis=-1),
+    "argmin": lambda: layers.argmin(_x(), axis=1),
+    "argsort": lambda: layers.argsort(_x(), descending=True),
+    "reduce_min": lambda: layers.reduce_min(_x(), dim=[-1], keep_dim=True),
+    "reduce_prod": lambda: layers.reduce_prod(_x()),
+    "reduce_all": lambda: layers.reduce_all(_bools(), dim=1),
+    "reduce_any": lambda: layers.reduce_any(_bools()),
+    "clip": lambda: layers.clip(_x(), -1.0, 1.0),
+    "clip_by_norm": lambda: layers.clip_by_norm(_x(), 2.0),
+    "l2_normalize": lambda: layers.l2_normalize(_x(), axis=-1),
+    "abs": lambda: layers.abs(_x()),
+    "sqrt": lambda: layers.sqrt(_x()),
+    "exp": lambda: layers.exp(_x()),
+    "log": lambda: layers.log(_x()),
+    "square": lambda: layers.square(_x()),
+    "sign": lambda: layers.sign(_x()),
+    "pow": lambda: layers.pow(_x(), 3.0),
+    "elementwise_max": lambda: layers.elementwise_max(_x(), _x((4,), "y")),
+    "elementwise_min": lambda: layers.elementwise_min(_x(), _x((3,), "y"), axis=1),
+    "elementwise_pow": lambda: layers.elementwise_pow(_x(), _x(name="y")),
+    "elementwise_mod": lambda: layers.elementwise_mod(labels(), labels("m")),
+    "elementwise_floordiv": lambda: layers.elementwise_floordiv(labels(), labels("m")),
+    "equal": lambda: layers.equal(_x(), _x(name="y")),
+    "not_equal": lambda: layers.not_equal(_x(), _x(name="y")),
+    "less_than": lambda: layers.less_than(_x(), _x(name="y")),
+    "less_equal": lambda: layers.less_equal(_x(), _x(name="y")),
+    "greater_than": _bools,
+    "greater_equal": lambda: layers.greater_equal(_x(), _x(name="y")),
+    "logical_and": lambda: layers.logical_and(_bools(), layers.less_than(_x(name="a"),
+                                                                          _x(name="b"))),
+    "logical_or": lambda: layers.logical_or(_bools(), layers.less_than(_x(name="a"),
+                                                                        _x(name="b"))),
+    "logical_xor": lambda: layers.logical_xor(_bools(), layers.less_than(_x(name="a"),
+                                                                          _x(name="b"))),
+    "logical_not": lambda: layers.logical_not(_bools()),
+}
+for _layer, _build in MANIPULATION_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("case_id", sorted(MANIPULATION_CASES))
+def test_manipulation_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
