@@ -85,7 +85,7 @@ class Optimizer:
             parameter_list = self._parameter_list
         return append_backward(loss, parameter_list, no_grad_set)
 
-    def apply_gradients(self, params_grads, startup_program=None):
+    def apply_gradients(self, params_grads, startup_program=None, grad_clip=None):
         if not params_grads:
             return []
         block = params_grads[0][0].block
@@ -95,6 +95,11 @@ class Optimizer:
         where = user_source()  # the user's minimize/apply_gradients line, for every new op
         with program.op_role_guard("optimize"), program.source_guard(where), \
                 startup.source_guard(where):
+            # Paddle 1.8's order: clip (grad_clip, else set_gradient_clip's), then regularise
+            from .fluid.clip import append_gradient_clip_ops
+            params_grads = append_gradient_clip_ops(
+                params_grads, grad_clip if grad_clip is not None else getattr(self, "_grad_clip",
+                                                                              None))
             for param, grad in params_grads:
                 reg = param.regularizer if param.regularizer is not None else self.regularization
                 if reg is not None:
@@ -106,10 +111,12 @@ class Optimizer:
         return ops
 
     @gc_paused
-    def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
-        """Returns (optimize ops, [(parameter, gradient)])."""
+    def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None,
+                 grad_clip=None):
+        """Returns (optimize ops, [(parameter, gradient)]); ``grad_clip`` overrides the
+        optimizer's own for this call."""
         params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
-        return self.apply_gradients(params_grads, startup_program), params_grads
+        return self.apply_gradients(params_grads, startup_program, grad_clip), params_grads
 
     def _append_update(self, block, startup, param, grad, lr):
         raise NotImplementedError
