@@ -352,3 +352,20 @@ def test_reader_decorators():
     with pytest.raises(R.ReaderError, match="disk gone"):
         list(R.buffered(broken, 2)())
     assert importlib.import_module("graphc.reader") is R
+
+
+def test_weighted_average_backward_io_decorators_and_memory_optimize(caplog):
+    avg = fluid.average.WeightedAverage()
+    avg.add(np.array([1.0, 2.0]), 1)
+    avg.add(np.array([4.0, 8.0]), 3)
+    np.testing.assert_allclose(avg.eval(), [13 / 4, 26 / 4])
+    avg.reset()
+    with pytest.raises(graphc.GraphcError, match="nothing was added"):
+        avg.eval()
+    with pytest.raises(ValueError, match="weight must be a number"):
+        avg.add(1.0, "2")
+    assert fluid.backward.append_backward is graphc.append_backward
+    assert fluid.io.batch is graphc.batch and fluid.io.shuffle is graphc.reader.shuffle
+    with caplog.at_level("WARNING", logger="graphc.fluid"):
+        fluid.memory_optimize(fluid.default_main_program())
+    assert "does nothing" in caplog.text

@@ -7,6 +7,7 @@ Porting rule: replace ``paddle`` by ``graphc`` in a Fluid 1.x script's import li
 purpose (dygraph, contrib, parameter-server transpiler) raise MissingAPIError with advice.
 """
 
+import logging as _logging
 import sys as _sys
 
 from .. import layers
@@ -26,6 +27,8 @@ for _key, _module in list(_sys.modules.items()):
 from ..backward import append_backward  # noqa: E402
 from ..layers.tensor import declare_data as data  # noqa: E402  (fluid.data: shape as given)
 from . import (  # noqa: E402
+    average,
+    backward,
     clip,
     compiler,
     core,
@@ -71,10 +74,26 @@ from .param_attr import ParamAttr  # noqa: E402
 
 Tensor = LoDTensor
 
+_log = _logging.getLogger("graphc.fluid")
+
+
+def memory_optimize(input_program=None, skip_opt_set=None, print_log=False, level=0,
+                    skip_grads=True):
+    """Deprecated in Paddle 1.6+ and a no-op there; here too: XLA plans the step's buffers
+    (in-place reuse is BuildStrategy.enable_inplace)."""
+    _log.warning("fluid.memory_optimize does nothing: XLA plans buffers "
+                 "(BuildStrategy.enable_inplace reuses them in place)")
+
+
+def release_memory(input_program=None, skip_opt_set=None):
+    """A no-op, as in Paddle 1.6+: XLA frees a step's buffers itself."""
+    _log.warning("fluid.release_memory does nothing: XLA frees buffers itself")
+
 # resolved when asked for in the modules that own their Paddle semantics
 _LAZY = {"save": "graphc.io", "load": "graphc.io", "DataFeeder": "graphc.fluid.data_feeder"}
 
 __all__ = [
+    "average", "backward", "memory_optimize", "release_memory",
     "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy", "Executor",
     "LoDTensor", "MissingAPIError", "MissingModuleError", "ParallelExecutor", "ParamAttr",
     "Parameter", "Program", "Scope", "Tensor", "Variable", "append_backward", "clip",

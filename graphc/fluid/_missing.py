@@ -41,9 +41,6 @@ ADVICE: dict[str, str] = {
     "transpiler": _PSERVER,
     "DistributeTranspiler": _PSERVER,
     "DistributeTranspilerConfig": _PSERVER,
-    "memory_optimize": ("memory_optimize is not needed: XLA plans buffers; in-place reuse is "
-                        "BuildStrategy.enable_inplace"),
-    "release_memory": "release_memory is not needed: XLA plans buffers",
     "LoDTensorArray": _LOD,
     "create_lod_tensor": _LOD,
     "create_random_int_lodtensor": _LOD,

@@ -1,0 +1,10 @@
+"""``fluid.backward``: ``append_backward`` and the rest of graphc.backward, under Paddle's
+module path."""
+
+from .. import backward as _base
+from ..backward import append_backward
+from ._missing import delegating_getattr
+
+__all__ = ["append_backward"]
+
+__getattr__ = delegating_getattr(__name__, _base)
