@@ -6,6 +6,8 @@ Each test builds one small program holding several layers, so XLA compiles few p
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -323,3 +325,33 @@ def test_cast_to_int_and_back_blocks_the_gradient():
     (grad,) = graphc.Executor().run(feed={"x": np.full((2, 3), 1.7)}, fetch_list=["x@GRAD"],
                                     scope=graphc.Scope())
     np.testing.assert_array_equal(grad, np.ones((2, 3)))  # only the direct path
+
+
+def _type(shape, dtype="float32"):
+    from graphc.ir.types import TensorType
+    return TensorType(tuple(shape), dtype)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("gather_nd", {"X": [_type((3,))], "Index": [_type((), "int64")]}, {},
+     "Index must have at least one dimension"),
+    ("unstack", {"X": [_type(())]}, {"num": 1}, "X must have at least one dimension"),
+    ("squeeze2", {"X": [_type(())]}, {"axes": [0]}, "X must have at least one dimension"),
+    ("slice", {"Input": [_type(())]}, {"axes": [0], "starts": [0], "ends": [1]},
+     "Input must have at least one dimension"),
+    ("scatter", {"X": [_type(())], "Ids": [_type((1,), "int64")], "Updates": [_type(())]},
+     {}, "X must have at least one dimension"),
+    ("range", {}, {"start": 0.0, "end": float("inf"), "step": 1.0},
+     "must be finite"),
+    ("range", {}, {"start": 0.0, "end": 1e12, "step": 1.0}, "too long"),
+    ("expand_as", {"X": [_type((0, 2))], "target_tensor": [_type((3, 2))]}, {},
+     "is not a multiple of X [0, 2]"),
+    ("argsort", {"X": [_type(())]}, {}, "X must have at least one dimension"),
+])
+def test_degenerate_inputs_get_shape_errors(op_type, ins, attrs, message):
+    """Scalars, zero-size and non-finite attributes: a ShapeError naming the op, never a
+    Python error from inside the inference rule."""
+    from graphc.ir.ops import get_op_def
+    opdef = get_op_def(op_type)
+    with pytest.raises(graphc.ShapeError, match=f"^at t.py:1: {op_type}: .*{re.escape(message)}"):
+        opdef.infer_types(ins, opdef.normalize_attrs(attrs, "at t.py:1"), "at t.py:1")

@@ -69,7 +69,7 @@ def _expand(c, X):
 
 @lowering("expand_as")
 def _expand_as(c, X, target_tensor):
-    times = [t // x for t, x in zip(target_tensor.shape, X.shape)]
+    times = [t // x if x else 1 for t, x in zip(target_tensor.shape, X.shape)]
     return {"Out": jnp.tile(X, times)}
 
 

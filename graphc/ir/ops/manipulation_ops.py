@@ -3,6 +3,8 @@ flatten2, expand, gather, scatter, stack/unstack, one_hot, where_index, shape, f
 
 from __future__ import annotations
 
+import math
+
 from ..types import DTYPES, FLOAT_DTYPES, INT_DTYPES, TensorType
 from .registry import INITIALIZER, NO_GRAD, RANDOM, register
 from .shapes import normalize_axis, prod_or_unknown
@@ -10,6 +12,13 @@ from .shapes import normalize_axis, prod_or_unknown
 
 def _xshape(x: TensorType) -> TensorType:
     return TensorType((0,) + x.shape, x.dtype)
+
+
+def _ranked(c, slot: str) -> TensorType:
+    """An input indexed by axis: a scalar (rank 0) has none."""
+    t = c.x(slot)
+    c.check(t.rank >= 1, f"{slot} must have at least one dimension, got {list(t.shape)}")
+    return t
 
 
 def _int_input(c, slot: str) -> TensorType:
@@ -45,7 +54,7 @@ def _decrease(c, shape: list[int], normed_axes) -> tuple[int, ...]:
 
 
 def _slice(c):
-    x = c.x("Input")
+    x = _ranked(c, "Input")
     axes = _check_axes_lists(c, x, ("starts", "ends"))
     shape = list(x.shape)
     for a, s, e in zip(axes, c["starts"], c["ends"]):
@@ -62,7 +71,7 @@ register("slice", "Input", "Out", {"axes": "ints", "starts": "ints", "ends": "in
 
 
 def _strided_slice(c):
-    x = c.x("Input")
+    x = _ranked(c, "Input")
     axes = _check_axes_lists(c, x, ("starts", "ends", "strides"))
     c.check(all(s != 0 for s in c["strides"]), f"strides {c['strides']} contain 0")
     shape = list(x.shape)
@@ -102,7 +111,7 @@ def unsqueeze_shape(shape: tuple[int, ...], axes: list[int]) -> tuple[int, ...]:
 
 
 def _squeeze2(c):
-    x = c.x("X")
+    x = _ranked(c, "X") if c["axes"] else c.x("X")
     return {"Out": TensorType(squeeze_shape(x.shape, c["axes"]) or (1,), x.dtype),
             "XShape": _xshape(x)}
 
@@ -156,7 +165,8 @@ def _expand_as(c):
     x, target = c.x("X"), c.x("target_tensor")
     c.check(x.rank == target.rank, f"X {list(x.shape)} and target_tensor "
                                    f"{list(target.shape)} differ in rank")
-    c.check(all(a < 0 or b < 0 or b % a == 0 for a, b in zip(x.shape, target.shape)),
+    c.check(all(a < 0 or b < 0 or (b % a == 0 if a else b == 0)
+                for a, b in zip(x.shape, target.shape)),
             f"target_tensor {list(target.shape)} is not a multiple of X {list(x.shape)}")
     return {"Out": TensorType(target.shape, x.dtype)}
 
@@ -185,8 +195,9 @@ register("gather", "X Index", "Out", {"overwrite": ("bool", True)}, infer=_gathe
 
 def _gather_nd(c):
     x, idx = c.x("X"), _int_input(c, "Index")
+    c.check(idx.rank >= 1, f"Index must have at least one dimension, got {list(idx.shape)}")
     depth = idx.shape[-1]
-    c.check(idx.rank >= 1 and 0 <= depth <= x.rank,
+    c.check(0 <= depth <= x.rank,
             f"Index {list(idx.shape)}: its last dimension must be at most X's rank {x.rank}")
     return {"Out": TensorType(idx.shape[:-1] + x.shape[depth:], x.dtype)}
 
@@ -199,6 +210,7 @@ def _scatter(c):
     x, upd = c.x("X"), c.x("Updates")
     n = _index_vector(c, "Ids")
     c.check(upd.dtype == x.dtype, f"Updates is {upd.dtype} but X is {x.dtype}")
+    c.check(x.rank >= 1, f"X must have at least one dimension, got {list(x.shape)}")
     c.check(upd.rank == x.rank and all(a == b or a < 0 or b < 0 for a, b in zip(
         upd.shape[1:], x.shape[1:])) and (n < 0 or upd.shape[0] < 0 or n == upd.shape[0]),
         f"Updates {list(upd.shape)} must be [len(Ids)={n}] + X's {list(x.shape[1:])}")
@@ -229,7 +241,7 @@ register("stack", "X*", "Y", {"axis": ("int", 0)}, infer=_stack,
 
 
 def _unstack(c):
-    x = c.x("X")
+    x = _ranked(c, "X")
     axis = normalize_axis(c["axis"], x.rank)
     c.check(x.shape[axis] >= 0, f"axis {axis} of X {list(x.shape)} must be known")
     c.check(c["num"] == x.shape[axis],
@@ -284,8 +296,11 @@ register("where_index", "Condition", "Out", {"size": ("int", -1)}, infer=_where_
 def _range(c):
     start, end, step = c["start"], c["end"], c["step"]
     c.check(step != 0, "step must not be 0")
+    c.check(all(math.isfinite(v) for v in (start, end, step)),
+            f"start {start}, end {end} and step {step} must be finite")
     c.check(c["dtype"] in DTYPES and c["dtype"] != "bool", f"dtype {c['dtype']}")
-    n = max(0, -int(-(end - start) // step))  # ceil((end - start) / step)
+    n = max(0, math.ceil((end - start) / step))
+    c.check(n < 2 ** 31, f"range of {n} elements is too long")
     return {"Out": TensorType((n,), c["dtype"])}
 
 

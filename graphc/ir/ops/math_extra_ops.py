@@ -43,8 +43,15 @@ register("clip_by_norm", "X", "Out", {"max_norm": "float"}, infer=_clip_by_norm,
          doc="Out = X * max_norm / ||X||_2 when ||X||_2 > max_norm, else X")
 
 
+def _ranked_x(c) -> TensorType:
+    x = c.x("X")
+    c.check(x.rank >= 1, f"X must have at least one dimension, got {list(x.shape)}")
+    return x
+
+
 def _norm(c):
     x = _float_like_x(c)["Out"]
+    _ranked_x(c)
     axis = normalize_axis(c["axis"], x.rank)
     norm = tuple(1 if i == axis else d for i, d in enumerate(x.shape))
     return {"Out": x, "Norm": TensorType(norm, x.dtype)}
@@ -102,7 +109,7 @@ register("logical_not", "X", "Out", infer=_logical, traits=(NO_GRAD,), doc="Out 
 
 
 def _arg(c):
-    x = c.x("X")
+    x = _ranked_x(c)
     if c["flatten"]:
         return {"Out": TensorType((1,), "int64")}
     axis = normalize_axis(c["axis"], x.rank)
@@ -120,7 +127,7 @@ for _name in ("arg_max", "arg_min"):
 
 
 def _argsort(c):
-    x = c.x("X")
+    x = _ranked_x(c)
     normalize_axis(c["axis"], x.rank)
     return {"Out": x, "Indices": TensorType(x.shape, "int64")}
 
