@@ -129,3 +129,84 @@ def test_auc_without_a_window_and_with_one_class():
 def test_auc_errors(build, error, message):
     with pytest.raises(error, match=message):
         build()
+
+
+# -- fluid.metrics: Python-side accumulators ------------------------------------------------------
+def test_precision_recall_and_composite_over_batches():
+    from graphc.fluid import metrics
+    precision, recall = metrics.Precision("p"), metrics.Recall()
+    composite = metrics.CompositeMetric()
+    composite.add_metric(precision)
+    composite.add_metric(recall)
+    all_preds, all_labels = [], []
+    for _ in range(3):
+        preds = RNG.uniform(0, 1, (10, 1)).astype("float32")
+        labels = RNG.integers(0, 2, (10, 1)).astype("int64")
+        composite.update(preds, labels)
+        all_preds.append(np.rint(preds[:, 0]))
+        all_labels.append(labels[:, 0])
+    p, y = np.concatenate(all_preds), np.concatenate(all_labels)
+    tp, fp, fn = np.sum((p == 1) & (y == 1)), np.sum((p == 1) & (y == 0)), np.sum(
+        (p == 0) & (y == 1))
+    assert composite.eval() == [tp / (tp + fp), tp / (tp + fn)]
+    assert str(precision) == "p" and precision.get_config() == {
+        "name": "p", "states": {"tp": tp, "fp": fp}}
+    composite.reset()
+    assert (precision.tp, precision.fp, recall.tp, recall.fn) == (0, 0, 0, 0)
+    assert precision.eval() == 0.0 and recall.eval() == 0.0
+
+
+def test_accuracy_is_the_weighted_mean_of_batch_accuracies():
+    from graphc.fluid import metrics
+    acc = metrics.Accuracy()
+    with pytest.raises(ValueError, match="no data in Accuracy"):
+        acc.eval()
+    values, weights = [0.5, 0.75, 1.0], [4, 8, 2]
+    for v, w in zip(values, weights):
+        acc.update(np.array([v], "float32"), w)
+    np.testing.assert_allclose(acc.eval(), np.average(values, weights=weights))
+    acc.reset()
+    assert acc.value == 0.0 and acc.weight == 0.0
+
+
+def test_auc_metric_matches_the_auc_op_formula_and_sklearn():
+    from graphc.fluid import metrics
+    auc = metrics.Auc("auc", num_thresholds=4095)
+    scores, labels = [], []
+    for pred, lab in _batches(4):
+        auc.update(pred, lab)
+        scores.append(pred[:, 1])
+        labels.append(lab[:, 0])
+    s, y = np.concatenate(scores), np.concatenate(labels)
+    np.testing.assert_allclose(auc.eval(), binned_auc(s, y, 4095), rtol=1e-12)
+    np.testing.assert_allclose(auc.eval(), roc_auc_score(y, s), atol=2e-3)
+    auc.reset()
+    assert auc.eval() == 0.0
+
+
+def test_chunk_evaluator_and_edit_distance():
+    from graphc.fluid import metrics
+    chunks = metrics.ChunkEvaluator()
+    chunks.update(np.array([5]), np.array([6]), np.array([3]))
+    chunks.update(4, 2, 2)
+    p, r = 5 / 9, 5 / 8
+    np.testing.assert_allclose(chunks.eval(), (p, r, 2 * p * r / (p + r)))
+    edit = metrics.EditDistance("ed")
+    with pytest.raises(ValueError, match="no data in EditDistance"):
+        edit.eval()
+    edit.update(np.array([[0.0], [2.0], [1.0]]), np.array([3]))
+    edit.update(np.array([[0.0], [0.0]]), 2)
+    np.testing.assert_allclose(edit.eval(), (3.0 / 5, 2 / 5))
+
+
+def test_metric_errors():
+    from graphc.fluid import metrics
+    from graphc.ir.errors import GraphcError
+    with pytest.raises(GraphcError, match="'preds' must be a numpy ndarray"):
+        metrics.Precision().update([1, 0], np.array([1, 0]))
+    with pytest.raises(GraphcError, match="probabilities must lie in"):
+        metrics.Auc("a").update(np.array([[0.0, 1.5]]), np.array([1]))
+    with pytest.raises(GraphcError, match="not supported"):
+        metrics.DetectionMAP()
+    with pytest.raises(GraphcError, match="expected a MetricBase"):
+        metrics.CompositeMetric().add_metric("acc")
