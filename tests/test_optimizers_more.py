@@ -208,7 +208,7 @@ def _embedding_program(make_opt, is_sparse):
                                param_attr=ParamAttr(name="emb"))
         loss = layers.mean(layers.elementwise_mul(emb, c))
         make_opt().minimize(loss)
-    return main, startup
+    return main, startup, loss
 
 
 def _embedding_feeds(steps=3):
@@ -219,7 +219,7 @@ def _embedding_feeds(steps=3):
 
 
 def _train_embedding(make_opt, is_sparse):
-    main, startup = _embedding_program(make_opt, is_sparse)
+    main, startup, _ = _embedding_program(make_opt, is_sparse)
     scope, exe = graphc.Scope(), graphc.Executor()
     exe.run(startup, scope=scope)
     start = np.asarray(scope["emb"]).copy()
@@ -247,7 +247,7 @@ def test_sparse_ftrl_updates_only_its_rows():
     """Paddle's sparse FTRL kernel: looked-up rows as the dense formula, the others untouched
     (the dense update would reset a row without gradient from its zero linear accumulator)."""
     kwargs = CASES["ftrl"][1]
-    main, startup = _embedding_program(lambda: optimizer.Ftrl(**kwargs), is_sparse=True)
+    main, startup, _ = _embedding_program(lambda: optimizer.Ftrl(**kwargs), is_sparse=True)
     scope, exe = graphc.Scope(), graphc.Executor()
     exe.run(startup, scope=scope)
     w = np.asarray(scope["emb"], dtype=np.float64)
@@ -266,6 +266,29 @@ def test_sparse_ftrl_updates_only_its_rows():
     np.testing.assert_allclose(np.asarray(scope["emb"]), w, rtol=1e-5, atol=1e-6)
     _, dense = _train_embedding(lambda: optimizer.Ftrl(**kwargs), is_sparse=False)
     assert np.all(dense[7:] == 0) and not np.allclose(w[7:], 0)  # the two semantics differ
+
+
+def _eight_ids(feed):
+    """The batch with two more ids (9, with c = 0): 8 ids, 2 per device on 4 devices."""
+    return {"ids": np.concatenate([feed["ids"], [[9], [9]]]),
+            "c": np.concatenate([feed["c"], np.zeros((2, 4), "float32")])}
+
+
+@pytest.mark.parametrize("case", ["adagrad", "ftrl", "rmsprop"])
+def test_sparse_gradient_four_devices_equal_one(case):
+    """Every replica's rows all-gathered, then merged by the update, give one device's step."""
+    cls, kwargs, _, _ = CASES[case]
+    results = []
+    for devices in (1, 4):
+        main, startup, loss = _embedding_program(lambda: cls(**kwargs), is_sparse=True)
+        scope, exe = graphc.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        program = main if devices == 1 else graphc.CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, places=graphc.cpu_places(devices))
+        for feed in _embedding_feeds():
+            exe.run(program, feed=_eight_ids(feed), scope=scope)
+        results.append(np.asarray(scope["emb"]))
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-6)
 
 
 # -- training and data parallelism ----------------------------------------------------------
