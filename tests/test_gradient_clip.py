@@ -160,7 +160,7 @@ def test_clip_ops_sit_between_backward_and_the_update_with_the_optimize_role():
 
 
 # -- data parallelism: the clip sees the all-reduced gradient ---------------------------------
-def _mlp_losses(n, clip_norm=0.1):
+def _mlp_losses(n, clip_norm=0.1, fuse=False):
     main, startup = graphc.Program(), graphc.Program()
     with graphc.program_guard(main, startup), graphc.unique_name.guard():
         main.random_seed = startup.random_seed = 3
@@ -173,7 +173,10 @@ def _mlp_losses(n, clip_norm=0.1):
     exe.run(startup, scope=scope)
     program = main
     if n > 1:
-        program = graphc.CompiledProgram(main).with_data_parallel(
+        strategy = graphc.BuildStrategy()
+        strategy.fuse_all_optimizer_ops = strategy.fuse_all_reduce_ops = strategy.enable_inplace \
+            = fuse
+        program = graphc.CompiledProgram(main, build_strategy=strategy).with_data_parallel(
             loss_name=loss.name, places=graphc.cpu_places(n))
     rng = np.random.default_rng(0)
     losses = []
@@ -186,9 +189,10 @@ def _mlp_losses(n, clip_norm=0.1):
     return losses, params
 
 
-def test_four_devices_equal_one_device_with_global_norm_clipping():
+@pytest.mark.parametrize("fuse", [False, True], ids=["plain", "fused-optimizer-allreduce-inplace"])
+def test_four_devices_equal_one_device_with_global_norm_clipping(fuse):
     want_losses, want_params = _mlp_losses(1)
-    losses, params = _mlp_losses(4)
+    losses, params = _mlp_losses(4, fuse=fuse)
     np.testing.assert_allclose(losses, want_losses, rtol=1e-5, atol=1e-6)
     for name, value in want_params.items():
         np.testing.assert_allclose(params[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
