@@ -56,7 +56,7 @@ def test_slice_strided_slice_squeeze_unsqueeze_flatten():
         layers.slice(x, [0], [-1], [2]),
         layers.strided_slice(x, [2, 1], [-1, 0], [-5, 3], [-2, 2]),
         layers.squeeze(layers.unsqueeze(x, [0, -1]), []),
-        layers.squeeze(layers.unsqueeze(x, [1]), [1, 2]),  # axis 2 (size 3) stays
+        layers.squeeze(layers.unsqueeze(x, [1, -1]), [-1, 1]),
         layers.unsqueeze(x, [-1, 0, 2]),
         layers.flatten(x, 0), layers.flatten(x, 2), layers.flatten(x, 3),
     ]
@@ -294,6 +294,7 @@ def test_topk_values_are_differentiable():
     (lambda x: layers.unstack(graphc.data("u", [-1, 3], "float32"), axis=0),
      "unstack: dimension 0 of 'u' [-1, 3] is unknown; give num"),
     (lambda x: layers.squeeze(x, [5]), "axes entry 5 is out of range for rank 2"),
+    (lambda x: layers.squeeze(x, [1]), "dimension 1 of [2, 3] has size 3; only size-1"),
     (lambda x: layers.gather(x, x), "Index must be an integer tensor, got float32"),
     (lambda x: layers.logical_and(x, x), "inputs must be bool"),
 ])

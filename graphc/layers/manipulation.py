@@ -61,7 +61,7 @@ def strided_slice(input, axes, starts, ends, strides):
 
 
 def squeeze(input, axes, name=None):
-    """Drop the listed size-1 axes (a listed axis of another size stays, as in Paddle 1.8)."""
+    """Drop the listed axes, each of size 1 (every size-1 axis when axes is empty)."""
     return _with_xshape("squeeze2", "squeeze", input, {"axes": _ints("squeeze", "axes", axes)},
                         name)
 

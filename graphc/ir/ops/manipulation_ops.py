@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from ..errors import ShapeError
 from ..types import DTYPES, FLOAT_DTYPES, INT_DTYPES, TensorType
 from .registry import INITIALIZER, NO_GRAD, RANDOM, register
 from .shapes import normalize_axis, prod_or_unknown
@@ -89,12 +90,15 @@ register("strided_slice", "Input", "Out", {
 
 # -- reshaping with XShape ------------------------------------------------------------------------
 def squeeze_shape(shape: tuple[int, ...], axes: list[int]) -> tuple[int, ...]:
-    """Paddle's squeeze: the listed size-1 axes (all size-1 axes when none are listed);
-    a listed axis whose size is not 1 stays, as in Paddle 1.8."""
+    """Paddle 1.8's squeeze: the listed axes (every size-1 axis when none are listed). A listed
+    axis must have size 1; one of unknown size (-1) is taken to be 1, as Paddle does."""
     rank = len(shape)
     if axes:
         drop = {normalize_axis(a, rank, "axes entry") for a in axes}
-        drop = {a for a in drop if shape[a] == 1}
+        for a in sorted(drop):
+            if shape[a] not in (1, -1):
+                raise ShapeError(f"axes {list(axes)}: dimension {a} of {list(shape)} has size "
+                                 f"{shape[a]}; only size-1 dimensions can be squeezed")
     else:
         drop = {i for i, d in enumerate(shape) if d == 1}
     return tuple(d for i, d in enumerate(shape) if i not in drop)
@@ -132,7 +136,7 @@ def _flatten2(c):
 
 
 register("squeeze2", "X", "Out XShape?", {"axes": ("ints", [])}, infer=_squeeze2,
-         doc="drop size-1 axes (all of them when axes is empty)")
+         doc="drop the listed size-1 axes (every size-1 axis when axes is empty)")
 register("unsqueeze2", "X", "Out XShape?", {"axes": "ints"}, infer=_unsqueeze2,
          doc="insert size-1 axes, one after another")
 register("flatten2", "X", "Out XShape?", {"axis": ("int", 1)}, infer=_flatten2,
