@@ -197,6 +197,25 @@ def test_regularization_and_lamb_exclusion():
     np.testing.assert_allclose(np.asarray(scope["w"]), w, rtol=1e-6, atol=1e-9)
 
 
+@pytest.mark.parametrize("case", ["adagrad", "ftrl"])
+def test_grad_clip_clips_before_the_update(case):
+    """grad_clip= (graphc.fluid.clip's, applied by the base class) reaches these optimizers."""
+    from graphc.fluid.clip import GradientClipByValue
+    cls, kwargs, step, accs = CASES[case]
+    clip = GradientClipByValue(0.02)
+    main, startup, _ = _linear_program(lambda: cls(**kwargs, grad_clip=clip))
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    w = np.asarray(scope["w"], dtype=np.float64)
+    state = {name: np.full(w.shape, value) for name, value in accs.items()}
+    for feed in _batches(2):
+        exe.run(main, feed=feed, scope=scope)
+        g = np.clip(feed["x"].T @ feed["c"] / feed["c"].size, -0.02, 0.02)
+        w = step(w, g, state, float(np.float32(kwargs["learning_rate"])),
+                 **{k: v for k, v in kwargs.items() if k != "learning_rate"})
+    np.testing.assert_allclose(np.asarray(scope["w"]), w, rtol=1e-6, atol=1e-9)
+
+
 # -- row-sparse gradients -------------------------------------------------------------------
 def _embedding_program(make_opt, is_sparse):
     main, startup = graphc.Program(), graphc.Program()
