@@ -100,6 +100,58 @@ def test_auc_interpreter_matches_jax_and_needs_no_gradient():
     np.testing.assert_array_equal(np.asarray(scope[states[2].name]), state[states[2].name])
 
 
+def _auc_training(places):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        main.random_seed = startup.random_seed = 5
+        x = layers.data("x", [3])
+        label = layers.data("label", [1], dtype="int64")
+        predict = layers.fc(x, 2, act="softmax")
+        loss = layers.mean(layers.cross_entropy(predict, label))
+        auc_out, batch_auc, states = layers.auc(predict, label, num_thresholds=300,
+                                                slide_steps=2)
+        fluid.optimizer.SGD(0.5).minimize(loss)
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    program = main if places == 1 else fluid.CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, places=fluid.cpu_places(places))
+    rng = np.random.default_rng(4)
+    out = []
+    for _ in range(3):
+        xv = rng.normal(size=(16, 3)).astype("float32")
+        feed = {"x": xv, "label": (xv[:, :1] > 0).astype("int64")}
+        got = exe.run(program, feed=feed, fetch_list=[auc_out, batch_auc], scope=scope)
+        out.append([np.asarray(g).reshape(-1) for g in got])
+    return out, {s.name: np.asarray(scope[s.name]) for s in states}, states
+
+
+def test_auc_on_four_devices_counts_the_whole_batch_as_one_device_does():
+    want, want_state, states = _auc_training(1)
+    got, state, _ = _auc_training(4)
+    for (w_auc, w_batch), (g_auc, g_batch) in zip(want, got):
+        assert g_auc.shape == (4,)  # one value per device, all the global one
+        np.testing.assert_allclose(g_auc, np.repeat(w_auc, 4), rtol=1e-9)
+        np.testing.assert_allclose(g_batch, np.repeat(w_batch, 4), rtol=1e-9)
+    for name, value in want_state.items():
+        np.testing.assert_array_equal(state[name], value)
+    pos, neg = (state[s.name] for s in states[2:])
+    assert pos.sum() + neg.sum() == 3 * 16  # every example of every device, once
+
+
+def test_auc_on_simulated_replicas_counts_every_replica():
+    from graphc.backends.interpreter import run_replicas
+    predict = layers.data("predict", [2])
+    label = layers.data("label", [1], dtype="int64")
+    auc_out, _, states = layers.auc(predict, label, num_thresholds=50, slide_steps=0)
+    graph = fluid.lower(fluid.default_main_program())
+    (pred, lab), = _batches(1)
+    zeros = {s.name: np.zeros(s.shape, "int64") for s in states}
+    state, (got,) = run_replicas(graph, zeros, {"predict": pred, "label": lab},
+                                 [auc_out.name], num_replicas=4)
+    want = binned_auc(pred[:, 1], lab[:, 0], 50)
+    np.testing.assert_allclose(np.asarray(got).reshape(-1), np.repeat(want, 4), rtol=1e-12)
+
+
 def test_auc_without_a_window_and_with_one_class():
     auc_out, batch_auc, _ = _build(slide_steps=0, num_thresholds=10)
     exe = fluid.Executor(fluid.CPUPlace())

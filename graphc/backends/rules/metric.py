@@ -3,9 +3,10 @@ kernel computes them (bucket int(p * num_thresholds), a window of slide_steps ba
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
-from .registry import lowering
+from .registry import cross_replica, lowering
 
 
 def roc_auc_from_histograms(pos, neg):
@@ -20,18 +21,22 @@ def roc_auc_from_histograms(pos, neg):
     return auc.reshape(1)
 
 
-@lowering("auc")
-def _auc(c, Predict, Label, StatPos, StatNeg):
-    thresholds, window = c["num_thresholds"], c["slide_steps"]
-    buckets = thresholds + 1
+def _histograms(c, Predict, Label):
+    """This batch's counts of positive and negative examples per score bucket."""
+    thresholds = c["num_thresholds"]
     score = Predict[:, -1]
     # Paddle casts p * num_thresholds (in the prediction's type) to an unsigned integer; it
     # refuses p outside [0, 1], which a compiled step cannot, so such p are clamped
     index = jnp.clip((score * jnp.asarray(thresholds, score.dtype)).astype(jnp.int64), 0,
                      thresholds)
-    positive = Label.reshape(-1) != 0
-    add_pos = jnp.zeros(buckets, jnp.int64).at[index].add(positive.astype(jnp.int64))
-    add_neg = jnp.zeros(buckets, jnp.int64).at[index].add((~positive).astype(jnp.int64))
+    positive = (Label.reshape(-1) != 0).astype(jnp.int64)
+    empty = jnp.zeros(thresholds + 1, jnp.int64)
+    return empty.at[index].add(positive), empty.at[index].add(1 - positive)
+
+
+def _update(c, add_pos, add_neg, StatPos, StatNeg):
+    """New state and AUC from the state and the counts to add."""
+    window, buckets = c["slide_steps"], c["num_thresholds"] + 1
     pos, neg = StatPos.reshape(-1), StatNeg.reshape(-1)
     if window == 0:
         new_pos, new_neg = pos + add_pos, neg + add_neg
@@ -54,3 +59,23 @@ def _auc(c, Predict, Label, StatPos, StatNeg):
         new_neg = jnp.concatenate([neg_rows.reshape(-1), counter])
     return {"AUC": auc, "StatPosOut": new_pos.reshape(StatPos.shape),
             "StatNegOut": new_neg.reshape(StatNeg.shape)}
+
+
+# Under data parallelism every replica adds every replica's counts, so each holds the state
+# (and reports the AUC) of the whole batch: N devices give what one device gives.
+@lowering("auc")
+def _auc(c, Predict, Label, StatPos, StatNeg):
+    add_pos, add_neg = _histograms(c, Predict, Label)
+    if c.replicas is not None:
+        add_pos = jax.lax.psum(add_pos, c.replicas.axes())
+        add_neg = jax.lax.psum(add_neg, c.replicas.axes())
+    return _update(c, add_pos, add_neg, StatPos, StatNeg)
+
+
+@cross_replica("auc")
+def _auc_replicas(c, per_replica: list[dict]) -> list[dict]:
+    counts = [_histograms(c, ins["Predict"], ins["Label"]) for ins in per_replica]
+    add_pos = sum(p for p, _ in counts)
+    add_neg = sum(n for _, n in counts)
+    return [_update(c, add_pos, add_neg, ins["StatPos"], ins["StatNeg"])
+            for ins in per_replica]
