@@ -356,3 +356,27 @@ def test_degenerate_inputs_get_shape_errors(op_type, ins, attrs, message):
     opdef = get_op_def(op_type)
     with pytest.raises(graphc.ShapeError, match=f"^at t.py:1: {op_type}: .*{re.escape(message)}"):
         opdef.infer_types(ins, opdef.normalize_attrs(attrs, "at t.py:1"), "at t.py:1")
+
+
+def test_assign_of_numpy_arrays_and_paddles_where_example():
+    arrays = [np.array([[1.5, -2.0], [0.25, 3.0]], "float32"), np.arange(6, dtype="int32"),
+              np.array([[2 ** 40], [-3]], "int64"), np.array([True, False, True])]
+    outs = [layers.assign(a) for a in arrays]
+    for out, a, g in zip(outs, arrays, run_both({}, outs)):
+        assert out.dtype == str(a.dtype) and tuple(out.shape) == a.shape
+        np.testing.assert_array_equal(g, a)
+    # Paddle 1.8's own example for layers.where (unbounded: the interpreter runs it)
+    cond = layers.cast(layers.assign(np.array([[1, 0], [0, 1]], dtype="int32")), "bool")
+    out = layers.where(cond)
+    _, (got,) = run_graph(graphc.lower(graphc.default_main_program()), {}, {}, [out.name])
+    np.testing.assert_array_equal(got, [[0, 0], [1, 1]])
+
+
+@pytest.mark.parametrize("value, message", [
+    (np.zeros(3), "a numpy array of float64; Paddle takes bool, float32, int32 or int64"),
+    ([1, 2], "input must be a Variable or a numpy array, got list"),
+    (np.zeros(1024 * 1024 + 1, "float32"), "too big"),
+])
+def test_assign_refuses_what_paddle_refuses(value, message):
+    with pytest.raises(graphc.ProgramError, match=re.escape(message)):
+        layers.assign(value)

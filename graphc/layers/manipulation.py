@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import builtins
 
+import numpy as np
+
 from ..ir.errors import ProgramError
 from ..ir.program import Variable
 from ..ir.types import normalize_dtype
@@ -276,3 +278,29 @@ def argsort(input, axis: int = -1, descending: bool = False, name=None):
     helper.append_op("argsort", {"X": input}, {"Out": out, "Indices": ids},
                      {"axis": int(axis), "descending": descending})
     return out, ids
+
+
+_VALUE_ATTRS = {"float32": ("fp32_values", float), "int32": ("int32_values", int),
+                "int64": ("int64_values", int), "bool": ("bool_values", int)}
+
+
+def assign_value(input, output=None):
+    """``assign`` of a numpy array (Paddle: bool, float32, int32 or int64; up to 1M
+    elements): an assign_value op holding the values."""
+    if not isinstance(input, np.ndarray):
+        raise ProgramError(f"assign: input must be a Variable or a numpy array, got "
+                           f"{type(input).__name__}")
+    dtype = str(input.dtype)
+    if dtype not in _VALUE_ATTRS:
+        raise ProgramError(f"assign: a numpy array of {dtype}; Paddle takes bool, float32, "
+                           "int32 or int64 (cast it with .astype first)")
+    if input.size > 1024 * 1024:
+        raise ProgramError(f"assign: a numpy array of {input.size} elements is too big to "
+                           "hold in the program (at most 1048576); feed it or load it")
+    attr, convert = _VALUE_ATTRS[dtype]
+    helper = LayerHelper("assign_value")
+    output = output or helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    helper.append_op("assign_value", outputs={"Out": output},
+                     attrs={"shape": [int(d) for d in input.shape], "dtype": dtype,
+                            attr: [convert(v) for v in input.reshape(-1).tolist()]})
+    return output

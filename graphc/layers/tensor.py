@@ -4,7 +4,7 @@ concat, split, sums, assign, and the two on row-sparse values (merge, densify)."
 from __future__ import annotations
 
 from ..ir.errors import ProgramError
-from ..ir.program import default_main_program
+from ..ir.program import Variable, default_main_program
 from ..ir.types import normalize_dtype
 from .helper import LayerHelper, check_variable
 
@@ -141,6 +141,10 @@ def sums(input, out=None):
 
 
 def assign(input, output=None):
+    """output = input, a Variable or a numpy array (bool, float32, int32 or int64)."""
+    if not isinstance(input, Variable):
+        from .manipulation import assign_value
+        return assign_value(input, output)
     helper = LayerHelper("assign")
     check_variable("assign", "input", input)
     output = output or helper.create_variable_for_type_inference(input.dtype)

@@ -183,3 +183,11 @@ def _uniform_batch_size_like(c, Input):
                              c["min"], c["max"])
     return {"Out": out.astype(c["dtype"])}
 
+
+
+@lowering("assign_value")
+def _assign_value(c):
+    dtype = c["dtype"]
+    values = c[{"float32": "fp32_values", "int32": "int32_values", "int64": "int64_values",
+                "bool": "bool_values"}[dtype]]
+    return {"Out": np.asarray(values, dtype=dtype).reshape(c["shape"])}

@@ -339,3 +339,26 @@ register("uniform_random_batch_size_like", "Input", "Out",
          infer=_batch_size_like, traits=(RANDOM, NO_GRAD),
          doc="Out ~ U[min, max) in shape, with Input's batch size")
 
+
+
+_VALUE_SLOTS = {"float32": "fp32_values", "int32": "int32_values", "int64": "int64_values",
+                "bool": "bool_values"}
+
+
+def _assign_value(c):
+    shape, dtype = tuple(c["shape"]), c["dtype"]
+    c.check(dtype in _VALUE_SLOTS, f"dtype {dtype} must be one of {sorted(_VALUE_SLOTS)}")
+    c.check(all(d >= 0 for d in shape), f"shape {list(shape)} must be fully known")
+    given = {name: len(c[name]) for name in _VALUE_SLOTS.values() if c[name]}
+    c.check(set(given) <= {_VALUE_SLOTS[dtype]},
+            f"a {dtype} tensor takes its values from {_VALUE_SLOTS[dtype]}, got {sorted(given)}")
+    n = given.get(_VALUE_SLOTS[dtype], 0)
+    c.check(n == math.prod(shape), f"{n} values for shape {list(shape)}")
+    return {"Out": TensorType(shape, dtype)}
+
+
+register("assign_value", "", "Out", {
+    "shape": "ints", "dtype": "dtype", "fp32_values": ("floats", []),
+    "int32_values": ("ints", []), "int64_values": ("ints", []), "bool_values": ("ints", []),
+}, infer=_assign_value, traits=(INITIALIZER, NO_GRAD),
+    doc="Out = the constant held in the attribute of its dtype (assign of a numpy array)")
