@@ -4,11 +4,67 @@ of every process)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from pydantic import PrivateAttr
+
 from .....distributed import fleet as _fleet
-from .....distributed.strategy import DistributedStrategy
+from .....distributed.strategy import DistributedStrategy as _FleetStrategy
+from .....strategy import StrategyError
 from ...._missing import advice_for, missing
 
 __all__ = ["Collective", "DistributedStrategy", "fleet"]
+
+
+# Paddle 1.8's incubate-only fields: name -> (default, values graphc runs); others refused
+_INCUBATE_FIELDS: dict[str, tuple[Any, tuple]] = {
+    "mode": ("nccl2", ("nccl2", "collective")),  # both are all-reduce data parallelism here
+    "collective_mode": (None, (None, "grad_allreduce")),
+    "use_local_sgd": (False, (False,)),
+    "use_dgc": (False, (False,)),
+    "use_dist_fc": (False, (False,)),
+    "forward_recompute": (False, (False,)),
+    "dist_fc_config": (None, None),  # None: any value (only read with use_dist_fc)
+    "recompute_checkpoints": ([], None),
+}
+
+
+class DistributedStrategy(_FleetStrategy):
+    """Paddle 1.8's ``incubate.fleet.collective.DistributedStrategy``: a BuildStrategy (its
+    fields go to ``build_strategy``) with collective fields. ``use_amp`` and
+    ``amp_loss_scaling`` are graphc's ``amp`` / ``amp_configs.init_loss_scaling``,
+    ``exec_strategy`` is ``execution_strategy``; local SGD, DGC, distributed fc and recompute
+    are refused (StrategyError) rather than ignored."""
+
+    _incubate: dict = PrivateAttr(default_factory=dict)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "use_amp":
+            super().__setattr__("amp", value)
+        elif name == "amp_loss_scaling":
+            self.amp_configs.init_loss_scaling = value
+        elif name == "exec_strategy":
+            super().__setattr__("execution_strategy", value)
+        elif name in _INCUBATE_FIELDS:
+            allowed = _INCUBATE_FIELDS[name][1]
+            if allowed is not None and value not in allowed:
+                raise StrategyError(f"DistributedStrategy.{name} = {value!r} is not supported "
+                                    "by graphc, which runs all-reduce data parallelism; "
+                                    f"accepted: {', '.join(map(repr, allowed))}")
+            self._incubate[name] = value
+        else:
+            super().__setattr__(name, value)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "use_amp":
+            return self.amp
+        if name == "amp_loss_scaling":
+            return self.amp_configs.init_loss_scaling
+        if name == "exec_strategy":
+            return self.execution_strategy
+        if name in _INCUBATE_FIELDS:
+            return self.__pydantic_private__["_incubate"].get(name, _INCUBATE_FIELDS[name][0])
+        return super().__getattr__(name)
 
 
 class Collective:
