@@ -66,7 +66,7 @@ def _update(c, add_pos, add_neg, StatPos, StatNeg):
 @lowering("auc")
 def _auc(c, Predict, Label, StatPos, StatNeg):
     add_pos, add_neg = _histograms(c, Predict, Label)
-    if c.replicas is not None:
+    if c.replicas is not None and c.replicas.index is None:  # on devices, in shard_map
         add_pos = jax.lax.psum(add_pos, c.replicas.axes())
         add_neg = jax.lax.psum(add_neg, c.replicas.axes())
     return _update(c, add_pos, add_neg, StatPos, StatNeg)
