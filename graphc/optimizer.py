@@ -1,6 +1,7 @@
-"""Optimizers with Paddle's names, formulas and state: SGD, Momentum, Adam, AdamW.
+"""Optimizers with Paddle's names, formulas and state: SGD, Momentum, Adam, AdamW here, and
+re-exported the others (adaptive_optimizers.py) and the parameter averages (weight_averaging.py).
 
-``minimize(loss)`` = append_backward + regularisation + one update op per parameter.
+``minimize(loss)`` = append_backward + clipping + regularisation + one update op per parameter.
 """
 
 from __future__ import annotations
