@@ -78,6 +78,20 @@ def test_clip_by_value_through_the_optimizer():
     check_update(before, after, {k: np.clip(g, -0.7, 0.7) for k, g in GRADS.items()}, 0.5)
 
 
+def test_grad_clip_given_to_the_optimizer_constructor():
+    before, after = step(lambda loss: optimizer.SGD(
+        0.5, grad_clip=GradientClipByGlobalNorm(1.0)).minimize(loss))
+    scale = global_scale(GRADS.values(), 1.0)
+    check_update(before, after, {k: g * scale for k, g in GRADS.items()}, 0.5)
+
+
+def test_minimize_grad_clip_overrides_the_constructors():
+    before, after = step(lambda loss: fluid.optimizer.SGDOptimizer(
+        0.5, grad_clip=GradientClipByValue(0.01)).minimize(
+            loss, grad_clip=GradientClipByValue(0.3)))
+    check_update(before, after, {k: np.clip(g, -0.3, 0.3) for k, g in GRADS.items()}, 0.5)
+
+
 def test_clip_by_value_with_min():
     before, after = step(lambda loss: optimizer.SGD(0.5).minimize(
         loss, grad_clip=GradientClipByValue(max=1.0, min=-0.1)))
