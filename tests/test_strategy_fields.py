@@ -194,3 +194,13 @@ def test_before_xla_starts_the_default_asks_for_every_core():
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["3", "3"]
     assert "CPU_NUM is not set, default to 3" in out.stderr
+
+
+def test_cpu_num_beyond_xla_devices_is_a_device_error(monkeypatch):
+    have = len(jax.devices("cpu"))
+    monkeypatch.setenv("CPU_NUM", str(have + 1))
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup):
+        loss = layers.mean(layers.fc(layers.data("x", [3]), 2))
+    with pytest.raises(graphc.DeviceError, match=f"asked for {have + 1} CPU devices"):
+        graphc.CompiledProgram(main).with_data_parallel(loss_name=loss.name)

@@ -17,7 +17,7 @@ from ..ir.program import Program
 from ..passes import PassManager, PipelineReport, pipeline_for
 from ..passes.fuse_all_reduce_ops import BucketPlan, buckets_in
 from ..strategy import BuildStrategy, ExecutionStrategy
-from .devices import DeviceError, default_cpu_place_count
+from .devices import DeviceError, cpu_places, default_cpu_place_count
 from .places import Place
 
 
@@ -149,7 +149,8 @@ def _devices_of(places) -> list:
         devices = list(jax.devices())
         if devices[0].platform != "cpu":
             return devices
-        return list(jax.devices("cpu"))[:default_cpu_place_count()]
+        # CPU_NUM larger than the devices XLA started with is cpu_places' DeviceError
+        return [p.jax_device() for p in cpu_places(default_cpu_place_count())]
     if isinstance(places, Place):
         places = [places]
     places = list(places)

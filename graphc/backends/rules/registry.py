@@ -16,8 +16,8 @@ from ...ir.errors import GraphcError
 from ...ir.ops import get_op_def
 from ..selected_rows import SelectedRows
 
-# Paddle programs use int64 labels and float64 checks: JAX must keep 64-bit types.
-jax.config.update("jax_enable_x64", True)
+# Paddle programs use int64 labels and float64 checks. JAX keeps 64-bit types only in x64
+# mode, which graphc enters around its own work (backends/precision.py), never globally.
 
 
 class LoweringError(GraphcError):
@@ -54,6 +54,15 @@ class Replicas:
 
     def __repr__(self) -> str:
         return f"Replicas({self.nranks}, local={self.local}, index={self.index})"
+
+
+def replica_groups(nranks: int, inter_nranks: int) -> int | None:
+    """Replicas per group of a hierarchical all-reduce over ``nranks`` replicas, or None
+    (one flat group) when ``inter_nranks`` forms no groups: 0 or 1, ``nranks`` or more, or
+    not dividing ``nranks``. The hierarchical-allreduce pass declines exactly then, so its
+    all-reduces stay flat, and the devices form a flat mesh (BuildStrategy's documented
+    fallback) instead of a mesh that cannot exist."""
+    return inter_nranks if 1 < inter_nranks < nranks and nranks % inter_nranks == 0 else None
 
 
 class RuleContext:
@@ -165,7 +174,8 @@ def random_op_seed(program_seed: int, position: int | None, name: str,
       numbers depend on ``unique_name`` counters (two builds of one model may differ).
     - otherwise: a function of ``program_seed`` and ``position``, the op's index among the
       random ops of its program in program order (0, 1, ...), so two builds of one model
-      with the same ``random_seed`` draw the same numbers whatever their names.
+      with the same ``random_seed`` draw the same numbers whatever their names
+      (``backends.evaluate.random_op_positions(graph)`` gives every op's position).
       ``position`` None (an op without the RANDOM trait) falls back to the name.
 
     The op's key for step ``t`` (its run counter) is ``random_key(seed, t)``; startup
