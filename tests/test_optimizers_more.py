@@ -381,6 +381,15 @@ def test_fuse_all_optimizer_ops_declines_them_with_a_reason():
     assert graph.to_text() == before
 
 
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_text_form_round_trips_and_verifies(case):
+    cls, kwargs, _, _ = CASES[case]
+    main, _, _ = _linear_program(lambda: cls(**kwargs))
+    graph = graphc.lower(main)
+    graphc.verify(graph)
+    assert graphc.parse(graph.to_text()).structurally_equal(graph)
+
+
 # -- ModelAverage and ExponentialMovingAverage ----------------------------------------------
 def _averaged_program(make_average, **average_kwargs):
     main, startup = graphc.Program(), graphc.Program()
@@ -426,6 +435,19 @@ def test_model_average_apply_and_restore():
         np.testing.assert_allclose(np.asarray(scope["w"]), want, rtol=1e-6)
         average.restore(exe)
         np.testing.assert_array_equal(np.asarray(scope["w"]), history[-1])
+
+
+def test_averaging_programs_round_trip():
+    main, _, average, _ = _averaged_program(optimizer.ModelAverage, average_window_rate=0.1)
+    for program in (main, average.apply_program, average.restore_program):
+        graph = graphc.lower(program)
+        assert graphc.parse(graph.to_text()).structurally_equal(graph)
+    main, _, ema, _ = _averaged_program(optimizer.ExponentialMovingAverage, decay=0.99)
+    ema.update()
+    assert [op.type for op in main.global_block().ops][-2:] == ["increment", "ema_update"]
+    for program in (main, ema.apply_program):
+        graph = graphc.lower(program)
+        assert graphc.parse(graph.to_text()).structurally_equal(graph)
 
 
 @pytest.mark.parametrize("thres", [False, True])
