@@ -450,7 +450,7 @@ __path__: list[str] = []
 
 
 def __getattr__(name: str):
-    # ``import graphc as paddle``: paddle.dataset.mnist & co. are Paddle's download datasets,
-    # which graphc lacks (this module is the Dataset API); say so instead of AttributeError.
-    from .fluid._missing import missing
-    raise missing(__name__, name)
+    # ``import graphc as paddle``: paddle.dataset.mnist & co. are Paddle's download datasets
+    # (this module is the Dataset API): read from Paddle's cache where graphc can, else explain.
+    from .fluid._missing import download_dataset
+    return download_dataset(name)

@@ -264,7 +264,7 @@ def test_fluid_one_hot_appends_depth():
     (fluid.layers, "no_such_layer", "graphc does not provide it"),
     (fluid.param_attr, "WeightNormParamAttr", "weight normalisation"),
     (graphc, "nn", "static programs only"),
-    (graphc.dataset, "mnist", "~/.cache/paddle/dataset/mnist"),
+    (graphc.dataset, "cifar", "~/.cache/paddle/dataset/cifar"),
 ])
 def test_missing_apis_raise_a_graphc_error_with_advice(owner, name, advice):
     with pytest.raises(MissingAPIError, match=advice) as info:
@@ -281,8 +281,8 @@ def test_missing_modules_import_as_stubs_and_refuse_their_contents():
         importlib.import_module("graphc.fluid.contrib.mixed_precision")
     with pytest.raises(MissingModuleError, match="static programs only"):
         exec("from graphc.fluid.dygraph.base import to_variable", {})
-    with pytest.raises(MissingModuleError, match="uci_housing/housing.data"):
-        importlib.import_module("graphc.dataset.uci_housing")
+    with pytest.raises(MissingModuleError, match="imdb/aclImdb"):
+        importlib.import_module("graphc.dataset.imdb")
     assert issubclass(MissingModuleError, ImportError)
 
 
@@ -292,7 +292,16 @@ def test_fleet_import_paths():
     from graphc.fluid.incubate.fleet.parameter_server.distribute_transpiler import (
         fleet as ps_fleet,
     )
-    assert DistributedStrategy is graphc.DistributedStrategy
+    assert issubclass(DistributedStrategy, graphc.DistributedStrategy)
+    strategy = DistributedStrategy()
+    strategy.use_amp, strategy.amp_loss_scaling = True, 1024
+    assert strategy.amp and strategy.amp_configs.init_loss_scaling == 1024
+    assert strategy.mode == "nccl2" and strategy.use_local_sgd is False
+    for field in ("use_local_sgd", "use_dgc", "use_dist_fc", "forward_recompute"):
+        with pytest.raises(graphc.StrategyError, match=f"{field} = True is not supported"):
+            setattr(strategy, field, True)
+    with pytest.raises(graphc.StrategyError, match="collective_mode = 'local_sgd'"):
+        strategy.collective_mode = "local_sgd"
     role = role_maker.PaddleCloudRoleMaker(is_collective=True)
     assert role.worker_index() == 0 and role.worker_num() == 1 and role.is_first_worker()
     with pytest.raises(graphc.GraphcError, match="parameter-server"):
@@ -369,3 +378,43 @@ def test_weighted_average_backward_io_decorators_and_memory_optimize(caplog):
     with caplog.at_level("WARNING", logger="graphc.fluid"):
         fluid.memory_optimize(fluid.default_main_program())
     assert "does nothing" in caplog.text
+
+
+# -- paddle.dataset.uci_housing / mnist from Paddle's cache --------------------------------------
+
+def test_uci_housing_reads_paddles_cached_file(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(graphc.GraphcError, match="uci_housing/housing.data is not there"):
+        next(graphc.dataset.uci_housing.train()())
+    rows = np.random.default_rng(0).uniform(0, 50, (10, 14)).round(3)
+    folder = tmp_path / ".cache" / "paddle" / "dataset" / "uci_housing"
+    folder.mkdir(parents=True)
+    np.savetxt(folder / "housing.data", rows, fmt="%.3f")
+    train = list(graphc.dataset.uci_housing.train()())
+    test = list(importlib.import_module("graphc.dataset.uci_housing").test()())
+    assert (len(train), len(test)) == (8, 2)
+    f = rows[:, :13]
+    scaled = (f - f.mean(0)) / (f.max(0) - f.min(0))
+    np.testing.assert_allclose(np.stack([x for x, _ in train + test]), scaled, rtol=1e-12)
+    np.testing.assert_allclose(np.concatenate([y for _, y in train + test]), rows[:, 13])
+
+
+def test_mnist_reads_paddles_cached_idx_files(tmp_path, monkeypatch):
+    import gzip
+    monkeypatch.setenv("HOME", str(tmp_path))
+    folder = tmp_path / ".cache" / "paddle" / "dataset" / "mnist"
+    folder.mkdir(parents=True)
+    pixels = np.arange(3 * 2 * 2, dtype=np.uint8).reshape(3, 4) * 20
+    header = np.array([2051, 3, 2, 2], dtype=">i4").tobytes()
+    (folder / "t10k-images-idx3-ubyte.gz").write_bytes(gzip.compress(header + pixels.tobytes()))
+    labels = np.array([7, 0, 9], dtype=np.uint8)
+    (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(
+        gzip.compress(np.array([2049, 3], dtype=">i4").tobytes() + labels.tobytes()))
+    samples = list(graphc.dataset.mnist.test()())
+    assert [label for _, label in samples] == [7, 0, 9]
+    np.testing.assert_allclose(np.stack([img for img, _ in samples]),
+                               pixels / 255.0 * 2.0 - 1.0, rtol=1e-6)
+    assert samples[0][0].dtype == np.float32
+    (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(b"\0\0\0\1rubbish"))
+    with pytest.raises(graphc.GraphcError, match="not an IDX file"):
+        list(graphc.dataset.mnist.test()())
