@@ -113,3 +113,28 @@ def test_embeddings_share_a_table(is_sparse):
     for i in ib.ravel():
         grad[i] += 3.0 / 6
     np.testing.assert_allclose(scope["emb"], table - LR * grad, rtol=1e-5, atol=1e-6)
+
+
+def test_a_second_program_on_the_same_startup_shares_by_name():
+    """Paddle's other idiom: build the net again into a test program with the same startup
+    program; named parameters are initialised once and read from the scope by both."""
+    main, test, startup = graphc.Program(), graphc.Program(), graphc.Program()
+
+    def net():
+        x = layers.data("x", [4])
+        return layers.fc(x, 2, param_attr="w", bias_attr="b")
+
+    with graphc.program_guard(main, startup):
+        loss = layers.mean(net())
+        optimizer.SGD(LR).minimize(loss)
+    with graphc.program_guard(test, startup):
+        out = net()
+    inits = [op for op in startup.global_block().ops if op.output_arg_names[0] in ("w", "b")]
+    assert len(inits) == 2
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    x = feeds()["x1"]
+    exe.run(main, feed={"x": x}, fetch_list=[loss], scope=scope)
+    got, = exe.run(test, feed={"x": x}, fetch_list=[out], scope=scope)
+    np.testing.assert_allclose(got, x @ np.array(scope["w"]) + np.array(scope["b"]),
+                               rtol=1e-5, atol=1e-6)
