@@ -62,7 +62,11 @@ def conv2d(input, num_filters: int, filter_size, stride=1, padding=0, dilation=1
     if data_format not in ("NCHW", "NHWC"):
         raise ProgramError(f"conv2d: data_format must be NCHW or NHWC, got {data_format!r}")
     if input.ndim != 4:
-        raise ProgramError(f"conv2d: input must be 4-D, got {list(input.shape)}")
+        hint = (f"; '{input.name}' is fed data: declare it with a -1 batch dimension, "
+                f"{[-1, *input.shape]} (layers.data prepends it)"
+                if input.is_data and len(input.shape) == 3 and min(input.shape) >= 0 else "")
+        raise ProgramError(f"conv2d: input '{input.name}' must be 4-D, got "
+                           f"{list(input.shape)}{hint}")
     channels = input.shape[3] if data_format == "NHWC" else input.shape[1]
     if channels < 0:
         raise ProgramError(f"conv2d: the channel dimension of {list(input.shape)} must be known")
