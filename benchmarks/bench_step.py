@@ -2,6 +2,8 @@
 
 Run ``python benchmarks/bench_step.py [--steps 50] [--warmup 10] [--models mlp cnn]``;
 see benchmarks/README.md for what is compared and the targets (ratio <= 1.05, < 100 us).
+``--data-checks`` instead times graphc's steps with and without their data checks
+(Executor(check_data=...)), interleaved, and prints the ratio.
 """
 
 from __future__ import annotations
@@ -128,12 +130,13 @@ def make_batches(case: Case, count: int = 4, seed: int = 0) -> list[dict[str, np
 
 
 class GraphcRunner:
-    def __init__(self, case: Case):
+    def __init__(self, case: Case, check_data: bool = True):
         model = case.model
         self.opt = optimizer.Momentum(LR, MU)
         with program_guard(model.main, model.startup):
             self.opt.minimize(model.loss)
-        self.model, self.scope, self.exe = model, graphc.Scope(), graphc.Executor()
+        self.model, self.scope = model, graphc.Scope()
+        self.exe = graphc.Executor(check_data=check_data)
         self.exe.run(model.startup, scope=self.scope)
 
     def snapshot(self) -> dict[str, np.ndarray]:
@@ -300,7 +303,7 @@ def bench_tiny(calls: int) -> dict:
             tuple(feed[v.var.name] for v in step.feed_inputs)]
 
     def run_jitted():
-        new_updated, _created, fetched = step(*args, 0)
+        new_updated, _created, fetched, _checks = step(*args, 0)
         args[0] = new_updated
         [np.asarray(a) for a in fetched]
 
@@ -333,6 +336,29 @@ def bench_tiny(calls: int) -> dict:
     return out
 
 
+def bench_data_checks(selected: list[str], steps: int, warmup: int, rounds: int) -> None:
+    """Each model's step with its data checks (labels in [0, classes): a device-side check,
+    a select that keeps the old state on a bad batch, the flag read before committing) and
+    without, in interleaved rounds; prints the medians and their ratio."""
+    print(f"data checks, median of {steps} steps, {rounds} interleaved rounds:")
+    print(f"{'model':<22}{'checks ms':>11}{'no checks ms':>14}{'ratio':>8}")
+    for name in selected:
+        on, off = (GraphcRunner(cases([name])[0], check_data=c) for c in (True, False))
+        batches = make_batches(cases([name])[0])
+        for i in range(warmup):
+            on(batches[i % len(batches)])
+            off(batches[i % len(batches)])
+        t_on, t_off = [], []
+        per_round = math.ceil(steps / rounds)
+        while len(t_on) < steps:
+            n = min(per_round, steps - len(t_on))
+            t_on += time_steps(on, batches, n)
+            t_off += time_steps(off, batches, n)
+        a, b = statistics.median(t_on), statistics.median(t_off)
+        print(f"{name:<22}{a * 1e3:>11.3f}"
+              f"{b * 1e3:>14.3f}{a / b:>8.3f}", flush=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=50, help="timed steps per model (median)")
@@ -342,7 +368,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=["mlp", "cnn"], choices=["mlp", "cnn"])
     ap.add_argument("--overhead-calls", type=int, default=2000,
                     help="timed calls of the tiny program (0: skip it)")
+    ap.add_argument("--data-checks", action="store_true",
+                    help="time steps with and without data checks instead (see the doc)")
     args = ap.parse_args(argv)
+    if args.data_checks:
+        bench_data_checks(args.models, args.steps, args.warmup, args.rounds)
+        return 0
 
     print(f"graphc {graphc.__version__}, jax {jax.__version__}, Python "
           f"{platform.python_version()}, {jax.devices()[0].platform} "

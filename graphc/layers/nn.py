@@ -7,6 +7,8 @@ import math
 
 from ..initializer import Constant, Normal
 from ..ir.errors import ProgramError
+from ..ir.source import user_source
+from ..ir.types import FLOAT_DTYPES
 from ..param_attr import ParamAttr
 from .helper import LayerHelper, check_variable
 
@@ -31,6 +33,12 @@ def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=N
     products = []
     for x, pattr in zip(inputs, attrs, strict=True):
         check_variable("fc", "input", x)
+        if x.dtype not in FLOAT_DTYPES:  # Paddle's fc takes float inputs only
+            source = user_source()
+            raise ProgramError(
+                f"fc{f' at {source}' if source else ''}: input '{x.name}' is {x.dtype}; fc "
+                f"takes {', '.join(sorted(FLOAT_DTYPES))} (its weights take the input's "
+                "dtype): cast it first, e.g. layers.cast(x, 'float32')")
         if not 0 < num_flatten_dims < x.ndim or any(d < 0 for d in x.shape[num_flatten_dims:]):
             batchless = x.is_data and all(d >= 0 for d in x.shape)
             raise ProgramError(

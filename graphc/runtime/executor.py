@@ -10,11 +10,18 @@ one XLA call and are freed when it returns, so none are kept between runs (as Pa
 ``num_threads`` sizes the interpreter's op-level thread pool
 (``backends.interpreter.run_graph(..., num_threads=N)``); XLA's CPU runtime schedules its
 own threads inside the one call.
+
+Data checks: a step whose rules found data they must refuse (a label outside [0, classes),
+an embedding id outside the table: backends.data_checks) raises DataError naming the
+variable, the op and one offending value, and commits nothing. Reading the check waits for
+the step to finish (as fetching does); ``Executor(check_data=False)`` or the environment
+variable ``GRAPHC_CHECK_DATA=0`` builds steps without them (see docs/errors.md).
 """
 
 from __future__ import annotations
 
 import operator
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
@@ -23,18 +30,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE, DataError
 from ..backends.jax import CompiledStep, DataParallelStep, from_rows
 from ..backends.selected_rows import SelectedRows
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, lower
 from ..ir.program import Program, Variable, default_main_program
 from ..ir.types import dims_compatible
+from .feeds import FeedError, convert_feed
 from .places import CPUPlace, Place
 from .scope import Scope, global_scope
 
-
-class FeedError(GraphcError):
-    """A feed is missing, unknown, or of the wrong shape or dtype."""
+__all__ = ["DataError", "Executor", "FeedError", "FetchError"]
 
 
 class FetchError(GraphcError):
@@ -134,11 +141,43 @@ def _fetch_name(item) -> str:
     raise FetchError(f"fetch_list entries must be Variables or names, got {type(item).__name__}")
 
 
+def _raise_if_refused(step: CompiledStep, prep: _Prepared, checks: np.ndarray) -> None:
+    """DataError for the first data check that found a bad value (see backends.data_checks):
+    names the feed it came from, or the op's input variable and the op's source line."""
+    bad = np.flatnonzero(checks[:, COUNT])
+    if not bad.size:
+        return
+    i = int(bad[0])
+    site, row = step.check_sites[i], checks[i]
+    op = site.op
+    value = op.input(site.slot) if op is not None else None
+    shape = list(site.bad)
+    if isinstance(step, DataParallelStep) and shape:
+        shape[0] *= step.nranks  # positions count in the global batch
+    index = [int(k) for k in np.unravel_index(int(row[POSITION]), shape)] if shape else []
+    if value is not None and value.var.kind == "feed" and value in prep.graph.inputs:
+        culprit = f"feed '{value.var.name}'"
+    elif value is not None:
+        culprit = f"variable '{value.var.name}' (input {site.slot} of {site.where})"
+    else:
+        culprit = f"input {site.slot} of {site.where}"
+    where = f" in iteration {int(row[ITERATION])}" if step.num_iterations > 1 else ""
+    more = f" ({int(row[COUNT])} such values)" if row[COUNT] > 1 else ""
+    raise DataError(f"{culprit} holds {int(row[VALUE])} at {index}{where}{more}: "
+                    f"{site.where} expects {site.expected}. The step was "
+                    "refused: nothing in the scope changed")
+
+
 class Executor:
     """``Executor(place).run(program, feed={...}, fetch_list=[...], scope=None)``."""
 
-    def __init__(self, place: Place | None = None):
+    def __init__(self, place: Place | None = None, check_data: bool | None = None):
         self.place = place or CPUPlace()
+        # Data checks (see the module doc): on unless turned off here or by the environment.
+        if check_data is None:
+            check_data = os.environ.get("GRAPHC_CHECK_DATA", "1").strip().lower() not in (
+                "0", "false", "off", "no")
+        self.check_data = bool(check_data)
         self._device = self.place.jax_device()
         # Run where the place says; only a non-default device needs the (small) context cost.
         self._on_default_device = self._device == jax.devices()[0]
@@ -180,10 +219,11 @@ class Executor:
             devices = prep.devices
             if devices:
                 step = DataParallelStep(prep.graph, fetch_names, devices, prep.inter_nranks,
-                                        donate=True, num_iterations=iterations)
+                                        donate=True, num_iterations=iterations,
+                                        check_data=self.check_data)
             else:
                 step = CompiledStep(prep.graph, fetch_names, donate=True,
-                                    num_iterations=iterations)
+                                    num_iterations=iterations, check_data=self.check_data)
             step.feed_shapes = dict(feed_sig)
             prep.steps[key] = step
             prep.state_guards[step] = _StateGuard(step)
@@ -279,7 +319,7 @@ class Executor:
                     raise FeedError(f"feed '{name}' has dtype {arr.dtype} but the program "
                                     f"declares {want.dtype}")
             else:
-                arr = np.asarray(value, dtype=prep.feed_dtypes[name])
+                arr = convert_feed(name, value, prep.feed_dtypes[name])
             shape = arr.shape
             if iterations:
                 if not shape or shape[0] != iterations:
@@ -299,6 +339,9 @@ class Executor:
                                 f"which does not split evenly over {n} devices; every device "
                                 f"must get the same amount of data (a multiple of {n}), or "
                                 f"give a list of {n} feed dicts, one per device")
+            if 0 in shape:
+                raise FeedError(f"feed '{name}' has shape {list(shape)}: an empty batch; a step "
+                                "needs at least one sample (skip empty batches)")
             arrays[name] = arr
         for name in prep.read_feeds:
             if name not in arrays:
@@ -360,20 +403,25 @@ class Executor:
             raise FeedError(f"missing feed {exc}; it is fetched") from None
         count = scope._run_counters.get(program, 0)
         if self._on_default_device:
-            new_updated, created, fetched = step(updated, readonly, feed_arrays, count)
+            new_updated, created, fetched, checks = step(updated, readonly, feed_arrays, count)
         else:
             with jax.default_device(self._device):
-                new_updated, created, fetched = step(updated, readonly, feed_arrays, count)
-        # Only now, after the step succeeded, does the scope change.
-        scope._run_counters[program] = count + step.num_iterations
+                new_updated, created, fetched, checks = step(updated, readonly, feed_arrays,
+                                                             count)
+        # The old buffers were donated: the new ones take their place even when the data
+        # checks refuse the step (it then returned the old values unchanged).
         state.update(zip(step.updated_names, new_updated))
-        state.update(zip(step.created_names, created))
         for name, v in zip(step.updated_names, step.updated_inputs):
             if v.var.shard is not None:
                 scope._shards[name] = v.var.shard
             else:
                 scope._shards.pop(name, None)
         guard.ran(scope, new_updated, readonly)
+        if step.check_sites:
+            _raise_if_refused(step, prep, np.asarray(checks))
+        # Only now, after the step succeeded, does the scope change.
+        scope._run_counters[program] = count + step.num_iterations
+        state.update(zip(step.created_names, created))
         fetched = [from_rows(a, v.var.shard[1]) if v.var.shard is not None and
                    not (isinstance(step, DataParallelStep) and step.num_iterations > 1) else a
                    for a, v in zip(fetched, step.fetch_values)]

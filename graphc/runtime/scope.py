@@ -1,6 +1,7 @@
 """Scopes hold the values of persistable variables (parameters, optimizer state) by name.
 
 Arrays stay on their device between runs; both Paddle's and a dict-like spelling work.
+A jax array a user sets is copied on entry: steps donate the scope's buffers, never the user's.
 """
 
 from __future__ import annotations
@@ -94,6 +95,13 @@ class Scope:
             raise ScopeError(f"scope has no variable '{name}'") from None
 
     def __setitem__(self, name: str, array) -> None:
+        # A step donates (consumes) the buffers of the state it updates. The scope must own
+        # them: the caller may read its array again, or set it under a second name too (one
+        # buffer under two names cannot be donated twice), so a jax array is copied. numpy
+        # values and lists become new device buffers anyway; the executor's own outputs go
+        # into _vars directly and are donated as they are.
+        if isinstance(array, jax.Array):
+            array = array.copy()
         self._vars[name] = jax.numpy.asarray(array)
         self._shards.pop(name, None)
 

@@ -81,7 +81,7 @@ class DataParallelStep(CompiledStep):
     """A CompiledStep whose graph runs once per device of ``devices`` (see the module doc)."""
 
     def __init__(self, graph: Graph, fetch: Sequence, devices: Sequence, inter_nranks: int = 0,
-                 donate: bool = True, num_iterations: int = 1):
+                 donate: bool = True, num_iterations: int = 1, check_data: bool = True):
         self.devices = list(devices)
         self.replicas = Replicas(len(self.devices), inter_nranks or None)
         self.mesh = make_mesh(self.devices, self.replicas.local)
@@ -89,7 +89,7 @@ class DataParallelStep(CompiledStep):
         me = jax.process_index()
         self.local_devices = [d for d in self.devices if d.process_index == me]
         self.multiprocess = len(self.local_devices) != len(self.devices)
-        super().__init__(graph, fetch, donate, num_iterations)
+        super().__init__(graph, fetch, donate, num_iterations, check_data)
         batch = P(Replicas.AXES) if num_iterations == 1 else P(None, Replicas.AXES)
         self.feed_sharding = NamedSharding(self.mesh, batch)
         self._calls = 0
@@ -110,18 +110,19 @@ class DataParallelStep(CompiledStep):
                     P() if self.uses_step_counter else None)
         out_specs = (tuple(self.state_spec(v) for v in self.updated_inputs),
                      tuple(self.state_spec(v) for v in self.created_outputs),
-                     tuple(batch for _ in self.fetch_values))
+                     tuple(batch for _ in self.fetch_values),
+                     P())  # data checks: summed over replicas, so every replica has them
         lead = 0 if self.num_iterations == 1 else 1
 
         def local(updated, readonly, feeds, step):
-            new, created, fetched = body(updated, readonly, feeds, step)
+            new, created, fetched, checks = body(updated, readonly, feeds, step)
             # a per-replica scalar becomes [1], so the merged fetch is [nranks]; a row-sparse
             # fetch becomes its replica's block of the concatenation (see replica_block)
             fetched = tuple(replica_block(f, self.replicas.axis_index(), self.nranks)
                             if isinstance(f, SelectedRows)
                             else f.reshape(f.shape[:lead] + (1,)) if f.ndim == lead else f
                             for f in fetched)
-            return new, created, fetched
+            return new, created, fetched, checks
 
         mapped = jax.shard_map(local, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs,
                                check_vma=False)
@@ -137,11 +138,12 @@ class DataParallelStep(CompiledStep):
         # this process's batch is its slice of the global one
         feeds = [jax.make_array_from_process_local_data(self.feed_sharding, np.asarray(f))
                  for f in feeds]
-        new, created, fetched = self._jitted(*self._args(updated, readonly, feeds, step))
+        new, created, fetched, checks = self._jitted(*self._args(updated, readonly, feeds,
+                                                                 step))
         if self._calls % SYNC_EVERY == 0:
             jax.block_until_ready((new, created))
         return new, created, tuple(self._local_sparse(f) if isinstance(f, SelectedRows)
-                                   else self._local_part(f) for f in fetched)
+                                   else self._local_part(f) for f in fetched), checks
 
     def _local_part(self, array) -> np.ndarray:
         """This process's devices' pieces of a merged fetch, in device order."""

@@ -3,6 +3,10 @@
 State that the step updates is donated (updated in place); unchanged state is only read.
 With ``num_iterations = K`` one call runs K steps (``lax.scan`` over feeds stacked on a new
 leading axis, carrying the updated state), so K steps cost one dispatch.
+Data checks (``check_data``): what rules report invalid (labels outside [0, classes), ids
+outside a table; see backends.data_checks) comes back as a small array; a step that found
+any skips its update (a cond) and returns its old state, and the runtime raises DataError
+before committing.
 """
 
 from __future__ import annotations
@@ -11,12 +15,14 @@ from collections.abc import Sequence
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from ...ir.errors import GraphcError
 from ...ir.graph import Graph, Op
 from ...ir.ops import RANDOM, forward_type, get_op_def
-from ..evaluate import evaluate
+from ..data_checks import InvalidReport, collecting, ok, over_iterations, summarise
+from ..evaluate import evaluate, evaluate_op
 from ..interpreter import resolve_fetch
 
 
@@ -31,10 +37,16 @@ class CompiledStep:
     step counter advances by one per iteration (dropout masks equal K single calls'), state
     is carried from step to step, fetches come back stacked ``[K, ...]`` and created state
     is the last iteration's.
+
+    A call returns ``(new updated, created, fetched, checks)``: ``checks`` is the int64
+    ``[len(check_sites), 4]`` summary of the data checks (backends.data_checks.summarise),
+    ``check_sites`` the reports they stand for (filled when the step is traced, on its
+    first call). When one found a bad value the step's new updated state equals its old.
+    ``check_data=False`` builds the step without them (``checks`` is then ``[0, 4]``).
     """
 
     def __init__(self, graph: Graph, fetch: Sequence, donate: bool = True,
-                 num_iterations: int = 1):
+                 num_iterations: int = 1, check_data: bool = True):
         self.graph = graph
         self.fetch_values = [resolve_fetch(graph, f) for f in fetch]
         final = {v.var.name: v for v in graph.outputs}
@@ -62,6 +74,8 @@ class CompiledStep:
         self._ops = graph.ops()
         self.uses_step_counter = any(_is_random(op) for op in self._ops)
         self.donate = donate
+        self.check_data = check_data
+        self.check_sites: list[InvalidReport] = []
         self.feed_shapes: dict[str, tuple] = {}  # set by the runtime for inspection
         if not isinstance(num_iterations, int) or num_iterations < 1:
             raise GraphcError(f"num_iterations must be an int >= 1, got {num_iterations!r}")
@@ -83,10 +97,50 @@ class CompiledStep:
 
     def _step(self, updated, readonly, feeds, step):
         """``step`` is None when no op is random (see ``_is_random``)."""
+        if not self.check_data:
+            return (*self._evaluate(updated, readonly, feeds, step), _NO_CHECKS)
+        with collecting() as reports:
+            outs = self._evaluate(updated, readonly, feeds, step, reports)
+        self.check_sites = [InvalidReport(r.op_type, r.where, r.slot, r.expected,
+                                          tuple(r.bad.shape), None, r.op) for r in reports]
+        if not reports:
+            return (*outs, _NO_CHECKS)
+        # The checks decide whether the step runs at all: the update sits in one branch of
+        # a cond, so it still updates the donated buffers in place (a select after it would
+        # keep the old values alive, and XLA would copy every updated buffer). What the
+        # first evaluation computed beyond the checks' inputs is dead code XLA drops.
+        checks = summarise(reports, self.replicas)
+        new_first, created_first, fetched_first = outs
+
+        def run(args):
+            return self._evaluate(*args, step)
+
+        def refuse(args):
+            old = tuple(o if o.shape == n.shape and o.dtype == n.dtype else n
+                        for o, n in zip(args[0], new_first))
+            return old, _zeros(created_first), _zeros(fetched_first)
+
+        new, created, fetched = lax.cond(ok(checks), run, refuse,
+                                         (tuple(updated), tuple(readonly), tuple(feeds)))
+        return new, created, fetched, checks
+
+    def _evaluate(self, updated, readonly, feeds, step, reports=None) -> tuple:
+        """(new updated, created, fetched); ``reports`` collects the rules' data checks, each
+        marked with its op (a grad op's are dropped: it re-reads what its forward op
+        checked)."""
         env = dict(zip(self.updated_inputs, updated))
         env.update(zip(self.readonly_inputs, readonly))
         env.update(zip(self.feed_inputs, feeds))
-        evaluate(self.graph, env, step, self.replicas, ops=self._ops)
+        if reports is None:
+            evaluate(self.graph, env, step, self.replicas, ops=self._ops)
+        else:
+            for op in self._ops:
+                seen = len(reports)
+                evaluate_op(self.graph, op, env, step, self.replicas)
+                if forward_type(op.type) is not None:
+                    del reports[seen:]
+                for r in reports[seen:]:
+                    r.op = op
         return (tuple(env[v] for v in self.updated_outputs),
                 tuple(env[v] for v in self.created_outputs),
                 tuple(env[v] for v in self.fetch_values))
@@ -95,15 +149,19 @@ class CompiledStep:
         """K steps in one program: scan over the stacked feeds, carrying the updated state."""
         def body(carry, xs):
             feeds_i, i = xs
-            new, created, fetched = self._step(carry, readonly, feeds_i,
-                                               None if step is None else step + i)
+            new, created, fetched, checks = self._step(carry, readonly, feeds_i,
+                                                       None if step is None else step + i)
             # the carry keeps its exact type (a rule may return a weakly typed array)
             new = tuple(lax.convert_element_type(n, c.dtype) for n, c in zip(new, carry))
-            return new, (created, fetched)
+            return new, (created, fetched, checks)
 
         iterations = jnp.arange(self.num_iterations)
-        new, (created, fetched) = lax.scan(body, tuple(updated), (tuple(feeds), iterations))
-        return new, tuple(c[-1] for c in created), fetched
+        new, (created, fetched, checks) = lax.scan(body, tuple(updated),
+                                                   (tuple(feeds), iterations))
+        checks = over_iterations(checks)
+        if checks.shape[0]:  # one bad iteration refuses the whole call
+            new = _keep_old_unless(ok(checks), new, updated)
+        return new, tuple(c[-1] for c in created), fetched, checks
 
     def _args(self, updated, readonly, feeds, step) -> tuple:
         # Only random ops read the run counter; for the others passing None spares JAX
@@ -206,6 +264,20 @@ class CompiledStep:
         }
 
 
+_NO_CHECKS = np.zeros((0, 4), np.int64)
+
+
+def _zeros(values: tuple) -> tuple:
+    return jax.tree.map(jnp.zeros_like, values)
+
+
+def _keep_old_unless(good, new: tuple, old: Sequence) -> tuple:
+    """``new`` where ``good``, else ``old`` (a state whose type changed keeps ``new``: there
+    is no old value of its type to return; no program built by graphc's front end has one)."""
+    return tuple(jnp.where(good, n, o) if n.shape == o.shape and n.dtype == o.dtype else n
+                 for n, o in zip(new, old))
+
+
 def _is_random(op: Op) -> bool:
     """Whether the op draws random numbers (RuleContext.rng folds in the run counter).
 
@@ -217,5 +289,5 @@ def _is_random(op: Op) -> bool:
 
 
 def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True,
-                 num_iterations: int = 1) -> CompiledStep:
-    return CompiledStep(graph, fetch, donate, num_iterations)
+                 num_iterations: int = 1, check_data: bool = True) -> CompiledStep:
+    return CompiledStep(graph, fetch, donate, num_iterations, check_data)

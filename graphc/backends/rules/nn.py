@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from ...ir.ops.shapes import resolve_pads
+from ..data_checks import report_invalid
 from .registry import lowering
 
 
@@ -153,13 +154,28 @@ def _dropout(c, X):
 @lowering("lookup_table")
 def _lookup_table(c, W, Ids):
     ids = Ids.reshape(Ids.shape[:-1])
+    # Paddle raises for an id outside the table; jnp.take would read NaN (or, for -1, the
+    # last row). padding_idx (-1: none) is legal wherever it points.
+    bad = (ids < 0) | (ids >= W.shape[0])
+    pad = c["padding_idx"]
+    if pad != -1:
+        bad = bad & (ids != pad)
+    padding = f" or padding_idx {pad}" if pad != -1 else ""
+    report_invalid(c, "Ids", bad.reshape(Ids.shape), Ids,
+                   f"ids in [0, {W.shape[0]}) (the table's rows){padding}")
     out = jnp.take(W, ids, axis=0)
     if c["padding_idx"] != -1:
         out = jnp.where((ids == c["padding_idx"])[..., None], jnp.zeros((), W.dtype), out)
     return {"Out": out}
 
 
-def _hard_label_loss(logp, label, axis, ignore_index):
+def _hard_label_loss(c, logp, label, axis, ignore_index):
+    # Paddle raises for a label outside [0, classes) that is not ignore_index; here it would
+    # give a NaN loss (or, for -1, silently pick the last class).
+    classes = logp.shape[axis]
+    bad = ((label < 0) | (label >= classes)) & (label != ignore_index)
+    report_invalid(c, "Label", bad, label,
+                   f"labels in [0, {classes}) or ignore_index {ignore_index}")
     label = jnp.squeeze(label, axis)
     picked = jnp.take_along_axis(logp, jnp.expand_dims(label, axis).astype(jnp.int32), axis)
     keep = jnp.expand_dims(label != ignore_index, axis)
@@ -173,7 +189,7 @@ def _softmax_ce(c, Logits, Label):
     if c["soft_label"]:
         loss = -jnp.sum(Label * logp, axis=axis, keepdims=True)
     else:
-        loss = _hard_label_loss(logp, Label, axis, c["ignore_index"])
+        loss = _hard_label_loss(c, logp, Label, axis, c["ignore_index"])
     return {"Softmax": jnp.exp(logp), "Loss": loss}
 
 
@@ -182,4 +198,4 @@ def _cross_entropy(c, X, Label):
     logp = jnp.log(X)
     if c["soft_label"]:
         return {"Y": -jnp.sum(Label * logp, axis=-1, keepdims=True)}
-    return {"Y": _hard_label_loss(logp, Label, X.ndim - 1, c["ignore_index"])}
+    return {"Y": _hard_label_loss(c, logp, Label, X.ndim - 1, c["ignore_index"])}

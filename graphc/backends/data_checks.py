@@ -1,0 +1,133 @@
+"""Data checks: how a lowering rule refuses values it cannot learn from (a label outside
+[0, classes), an id outside an embedding table) eagerly, and as outputs of a compiled step.
+
+A rule calls ``report_invalid(ctx, slot, bad, values, expected)`` with its RuleContext.
+Run eagerly (the interpreter) the report raises DataError at once. While a compiled step
+is traced inside ``collecting()`` the report is collected instead: the step turns every
+collected report into a few numbers it returns (``summarise``), keeps its old state when
+one is bad, and the runtime reads them before it commits anything (backends.jax.step).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..ir.errors import GraphcError
+
+
+class DataError(GraphcError):
+    """A value an op reads is outside what the op accepts: a hard label outside
+    ``[0, classes)`` (and not its ``ignore_index``), an embedding id outside the table (and
+    not its ``padding_idx``). Names the variable (the feed, when it was fed), the op and its
+    source line, and one offending value. The step that met it did not commit: parameters,
+    optimizer state and step counters in the scope are as they were before the run."""
+
+
+@dataclass
+class InvalidReport:
+    """One check a rule made while a step was traced: ``bad`` marks offending elements of
+    ``values`` (the input in ``slot``); ``expected`` says what was allowed."""
+
+    op_type: str
+    where: str
+    slot: str
+    expected: str
+    bad: object
+    values: object
+    op: object = None  # the graph op that made it, set by whoever collects
+
+
+_SINK: ContextVar[list | None] = ContextVar("graphc_invalid_reports", default=None)
+
+
+@contextmanager
+def collecting():
+    """Collect the reports rules make inside the block (while tracing a step) in a list."""
+    reports: list[InvalidReport] = []
+    token = _SINK.set(reports)
+    try:
+        yield reports
+    finally:
+        _SINK.reset(token)
+
+
+def report_invalid(ctx, slot: str, bad, values, expected: str) -> None:
+    """Refuse the run when any element of ``bad`` is true: ``values`` (same shape) is what
+    the rule's input ``slot`` holds there, ``expected`` what the op accepts ("in [0, 10)").
+    ``ctx`` is the rule's RuleContext. Eagerly this raises DataError now; inside
+    ``collecting`` (a step being traced) it is collected for the step to return."""
+    where = ctx.where
+    sink = _SINK.get()
+    if sink is not None:
+        sink.append(InvalidReport(ctx.op_type, where, slot, expected, bad, values))
+        return
+    if isinstance(bad, jax.core.Tracer):
+        return  # traced with no collector: a step built with its data checks switched off
+    bad = np.asarray(bad)
+    if bad.any():
+        values = np.asarray(values)
+        index = np.unravel_index(int(np.flatnonzero(bad)[0]), bad.shape)
+        raise DataError(f"{where}: input {slot} holds {values[index]} at "
+                        f"{list(map(int, index))}; expected {expected}. Nothing was "
+                        "committed")
+
+
+# What ``summarise`` returns per report: how many elements are bad, the first bad one's
+# value and flat position, and (for several iterations per call) the iteration it was in.
+COUNT, VALUE, POSITION, ITERATION = range(4)
+
+
+def summarise(reports: list[InvalidReport], replicas=None):
+    """The reports as one int64 array ``[len(reports), 4]`` (see COUNT...ITERATION).
+
+    Under data parallelism (``replicas`` with named axes) the counts are summed over every
+    replica and the first bad value is the lowest replica's, its position counted in the
+    global batch (replica r's block follows replica r-1's), so every replica returns the
+    same array."""
+    rows = []
+    for r in reports:
+        bad = jnp.reshape(r.bad, (-1,))
+        if bad.size == 0:
+            rows.append(jnp.zeros((4,), jnp.int64))
+            continue
+        first = jnp.argmax(bad)
+        value = jnp.reshape(r.values, (-1,))[first].astype(jnp.int64)
+        rows.append(jnp.stack([jnp.sum(bad, dtype=jnp.int64), value,
+                               first.astype(jnp.int64),
+                               jnp.zeros((), jnp.int64)]))
+    if not rows:
+        return jnp.zeros((0, 4), jnp.int64)
+    out = jnp.stack(rows)
+    if replicas is None or replicas.index is not None:
+        return out
+    sizes = jnp.asarray([max(int(np.prod(np.shape(r.bad))), 1) for r in reports], jnp.int64)
+    axes, me = replicas.axes(), replicas.axis_index()
+    has_bad = out[:, COUNT] > 0
+    first_replica = jax.lax.pmin(jnp.where(has_bad, me, replicas.nranks), axes)
+    mine = has_bad & (first_replica == me)
+    picked = jnp.where(mine[:, None], out, 0)
+    picked = picked.at[:, POSITION].add(jnp.where(mine, me * sizes, 0))
+    total = jax.lax.psum(out[:, COUNT], axes)
+    summed = jax.lax.psum(picked, axes)
+    return summed.at[:, COUNT].set(total)
+
+
+def ok(summary) -> jax.Array:
+    """True when no report found a bad element (a scalar, for selecting the new state)."""
+    return jnp.all(summary[..., COUNT] == 0)
+
+
+def over_iterations(summaries):
+    """``[K, n, 4]`` summaries of K iterations as one ``[n, 4]``: total counts, the first
+    bad iteration's value and position, and that iteration's number."""
+    counts = summaries[:, :, COUNT]
+    k = jnp.argmax(counts > 0, axis=0)  # first iteration with a bad element, per report
+    first = jnp.take_along_axis(summaries, k[None, :, None], axis=0)[0]
+    first = first.at[:, ITERATION].set(k.astype(jnp.int64))
+    return first.at[:, COUNT].set(jnp.sum(counts, axis=0))
