@@ -182,6 +182,13 @@ def test_shape_errors_name_inputs_and_suspect_a_missing_batch_dimension():
     assert "declare it with shape [-1, 13]" in text
     with pytest.raises(graphc.GraphcError, match=r"input 'x' of shape \[13\].*\[-1, 13\]"):
         fluid.layers.fc(x, 2)
+    # failing further down: the note names the fed variable the input was computed from
+    with pytest.raises(graphc.ShapeError,
+                       match=r"note: fed variables declared without a -1 dimension: 'x' \[13\]"):
+        fluid.layers.elementwise_add(fluid.layers.scale(x, 2.0), y)
+    img = fluid.data("img", [1, 8, 8])
+    with pytest.raises(graphc.GraphcError, match=r"'img' must be 4-D.*\[-1, 1, 8, 8\]"):
+        fluid.layers.conv2d(img, 4, 3)
 
 
 # -- nets -----------------------------------------------------------------------------------------

@@ -500,3 +500,31 @@ def test_grad_clip_and_parameter_list_are_accepted():
 def test_bad_arguments_raise_graphc_errors(make):
     with pytest.raises(GraphcError):
         make()
+
+
+@pytest.mark.parametrize("name", ["lamb", "lars_momentum", "adagrad"])
+def test_reduce_mode_equals_one_device(name):
+    """Reduce mode shards element-wise updates; LAMB and LARS read norms of the whole
+    parameter, so the data-parallel pass keeps their update whole (and says why)."""
+    feeds = _task(4)
+    results = []
+    for devices in (1, 4):
+        main, startup, loss = _mlp(TRAIN[name])
+        scope, exe = graphc.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        program = main
+        if devices > 1:
+            bs = graphc.BuildStrategy()
+            bs.reduce_strategy = graphc.BuildStrategy.ReduceStrategy.Reduce
+            program = graphc.CompiledProgram(main, build_strategy=bs).with_data_parallel(
+                loss_name=loss.name, places=graphc.cpu_places(devices))
+        for f in feeds:
+            exe.run(program, feed=f, scope=scope)
+        results.append({p.name: np.asarray(scope[p.name])
+                        for p in main.global_block().all_parameters()})
+        if devices > 1:  # adagrad is sharded; the layer-wise ones are all-reduced whole
+            sharded = "c_reduce_scatter" in program.graph().to_text()
+            assert sharded == (name == "adagrad")
+    for pname, value in results[0].items():
+        np.testing.assert_allclose(results[1][pname], value, rtol=1e-5, atol=1e-6,
+                                   err_msg=pname)

@@ -303,6 +303,15 @@ class Block:
                              "if its first dimension should be the batch size, declare it "
                              f"with shape {[-1, *var.shape]}")
                 lines.append(line)
+        # an input computed from such a feed fails further down: name the suspects too
+        named = {n for names in ins.values() for n in names}
+        static_feeds = [f"'{v.name}' {list(v.shape)}" for v in self.program.global_block()
+                        .vars.values() if v.is_data and v.name not in named and v.shape
+                        and all(d >= 0 for d in v.shape)]
+        if static_feeds:
+            lines.append("  note: fed variables declared without a -1 dimension: "
+                         f"{', '.join(static_feeds)}; if a first dimension is meant as the "
+                         "batch size, declare it as -1")
         return "\n".join(lines)
 
     def _make_op(self, type, inputs, outputs, attrs, source) -> Operator:

@@ -37,7 +37,7 @@ from __future__ import annotations
 from typing import Literal
 
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import CONTROL_SLOT, OPTIMIZER, get_op_def
+from ..ir.ops import CONTROL_SLOT, OPTIMIZER, WHOLE_TENSOR, get_op_def
 from .base import Pass, PassContext, register_pass
 
 
@@ -116,6 +116,11 @@ class DataParallel(Pass):
         if any(len(v) != 1 for s, v in ins.items() if s != CONTROL_SLOT):
             ctx.decline(f"{op.type}: fused optimizer (run data-parallel before "
                         "fuse-all-optimizer-ops); all-reduced instead")
+            return False
+        if opdef.has_trait(WHOLE_TENSOR):
+            # LAMB's trust ratio, LARS's local rate: a norm over the whole parameter
+            ctx.decline(f"{op.type}: its update reads norms of the whole parameter, so a "
+                        "shard's update is not a shard of the update; all-reduced instead")
             return False
         param, grad = ins["Param"][0], ins["Grad"][0]
         if grad.type.sparse:

@@ -20,6 +20,7 @@ from .registry import (
     RANDOM,
     REQUIRED,
     STATEFUL,
+    WHOLE_TENSOR,
     AttrDef,
     InferContext,
     OpDef,
@@ -41,6 +42,7 @@ __all__ = [
     "CONTROL_SLOT",
     "GRAD_SUFFIX", "forward_type", "grad_op_type", "is_differentiable", "register_grad_ops",
     "ACTIVATION", "COLLECTIVE", "ELEMENTWISE", "INITIALIZER", "LOSS", "NO_GRAD", "OPTIMIZER",
-    "RANDOM", "REQUIRED", "STATEFUL", "AttrDef", "InferContext", "OpDef", "SlotDef",
+    "RANDOM", "REQUIRED", "STATEFUL", "WHOLE_TENSOR", "AttrDef", "InferContext", "OpDef",
+    "SlotDef",
     "all_op_types", "get_op_def", "has_op_def", "register",
 ]

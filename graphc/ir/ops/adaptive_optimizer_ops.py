@@ -4,7 +4,7 @@ decayed_adagrad, adamax, adadelta, rmsprop, lamb, lars_momentum and ftrl."""
 from __future__ import annotations
 
 from ..types import FLOAT_DTYPES
-from .registry import NO_GRAD, OPTIMIZER, STATEFUL, register
+from .registry import NO_GRAD, OPTIMIZER, STATEFUL, WHOLE_TENSOR, register
 
 _TRAITS = (OPTIMIZER, STATEFUL, NO_GRAD)
 # Optimizers whose update of one element reads a norm over the whole parameter (LAMB's trust
@@ -43,7 +43,8 @@ def _inplace(state: tuple[str, ...]) -> dict[str, str]:
 
 def _register(op_type, inputs, state, attrs, doc, lr=True, sparse=True):
     outputs = " ".join(["ParamOut", *(_OUT_NAMES.get(s, f"{s}Out") for s in state)])
-    register(op_type, inputs, outputs, attrs, infer=_infer(state, lr), traits=_TRAITS,
+    traits = _TRAITS + ((WHOLE_TENSOR,) if op_type in LAYERWISE_OPTIMIZERS else ())
+    register(op_type, inputs, outputs, attrs, infer=_infer(state, lr), traits=traits,
              inplace=_inplace(state), sparse_inputs=("Grad",) if sparse else (), doc=doc)
 
 

@@ -27,8 +27,9 @@ STATEFUL = "stateful"  # writes persistable state (running statistics, parameter
 INITIALIZER = "initializer"  # fills a tensor without reading one (startup programs)
 NO_GRAD = "no_grad"  # has no gradient (integer outputs, metrics)
 LOSS = "loss"  # produces a training loss
+WHOLE_TENSOR = "whole_tensor"  # an output element reads a whole input (a norm): not shardable
 TRAITS = frozenset({ELEMENTWISE, ACTIVATION, OPTIMIZER, COLLECTIVE, RANDOM, STATEFUL,
-                    INITIALIZER, NO_GRAD, LOSS})
+                    INITIALIZER, NO_GRAD, LOSS, WHOLE_TENSOR})
 
 
 @dataclass(frozen=True)
