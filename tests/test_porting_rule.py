@@ -263,3 +263,69 @@ def test_incubate_fleet_collective_script_trains(fleet_state_restored):
     assert strategy.build_strategy.fuse_elewise_add_act_ops is True
     assert strategy.to_build_strategy().fuse_all_reduce_ops is True
     assert (strategy.mode, strategy.collective_mode) == ("collective", "grad_allreduce")
+
+
+IMAGE_CLASSIFICATION = '''
+import os
+import numpy as np
+import paddle
+import paddle.fluid as fluid
+
+def vgg_like(input):
+    def conv_block(ipt, num_filter, groups, dropouts):
+        return fluid.nets.img_conv_group(
+            input=ipt, pool_size=2, pool_stride=2, conv_num_filter=[num_filter] * groups,
+            conv_filter_size=3, conv_act="relu", conv_with_batchnorm=True,
+            conv_batchnorm_drop_rate=dropouts, pool_type="max")
+    conv1 = conv_block(input, 4, 2, [0.1, 0])
+    conv2 = conv_block(conv1, 8, 1, [0])
+    fc1 = fluid.layers.fc(input=fluid.layers.dropout(x=conv2, dropout_prob=0.2), size=16,
+                          act="relu")
+    return fluid.layers.fc(input=fc1, size=2, act="softmax")
+
+main, startup = fluid.Program(), fluid.Program()
+main.random_seed = startup.random_seed = 3
+with fluid.program_guard(main, startup), fluid.unique_name.guard():
+    images = fluid.layers.data(name="pixel", shape=[3, 8, 8], dtype="float32")
+    label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+    predict = vgg_like(images)
+    avg_cost = fluid.layers.mean(fluid.layers.cross_entropy(input=predict, label=label))
+    acc = fluid.layers.accuracy(input=predict, label=label)
+    test_program = main.clone(for_test=True)
+    fluid.optimizer.Momentum(learning_rate=0.05, momentum=0.9).minimize(avg_cost)
+
+rng = np.random.RandomState(5)
+def reader():
+    for _ in range(64):
+        k = rng.randint(2)
+        img = rng.normal(0, 0.5, (3, 8, 8)).astype("float32")
+        img[k] += 1.0  # class k: channel k is brighter
+        yield img, k
+
+place = fluid.CPUPlace()
+exe = fluid.Executor(place)
+exe.run(startup)
+feeder = fluid.DataFeeder(place=place, feed_list=[images, label])
+losses = []
+for pass_id in range(4):
+    for data in paddle.batch(paddle.reader.shuffle(reader, 32), batch_size=16)():
+        loss_v, acc_v = exe.run(main, feed=feeder.feed(data), fetch_list=[avg_cost, acc])
+        losses.append(float(loss_v[0]))
+
+fluid.io.save_inference_model(SAVE_DIR, ["pixel"], [predict], exe, main_program=main)
+probe = [s for s, _ in zip(reader(), range(8))]
+expected, = exe.run(test_program, feed=feeder.feed(probe), fetch_list=[predict])
+[inference_program, feed_names, fetch_targets] = fluid.io.load_inference_model(SAVE_DIR, exe)
+got, = exe.run(inference_program, feed={feed_names[0]: np.stack([s[0] for s in probe])},
+               fetch_list=fetch_targets)
+'''
+
+
+def test_image_classification_style_program_trains_and_exports(tmp_path):
+    script = IMAGE_CLASSIFICATION.replace("SAVE_DIR", repr(str(tmp_path / "model")))
+    ns = run_ported(script, "image_classification")
+    losses = ns["losses"]
+    assert sum(losses[-4:]) < sum(losses[:4]) * 0.7, losses
+    assert ns["feed_names"] == ["pixel"]
+    import numpy as np
+    np.testing.assert_allclose(ns["got"], ns["expected"], rtol=1e-5, atol=1e-6)
