@@ -152,6 +152,9 @@ def test_layers_data_prepends_the_batch_dimension_as_fluid_1x():
     assert _shape(L.data("f", [8, 13], append_batch_size=False)) == [8, 13]
     g = L.data("g", [1], "int64")  # graphc's dtype-third spelling keeps working
     assert (_shape(g), g.dtype) == ([-1, 1], "int64")
+    assert L.data("g2", [1], np.float64).dtype == "float64"
+    assert L.data("g3", [1], np.dtype("int32")).dtype == "int32"
+    assert _shape(L.data("g4", [2, 3], np.bool_(False))) == [2, 3]
     h = L.data(name="h", shape=[2], dtype="int32", stop_gradient=False)
     assert (_shape(h), h.dtype, h.stop_gradient) == ([-1, 2], "int32", False)
     assert _shape(fluid.data("i", [13])) == [13]  # fluid.data: the shape as given

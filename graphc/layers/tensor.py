@@ -54,7 +54,12 @@ def data(name: str, shape, append_batch_size=True, dtype="float32", lod_level: i
     unknown (-1 or None anywhere, as Paddle 1.8 decides). ``graphc.data`` takes the shape
     as given. A dtype given third (``data("x", [-1, 4], "int64")``, where Paddle's third
     parameter is ``append_batch_size``) is read as the dtype."""
-    if not isinstance(append_batch_size, bool | int):  # a dtype in append_batch_size's place
+    import builtins
+
+    import numpy as np
+
+    # a dtype in append_batch_size's place (``type`` here is Paddle's argument, not the builtin)
+    if isinstance(append_batch_size, str | builtins.type | np.dtype):
         dtype, append_batch_size = append_batch_size, True
     dims = _data_dims(name, shape, "layers.data")
     if append_batch_size and all(d >= 0 for d in dims):
