@@ -8,12 +8,14 @@ A single process (no launcher) needs no call: ``init()`` is then a no-op, and
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import socket
 import sys
 
 from ..ir.errors import GraphcError
+from . import watchdog
 from .env import WorkerEnv, detect
 
 log = logging.getLogger("graphc.distributed")
@@ -34,6 +36,11 @@ def init(timeout_s: int = 120) -> WorkerEnv:
     variables JAX does not recognise, works; under SLURM JAX's own detection is used.
     CPU devices per process come from ``CPU_NUM``; CPU collectives use gloo. Must run
     before anything uses JAX devices.
+
+    Then a watchdog thread starts: a rank that waits in a collective (a multi-process step,
+    ``barrier()``) longer than ``GRAPHC_COLLECTIVE_TIMEOUT`` seconds (default 1800, 0: no
+    deadline) ends the job (watchdog.py); under ``graphc launch`` the launcher names the
+    ranks that never arrived.
     """
     if _STATE["env"] is not None:
         return _STATE["env"]
@@ -41,6 +48,10 @@ def init(timeout_s: int = 120) -> WorkerEnv:
     if env.size <= 1:
         _STATE["env"] = env
         return env
+    try:
+        collective_timeout = watchdog.parse_timeout(os.environ.get(watchdog.ENV))
+    except ValueError as exc:
+        raise DistributedError(str(exc)) from None
     import jax
 
     from ..runtime.devices import _backends_started, configure_cpu_devices
@@ -61,6 +72,8 @@ def init(timeout_s: int = 120) -> WorkerEnv:
                                f"{env.rank} of {env.size} ({env.launcher}): {exc}") from None
     _STATE["env"] = env
     _exit_at_once_on_uncaught_exceptions()
+    _mark_multiprocess_steps()
+    watchdog.start(env.rank, collective_timeout)
     log.info("rank %d of %d: %d local devices, %d in all", env.rank, env.size,
              jax.local_device_count(), jax.device_count())
     return env
@@ -84,6 +97,35 @@ def _exit_at_once_on_uncaught_exceptions() -> None:
             os._exit(1)
 
     sys.excepthook = hook
+
+
+def _mark_multiprocess_steps() -> None:
+    """``Executor.run`` and a multi-process data-parallel step count as collective waits for
+    the watchdog (a step's collectives may be waited on anywhere in ``run``: fetches, checks).
+
+    (Both live outside graphc.distributed; they are marked from here, once, when a process
+    joins a job of several, so that a single process pays nothing.)
+    """
+    from ..backends.jax.data_parallel import DataParallelStep
+    from ..runtime.executor import Executor
+
+    def mark(cls, name: str, label: str, only_if=None) -> None:
+        method = getattr(cls, name)
+        if getattr(method, "_graphc_collective", False):
+            return
+
+        @functools.wraps(method)
+        def marked(self, *args, **kwargs):
+            if only_if is not None and not only_if(self):
+                return method(self, *args, **kwargs)
+            with watchdog.waiting(label):
+                return method(self, *args, **kwargs)
+
+        marked._graphc_collective = True
+        setattr(cls, name, marked)
+
+    mark(Executor, "run", "Executor.run")
+    mark(DataParallelStep, "__call__", "a data-parallel step", lambda step: step.multiprocess)
 
 
 def _coordinator_by_mpi(env: WorkerEnv) -> str:
@@ -126,7 +168,8 @@ def barrier(name: str = "graphc_barrier") -> None:
     if worker_num() <= 1:
         return
     from jax.experimental import multihost_utils
-    multihost_utils.sync_global_devices(name)
+    with watchdog.waiting(f"barrier('{name}')"):
+        multihost_utils.sync_global_devices(name)
 
 
 def shard_batches(batches, drop_last: bool = True) -> list:

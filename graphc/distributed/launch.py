@@ -1,16 +1,20 @@
 """``graphc launch``: start a training script on several processes (and nodes) with mpirun from
-the ``mpi`` extra, as Paddle's fleetrun does: rank-prefixed output, per-rank logs, a non-zero
-exit if any rank fails, and no rank left waiting for a dead peer.
+the ``mpi`` extra, as Paddle's fleetrun does: rank-prefixed output, per-rank logs, and a job
+that always ends, with nothing left running.
 
 Each rank runs ``python -m graphc.distributed.rank SCRIPT ARGS`` (rank.py), which runs the
-script as a child, prefixes its lines with ``[rank N]``, copies them to ``LOG_DIR/workerlog.N``
-and takes the child down with it. mpirun ends the job when a rank exits non-zero; the whole
-job is stopped after ``--timeout`` seconds.
+script in a process group it owns and reports to this launcher over a TCP connection
+(control.py): the first rank to exit non-zero ends the job, and the launcher exits with that
+rank's status and names it; a rank waiting in a collective past the collective deadline ends
+it too, naming the ranks that never arrived; ``--timeout`` bounds the whole job. A signal to
+the launcher (TERM, HUP, INT) stops the job; a launcher that dies (even SIGKILL) closes the
+connections, and every wrapper then kills its script.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import shutil
 import signal
@@ -20,6 +24,11 @@ import time
 from pathlib import Path
 
 from ..ir.errors import GraphcError
+from . import watchdog
+from .control import ControlServer
+
+EXIT_TIMEOUT = 124  # as timeout(1)
+GRACE_S = 5.0  # SIGTERM, then SIGKILL
 
 
 class LaunchError(GraphcError):
@@ -29,10 +38,14 @@ class LaunchError(GraphcError):
 # variables every rank needs (mpirun forwards only the ones it is told to, to other nodes)
 FORWARDED = ("CPU_NUM", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "XLA_FLAGS", "JAX_PLATFORMS",
              "JAX_ENABLE_X64", "GRAPHC_LOG_LEVEL", "OMP_NUM_THREADS")
+LAUNCH_VARS = ("GRAPHC_LAUNCH_DEVICES", "GRAPHC_LAUNCH_LOG_DIR", "GRAPHC_LAUNCH_CONTROL",
+               watchdog.ENV)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--nproc_per_node", type=int, default=None,
+    # values are read as text and checked by build_command, so that a bad one is the same
+    # one-line LaunchError (exit 1) as every other misconfiguration
+    p.add_argument("--nproc_per_node", default=None,
                    help="processes per node (default: one per --devices entry, else 1)")
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("--hosts", "--ips", default=None,
@@ -42,8 +55,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="comma-separated GPU ids, split evenly over a node's processes")
     p.add_argument("--log_dir", default=None, help="write each rank's output to "
                    "LOG_DIR/workerlog.RANK")
-    p.add_argument("--timeout", type=float, default=None,
-                   help="stop the whole job after this many seconds (exit 124)")
+    p.add_argument("--timeout", default=None,
+                   help="stop the whole job after this many seconds (exit 124; default: none)")
+    p.add_argument("--collective_timeout", default=None,
+                   help="end the job when a rank waits longer than this many seconds in a "
+                   f"collective (exit 124; default: ${watchdog.ENV}, else "
+                   f"{watchdog.DEFAULT_TIMEOUT:g}; 0: no deadline)")
     p.add_argument("--mpirun", default=None, help="the mpirun to use (default: the one "
                    "installed with graphc[mpi], else on PATH)")
     p.add_argument("script", help="the training script")
@@ -62,10 +79,47 @@ def _mpirun(explicit: str | None) -> str:
     return found
 
 
-def build_command(args) -> tuple[list[str], dict[str, str]]:
-    """The mpirun command line and environment for ``args`` (checked first)."""
+def _count(raw, flag: str) -> int | None:
+    if raw is None or isinstance(raw, int):
+        return raw
+    try:
+        return int(str(raw).strip())
+    except ValueError:
+        raise LaunchError(f"{flag} must be a whole number, got '{raw}'") from None
+
+
+def _seconds(raw, flag: str) -> float | None:
+    """A positive, finite number of seconds (None: not given)."""
+    if raw is None:
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        value = math.nan
+    if not (value > 0 and math.isfinite(value)):
+        raise LaunchError(f"{flag} must be a positive number of seconds, got '{raw}'")
+    return value
+
+
+def check_arguments(args) -> None:
+    """Turn the text values of ``args`` into numbers, or raise LaunchError naming the flag."""
+    args.nproc_per_node = _count(args.nproc_per_node, "--nproc_per_node")
+    args.timeout = _seconds(args.timeout, "--timeout")
+    raw = args.collective_timeout
+    what = "--collective_timeout"
+    if raw is None:
+        raw, what = os.environ.get(watchdog.ENV), watchdog.ENV
+    try:
+        args.collective_timeout = watchdog.parse_timeout(raw, what)
+    except ValueError as exc:
+        raise LaunchError(str(exc)) from None
     if not Path(args.script).is_file():
         raise LaunchError(f"training script '{args.script}' does not exist")
+
+
+def build_command(args) -> tuple[list[str], dict[str, str]]:
+    """The mpirun command line and environment for ``args`` (checked first)."""
+    check_arguments(args)
     devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else []
     nproc = args.nproc_per_node if args.nproc_per_node is not None else (len(devices) or 1)
     if nproc < 1:
@@ -76,6 +130,8 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
     if args.hostfile and not Path(args.hostfile).is_file():
         raise LaunchError(f"hostfile '{args.hostfile}' does not exist")
     hosts = [h.strip() for h in args.hosts.split(",") if h.strip()] if args.hosts else []
+    if args.hosts is not None and not hosts:
+        raise LaunchError(f"--hosts names no node: '{args.hosts}'")
     env = dict(os.environ)
     cmd = [_mpirun(args.mpirun)]
     if os.geteuid() == 0:
@@ -91,47 +147,118 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
     cmd += ["--oversubscribe"]
     if devices:
         env["GRAPHC_LAUNCH_DEVICES"] = ",".join(devices)
-    for name in FORWARDED + ("GRAPHC_LAUNCH_DEVICES", "GRAPHC_LAUNCH_LOG_DIR"):
-        if name in env or name == "GRAPHC_LAUNCH_LOG_DIR" and args.log_dir:
-            cmd += ["-x", name]
     if args.log_dir:
         Path(args.log_dir).mkdir(parents=True, exist_ok=True)
         env["GRAPHC_LAUNCH_LOG_DIR"] = str(Path(args.log_dir).resolve())
+    env[watchdog.ENV] = f"{args.collective_timeout:g}"
+    for name in FORWARDED + LAUNCH_VARS:
+        if name in env or name == "GRAPHC_LAUNCH_CONTROL":
+            cmd += ["-x", name]
     cmd += [sys.executable, "-m", "graphc.distributed.rank", args.script, *args.script_args]
     return cmd, env
 
 
-def launch(args) -> int:
-    """Run the job; returns its exit code (124 when ``--timeout`` stopped it)."""
-    cmd, env = build_command(args)
-    proc = subprocess.Popen(cmd, env=env, start_new_session=True)
-    deadline = None if args.timeout is None else time.monotonic() + args.timeout
+class _Signalled(Exception):
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_signalled(signum, _frame):
+    raise _Signalled(signum)
+
+
+def _mpirun_dies_with_launcher() -> None:
+    """mpirun gets SIGTERM when this launcher dies (Linux), and then stops its ranks."""
     try:
-        while True:
-            try:
-                return proc.wait(timeout=1.0 if deadline is None else
-                                 max(0.0, min(1.0, deadline - time.monotonic())))
-            except subprocess.TimeoutExpired:
-                if deadline is not None and time.monotonic() >= deadline:
-                    print(f"graphc launch: the job ran past --timeout {args.timeout:g}s; "
-                          "stopping every rank", file=sys.stderr)
-                    _stop(proc)
-                    return 124
-    except KeyboardInterrupt:
-        _stop(proc)
-        return 130
+        import ctypes
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
 
 
-def _stop(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """SIGTERM the job's process group, then SIGKILL what is left after ``grace`` seconds."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def launch(args) -> int:
+    """Run the job; returns its exit code: 0, the failing rank's status, 124 when ``--timeout``
+    or the collective deadline stopped it, 128 + signal when the launcher was signalled."""
+    cmd, env = build_command(args)
+    multinode = bool(args.hosts or args.hostfile)
+    server = ControlServer(multinode=multinode)
+    env["GRAPHC_LAUNCH_CONTROL"] = server.address
+    handled = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
+    previous = {s: signal.signal(s, _raise_signalled) for s in handled}
+    proc = None
+    try:
+        proc = subprocess.Popen(cmd, env=env, start_new_session=True,
+                                preexec_fn=_mpirun_dies_with_launcher)
+        return _watch(proc, server, args)
+    except _Signalled as sig:
+        name = signal.Signals(sig.signum).name
+        print(f"graphc launch: got {name}; stopping every rank", file=sys.stderr)
+        return 128 + sig.signum
+    finally:
+        for s in handled:  # a second signal must not cut the stopping short (it is bounded)
+            signal.signal(s, signal.SIG_IGN)
         try:
-            os.killpg(proc.pid, sig)
+            if proc is not None:
+                _stop(proc, server)
+        finally:
+            server.close()
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+
+
+def _watch(proc: subprocess.Popen, server: ControlServer, args) -> int:
+    start = time.monotonic()
+    deadline = None if args.timeout is None else start + args.timeout
+    while True:
+        server.poll(0.25)
+        failure = server.failure()
+        if failure is not None:
+            print(f"graphc launch: {failure.describe()}; stopping every rank", file=sys.stderr)
+            return failure.code
+        hung = server.hung(args.collective_timeout)
+        if hung is not None:
+            print(f"graphc launch: the job hung ({watchdog.ENV}="
+                  f"{args.collective_timeout:g} s): {hung}; stopping every rank",
+                  file=sys.stderr)
+            return EXIT_TIMEOUT
+        code = proc.poll()
+        if code is not None:
+            server.drain(2.0)  # the wrappers' last reports
+            failure = server.failure(settle=0.0)
+            if failure is not None:
+                print(f"graphc launch: {failure.describe()}", file=sys.stderr)
+                return failure.code
+            if code != 0:
+                print(f"graphc launch: mpirun exited with status {code}"
+                      f"{server.lost_summary()}", file=sys.stderr)
+            return code
+        if deadline is not None and time.monotonic() >= deadline:
+            print(f"graphc launch: the job ran past --timeout {args.timeout:g}s; "
+                  f"stopping every rank{server.progress_summary()}", file=sys.stderr)
+            return EXIT_TIMEOUT
+
+
+def _stop(proc: subprocess.Popen, server: ControlServer) -> None:
+    """End the job: the wrappers' connections close (each kills its script's group), mpirun's
+    process group gets SIGTERM, then SIGKILL for anything left after GRACE_S seconds, the
+    scripts' groups on this node included."""
+    server.close_connections()
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
         except ProcessLookupError:
-            return
+            pass
+    try:
+        proc.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    for pgid in [proc.pid, *server.local_script_groups()]:
         try:
-            proc.wait(timeout=grace)
-            if sig == signal.SIGTERM:
-                time.sleep(0.2)  # let ranks' wrappers take their children down
-        except subprocess.TimeoutExpired:
-            continue
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        proc.wait(timeout=GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass

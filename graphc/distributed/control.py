@@ -1,0 +1,225 @@
+"""The launcher's side of ``graphc launch``'s control connections: one TCP connection per rank
+wrapper (rank.py) carrying its hello, the script's collective status and its exit status.
+
+From these the launcher knows which rank failed first, which ranks wait in a collective and
+which never arrived; closing the connections tells every wrapper to kill its script.
+"""
+
+from __future__ import annotations
+
+import secrets
+import selectors
+import signal
+import socket
+import time
+from dataclasses import dataclass, field
+
+
+@dataclass
+class RankInfo:
+    rank: int
+    host: str
+    wrapper_pid: int
+    script_pid: int
+    state: str = ""  # the watchdog's last line: "wait EPISODE SECONDS NAME | WHERE" or "run ..."
+    state_at: float = 0.0  # monotonic time it arrived
+    code: int | None = None  # exit status, once reported
+    exit_time: float = 0.0  # wall clock time the script exited (same clock on one node)
+    stopped: bool = False  # ended from outside (the job was being stopped)
+    lost: bool = False  # its connection closed without an exit report
+    lost_at: float = 0.0
+
+    def describe_exit(self) -> str:
+        where = f"rank {self.rank} ({self.host})"
+        if self.lost:
+            return f"{where}: its wrapper process died without reporting a status"
+        if self.code is not None and self.code > 128:
+            try:
+                name = signal.Signals(self.code - 128).name
+                return f"{where} was killed by {name} (status {self.code})"
+            except ValueError:
+                pass
+        return f"{where} exited with status {self.code}"
+
+
+@dataclass
+class Failure:
+    info: RankInfo
+    code: int
+
+    def describe(self) -> str:
+        return self.info.describe_exit()
+
+
+@dataclass
+class _Conn:
+    buffer: bytes = b""
+    rank: int | None = None
+    exited: bool = False
+    extra: dict = field(default_factory=dict)
+
+
+class ControlServer:
+    """Accepts the wrappers' connections; ``poll`` reads what they sent."""
+
+    def __init__(self, multinode: bool = False):
+        self.token = secrets.token_hex(8)
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("" if multinode else "127.0.0.1", 0))
+        self.sock.listen(256)
+        self.sock.setblocking(False)
+        host = socket.gethostname() if multinode else "127.0.0.1"
+        self.address = f"{host}:{self.sock.getsockname()[1]}:{self.token}"
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.sock, selectors.EVENT_READ, None)
+        self.ranks: dict[int, RankInfo] = {}
+        self.first_failure_at: float | None = None
+        self.stopping = False
+        self.hostname = socket.gethostname()
+
+    # -- reading ---------------------------------------------------------------------------
+    def poll(self, timeout: float) -> None:
+        for key, _ in self.selector.select(timeout):
+            if key.data is None:
+                try:
+                    conn, _addr = self.sock.accept()
+                except OSError:
+                    continue
+                conn.setblocking(False)
+                self.selector.register(conn, selectors.EVENT_READ, _Conn())
+                continue
+            self._read(key.fileobj, key.data)
+
+    def _read(self, conn: socket.socket, state: _Conn) -> None:
+        try:
+            data = conn.recv(65536)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self._closed(conn, state)
+            return
+        state.buffer += data
+        *lines, state.buffer = state.buffer.split(b"\n")
+        for line in lines:
+            self._handle(state, line.decode(errors="replace"))
+
+    def _handle(self, state: _Conn, line: str) -> None:
+        kind, _, rest = line.partition(" ")
+        now = time.monotonic()
+        try:
+            if kind == "hello":
+                token, rank, host, wrapper_pid, script_pid = rest.split(" ")
+                if token != self.token:
+                    return
+                state.rank = int(rank)
+                self.ranks[state.rank] = RankInfo(state.rank, host, int(wrapper_pid),
+                                                  int(script_pid))
+            elif state.rank is None:
+                return  # nothing is believed from a connection that did not say hello
+            elif kind == "state":
+                info = self.ranks[state.rank]
+                info.state, info.state_at = rest.partition(" ")[2], now
+            elif kind == "exit":
+                _rank, code, ended, how = rest.split(" ")
+                info = self.ranks[state.rank]
+                info.code, info.exit_time = int(code), float(ended)
+                info.stopped = how == "stopped" or self.stopping
+                state.exited = True
+                if info.code != 0 and self.first_failure_at is None:
+                    self.first_failure_at = now
+        except (ValueError, KeyError):
+            pass  # a malformed line: ignored, the connection's end still counts
+
+    def _closed(self, conn: socket.socket, state: _Conn) -> None:
+        self.selector.unregister(conn)
+        conn.close()
+        if state.rank is not None and not state.exited and not self.stopping:
+            info = self.ranks[state.rank]
+            info.lost, info.lost_at = True, time.monotonic()
+            if self.first_failure_at is None:
+                self.first_failure_at = info.lost_at
+
+    def drain(self, seconds: float) -> None:
+        """Read until every connection has closed, for at most ``seconds``."""
+        end = time.monotonic() + seconds
+        while len(self.selector.get_map()) > 1 and time.monotonic() < end:
+            self.poll(0.1)
+
+    # -- what it means -----------------------------------------------------------------------
+    def failure(self, settle: float = 0.5) -> Failure | None:
+        """The rank whose failure ended the job, once ``settle`` seconds passed since the first
+        one (the others' failures it caused may arrive first): a rank that failed on its own
+        before one that was stopped, the earliest exit first."""
+        if self.first_failure_at is None or time.monotonic() - self.first_failure_at < settle:
+            return None
+        failed = [i for i in self.ranks.values() if i.lost or (i.code or 0) != 0]
+        if not failed:
+            return None
+        failed.sort(key=lambda i: (i.stopped, i.lost, i.exit_time or i.lost_at, i.rank))
+        first = failed[0]
+        return Failure(first, 1 if first.lost else first.code)
+
+    def hung(self, timeout: float) -> str | None:
+        """Who waits and who never arrived, when a rank waited in a collective longer than
+        ``timeout`` seconds (0: never)."""
+        if timeout <= 0:
+            return None
+        now = time.monotonic()
+        waiting, late = [], False
+        for info in self.ranks.values():
+            if info.code is None and info.state.startswith("wait "):
+                _kind, _episode, seconds, rest = info.state.split(" ", 3)
+                waited = float(seconds) + now - info.state_at
+                late = late or waited > timeout
+                name, _, where = rest.partition(" | ")
+                waiting.append((info, f"rank {info.rank} ({info.host}) waited {waited:.0f} s "
+                                      f"in {name} at {where}"))
+        if not late:
+            return None
+        waiters = {info.rank for info, _ in waiting}
+        others = [self._whereabouts(i) for i in sorted(self.ranks.values(), key=lambda i: i.rank)
+                  if i.rank not in waiters]
+        text = "; ".join(t for _, t in sorted(waiting, key=lambda w: w[0].rank))
+        return text + ("; never arrived: " + "; ".join(others) if others else
+                       "; every rank is waiting")
+
+    @staticmethod
+    def _whereabouts(info: RankInfo) -> str:
+        who = f"rank {info.rank} ({info.host})"
+        if info.code is not None:
+            return f"{who}, which exited with status {info.code}"
+        if info.state.startswith("run "):
+            return f"{who}, still running at {info.state.partition(' | ')[2]}"
+        return f"{who}, which reported no status (no graphc.distributed.init()?)"
+
+    def progress_summary(self) -> str:
+        parts = [self._whereabouts(i) if not i.state.startswith("wait ") else
+                 f"rank {i.rank} ({i.host}) waiting in {i.state.split(' ', 3)[3]}"
+                 for i in sorted(self.ranks.values(), key=lambda i: i.rank)
+                 if i.code is None and i.state]
+        return (" (" + "; ".join(parts) + ")") if parts else ""
+
+    def lost_summary(self) -> str:
+        silent = [str(i.rank) for i in self.ranks.values() if i.code is None]
+        return f" (no exit status from rank {', '.join(silent)})" if silent else ""
+
+    def local_script_groups(self) -> list[int]:
+        """The process groups of the scripts on this node (each script leads its own)."""
+        local = {self.hostname, "localhost", "127.0.0.1"}
+        return [i.script_pid for i in self.ranks.values() if i.host in local]
+
+    # -- ending ------------------------------------------------------------------------------
+    def close_connections(self) -> None:
+        """Every wrapper sees its connection close and kills its script."""
+        self.stopping = True
+        for key in list(self.selector.get_map().values()):
+            if key.data is not None:
+                self.selector.unregister(key.fileobj)
+                key.fileobj.close()
+
+    def close(self) -> None:
+        self.close_connections()
+        self.selector.close()
+        self.sock.close()
