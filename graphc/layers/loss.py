@@ -45,6 +45,7 @@ def accuracy(input, label, k: int = 1, correct=None, total=None):
     """Top-k accuracy over the batch: a [1] float32 tensor."""
     helper = LayerHelper("accuracy")
     values, indices = topk(input, k)
+    values.stop_gradient = True  # only a metric reads them: nothing to differentiate
     acc = helper.create_variable_for_type_inference("float32", stop_gradient=True)
     correct = correct or helper.create_variable_for_type_inference("int32", stop_gradient=True)
     total = total or helper.create_variable_for_type_inference("int32", stop_gradient=True)
