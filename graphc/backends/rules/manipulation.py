@@ -148,7 +148,8 @@ def _where_index(c, Condition):
         raise LoweringError(
             f"{c.where}: where (where_index) returns one row per true element, a number XLA "
             "must know when it compiles; give the layer a bound (layers.where(cond, size=N): "
-            "N rows, padded with -1) or run the program with the interpreter")
+            "N rows, padded with -1) or run the program op by op with the interpreter "
+            "(graphc.backends.interpreter.run_graph(graphc.lower(program), ...))")
     else:
         coords = jnp.nonzero(cond)
     return {"Out": jnp.stack(coords, axis=1).astype(jnp.int64).reshape(-1, cond.ndim)}
