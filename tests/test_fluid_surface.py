@@ -428,3 +428,18 @@ def test_mnist_reads_paddles_cached_idx_files(tmp_path, monkeypatch):
     (folder / "t10k-labels-idx1-ubyte.gz").write_bytes(gzip.compress(b"\0\0\0\1rubbish"))
     with pytest.raises(graphc.GraphcError, match="not an IDX file"):
         list(graphc.dataset.mnist.test()())
+
+
+def test_create_lod_tensor_and_flags(caplog):
+    dense = fluid.create_lod_tensor(np.arange(6.0).reshape(2, 3), [], fluid.CPUPlace())
+    assert dense.shape() == [2, 3] and np.array(dense)[1, 2] == 5.0
+    with pytest.raises(core.LoDError, match=r"recursive_seq_lens=\[\[2, 1\]\]"):
+        fluid.create_lod_tensor(np.ones((3, 1)), [[2, 1]], fluid.CPUPlace())
+    with caplog.at_level("WARNING", logger="graphc.fluid"):
+        fluid.set_flags({"FLAGS_cudnn_deterministic": True})
+    assert "FLAGS_cudnn_deterministic has no effect" in caplog.text
+    assert fluid.get_flags(["FLAGS_cudnn_deterministic"]) == {"FLAGS_cudnn_deterministic": True}
+    with pytest.raises(ValueError, match="not a Paddle flag name"):
+        fluid.set_flags({"cudnn": 1})
+    with pytest.raises(graphc.GraphcError, match="never set"):
+        fluid.get_flags("FLAGS_never")

@@ -49,7 +49,7 @@ from . import (  # noqa: E402
     unique_name,
 )
 from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa: E402
-from .core import CPUPlace, CUDAPlace, LoDTensor, Scope  # noqa: E402
+from .core import CPUPlace, CUDAPlace, LoDTensor, Scope, create_lod_tensor  # noqa: E402
 from .executor import Executor, global_scope, scope_guard  # noqa: E402
 from .framework import (  # noqa: E402
     Parameter,
@@ -61,11 +61,13 @@ from .framework import (  # noqa: E402
     default_startup_program,
     disable_static,
     enable_static,
+    get_flags,
     in_dygraph_mode,
     is_compiled_with_cuda,
     name_scope,
     program_guard,
     require_version,
+    set_flags,
 )
 from .incubate import fleet  # noqa: E402
 from .input import embedding, one_hot  # noqa: E402
@@ -93,7 +95,8 @@ def release_memory(input_program=None, skip_opt_set=None):
 _LAZY = {"save": "graphc.io", "load": "graphc.io", "DataFeeder": "graphc.fluid.data_feeder"}
 
 __all__ = [
-    "average", "backward", "memory_optimize", "release_memory",
+    "average", "backward", "create_lod_tensor", "get_flags", "memory_optimize",
+    "release_memory", "set_flags",
     "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy", "Executor",
     "LoDTensor", "MissingAPIError", "MissingModuleError", "ParallelExecutor", "ParamAttr",
     "Parameter", "Program", "Scope", "Tensor", "Variable", "append_backward", "clip",

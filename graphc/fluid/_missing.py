@@ -42,7 +42,6 @@ ADVICE: dict[str, str] = {
     "DistributeTranspiler": _PSERVER,
     "DistributeTranspilerConfig": _PSERVER,
     "LoDTensorArray": _LOD,
-    "create_lod_tensor": _LOD,
     "create_random_int_lodtensor": _LOD,
     "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
                             "ParamAttr"),

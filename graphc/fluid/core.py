@@ -123,5 +123,17 @@ class LoDTensor:
         return f"LoDTensor({self._array!r})"
 
 
+def create_lod_tensor(data, recursive_seq_lens, place) -> LoDTensor:
+    """``fluid.create_lod_tensor``: a dense tensor when ``recursive_seq_lens`` is empty;
+    sequence lengths need LoD, which is not supported yet (LoDError)."""
+    if recursive_seq_lens:
+        raise LoDError(f"create_lod_tensor: recursive_seq_lens={recursive_seq_lens!r} asks for "
+                       "LoD (ragged sequences), which is not supported yet (graphc's LoD "
+                       "issue); pad sequences to a fixed length and feed a dense array")
+    tensor = LoDTensor()
+    tensor.set(np.asarray(data.__array__() if isinstance(data, LoDTensor) else data), place)
+    return tensor
+
+
 def __getattr__(name: str):
     raise missing(__name__, name)

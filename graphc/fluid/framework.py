@@ -4,6 +4,7 @@ the mode and version checks Fluid scripts call (``in_dygraph_mode``, ``require_v
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 
 from ..ir.errors import GraphcError
@@ -26,7 +27,8 @@ from ._missing import MissingAPIError, advice_for, missing
 __all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "cpu_places",
            "cuda_places", "default_main_program", "default_startup_program",
            "disable_static", "enable_static", "in_dygraph_mode", "is_compiled_with_cuda",
-           "name_scope", "program_guard", "require_version", "switch_main_program",
+           "name_scope", "program_guard", "require_version", "set_flags", "get_flags",
+           "switch_main_program",
            "switch_startup_program"]
 
 # The Paddle version whose Fluid API graphc follows: require_version compares against it.
@@ -98,6 +100,36 @@ def require_version(min_version, max_version=None) -> None:
         wanted = f">= {min_version}" + ("" if high is None else f" and <= {max_version}")
         raise VersionError(f"require_version: the script needs Paddle {wanted}; graphc follows "
                            f"Paddle {PADDLE_COMPATIBLE_VERSION}'s Fluid API")
+
+
+_flags: dict[str, object] = {}
+_log = logging.getLogger("graphc.fluid")
+
+
+def set_flags(flags: dict) -> None:
+    """Paddle's global ``FLAGS_*`` switches: kept (``get_flags`` returns them) but without
+    effect on XLA, which is logged once per flag; a non-FLAGS_ name is an error."""
+    if not isinstance(flags, dict):
+        raise FlagError(f"set_flags: flags must be a dict, got {type(flags).__name__}")
+    for name, value in flags.items():
+        if not isinstance(name, str) or not name.startswith("FLAGS_"):
+            raise FlagError(f"set_flags: {name!r} is not a Paddle flag name (FLAGS_...)")
+        if name not in _flags:
+            _log.warning("%s has no effect on graphc's XLA backend (kept for get_flags)", name)
+        _flags[name] = value
+
+
+def get_flags(flags) -> dict:
+    names = [flags] if isinstance(flags, str) else list(flags)
+    unknown = [n for n in names if n not in _flags]
+    if unknown:
+        raise FlagError(f"get_flags: {', '.join(map(repr, unknown))} never set; graphc only "
+                        "keeps flags given to set_flags")
+    return {n: _flags[n] for n in names}
+
+
+class FlagError(GraphcError, ValueError):
+    """set_flags / get_flags was given something other than Paddle flag names."""
 
 
 def __getattr__(name: str):
