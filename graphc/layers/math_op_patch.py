@@ -1,6 +1,8 @@
-"""Arithmetic operators on Variables (``a + b``, ``2 * x``, ``-x``), as Paddle patches them.
+"""Operators on Variables (``a + b``, ``2 * x``, ``-x``, ``x ** 2``, ``a < b``), as Paddle 1.8
+patches them: scalars become ``scale`` ops where one suffices, else a ``[1]`` constant.
 
-Scalars become ``scale`` ops; Variables become elementwise ops with numpy-style broadcasting.
+``==`` and ``!=`` keep Python's identity meaning (graphc keys tables by Variable); use
+``layers.equal`` / ``layers.not_equal`` for element-wise comparison.
 """
 
 from __future__ import annotations
@@ -9,28 +11,58 @@ from ..ir.errors import ProgramError
 from ..ir.program import Variable
 from .math import _elementwise, scale
 
+_SCALAR = int | float
 
-def _binary(op_type: str, reverse: bool = False):
+
+def _constant_like(x: Variable, value: float) -> Variable:
+    """A ``[1]`` tensor of ``x``'s dtype holding ``value`` (broadcast by the elementwise op)."""
+    from .tensor import fill_constant
+    return fill_constant([1], x.dtype, value)
+
+
+def _scale_form(op_type: str, x: Variable, value: float, reverse: bool):
+    """The ``scale`` op that computes ``x <op> value`` (or ``value <op> x``), or None."""
+    if op_type == "elementwise_add":
+        return scale(x, 1.0, value)
+    if op_type == "elementwise_sub":
+        return scale(x, -1.0, value) if reverse else scale(x, 1.0, -value)
+    if op_type == "elementwise_mul":
+        return scale(x, value)
+    if op_type == "elementwise_div" and not reverse:
+        if value == 0.0:
+            raise ProgramError(f"division of '{x.name}' by the constant 0")
+        return scale(x, 1.0 / value)
+    return None
+
+
+def _binary(op_type: str, reverse: bool = False, name: str | None = None):
     def method(self: Variable, other):
-        if isinstance(other, bool) or not isinstance(other, int | float | Variable):
+        if isinstance(other, bool) or not isinstance(other, _SCALAR | Variable):
             return NotImplemented
-        if isinstance(other, Variable):
-            x, y = (other, self) if reverse else (self, other)
-            return _elementwise(op_type, x, y, -1, None, None)
-        other = float(other)
-        if op_type == "elementwise_add":
-            return scale(self, 1.0, other)
-        if op_type == "elementwise_sub":
-            return scale(self, -1.0, other) if reverse else scale(self, 1.0, -other)
-        if op_type == "elementwise_mul":
-            return scale(self, other)
-        if op_type == "elementwise_div" and not reverse:
-            if other == 0.0:
-                raise ProgramError(f"division of '{self.name}' by the constant 0")
-            return scale(self, 1.0 / other)
-        return NotImplemented  # scalar / Variable needs a reciprocal op graphc lacks
+        if not isinstance(other, Variable):
+            value = float(other)
+            if self.dtype.startswith("float"):
+                out = _scale_form(op_type, self, value, reverse)
+                if out is not None:
+                    return out
+            other = _constant_like(self, value)
+        x, y = (other, self) if reverse else (self, other)
+        return _elementwise(op_type, x, y, -1, None, None)
 
-    method.__name__ = f"__{'r' if reverse else ''}{op_type.split('_')[1]}__"
+    method.__name__ = name or f"__{'r' if reverse else ''}{op_type.split('_')[1]}__"
+    return method
+
+
+def _compare(op_type: str, name: str):
+    def method(self: Variable, other):
+        if isinstance(other, bool) or not isinstance(other, _SCALAR | Variable):
+            return NotImplemented
+        if not isinstance(other, Variable):
+            other = _constant_like(self, float(other))
+        from . import logic
+        return getattr(logic, op_type)(self, other)
+
+    method.__name__ = name
     return method
 
 
@@ -42,4 +74,12 @@ def monkey_patch_variable() -> None:
     Variable.__mul__ = _binary("elementwise_mul")
     Variable.__rmul__ = _binary("elementwise_mul", reverse=True)
     Variable.__truediv__ = _binary("elementwise_div")
+    Variable.__rtruediv__ = _binary("elementwise_div", reverse=True, name="__rtruediv__")
+    Variable.__pow__ = _binary("elementwise_pow", name="__pow__")
+    Variable.__rpow__ = _binary("elementwise_pow", reverse=True, name="__rpow__")
+    Variable.__floordiv__ = _binary("elementwise_floordiv", name="__floordiv__")
+    Variable.__mod__ = _binary("elementwise_mod", name="__mod__")
     Variable.__neg__ = lambda self: scale(self, -1.0)
+    for name, op_type in (("__lt__", "less_than"), ("__le__", "less_equal"),
+                          ("__gt__", "greater_than"), ("__ge__", "greater_equal")):
+        setattr(Variable, name, _compare(op_type, name))

@@ -1,0 +1,70 @@
+"""Operators on Variables as Paddle 1.8 patches them: arithmetic with Variables and scalars
+on both sides, powers, floor division, modulo and comparisons, checked against NumPy."""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+import pytest
+
+import graphc
+from graphc import layers
+
+X = np.array([[1.5, -2.0, 3.0], [0.5, 4.0, -1.0]], "float32")
+Y = np.array([[2.0, 2.0, -0.5], [1.0, 3.0, 2.0]], "float32")
+
+CASES = [
+    ("x + y", lambda x, y: x + y), ("x - 2", lambda x, y: x - 2), ("3 - x", lambda x, y: 3 - x),
+    ("2 * x", lambda x, y: 2 * x), ("x / y", lambda x, y: x / y), ("x / 4", lambda x, y: x / 4),
+    ("2 / y", lambda x, y: 2 / y), ("y ** 2", lambda x, y: y ** 2),
+    ("2 ** x", lambda x, y: 2 ** x), ("x ** y", lambda x, y: np.abs(x) ** y),
+    ("-x", lambda x, y: -x),
+]
+
+
+@pytest.mark.parametrize("text, expect", CASES, ids=[c[0] for c in CASES])
+def test_arithmetic_matches_numpy(text, expect):
+    x = layers.data("x", [-1, 3], append_batch_size=False)
+    y = layers.data("y", [-1, 3], append_batch_size=False)
+    xin = layers.abs(x) if text == "x ** y" else x
+    out = eval(text, {"x": xin, "y": y})
+    exe = graphc.Executor()
+    got, = exe.run(feed={"x": X, "y": Y}, fetch_list=[out])
+    np.testing.assert_allclose(got, expect(X, Y), rtol=1e-6)
+
+
+@pytest.mark.parametrize("op, expect", [
+    (operator.lt, np.less), (operator.le, np.less_equal), (operator.gt, np.greater),
+    (operator.ge, np.greater_equal)])
+@pytest.mark.parametrize("scalar", [False, True])
+def test_comparisons_build_compare_ops(op, expect, scalar):
+    x = layers.data("x", [-1, 3], append_batch_size=False)
+    y = layers.data("y", [-1, 3], append_batch_size=False)
+    out = op(x, 1.0) if scalar else op(x, y)
+    assert out.dtype == "bool"
+    got, = graphc.Executor().run(feed={"x": X, "y": Y}, fetch_list=[out])
+    np.testing.assert_array_equal(got, expect(X, 1.0 if scalar else Y))
+
+
+def test_integer_floor_division_and_modulo():
+    a = layers.data("a", [-1, 3], dtype="int64", append_batch_size=False)
+    ints = np.array([[7, -7, 9], [5, 0, -3]], "int64")
+    outs = [a // 2, a % 3, a + 1, a * 2]
+    got = graphc.Executor().run(feed={"a": ints}, fetch_list=outs)
+    for g, want in zip(got, [ints // 2, ints % 3, ints + 1, ints * 2]):
+        np.testing.assert_array_equal(g, want)
+
+
+def test_equality_keeps_identity_semantics():
+    x = layers.data("x", [-1, 3], append_batch_size=False)
+    y = layers.data("y", [-1, 3], append_batch_size=False)
+    assert x == x and x != y and len({x, y, x}) == 2
+
+
+def test_unsupported_operands_are_type_errors():
+    x = layers.data("x", [-1, 3], append_batch_size=False)
+    with pytest.raises(TypeError):
+        _ = x + "a"
+    with pytest.raises(graphc.ProgramError, match="by the constant 0"):
+        _ = x / 0
