@@ -12,6 +12,7 @@ import time
 import jax
 import numpy as np
 
+from .backends.precision import with_graphc_x64
 from .ir.errors import GraphcError
 from .ir.program import Variable
 from .ir.types import dims_compatible
@@ -119,6 +120,7 @@ class _Placement:
         else:
             self.target = devices[0]
 
+    @with_graphc_x64  # on the loader's thread too: int64 labels stay int64 on the device
     def put(self, arrays: list[np.ndarray], device=None) -> list:
         if self.host_only:
             return arrays

@@ -17,7 +17,9 @@ import numpy as np
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Value
 from .evaluate import evaluate, evaluate_op, evaluate_replicas
+from .precision import with_graphc_x64
 from .rules import Replicas
+from .rules.registry import replica_groups
 from .selected_rows import SelectedRows, concat_rows, replica_block, to_host
 
 
@@ -39,6 +41,7 @@ def resolve_fetch(graph: Graph, target) -> Value:
                                "it is not an input") from None
 
 
+@with_graphc_x64
 def bind_inputs(graph: Graph, state: dict, feeds: dict) -> dict[Value, object]:
     env = {}
     for v in graph.inputs:
@@ -55,6 +58,7 @@ def bind_inputs(graph: Graph, state: dict, feeds: dict) -> dict[Value, object]:
     return env
 
 
+@with_graphc_x64
 def evaluate_concurrently(graph: Graph, env: dict[Value, object], step=0,
                           num_threads: int = 2) -> dict[Value, object]:
     """``evaluate`` with a pool of ``num_threads`` threads: an op is submitted as soon as
@@ -67,9 +71,10 @@ def evaluate_concurrently(graph: Graph, env: dict[Value, object], step=0,
                for op in graph.ops_by_id.values()}
     running: dict = {}
     pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="graphc-op")
+    run_op = with_graphc_x64(evaluate_op)  # x64 mode is per thread: each worker enters it
     try:
         def submit(op) -> None:
-            running[pool.submit(evaluate_op, graph, op, env, step)] = op
+            running[pool.submit(run_op, graph, op, env, step)] = op
 
         for op in graph.ops():  # program order among the ops ready at the start
             if waiting[op] == 0:
@@ -103,6 +108,7 @@ def split_batch(name: str, value, parts: int) -> list:
     return np.split(arr, parts)
 
 
+@with_graphc_x64
 def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = None,
                  fetch: Iterable = (), step: int = 0, num_replicas: int = 2,
                  inter_nranks: int = 0, check_replicated: bool = True):
@@ -119,7 +125,7 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
     that was not all-reduced, say).
     """
     fetch_values = [resolve_fetch(graph, f) for f in fetch]
-    replicas = Replicas(num_replicas, inter_nranks or None)
+    replicas = Replicas(num_replicas, replica_groups(num_replicas, inter_nranks))
     feeds = feeds or {}
     pieces = {name: split_batch(name, value, num_replicas) for name, value in feeds.items()}
     state = dict(state or {})
@@ -177,6 +183,7 @@ def _unshard(rows: np.ndarray, shape) -> np.ndarray:
     return rows.reshape(-1)[:math.prod(shape)].reshape(shape)
 
 
+@with_graphc_x64
 def run_graph(graph: Graph, state: dict | None = None, feeds: dict | None = None,
               fetch: Iterable = (), step: int = 0, num_threads: int = 1):
     """Run once. Returns (new state {var: array} for every graph output, [fetched arrays]).

@@ -97,7 +97,7 @@ class SelectedRows:
         return SelectedRows(np.asarray(self.rows), np.asarray(self.values), self.height)
 
     def __array__(self, dtype=None, copy=None):
-        dense = np.asarray(self.to_dense())
+        dense = self.numpy().to_dense()  # on the host: no JAX dtype rules (x64 or not)
         return dense if dtype is None else dense.astype(dtype)
 
     def __repr__(self) -> str:

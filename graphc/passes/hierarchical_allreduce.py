@@ -10,8 +10,10 @@ groups of ``BuildStrategy.hierarchical_allreduce_inter_nranks`` (the same number
 
 Declines (``skipped: ...``): row-sparse gradients' ``c_allgather_rows`` (an all-gather has
 no reduction to split into levels: it stays flat); ``inter_nranks`` 0 or 1, equal to nranks,
-or not dividing it (one level would do, or the mesh cannot be formed); an all-reduce already
-hierarchical with another group size. Stats: ``hierarchical``.
+more than nranks (the seeds' 8 on a 4-device job), or not dividing it (one level would do, or
+the mesh cannot be formed); an all-reduce already hierarchical with another group size.
+Declined all-reduces stay flat, and the backend then maps the devices as one flat group
+(``backends.rules.registry.replica_groups``). Stats: ``hierarchical``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,9 @@ class HierarchicalAllReduce(Pass):
                 reason = f"inter_nranks={inter}: groups of one are a flat all-reduce"
             elif inter == nranks:
                 reason = f"inter_nranks={inter} equals nranks: one group is a flat all-reduce"
+            elif inter > nranks:
+                reason = (f"inter_nranks={inter} is more than nranks={nranks}: no group can "
+                          "form, the all-reduce stays flat")
             elif nranks % inter:
                 reason = f"nranks={nranks} is not divisible by inter_nranks={inter}"
             elif op.attrs["inter_nranks"] not in (0, inter):

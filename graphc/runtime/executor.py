@@ -32,6 +32,7 @@ import numpy as np
 
 from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE, DataError
 from ..backends.jax import CompiledStep, DataParallelStep, from_rows
+from ..backends.precision import is_narrowed, with_graphc_x64
 from ..backends.selected_rows import SelectedRows
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, lower
@@ -315,6 +316,9 @@ class Executor:
             want = target.type
             if isinstance(value, _ARRAY_TYPES):
                 arr = value
+                if arr.dtype != prep.feed_dtypes[name] and isinstance(arr, jax.Array) and \
+                        is_narrowed(arr.dtype, prep.feed_dtypes[name]):
+                    arr = arr.astype(prep.feed_dtypes[name])  # made by JAX without x64
                 if arr.dtype != prep.feed_dtypes[name]:
                     raise FeedError(f"feed '{name}' has dtype {arr.dtype} but the program "
                                     f"declares {want.dtype}")
@@ -351,6 +355,7 @@ class Executor:
         return arrays, sig
 
     # -- run -------------------------------------------------------------------------------
+    @with_graphc_x64  # graphc's 64-bit types, in graphc's own work only (backends/precision)
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope: Scope | None = None, return_numpy: bool = True,
             use_program_cache: bool = True):
@@ -459,6 +464,7 @@ class Executor:
                               f"{type(program).__name__}")
         return program, program._data_parallel
 
+    @with_graphc_x64
     def compile(self, program=None, feed=None, fetch_list=None) -> CompiledStep:
         """The compiled step ``run`` would use for these feeds, for inspection:
         ``lowered_text()``, ``compiled_text()``, ``cost_analysis()``, ``memory_analysis()``."""

@@ -11,6 +11,7 @@ from weakref import WeakKeyDictionary
 import jax
 import numpy as np
 
+from ..backends.precision import with_graphc_x64
 from ..ir.errors import GraphcError
 
 
@@ -72,6 +73,7 @@ class Scope:
         # data-parallel Reduce-mode shard (see backends.jax.data_parallel); readers get wholes
         self._shards: dict[str, tuple[int, tuple[int, ...]]] = {}
 
+    @with_graphc_x64  # arrays graphc makes keep 64-bit types (backends/precision)
     def whole(self, name: str):
         """The variable's value as the program declares it (a sharded one reassembled)."""
         arr = self._vars[name]
@@ -94,6 +96,7 @@ class Scope:
         except KeyError:
             raise ScopeError(f"scope has no variable '{name}'") from None
 
+    @with_graphc_x64
     def __setitem__(self, name: str, array) -> None:
         # A step donates (consumes) the buffers of the state it updates. The scope must own
         # them: the caller may read its array again, or set it under a second name too (one

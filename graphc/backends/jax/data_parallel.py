@@ -27,7 +27,9 @@ from jax.sharding import PartitionSpec as P
 
 from ...ir.errors import GraphcError
 from ...ir.graph import Graph
+from ..precision import with_graphc_x64
 from ..rules import Replicas
+from ..rules.registry import replica_groups
 from ..selected_rows import SelectedRows, replica_block
 from .step import CompiledStep
 
@@ -49,7 +51,7 @@ def feed_sharding(devices: Sequence, num_iterations: int = 1,
     dimension (dim 0, or dim 1 behind the K axis when ``num_iterations`` > 1) split over the
     mesh axes ``Replicas.AXES``. An array already placed with it goes into the step as is
     (graphc.io.DataLoader places its batches this way, ahead of the step)."""
-    replicas = Replicas(len(devices), inter_nranks or None)
+    replicas = Replicas(len(devices), replica_groups(len(devices), inter_nranks))
     mesh = make_mesh(list(devices), replicas.local)
     return NamedSharding(mesh, P(Replicas.AXES) if num_iterations == 1
                          else P(None, Replicas.AXES))
@@ -83,7 +85,9 @@ class DataParallelStep(CompiledStep):
     def __init__(self, graph: Graph, fetch: Sequence, devices: Sequence, inter_nranks: int = 0,
                  donate: bool = True, num_iterations: int = 1, check_data: bool = True):
         self.devices = list(devices)
-        self.replicas = Replicas(len(self.devices), inter_nranks or None)
+        # a group size that forms no groups is a flat all-reduce (the pass declined it)
+        self.replicas = Replicas(len(self.devices), replica_groups(len(self.devices),
+                                                                  inter_nranks))
         self.mesh = make_mesh(self.devices, self.replicas.local)
         self.nranks = len(self.devices)
         me = jax.process_index()
@@ -128,6 +132,7 @@ class DataParallelStep(CompiledStep):
                                check_vma=False)
         return jax.jit(mapped, donate_argnums=(0,) if self.donate else ())
 
+    @with_graphc_x64
     def __call__(self, updated, readonly, feeds, step):
         self._calls += 1
         if not self.multiprocess:
@@ -164,6 +169,7 @@ class DataParallelStep(CompiledStep):
                             len(mine) * block)
 
     # -- state placement ---------------------------------------------------------------
+    @with_graphc_x64
     def place_state(self, values, arrays: list) -> list:
         """``arrays`` (the scope's, in the order of ``values``) on this step's devices: whole
         tensors of sharded variables become their rows; anything on other devices moves."""

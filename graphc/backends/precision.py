@@ -1,0 +1,49 @@
+"""graphc's 64-bit types without touching the user's JAX: x64 mode is switched on only while
+graphc itself traces, compiles, runs or places arrays, never for the rest of the process.
+
+Paddle programs use int64 labels and float64 checks, and JAX keeps 64-bit types only in x64
+mode. ``jax.enable_x64`` is a thread-local context (it is part of a jitted function's cache
+key), so every entry point where graphc creates, converts or runs arrays enters it: the
+executor's run and compile, CompiledStep calls and lowering, the interpreter (and its op
+threads), scope writes, and the DataLoader's placing thread. A user's own JAX code, in the
+same process and thread, keeps whatever setting the user chose (32-bit by default).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import TypeVar
+
+import jax
+import numpy as np
+
+F = TypeVar("F", bound=Callable)
+
+
+def graphc_x64():
+    """Context: 64-bit types in this thread, for graphc's own arrays and steps."""
+    return jax.enable_x64(True)
+
+
+def with_graphc_x64(fn: F) -> F:
+    """``fn`` run inside ``graphc_x64()`` (for entry points: run, compile, place, set)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        with jax.enable_x64(True):
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+# What JAX without x64 makes of a 64-bit dtype (a user's jnp.asarray(int64 labels) is int32).
+_NARROWED = {np.dtype("int64"): np.dtype("int32"), np.dtype("uint64"): np.dtype("uint32"),
+             np.dtype("float64"): np.dtype("float32"),
+             np.dtype("complex128"): np.dtype("complex64")}
+
+
+def is_narrowed(have, want) -> bool:
+    """Whether ``have`` is the 32-bit dtype JAX without x64 gives for the 64-bit ``want``:
+    a jax array a user made in 32-bit mode for a 64-bit feed (widened losslessly)."""
+    return _NARROWED.get(np.dtype(want)) == np.dtype(have)
