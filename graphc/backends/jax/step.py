@@ -24,6 +24,7 @@ from ...ir.ops import RANDOM, forward_type, get_op_def
 from ..data_checks import InvalidReport, collecting, ok, over_iterations, summarise
 from ..evaluate import evaluate, evaluate_op
 from ..interpreter import resolve_fetch
+from ..precision import with_graphc_x64
 
 
 class CompiledStep:
@@ -169,6 +170,7 @@ class CompiledStep:
         return (tuple(updated), tuple(readonly), tuple(feeds),
                 step if self.uses_step_counter else None)
 
+    @with_graphc_x64  # traced, compiled and called with 64-bit types (int64 labels)
     def __call__(self, updated, readonly, feeds, step):
         return self._jitted(*self._args(updated, readonly, feeds, step))
 
@@ -195,6 +197,7 @@ class CompiledStep:
                           [spec(v) for v in self.readonly_inputs],
                           [spec(v, feed_shapes.get(v.var.name)) for v in self.feed_inputs], 0)
 
+    @with_graphc_x64
     def lower(self, feed_shapes: dict[str, tuple] | None = None):
         """jax's Lowered for these feed shapes (default: those it was compiled for)."""
         return self._jitted.lower(*self.abstract_args(feed_shapes))
@@ -203,15 +206,18 @@ class CompiledStep:
         """The step as StableHLO text, before XLA's optimisations."""
         return self.lower(feed_shapes).as_text()
 
+    @with_graphc_x64
     def compiled_text(self, feed_shapes=None) -> str:
         """The step as optimised HLO text, after XLA's fusions."""
         return self.lower(feed_shapes).compile().as_text()
 
+    @with_graphc_x64
     def cost_analysis(self, feed_shapes=None) -> dict:
         """XLA's estimate: flops, bytes accessed, ... of one step."""
         cost = self.lower(feed_shapes).compile().cost_analysis()
         return dict(cost[0] if isinstance(cost, list) else cost or {})
 
+    @with_graphc_x64
     def memory_analysis(self, feed_shapes=None):
         """XLA's buffer sizes: arguments, outputs, temporaries, aliased (donated) bytes."""
         return self.lower(feed_shapes).compile().memory_analysis()
