@@ -364,3 +364,15 @@ def test_data_parallel_replicas_take_the_same_skip_decision():
     for name, value in before.items():
         if name not in (LOSS_SCALING, GOOD_STEPS, BAD_STEPS):
             assert np.array(scope[name]).tobytes() == value.tobytes(), name
+
+
+def test_paddle_black_list_ops_stay_in_float32():
+    """Paddle 1.8's fp16 black list (log, cos_sim, sigmoid cross entropy, ...) and graphc's
+    other losses and norms are black: never run in low precision."""
+    from graphc.passes.amp import BLACK_LIST
+    assert {"log", "cos_sim", "sigmoid_cross_entropy_with_logits", "mean", "sum", "exp",
+            "square", "softmax", "softmax_with_cross_entropy", "cross_entropy"} <= BLACK_LIST
+    from graphc.ir.ops import LOSS, all_op_types, get_op_def
+    losses = {t for t in all_op_types() if not t.endswith("_grad")
+              and get_op_def(t).has_trait(LOSS)}
+    assert losses <= BLACK_LIST, sorted(losses - BLACK_LIST)

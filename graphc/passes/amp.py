@@ -91,6 +91,11 @@ BLACK_LIST = frozenset({
     "softmax", "softmax_with_cross_entropy", "cross_entropy", "mean", "reduce_sum",
     "reduce_mean", "reduce_max", "sum", "exp", "sqrt", "square", "elementwise_pow",
     "layer_norm",
+    # Paddle 1.8's fp16 black list adds these (log, cos_sim, the sigmoid loss); the other
+    # losses, norms and products overflow or lose precision in half precision alike
+    "log", "pow", "cos_sim", "sigmoid_cross_entropy_with_logits", "log_loss", "huber_loss",
+    "smooth_l1_loss", "bpr_loss", "margin_rank_loss", "rank_loss", "kldiv_loss",
+    "reduce_prod", "reduce_min", "norm", "clip_by_norm",
 })
 # Slots that stay float32 when their op runs in low precision (normalisation statistics).
 _BN_STATS = frozenset({"Scale", "Bias", "Mean", "Variance", "SavedMean", "SavedVariance",
