@@ -12,6 +12,7 @@ it fails.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -413,3 +414,87 @@ def test_the_collective_deadline_reaches_every_rank(tmp_path, monkeypatch):
     assert env[watchdog.ENV] == "0"  # the flag wins over the environment; 0: no deadline
     with pytest.raises(LaunchError, match="--timeout must be a positive number"):
         build_command(p.parse_args(["--mpirun", "mpirun", "--timeout", "inf", str(script)]))
+
+
+# -- the launcher's reading of its control connections --------------------------------------
+def _server_with(*lines_per_rank):
+    from graphc.distributed.control import ControlServer
+    server = ControlServer()
+    host, port, token = server.address.rsplit(":", 2)
+    clients = []
+    for rank, lines in enumerate(lines_per_rank):
+        c = socket.create_connection((host, int(port)), timeout=10)
+        c.sendall("".join(f"{line}\n" for line in
+                          [f"hello {token} {rank} node{rank} 100 {200 + rank}", *lines])
+                  .encode())
+        clients.append(c)
+    deadline = time.monotonic() + 10
+    while (sum(len(lines) for lines in lines_per_rank) and time.monotonic() < deadline
+           and len(server.ranks) < len(lines_per_rank)):
+        server.poll(0.1)
+    for _ in range(5):
+        server.poll(0.05)
+    return server, clients
+
+
+def test_the_rank_that_failed_on_its_own_is_named_not_the_ranks_it_took_down():
+    # rank 0's failure (a peer gone in gloo: status 1, reported first, stopped by mpirun
+    # later) and rank 2's SIGTERM from mpirun arrive around rank 1's own exit 3
+    server, clients = _server_with(["exit 0 1 100.500 own"], ["exit 1 3 100.100 own"],
+                                   ["exit 2 143 100.050 stopped"])
+    try:
+        time.sleep(0.6)  # the settling time
+        failure = server.failure()
+        assert failure.code == 3 and failure.describe() == "rank 1 (node1) exited with status 3"
+        assert server.hung(5.0) is None
+    finally:
+        for c in clients:
+            c.close()
+        server.close()
+
+
+def test_a_lost_wrapper_and_stray_connections():
+    from graphc.distributed.control import ControlServer
+    server = ControlServer()
+    host, port, token = server.address.rsplit(":", 2)
+    try:
+        stray = socket.create_connection((host, int(port)), timeout=10)
+        stray.sendall(b"hello wrongtoken 0 evil 1 2\nexit 0 9 1.0 own\n")
+        good = socket.create_connection((host, int(port)), timeout=10)
+        good.sendall(f"hello {token} 1 node1 100 201\n".encode())
+        for _ in range(10):
+            server.poll(0.05)
+        assert list(server.ranks) == [1]  # the stray connection is not believed
+        good.close()  # its wrapper died without an exit report
+        for _ in range(10):
+            server.poll(0.05)
+        time.sleep(0.6)
+        failure = server.failure()
+        assert failure.code == 1
+        assert failure.describe() == ("rank 1 (node1): its wrapper process died without "
+                                      "reporting a status")
+        stray.close()
+    finally:
+        server.close()
+
+
+def test_the_hung_message_names_who_waits_and_who_never_arrived():
+    server, clients = _server_with(
+        ["state 0 wait 7 12.0 a data-parallel step | train.py:30 in <module>"],
+        ["state 1 run 0 0 - | train.py:25 in load_batch"],
+        ["state 2 wait 3 11.0 Executor.run | train.py:30 in <module>"],
+        ["exit 3 0 1.0 own"])
+    try:
+        assert server.hung(60.0) is None and server.hung(0) is None
+        message = server.hung(11.5)
+        # (the waits grow by the time since the reports arrived)
+        assert re.fullmatch(
+            r"rank 0 \(node0\) waited 1[23] s in a data-parallel step at train.py:30 in "
+            r"<module>; rank 2 \(node2\) waited 1[12] s in Executor.run at train.py:30 in "
+            r"<module>; never arrived: rank 1 \(node1\), still running at train.py:25 in "
+            r"load_batch; rank 3 \(node3\), which exited with status 0", message), message
+        assert server.failure() is None
+    finally:
+        for c in clients:
+            c.close()
+        server.close()

@@ -55,9 +55,9 @@ _STARTED: dict = {"thread": None}
 @contextmanager
 def waiting(name: str):
     """Marks the main thread as waiting in the collective ``name`` (for the deadline)."""
-    if _STATE.name is not None:  # nested: the outer collective is what is being waited on
-        yield
-        return
+    if _STATE.name is not None or threading.current_thread() is not threading.main_thread():
+        yield  # nested: the outer collective is what is being waited on; other threads: not
+        return  # tracked (the deadline is about the main thread)
     _STATE.episode += 1
     _STATE.since = time.monotonic()
     _STATE.name = name
