@@ -8,32 +8,9 @@ import re
 from pathlib import Path
 
 import pytest
+from porting import port, run_ported
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "porting_from_paddle.md"
-
-_IMPORT = re.compile(r"^\s*(import|from)\s+paddle\b")
-
-
-def port(script: str) -> str:
-    """The documented rule, textually: only import lines change; ``paddle`` becomes
-    ``graphc`` there, and a bare ``import paddle`` becomes ``import graphc as paddle``."""
-    lines = []
-    for line in script.splitlines():
-        if _IMPORT.match(line):
-            if re.fullmatch(r"\s*import\s+paddle\s*", line):
-                line = line.replace("import paddle", "import graphc as paddle")
-            else:
-                line = re.sub(r"\bpaddle\b", "graphc", line)
-        lines.append(line)
-    return "\n".join(lines) + "\n"
-
-
-def run_ported(script: str, name: str) -> dict:
-    ported = port(script)
-    assert "paddle." not in "\n".join(ln for ln in ported.splitlines() if _IMPORT.match(ln))
-    namespace = {"__name__": name}
-    exec(compile(ported, f"<{name}>", "exec"), namespace)
-    return namespace
 
 
 def test_port_changes_import_lines_only():
