@@ -174,7 +174,7 @@ def test_clip_ops_sit_between_backward_and_the_update_with_the_optimize_role():
 
 
 # -- data parallelism: the clip sees the all-reduced gradient ---------------------------------
-def _mlp_losses(n, clip_norm=0.1, fuse=False):
+def _mlp_losses(n, clip_norm=0.1, fuse=False, reduce=False, clip=None):
     main, startup = graphc.Program(), graphc.Program()
     with graphc.program_guard(main, startup), graphc.unique_name.guard():
         main.random_seed = startup.random_seed = 3
@@ -182,7 +182,8 @@ def _mlp_losses(n, clip_norm=0.1, fuse=False):
         y = layers.data("y", [-1, 1], "int64")
         logits = layers.fc(layers.fc(x, 16, act="relu"), 4)
         loss = layers.mean(layers.softmax_with_cross_entropy(logits, y))
-        optimizer.Momentum(0.5, 0.9).minimize(loss, grad_clip=GradientClipByGlobalNorm(clip_norm))
+        optimizer.Momentum(0.5, 0.9).minimize(
+            loss, grad_clip=clip or GradientClipByGlobalNorm(clip_norm))
     scope, exe = graphc.Scope(), graphc.Executor()
     exe.run(startup, scope=scope)
     program = main
@@ -190,6 +191,8 @@ def _mlp_losses(n, clip_norm=0.1, fuse=False):
         strategy = graphc.BuildStrategy()
         strategy.fuse_all_optimizer_ops = strategy.fuse_all_reduce_ops = strategy.enable_inplace \
             = fuse
+        if reduce:
+            strategy.reduce_strategy = graphc.BuildStrategy.ReduceStrategy.Reduce
         program = graphc.CompiledProgram(main, build_strategy=strategy).with_data_parallel(
             loss_name=loss.name, places=graphc.cpu_places(n))
     rng = np.random.default_rng(0)
@@ -251,3 +254,19 @@ def test_bad_grad_clip_and_sparse_gradients_raise():
 
 def test_fluid_clip_is_the_module():
     assert fluid.clip.GradientClipByGlobalNorm is GradientClipByGlobalNorm
+
+
+@pytest.mark.parametrize("clip", ["global_norm", "norm", "value"])
+def test_reduce_mode_with_clipping_equals_one_device(clip):
+    """Reduce mode shards the update only where the gradient reaches it unchanged or through
+    L2 decay; clipped gradients are all-reduced whole, so the clip sees the mean."""
+    from graphc.fluid.clip import GradientClipByNorm, GradientClipByValue
+    make = {"global_norm": lambda: GradientClipByGlobalNorm(0.1),
+            "norm": lambda: GradientClipByNorm(0.05),
+            "value": lambda: GradientClipByValue(0.01)}[clip]
+    want_losses, want_params = _mlp_losses(1, clip=make())
+    losses, params = _mlp_losses(4, reduce=True, clip=make())
+    np.testing.assert_allclose(losses, want_losses, rtol=1e-5, atol=1e-6)
+    for name, value in want_params.items():
+        np.testing.assert_allclose(params[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+

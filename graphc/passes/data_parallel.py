@@ -55,6 +55,23 @@ def backward_gradient(graph: Graph, grad: Value) -> Value:
         v = same[0]
 
 
+# ops between backward and the update that are affine in the gradient (L2 decay adds a
+# multiple of the parameter): a mean of their results is their result on the mean
+_AFFINE_GRADIENT_OPS = frozenset({"sum", "sparse_l2_decay"})
+
+
+def _nonlinear_gradient_ops(graph: Graph, grad: Value) -> list[str]:
+    """Op types on the chain from ``grad`` back to the backward gradient that are not affine
+    in the gradient (clip, clip_by_norm, global-norm scaling)."""
+    found, v = [], grad
+    while v is not backward_gradient(graph, v):
+        op = graph.producer(v)
+        if op.type not in _AFFINE_GRADIENT_OPS:
+            found.append(op.type)
+        v = next(x for x in op.input_values() if x.var is v.var)
+    return found
+
+
 def optimizer_ops(graph: Graph) -> list[Op]:
     return [op for op in graph.ops() if get_op_def(op.type).has_trait(OPTIMIZER)]
 
@@ -129,6 +146,13 @@ class DataParallel(Pass):
             return False
         if any(d < 0 for d in param.shape):
             ctx.decline(f"{op.type}: parameter of unknown shape; all-reduced instead")
+            return False
+        nonlinear = _nonlinear_gradient_ops(graph, grad)
+        if nonlinear:
+            # clipping must see the mean of every replica's gradient; a shard of the
+            # clipped local gradient is not a shard of the clipped mean
+            ctx.decline(f"{op.type}: its gradient passes {', '.join(nonlinear)} after backward "
+                        "(clipping); all-reduced instead")
             return False
         if self.reduce == "sum" and backward_gradient(graph, grad) is not grad:
             # summing the regularised gradient would count the decay term nranks times
