@@ -534,7 +534,7 @@ ERRORS = [
     ("c_allreduce", {"X": t(4)}, {"nranks": 4, "reduce": "max"}, "reduce must be one of"),
     ("c_allreduce", {"X": rows(10, 4)}, {"nranks": 4},
      "input 'X' of op c_allreduce is a row-sparse value"),
-    ("relu", {"X": rows(10, 4)}, {}, "which this op does not take; ops that do: adam"),
+    ("relu", {"X": rows(10, 4)}, {}, "which this op does not take; ops that do: adadelta, adagrad, adam, "),
     ("c_allgather_rows", {"X": t(10, 4)}, {"nranks": 4}, "dense gradients go through"),
     ("merge_selected_rows", {"X": t(10, 4)}, {}, "X must be row-sparse"),
     ("sparse_l2_decay", {"Grad": rows(10, 4), "Param": t(10, 5)}, {"coeff": 0.1},
@@ -1313,4 +1313,63 @@ LOSS_ERRORS = [
 @pytest.mark.parametrize("op_type, ins, attrs, message", LOSS_ERRORS,
                          ids=[f"{e[0]}-{e[3][:30]}" for e in LOSS_ERRORS])
 def test_loss_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+
+
+# -- the other optimizers and weight averaging (issue 15) -----------------------------------------
+P10 = t(10, 5)
+OPTIMIZER_CASES = [
+    case("adagrad", {"Param": P10, "Grad": P10, "Moment": P10, "LearningRate": t(1)}, None,
+         {"ParamOut": P10, "MomentOut": P10}),
+    case("decayed_adagrad", {"Param": P10, "Grad": P10, "Moment": P10, "LearningRate": t(1)},
+         None, {"ParamOut": P10, "MomentOut": P10}),
+    case("adamax", {"Param": P10, "Grad": P10, "LearningRate": t(1), "Moment": P10,
+                    "InfNorm": P10, "Beta1Pow": t(1)}, None,
+         {"ParamOut": P10, "MomentOut": P10, "InfNormOut": P10}),
+    case("adadelta", {"Param": P10, "Grad": P10, "AvgSquaredGrad": P10,
+                      "AvgSquaredUpdate": P10}, None,
+         {"ParamOut": P10, "AvgSquaredGradOut": P10, "AvgSquaredUpdateOut": P10}),
+    case("rmsprop", {"Param": P10, "Grad": P10, "Moment": P10, "MeanSquare": P10,
+                     "MeanGrad": P10, "LearningRate": t(1)}, {"centered": True},
+         {"ParamOut": P10, "MomentOut": P10, "MeanSquareOut": P10, "MeanGradOut": P10}),
+    case("lamb", {**ADAM_INS}, {"weight_decay": 0.01},
+         {"ParamOut": P10, "Moment1Out": P10, "Moment2Out": P10}),
+    case("lars_momentum", {"Param": P10, "Grad": P10, "Velocity": P10, "LearningRate": t(1)},
+         {"mu": 0.9}, {"ParamOut": P10, "VelocityOut": P10}),
+    case("ftrl", {"Param": P10, "SquaredAccumulator": P10, "LinearAccumulator": P10,
+                  "Grad": P10, "LearningRate": t(1)}, None,
+         {"ParamOut": P10, "SquaredAccumOut": P10, "LinearAccumOut": P10}),
+    case("average_accumulates", {"param": P10, "in_sum_1": P10, "in_sum_2": P10,
+                                 "in_sum_3": P10, "in_num_accumulates": i64(1),
+                                 "in_old_num_accumulates": i64(1), "in_num_updates": i64(1)},
+         {"average_window": 0.15, "max_average_window": 100, "min_average_window": 10},
+         {"out_sum_1": P10, "out_sum_2": P10, "out_sum_3": P10, "out_num_accumulates": i64(1),
+          "out_old_num_accumulates": i64(1), "out_num_updates": i64(1)}),
+    case("model_average_apply", {"Sum1": P10, "Sum2": P10, "Sum3": P10,
+                                 "NumAccumulates": i64(1), "OldNumAccumulates": i64(1)}, None,
+         {"Out": P10}),
+    case("ema_decay", {"ThresSteps": t(1)}, {"decay": 0.999}, {"Out": t(1)}),
+    case("ema_update", {"Param": P10, "Ema": P10, "Decay": t(1)}, None, {"EmaOut": P10}),
+    case("ema_bias_corrected", {"Ema": P10, "Decay": t(1), "Step": t(1)}, None, {"Out": P10}),
+]
+CASES.extend(OPTIMIZER_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", OPTIMIZER_CASES)
+def test_optimizer_and_averaging_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("adagrad", {"Param": P10, "Grad": t(10, 4), "Moment": P10, "LearningRate": t(1)}, {},
+     "and Grad"),
+    ("rmsprop", {"Param": P10, "Grad": P10, "Moment": t(5, 10), "MeanSquare": P10,
+                 "MeanGrad": P10, "LearningRate": t(1)}, {}, "must match Param"),
+    ("ftrl", {"Param": i64(10, 5), "SquaredAccumulator": i64(10, 5),
+              "LinearAccumulator": i64(10, 5), "Grad": i64(10, 5), "LearningRate": t(1)}, {},
+     "floating point"),
+    ("lars_momentum", {"Param": P10, "Grad": P10, "Velocity": P10, "LearningRate": t(3)},
+     {"mu": 0.9}, "LearningRate must be"),
+])
+def test_optimizer_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
