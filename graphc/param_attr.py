@@ -22,8 +22,9 @@ class ParamAttr:
 
     @staticmethod
     def to_attr(arg) -> ParamAttr | bool:
-        """Accept None, a name, an Initializer, a ParamAttr or False, as Paddle does."""
-        if arg is None:
+        """Accept None, True (a default attribute), a name, an Initializer, a ParamAttr or
+        False (no parameter), as Paddle does."""
+        if arg is None or arg is True:
             return ParamAttr()
         if arg is False:
             return False

@@ -95,3 +95,93 @@ def test_recognize_digits_trains_saves_and_infers(nn_type, paddle_cache, tmp_pat
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
     # the loaded model classifies as the trained one did on the test set
     assert np.mean(got.argmax(axis=1) == [s[1] for s in probe]) > 0.6
+
+
+# -- 03 image_classification ---------------------------------------------------------------
+def synthetic_cifar(size, samples, seed):
+    """cifar-shaped samples (a flat float32 [3*size*size] in [0, 1] and a label in [0, 10)):
+    class k brightens channel k % 3 in row band k // 3, on noise."""
+    def reader():
+        rng = np.random.RandomState(seed)
+        for _ in range(samples):
+            k = rng.randint(10)
+            image = rng.uniform(0, 0.5, (3, size, size)).astype("float32")
+            band = size // 4
+            image[k % 3, (k // 3) * band:(k // 3 + 1) * band, :] += 1.0
+            yield image.reshape(-1), k
+    return reader
+
+
+IMAGE_NETS = {
+    "resnet": dict(image_size=8, net_args=dict(depth=8, base=4), learning_rate=0.01,
+                   num_passes=3),
+    "vgg": dict(image_size=16, learning_rate=0.01, num_passes=3,
+                net_args=dict(widths=(4, 8), groups=(2, 1), fc_size=32)),
+}
+
+
+@pytest.mark.parametrize("net_type", sorted(IMAGE_NETS))
+def test_image_classification_trains_saves_and_infers(net_type, tmp_path, fresh_scope):
+    cfg = dict(IMAGE_NETS[net_type])
+    size = cfg["image_size"]
+    book = run_book_program(
+        "image_classification",
+        data={"paddle.dataset.cifar.train10()": f"synthetic_cifar({size}, 192, 1)",
+              "paddle.dataset.cifar.test10()": f"synthetic_cifar({size}, 64, 2)"},
+        inject={"synthetic_cifar": synthetic_cifar})
+    save_dir = str(tmp_path / f"image_classification_{net_type}.inference.model")
+    losses, test_acc, test_probs = book["train"](net_type, use_cuda=False,
+                                                 save_dirname=save_dir, **cfg)
+    # 192 images in batches of 16: 12 steps a pass
+    assert len(losses) == 12 * cfg["num_passes"]
+    assert mean(losses[-6:]) < mean(losses[:6]) * 0.7, losses
+    assert test_acc > 0.3, test_acc  # ten classes: chance is 0.1
+    names, got = book["infer"](use_cuda=False, save_dirname=save_dir,
+                               images=np.stack([s[0].reshape(3, size, size) for s in
+                                                synthetic_cifar(size, 64, 2)()]))
+    assert names == ["pixel"]
+    # the loaded model is the trained test program (dropout off, batch norm's moving stats)
+    np.testing.assert_allclose(got, test_probs, rtol=1e-4, atol=1e-5)
+
+
+# -- 04 word2vec ---------------------------------------------------------------------------
+VOCAB = 24
+
+
+def synthetic_dict():
+    return {f"w{i}": i for i in range(VOCAB)}
+
+
+def synthetic_ngrams(word_dict, n, samples=256, seed=3):
+    """imikolov-shaped n-grams (tuples of n ids): words count up, so the next word is the
+    fourth plus one (modulo the vocabulary)."""
+    def reader():
+        rng = np.random.RandomState(seed)
+        for _ in range(samples):
+            start = rng.randint(len(word_dict))
+            yield tuple((start + i) % len(word_dict) for i in range(n))
+    return reader
+
+
+@pytest.mark.parametrize("is_sparse", [False, True], ids=["dense", "sparse"])
+def test_word2vec_with_a_shared_embedding_trains_saves_and_infers(is_sparse, tmp_path,
+                                                                   fresh_scope):
+    book = run_book_program(
+        "word2vec",
+        data={"paddle.dataset.imikolov.build_dict()": "synthetic_dict()",
+              "paddle.dataset.imikolov.train(word_dict, N)": "synthetic_ngrams(word_dict, N)"},
+        inject={"synthetic_dict": synthetic_dict, "synthetic_ngrams": synthetic_ngrams})
+    save_dir = str(tmp_path / "word2vec.inference.model")
+    losses = book["train"](use_cuda=False, is_sparse=is_sparse, save_dirname=save_dir)
+    # 256 n-grams in batches of 32: 8 steps a pass, six passes
+    assert len(losses) == 48
+    assert mean(losses[-4:]) < mean(losses[:4]) * 0.7, losses
+    # the four embeddings are one parameter
+    params = [p.name for p in graphc.default_main_program().global_block().all_parameters()]
+    assert params.count("shared_w") == 1 and not any("embedding" in p for p in params)
+    words = np.array([[i, i + 1, i + 2, i + 3] for i in range(8)]).T
+    names, probs = book["infer"](use_cuda=False, save_dirname=save_dir, words=words)
+    assert names == ["firstw", "secondw", "thirdw", "forthw"]
+    assert probs.shape == (8, VOCAB)
+    np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
+    assert np.mean(probs.argmax(axis=1) == np.arange(8) + 4) > 0.5, probs.argmax(axis=1)
