@@ -655,3 +655,38 @@ for _layer, _build in MANIPULATION_CASES.items():
 @pytest.mark.parametrize("case_id", sorted(MANIPULATION_CASES))
 def test_manipulation_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
+
+
+# -- losses, metrics and learning-rate schedules (issue 15) ---------------------------------------
+def _prob(name="p", width=1):
+    return layers.sigmoid(_x((-1, width), name))
+
+
+LOSS_CASES = {
+    "square_error_cost": lambda: layers.square_error_cost(_x((-1, 1)), _x((-1, 1), "y")),
+    "mse_loss": lambda: layers.mse_loss(_x((-1, 1)), _x((-1, 1), "y")),
+    "sigmoid_cross_entropy_with_logits": lambda: layers.sigmoid_cross_entropy_with_logits(
+        _x((-1, 3)), _x((-1, 3), "y"), normalize=True),
+    "cos_sim": lambda: layers.cos_sim(_x((-1, 4)), _x((-1, 4), "y")),
+    "log_loss": lambda: layers.log_loss(_prob(), _x((-1, 1), "y")),
+    "huber_loss": lambda: layers.huber_loss(_x((-1, 1)), _x((-1, 1), "y"), 1.0),
+    "smooth_l1": lambda: layers.smooth_l1(_x((-1, 4)), _x((-1, 4), "y")),
+    "bpr_loss": lambda: layers.bpr_loss(layers.softmax(_x((-1, 5))), labels()),
+    "margin_rank_loss": lambda: layers.margin_rank_loss(_x((-1, 1), "l"), _x((-1, 1)),
+                                                        _x((-1, 1), "y")),
+    "rank_loss": lambda: layers.rank_loss(_x((-1, 1), "l"), _x((-1, 1)), _x((-1, 1), "y")),
+    "kldiv_loss": lambda: layers.kldiv_loss(_x((-1, 4)), _x((-1, 4), "y"), reduction="batchmean"),
+    "auc": lambda: layers.auc(layers.softmax(_x((-1, 2))), labels(), num_thresholds=15),
+    "exponential_decay": lambda: layers.exponential_decay(0.1, 100, 0.5, staircase=True),
+    "natural_exp_decay": lambda: layers.natural_exp_decay(0.1, 100, 0.5),
+    "inverse_time_decay": lambda: layers.inverse_time_decay(0.1, 100, 0.5),
+    "polynomial_decay": lambda: layers.polynomial_decay(0.1, 100, cycle=True),
+    "noam_decay": lambda: layers.noam_decay(512, 4000),
+}
+for _layer, _build in LOSS_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("case_id", sorted(LOSS_CASES))
+def test_loss_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
