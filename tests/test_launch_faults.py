@@ -69,6 +69,30 @@ COLLECTIVE = textwrap.dedent("""
 """)
 
 
+# a training step of a tiny program over 2 processes x 1 device; rank 1 hangs after step 1
+TRAINING = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import graphc as fluid
+    import graphc.distributed as dist
+    dist.init()
+    x = fluid.data("x", [-1, 4])
+    loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+    fluid.optimizer.SGD(0.1).minimize(loss)
+    bs = fluid.DistributedStrategy().to_build_strategy(num_trainers=2, local_devices=1)
+    step = fluid.CompiledProgram(fluid.default_main_program(), build_strategy=bs)
+    step.with_data_parallel(loss_name=loss.name, places=[fluid.CPUPlace(i) for i in range(2)])
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(fluid.default_startup_program())
+    batch = {"x": np.ones((1, 4), "float32")}
+    exe.run(step, feed=batch, fetch_list=[loss])
+    print("first step done", flush=True)
+    if dist.worker_index() == 1:
+        time.sleep(300)
+    exe.run(step, feed=batch, fetch_list=[loss])
+""")
+
+
 def _env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", watchdog.ENV)}
     return dict(env, PYTHONPATH=str(ROOT), CPU_NUM="1", **extra)
@@ -293,6 +317,28 @@ def test_a_hanging_rank_ends_the_job_after_the_collective_deadline(tmp_path):
     assert f"rank 0 ({host}) waited" in out and "in barrier('graphc_barrier') at train.py:" \
         in out, out
     assert f"never arrived: rank 1 ({host}), still running at train.py:10" in out, out
+    assert not leftover, leftover
+
+
+@linux
+@needs_mpi
+@pytest.mark.slow
+@pytest.mark.xdist_group("mpi")
+def test_a_rank_that_never_arrives_at_a_training_step_is_named(tmp_path):
+    """Rank 0 waits in the second data-parallel step (Executor.run) for rank 1, which hangs
+    between steps: the deadline (the flag this time) ends the job and says where each is."""
+    job = Job(tmp_path, TRAINING, "hang", "--collective_timeout", "5")
+    try:
+        code = job.wait(timeout=150)
+    finally:
+        leftover = job.cleanup()
+    out = job.output()
+    host = socket.gethostname()
+    assert code == 124, out
+    assert out.count("first step done") == 2, out
+    assert re.search(rf"the job hung \({watchdog.ENV}=5 s\): rank 0 \({host}\) waited \d+ s "
+                     r"in Executor.run at train.py:20 in <module>; never arrived: rank 1 "
+                     rf"\({host}\), still running at train.py:19 in <module>", out), out
     assert not leftover, leftover
 
 
