@@ -414,6 +414,9 @@ def test_a_missing_script_and_a_bad_environment_value_start_nothing(tmp_path, ca
                                          f"'{tmp_path / 'missing.py'}' does not exist")
     script = tmp_path / "train.py"
     script.write_text("")
+    code, err = _cli(capsys, monkeypatch, "--log_dir", script, script)
+    assert code == 1 and err.strip() == (f"graphc: error: LaunchError: --log_dir '{script}' "
+                                         "is a file, not a directory")
     monkeypatch.setenv(watchdog.ENV, "forever")
     code, err = _cli(capsys, monkeypatch, script)
     assert code == 1 and err.strip() == (f"graphc: error: LaunchError: {watchdog.ENV} must be "
@@ -540,6 +543,10 @@ def test_the_hung_message_names_who_waits_and_who_never_arrived():
             r"<module>; never arrived: rank 1 \(node1\), still running at train.py:25 in "
             r"load_batch; rank 3 \(node3\), which exited with status 0", message), message
         assert server.failure() is None
+        assert server.progress_summary() == (  # what --timeout prints
+            " (rank 0 (node0) waiting in a data-parallel step at train.py:30 in <module>; "
+            "rank 1 (node1), still running at train.py:25 in load_batch; "
+            "rank 2 (node2) waiting in Executor.run at train.py:30 in <module>)")
     finally:
         for c in clients:
             c.close()

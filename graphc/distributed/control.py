@@ -195,8 +195,11 @@ class ControlServer:
         return f"{who}, which reported no status (no graphc.distributed.init()?)"
 
     def progress_summary(self) -> str:
-        parts = [self._whereabouts(i) if not i.state.startswith("wait ") else
-                 f"rank {i.rank} ({i.host}) waiting in {i.state.split(' ', 3)[3]}"
+        def waiting(info: RankInfo) -> str:
+            name, _, where = info.state.split(" ", 3)[3].partition(" | ")
+            return f"rank {info.rank} ({info.host}) waiting in {name} at {where}"
+
+        parts = [self._whereabouts(i) if not i.state.startswith("wait ") else waiting(i)
                  for i in sorted(self.ranks.values(), key=lambda i: i.rank)
                  if i.code is None and i.state]
         return (" (" + "; ".join(parts) + ")") if parts else ""

@@ -148,6 +148,8 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
     if devices:
         env["GRAPHC_LAUNCH_DEVICES"] = ",".join(devices)
     if args.log_dir:
+        if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
+            raise LaunchError(f"--log_dir '{args.log_dir}' is a file, not a directory")
         Path(args.log_dir).mkdir(parents=True, exist_ok=True)
         env["GRAPHC_LAUNCH_LOG_DIR"] = str(Path(args.log_dir).resolve())
     env[watchdog.ENV] = f"{args.collective_timeout:g}"
