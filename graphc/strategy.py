@@ -240,6 +240,8 @@ class BuildStrategy(_Strategy):
     gradient_scale_strategy: GradientScaleStrategy = GradientScaleStrategy.CoeffNumDevice
     enable_sequential_execution: bool = False
     fuse_elewise_add_act_ops: bool = False
+    # graphc's own: roll runs of repeated layers into one lax.scan (roll-repeated-layers)
+    roll_repeated_layers: bool = False
     fuse_bn_act_ops: bool = False
     fuse_relu_depthwise_conv: bool = False
     fuse_broadcast_ops: bool = False

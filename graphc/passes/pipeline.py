@@ -14,6 +14,9 @@ from .manager import PassManager
 #    with a control use looks shared; adding them last means fusions never see them, and the
 #    chain is built over the ops that actually run (Paddle's fuse_all_optimizer_ops +
 #    enable_sequential_execution cycle, PaddlePaddle issue 18876, cannot happen).
+#  - roll-repeated-layers comes after the fusions (it rolls the fused layers: fewer body ops)
+#    and before data-parallel (its collectives would end every run); in data-parallel
+#    training it leaves optimizer ops alone, which the data-parallel pass must see.
 #  - the in-place plan runs last (Paddle applies its memory passes in the executor, after).
 #  - data-parallel passes run only for a data-parallel training program (loss_name given,
 #    more than one device); sync-batch-norm first, as in Paddle, so the fusions see it.
@@ -24,6 +27,7 @@ ORDER: list[tuple[str | None, str]] = [
     ("fuse_relu_depthwise_conv", "fuse-relu-depthwise-conv"),
     ("fuse_bn_act_ops", "fuse-bn-act"),
     ("fuse_elewise_add_act_ops", "fuse-elewise-add-act"),
+    ("roll_repeated_layers", "roll-repeated-layers"),
     (None, "data-parallel"),
     ("fuse_all_reduce_ops", "fuse-all-reduce-ops"),
     ("use_hierarchical_allreduce", "hierarchical-allreduce"),
@@ -76,7 +80,10 @@ def passes_for(build_strategy: BuildStrategy | None, num_devices: int = 1,
         if pass_name not in available:
             raise PassError(f"BuildStrategy.{field_name} needs the pass '{pass_name}', which "
                             "graphc does not have yet")
-        passes.append(make_pass(pass_name, **_options(pass_name, bs, num_devices)))
+        options = _options(pass_name, bs, num_devices)
+        if pass_name == "roll-repeated-layers" and training_dp:
+            options["roll_optimizer"] = False
+        passes.append(make_pass(pass_name, **options))
     return passes
 
 

@@ -1,0 +1,173 @@
+"""roll-repeated-layers: golden IR, check_pass over deep repeated stacks and random programs,
+interpreter and JAX step equal with and without the pass, declines, data parallelism."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pass_harness import golden_text, run_pass
+
+import graphc
+from graphc import layers, optimizer
+from graphc.ir import lower, program_guard, unique_name
+from graphc.ir.text import parse
+from graphc.passes import make_pass
+from graphc.testing import check_golden, check_pass, random_programs
+from graphc.testing.programs import GeneratedProgram
+
+GOLDEN = os.path.join(os.path.dirname(__file__), "golden", "roll-repeated-layers")
+ROLL = "roll-repeated-layers"
+
+
+def deep(k: int, size: int = 4, act: str = "relu", opt: str = "sgd", dropout: bool = False,
+         first: int | None = None):
+    """(main, startup, loss): k x fc(size, act) on an input of ``first`` (default size)."""
+    main, startup = graphc.Program(), graphc.Program()
+    with program_guard(main, startup), unique_name.guard():
+        h = layers.data("x", [first or size])
+        for _ in range(k):
+            h = layers.fc(h, size, act=act)
+            if dropout:
+                h = layers.dropout(h, 0.5)
+        loss = layers.mean(h)
+        {"sgd": lambda: optimizer.SGD(0.1),
+         "momentum": lambda: optimizer.Momentum(0.1, 0.9),
+         "adam": lambda: optimizer.Adam(0.01)}[opt]().minimize(loss)
+    return main, startup, loss
+
+
+@st.composite
+def deep_stacks(draw) -> GeneratedProgram:
+    """Deep repeated stacks: k x fc with a drawn size, activation and optimizer."""
+    k = draw(st.integers(4, 7))
+    size = draw(st.integers(1, 5))
+    act = draw(st.sampled_from(["relu", "tanh", "sigmoid"]))
+    opt = draw(st.sampled_from(["sgd", "momentum", "adam"]))
+    first = draw(st.sampled_from([None, size + 1]))
+    main, startup, loss = deep(k, size, act, opt, first=first)
+    return GeneratedProgram(main, startup, {"x": ((-1, first or size), "float32")},
+                            [loss.name], loss.name, steps=[f"{k}x fc({size},{act}) {opt}"])
+
+
+def test_golden_training_stack():
+    main, _, loss = deep(5)
+    before, after, stats = run_pass(ROLL, main, [loss.name])
+    check_golden(os.path.join(GOLDEN, "fc5_sgd.ir"), golden_text(ROLL, before, after, stats))
+    assert stats["rolled runs"] == 3  # forward, backward, optimizer
+    assert after.stats()["scan_layers"] == 3
+    # the scope still finds every parameter by name
+    assert {v.var.name for v in after.outputs} == {v.var.name for v in before.outputs}
+    # the body is graphc text IR that parses and verifies on its own
+    scan = next(op for op in after.ops() if op.type == "scan_layers")
+    parse(scan.attrs["body"]).verify()
+
+
+@settings(max_examples=8, deadline=None)
+@given(deep_stacks())
+def test_check_pass_deep_stacks(gen):
+    report = check_pass(make_pass(ROLL), gen)
+    assert report.stats()[ROLL].get("rolled runs", 0) >= 2
+
+
+@settings(max_examples=10, deadline=None)
+@given(random_programs(max_ops=8, with_loss=True))
+def test_check_pass_random_programs(gen):
+    check_pass(make_pass(ROLL, min_repeats=2), gen)
+
+
+def test_interpreter_bitwise():
+    from graphc.backends.interpreter import run_graph
+    main, startup, loss = deep(6, first=3)
+    state, _ = run_graph(lower(startup))
+    feeds = {"x": np.random.default_rng(0).uniform(-1, 1, (5, 3)).astype("float32")}
+    _, after, _ = run_pass(ROLL, main, [loss.name])
+    want_state, want = run_graph(lower(main), state, feeds, [loss.name])
+    got_state, got = run_graph(after, state, feeds, [loss.name])
+    assert np.array_equal(want[0], got[0])
+    for name in want_state:
+        assert np.array_equal(want_state[name], got_state[name]), name
+
+
+def _train(main, startup, loss, roll: bool, steps: int = 4, places=None):
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    cp = graphc.CompiledProgram(main, build_strategy=graphc.BuildStrategy(
+        roll_repeated_layers=roll))
+    if places is not None:
+        cp = cp.with_data_parallel(loss_name=loss.name, places=places)
+    rng = np.random.default_rng(3)
+    losses = [exe.run(cp, feed={"x": rng.uniform(-1, 1, (8, 4)).astype("float32")},
+                      fetch_list=[loss], scope=scope)[0] for _ in range(steps)]
+    params = {p.name: np.asarray(scope.find_var(p.name).get_tensor())
+              for p in main.all_parameters()}
+    return losses, params, cp
+
+
+@pytest.mark.parametrize("opt", ["sgd", "adam"])
+def test_jax_steps_equal(opt):
+    main, startup, loss = deep(6, opt=opt)
+    want_losses, want_params, _ = _train(main, startup, loss, roll=False)
+    got_losses, got_params, cp = _train(main, startup, loss, roll=True)
+    assert cp.last_report.stats()[ROLL]["rolled runs"] == 3
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-6, atol=1e-6)
+    assert got_params.keys() == want_params.keys()
+    for name in want_params:
+        np.testing.assert_allclose(got_params[name], want_params[name], rtol=1e-6, atol=1e-6,
+                                   err_msg=name)
+
+
+def test_data_parallel_4_devices_equal():
+    main, startup, loss = deep(5)
+    places = graphc.cpu_places(4)
+    want_losses, want_params, _ = _train(main, startup, loss, False, 3, places)
+    got_losses, got_params, cp = _train(main, startup, loss, True, 3, places)
+    stats = cp.last_report.stats()[ROLL]
+    assert stats["rolled runs"] == 2  # optimizer ops stay for the data-parallel pass
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-6, atol=1e-6)
+    for name in want_params:
+        np.testing.assert_allclose(got_params[name], want_params[name], rtol=1e-6, atol=1e-6,
+                                   err_msg=name)
+
+
+def test_declines_random_ops():
+    main, _, loss = deep(5, dropout=True)
+    _, after, stats = run_pass(ROLL, main, [loss.name])
+    assert any(k.startswith("skipped: layer has a random op (dropout") for k in stats), stats
+    assert "scan_layers" not in after.stats() or stats.get("rolled runs", 0) >= 1
+
+
+def test_declines_short_runs():
+    main, _, loss = deep(3)
+    before, after, stats = run_pass(ROLL, main, [loss.name])
+    assert "rolled runs" not in stats
+    assert after.structurally_equal(before)
+    main, _, loss = deep(3)
+    _, after, stats = run_pass(ROLL, main, [loss.name], min_repeats=3)
+    # forward and optimizer; the backward's first layer computes no input gradient, so
+    # the backward run has only 2 layers
+    assert stats["rolled runs"] == 2
+
+
+def test_pipeline_switch_and_print_after_change():
+    from graphc.passes import passes_for
+    names = [p.name for p in passes_for(graphc.BuildStrategy(roll_repeated_layers=True))]
+    assert names.index(ROLL) > names.index("dce")
+    assert ROLL not in [p.name for p in passes_for(graphc.BuildStrategy())]
+    dp = passes_for(graphc.BuildStrategy(roll_repeated_layers=True), 4, loss_name="loss")
+    assert next(p for p in dp if p.name == ROLL).roll_optimizer is False
+
+
+def test_print_after_change_shows_the_scan():
+    import io
+
+    from graphc.passes import PassManager
+    main, _, loss = deep(4)
+    g = lower(main)
+    out = io.StringIO()
+    PassManager([make_pass(ROLL)], print_after_change=True, stream=out).run(
+        g, keep=[g.latest(loss.name)])
+    assert "scan_layers(" in out.getvalue()
