@@ -15,6 +15,16 @@ import time
 from dataclasses import dataclass, field
 
 
+def keepalive(sock: socket.socket, idle: int = 30, interval: int = 10, count: int = 3) -> None:
+    """TCP keepalive on ``sock``: a peer whose node died (no FIN ever comes) is noticed after
+    about ``idle + interval * count`` seconds, as a closed connection."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    for name, value in (("TCP_KEEPIDLE", idle), ("TCP_KEEPINTVL", interval),
+                        ("TCP_KEEPCNT", count)):
+        if hasattr(socket, name):  # Linux; elsewhere the system's defaults
+            sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
 @dataclass
 class RankInfo:
     rank: int
@@ -86,6 +96,7 @@ class ControlServer:
                 except OSError:
                     continue
                 conn.setblocking(False)
+                keepalive(conn)
                 self.selector.register(conn, selectors.EVENT_READ, _Conn())
                 continue
             self._read(key.fileobj, key.data)

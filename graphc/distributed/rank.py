@@ -21,6 +21,7 @@ import sys
 import threading
 import time
 
+from .control import keepalive
 from .env import detect
 
 CONTROL_ENV = "GRAPHC_LAUNCH_CONTROL"  # host:port:token of the launcher (launch.py)
@@ -60,6 +61,7 @@ class _Control:
             try:
                 self.sock = socket.create_connection((host, int(port)), timeout=10.0)
                 self.sock.settimeout(None)
+                keepalive(self.sock)  # a launcher whose node died counts as gone
                 return
             except OSError as exc:
                 if time.monotonic() > deadline:
