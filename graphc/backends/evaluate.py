@@ -10,6 +10,7 @@ import weakref
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Op, Value
 from ..ir.ops import RANDOM, get_op_def
+from .precision import with_graphc_x64
 from .rules import (
     LoweringError,
     Replicas,
@@ -50,6 +51,7 @@ def op_seed(graph: Graph, op: Op) -> int:
     return random_op_seed(graph.random_seed, position, name)
 
 
+@with_graphc_x64  # rules make int64/float64 arrays even when called directly (tests, tools)
 def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas=None) -> None:
     ins = {slot: [env[v] for v in vals] for slot, vals in graph.op_inputs(op).items()}
     outs = graph.op_outputs(op)
@@ -88,6 +90,7 @@ def _check_rows(op: Op, v: Value, sr: SelectedRows) -> None:
                             f"{list(rows.shape)}) but the IR says {v.type}")
 
 
+@with_graphc_x64
 def evaluate_replicas(graph: Graph, envs: list[dict[Value, object]], replicas: Replicas,
                       step=0) -> list[dict[Value, object]]:
     """``evaluate`` on simulated replicas, in lock step: ``envs[r]`` is replica r's values.

@@ -19,19 +19,24 @@ import jax
 import numpy as np
 
 F = TypeVar("F", bound=Callable)
+_X64 = jax.enable_x64  # JAX's thread-local jax_enable_x64 setting (a context when called)
 
 
 def graphc_x64():
     """Context: 64-bit types in this thread, for graphc's own arrays and steps."""
-    return jax.enable_x64(True)
+    return _X64(True)
 
 
 def with_graphc_x64(fn: F) -> F:
-    """``fn`` run inside ``graphc_x64()`` (for entry points: run, compile, place, set)."""
+    """``fn`` run inside ``graphc_x64()`` (for entry points: run, compile, place, set).
+    Nested entry points (Executor.run calling a step) enter it once: reading the
+    thread's setting costs far less than entering the context again."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        with jax.enable_x64(True):
+        if _X64.value:
+            return fn(*args, **kwargs)
+        with _X64(True):
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..ir import types
+from .precision import with_graphc_x64
 
 ROWS_DTYPE = jnp.dtype(types.ROWS_DTYPE)  # int32
 
@@ -65,6 +66,7 @@ class SelectedRows:
     def with_values(self, values) -> SelectedRows:
         return SelectedRows(self.rows, values, self.height)
 
+    @with_graphc_x64  # int64 rows, float64 values kept when called outside a step too
     def to_dense(self):
         """The dense tensor: repeated rows summed, padding dropped (jax or numpy alike)."""
         if isinstance(self.values, np.ndarray):
@@ -75,6 +77,7 @@ class SelectedRows:
         zeros = jnp.zeros(self.shape, self.values.dtype)
         return zeros.at[self.rows].add(self.values, mode="drop")
 
+    @with_graphc_x64
     def merged(self) -> SelectedRows:
         """Repeated rows summed into one: unique rows ascending, then padding (row = height,
         zero values), the same number of rows in all (static shapes under jit)."""
@@ -124,6 +127,7 @@ def add_to_dense(dense, sr: SelectedRows):
     return dense.at[sr.rows].add(sr.values.astype(dense.dtype), mode="drop")
 
 
+@with_graphc_x64
 def replica_block(sr: SelectedRows, replica, nranks: int) -> SelectedRows:
     """Replica ``replica``'s row-sparse fetch as its block of the concatenation over replicas:
     a dense fetch comes back as every replica's tensor stacked along dim 0 ([nranks * H, ...]),

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from ...ir.errors import GraphcError
 from ...ir.ops import get_op_def
+from ..precision import with_graphc_x64
 from ..selected_rows import SelectedRows
 
 # Paddle programs use int64 labels and float64 checks. JAX keeps 64-bit types only in x64
@@ -194,6 +195,7 @@ def random_key(seed: int, step=0):
     return jax.random.fold_in(jax.random.key(seed), step)
 
 
+@with_graphc_x64  # a rule called outside a step (tests, tools) keeps 64-bit types too
 def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, list],
                where: str, seed_key: int = 0, step=0, replicas=None) -> dict[str, list]:
     """Call the rule of ``op_type``; returns outputs as lists per slot, cast to their types."""
@@ -216,6 +218,7 @@ def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, l
     return outs
 
 
+@with_graphc_x64
 def apply_cross_replica(op_type: str, attrs, ins: list[dict[str, list]],
                         out_types: dict[str, list], where: str, replicas: Replicas,
                         seed_key: int = 0, step=0) -> list[dict[str, list]]:
