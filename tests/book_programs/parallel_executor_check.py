@@ -1,0 +1,190 @@
+"""Paddle 1.x's parallel-executor unit-test harness, written for graphc's tests in Fluid 1.8
+spelling: the mnist-like nets (an fc stack, fc with batch norm), a small SE-ResNeXt, and
+check_network_convergence, which builds a model with a fixed random_seed, compiles it with a
+BuildStrategy (single device or with_data_parallel on CPU_NUM places) and returns the first
+and last loss of a few steps on one fixed batch."""
+
+import math
+import os
+import time
+
+import numpy as np
+import paddle.fluid as fluid
+import paddle.fluid.core as core
+from paddle.fluid import compiler
+
+HIDDEN = 32
+CLASSES = 10
+
+
+def simple_fc_net(use_feed=True):
+    img = fluid.layers.data(name="image", shape=[784], dtype="float32")
+    label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+    hidden = img
+    for _ in range(4):
+        hidden = fluid.layers.fc(
+            hidden, size=HIDDEN, act="tanh",
+            bias_attr=fluid.ParamAttr(initializer=fluid.initializer.Constant(value=1.0)))
+    prediction = fluid.layers.fc(hidden, size=CLASSES, act="softmax")
+    loss = fluid.layers.cross_entropy(input=prediction, label=label)
+    return fluid.layers.mean(loss)
+
+
+def fc_with_batchnorm(use_feed=True):
+    img = fluid.layers.data(name="image", shape=[784], dtype="float32")
+    label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+    hidden = img
+    for _ in range(2):
+        with fluid.name_scope("hidden"):
+            hidden = fluid.layers.fc(
+                hidden, size=HIDDEN, act="tanh",
+                bias_attr=fluid.ParamAttr(initializer=fluid.initializer.Constant(value=1.0)))
+            hidden = fluid.layers.batch_norm(input=hidden)
+    with fluid.name_scope("fc_layer"):
+        prediction = fluid.layers.fc(hidden, size=CLASSES, act="softmax")
+    with fluid.name_scope("loss"):
+        loss = fluid.layers.cross_entropy(input=prediction, label=label)
+        loss = fluid.layers.mean(loss)
+    return loss
+
+
+def init_data(batch_size=32, img_shape=(784,), label_range=CLASSES - 1):
+    np.random.seed(5)
+    img = np.random.random(size=[batch_size] + list(img_shape)).astype(np.float32)
+    label = np.array([np.random.randint(0, label_range) for _ in range(batch_size)])
+    return img, label.reshape(-1, 1).astype("int64")
+
+
+# -- a small SE-ResNeXt (Paddle's seresnext_net, at toy width and depth, no dropout) ---------
+def conv_bn_layer(input, num_filters, filter_size, stride=1, groups=1, act=None):
+    conv = fluid.layers.conv2d(input=input, num_filters=num_filters,
+                               filter_size=filter_size, stride=stride,
+                               padding=(filter_size - 1) // 2, groups=groups, act=None,
+                               bias_attr=False)
+    return fluid.layers.batch_norm(input=conv, act=act, momentum=0.1)
+
+
+def squeeze_excitation(input, num_channels, reduction_ratio):
+    pool = fluid.layers.pool2d(input=input, pool_size=0, pool_type="avg",
+                               global_pooling=True)
+    stdv = 1.0 / math.sqrt(pool.shape[1] * 1.0)
+    squeeze = fluid.layers.fc(
+        input=pool, size=num_channels // reduction_ratio, act="relu",
+        param_attr=fluid.param_attr.ParamAttr(
+            initializer=fluid.initializer.Uniform(-stdv, stdv)))
+    stdv = 1.0 / math.sqrt(squeeze.shape[1] * 1.0)
+    excitation = fluid.layers.fc(
+        input=squeeze, size=num_channels, act="sigmoid",
+        param_attr=fluid.param_attr.ParamAttr(
+            initializer=fluid.initializer.Uniform(-stdv, stdv)))
+    return fluid.layers.elementwise_mul(x=input, y=excitation, axis=0)
+
+
+def shortcut(input, ch_out, stride):
+    ch_in = input.shape[1]
+    if ch_in != ch_out:
+        filter_size = 1 if stride == 1 else 3
+        return conv_bn_layer(input, ch_out, filter_size, stride)
+    return input
+
+
+def bottleneck_block(input, num_filters, stride, cardinality, reduction_ratio):
+    conv0 = conv_bn_layer(input, num_filters=num_filters, filter_size=1, act="relu")
+    conv1 = conv_bn_layer(conv0, num_filters=num_filters, filter_size=3, stride=stride,
+                          groups=cardinality, act="relu")
+    conv2 = conv_bn_layer(conv1, num_filters=num_filters * 2, filter_size=1, act=None)
+    scale = squeeze_excitation(conv2, num_channels=num_filters * 2,
+                               reduction_ratio=reduction_ratio)
+    short = shortcut(input, num_filters * 2, stride)
+    return fluid.layers.elementwise_add(x=short, y=scale, act="relu")
+
+
+def se_resnext_small(use_feed=True):
+    img = fluid.layers.data(name="image", shape=[3, 8, 8], dtype="float32")
+    label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+    conv = conv_bn_layer(img, num_filters=8, filter_size=3, act="relu")
+    conv = fluid.layers.pool2d(input=conv, pool_size=3, pool_stride=2, pool_padding=1,
+                               pool_type="max")
+    conv = bottleneck_block(conv, num_filters=8, stride=2, cardinality=2, reduction_ratio=4)
+    pool = fluid.layers.pool2d(input=conv, pool_size=0, pool_type="avg", global_pooling=True)
+    prediction = fluid.layers.fc(input=pool, size=CLASSES, act="softmax")
+    loss = fluid.layers.cross_entropy(input=prediction, label=label)
+    return fluid.layers.mean(loss)
+
+
+def se_resnext_optimizer():
+    return fluid.optimizer.Momentum(
+        learning_rate=fluid.layers.cosine_decay(learning_rate=0.1, step_each_epoch=5,
+                                                epochs=4),
+        momentum=0.9, regularization=fluid.regularizer.L2Decay(1e-4))
+
+
+# -- the harness ------------------------------------------------------------------------------
+def run_executor(exe, binary, feed, fetch_list):
+    return exe.run(binary, feed=feed, fetch_list=fetch_list)
+
+
+def check_network_convergence(method, use_cuda=False, iter=5, batch_size=None,
+                              feed_dict=None, seed=1, use_parallel_executor=True,
+                              use_reduce=False, use_fast_executor=False,
+                              fuse_elewise_add_act_ops=False, fuse_all_optimizer_ops=False,
+                              fuse_all_reduce_ops=False, fuse_relu_depthwise_conv=False,
+                              enable_inplace=False, use_ir_memory_optimize=False,
+                              enable_sequential_execution=False, optimizer=None):
+    main = fluid.Program()
+    startup = fluid.Program()
+    startup.random_seed = seed
+    main.random_seed = seed
+    with fluid.program_guard(main, startup):
+        loss = method(use_feed=feed_dict is not None)
+        if optimizer is None:
+            fluid.optimizer.Adam(learning_rate=0.001).minimize(loss)
+        else:
+            optimizer().minimize(loss)
+
+    place = fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
+    exe = fluid.Executor(place)
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        exec_strategy = fluid.ExecutionStrategy()
+        if use_fast_executor:
+            exec_strategy.use_experimental_executor = True
+        build_strategy = fluid.BuildStrategy()
+        build_strategy.reduce_strategy = (fluid.BuildStrategy.ReduceStrategy.Reduce if
+                                          use_reduce else
+                                          fluid.BuildStrategy.ReduceStrategy.AllReduce)
+        build_strategy.fuse_elewise_add_act_ops = fuse_elewise_add_act_ops
+        build_strategy.fuse_relu_depthwise_conv = fuse_relu_depthwise_conv
+        build_strategy.fuse_all_optimizer_ops = fuse_all_optimizer_ops
+        build_strategy.fuse_all_reduce_ops = fuse_all_reduce_ops
+        build_strategy.memory_optimize = use_ir_memory_optimize
+        build_strategy.enable_inplace = enable_inplace
+        build_strategy.enable_sequential_execution = enable_sequential_execution
+        if use_cuda and core.is_compiled_with_cuda():
+            build_strategy.remove_unnecessary_lock = True
+        if use_parallel_executor:
+            binary = compiler.CompiledProgram(main).with_data_parallel(
+                loss_name=loss.name, build_strategy=build_strategy,
+                exec_strategy=exec_strategy)
+        else:
+            binary = compiler.CompiledProgram(main, build_strategy=build_strategy)
+
+        if batch_size is not None:
+            batch_size *= (core.get_cuda_device_count() if use_cuda else
+                           int(os.environ.get("CPU_NUM", "1")))
+        begin = time.time()
+        first_loss, = run_executor(exe=exe, binary=binary, feed=feed_dict,
+                                   fetch_list=[loss.name])
+        for _ in range(iter):
+            run_executor(exe=exe, binary=binary, feed=feed_dict, fetch_list=[])
+        last_loss, = run_executor(exe=exe, binary=binary, feed=feed_dict,
+                                  fetch_list=[loss.name])
+        end = time.time()
+        if batch_size is not None:
+            print("%.4f Instance per second" % ((batch_size * iter + 2) / (end - begin)))
+        avg_last_loss_val = np.array(last_loss).mean()
+        avg_first_loss_val = np.array(first_loss).mean()
+        if math.isnan(float(avg_last_loss_val)) or math.isnan(float(avg_first_loss_val)):
+            raise AssertionError("got NaN loss, training failed.")
+    return first_loss, last_loss

@@ -1,0 +1,113 @@
+"""Paddle's own equality tests (test_parallel_executor_mnist, test_fuse_elewise_add_act_pass,
+test_fuse_optimizer_pass, test_fuse_all_reduce_pass, test_ir_inplace_pass, the seresnext
+Reduce tests) re-created: tests/book_programs/parallel_executor_check.py, ported by the rule
+alone, builds each model twice with the same random_seed and compares the first and last loss
+of single-device vs with_data_parallel on 4 CPU places, fused vs unfused, Reduce vs AllReduce,
+within Paddle's tolerances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from porting import run_book_program
+
+CPU_NUM = 4
+_RUNS: dict = {}
+
+
+@pytest.fixture(autouse=True)
+def cpu_num(monkeypatch):
+    """As Paddle's tests set os.environ['CPU_NUM'] = '4' for their CPU places."""
+    monkeypatch.setenv("CPU_NUM", str(CPU_NUM))
+
+
+@pytest.fixture(scope="module")
+def harness():
+    return run_book_program("parallel_executor_check")
+
+
+def converge(harness, model: str, optimizer: str | None = None, **kwargs):
+    """check_network_convergence on Paddle's fixed batch; runs are cached by their
+    arguments (several comparisons share the plain data-parallel run)."""
+    key = (model, optimizer, tuple(sorted(kwargs.items())))
+    if key not in _RUNS:
+        if model == "se_resnext_small":
+            img, label = harness["init_data"](batch_size=16, img_shape=(3, 8, 8))
+        else:
+            img, label = harness["init_data"]()
+        opt = {None: None, "se_resnext": harness["se_resnext_optimizer"],
+               "sgd": lambda: harness["fluid"].optimizer.SGD(learning_rate=0.05),
+               "momentum": lambda: harness["fluid"].optimizer.Momentum(learning_rate=0.05,
+                                                                       momentum=0.9),
+               "adam": lambda: harness["fluid"].optimizer.Adam(learning_rate=0.01)}[optimizer]
+        first, last = harness["check_network_convergence"](
+            harness[model], feed_dict={"image": img, "label": label}, optimizer=opt, **kwargs)
+        first, last = float(np.mean(first)), float(np.mean(last))
+        assert last < first * 0.995, (model, optimizer, kwargs, first, last)  # it learns
+        _RUNS[key] = first, last
+        print(f"{model} {optimizer or 'adam'} {kwargs}: loss {first:.6f} -> {last:.6f}")
+    return _RUNS[key]
+
+
+def assert_same(a, b, first_delta, last_delta):
+    assert abs(a[0] - b[0]) <= first_delta, (a, b)
+    assert abs(a[1] - b[1]) <= last_delta, (a, b)
+
+
+def test_single_device_equals_data_parallel_on_four_places(harness):
+    """test_parallel_executor_mnist's simple_fc_parallel_accuracy: 1e-6 on both losses."""
+    single = converge(harness, "simple_fc_net", use_parallel_executor=False)
+    parallel = converge(harness, "simple_fc_net")
+    assert_same(single, parallel, 1e-6, 1e-6)
+
+
+@pytest.mark.parametrize("model", ["simple_fc_net", "fc_with_batchnorm"])
+def test_reduce_equals_all_reduce(harness, model):
+    """_compare_reduce_and_allreduce: first loss within 1e-6, last within 1e-4."""
+    all_reduce = converge(harness, model)
+    reduce = converge(harness, model, use_reduce=True)
+    assert_same(all_reduce, reduce, 1e-6, 1e-4)
+
+
+@pytest.mark.parametrize("model", ["simple_fc_net", "fc_with_batchnorm"])
+def test_fuse_elewise_add_act_equals_unfused(harness, model):
+    """test_fuse_elewise_add_act_pass: 1e-6 on both losses."""
+    plain = converge(harness, model)
+    fused = converge(harness, model, fuse_elewise_add_act_ops=True)
+    assert_same(plain, fused, 1e-6, 1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+def test_fuse_all_optimizer_ops_equals_unfused(harness, optimizer):
+    """test_fuse_optimizer_pass: 1e-6 on both losses, for SGD, Momentum and Adam."""
+    plain = converge(harness, "fc_with_batchnorm", optimizer)
+    fused = converge(harness, "fc_with_batchnorm", optimizer, fuse_all_optimizer_ops=True)
+    assert_same(plain, fused, 1e-6, 1e-6)
+
+
+@pytest.mark.parametrize("model", ["simple_fc_net", "fc_with_batchnorm"])
+def test_fuse_all_reduce_ops_equals_unfused(harness, model):
+    """test_fuse_all_reduce_pass: 1e-6 on both losses."""
+    plain = converge(harness, model)
+    fused = converge(harness, model, fuse_all_reduce_ops=True)
+    assert_same(plain, fused, 1e-6, 1e-6)
+
+
+def test_inplace_equals_plain(harness):
+    """test_ir_inplace_pass: enable_inplace changes no value."""
+    plain = converge(harness, "fc_with_batchnorm")
+    inplace = converge(harness, "fc_with_batchnorm", enable_inplace=True)
+    assert_same(plain, inplace, 1e-6, 1e-6)
+
+
+@pytest.mark.slow
+def test_se_resnext_reduce_and_fused_equal_all_reduce(harness):
+    """The seresnext tests at toy size: Reduce vs AllReduce, and every fusion and in-place
+    at once vs none (Momentum with cosine_decay and L2Decay, as seresnext_net trains)."""
+    all_reduce = converge(harness, "se_resnext_small", "se_resnext")
+    reduce = converge(harness, "se_resnext_small", "se_resnext", use_reduce=True)
+    assert_same(all_reduce, reduce, 1e-6, 1e-4)
+    fused = converge(harness, "se_resnext_small", "se_resnext", fuse_elewise_add_act_ops=True,
+                     fuse_all_optimizer_ops=True, fuse_all_reduce_ops=True,
+                     enable_inplace=True)
+    assert_same(all_reduce, fused, 1e-6, 1e-6)
