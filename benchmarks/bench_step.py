@@ -3,7 +3,7 @@
 Run ``python benchmarks/bench_step.py [--steps 50] [--warmup 10] [--models mlp cnn]``;
 see benchmarks/README.md for what is compared and the targets (ratio <= 1.05, < 100 us).
 ``--data-checks`` instead times graphc's steps with and without their data checks
-(Executor(check_data=...)), interleaved, and prints the ratio.
+(Executor(check_data=...)), alternating step by step, and prints the ratios.
 """
 
 from __future__ import annotations
@@ -336,27 +336,29 @@ def bench_tiny(calls: int) -> dict:
     return out
 
 
-def bench_data_checks(selected: list[str], steps: int, warmup: int, rounds: int) -> None:
+def bench_data_checks(selected: list[str], steps: int, warmup: int) -> None:
     """Each model's step with its data checks (labels in [0, classes): a device-side check,
-    a select that keeps the old state on a bad batch, the flag read before committing) and
-    without, in interleaved rounds; prints the medians and their ratio."""
-    print(f"data checks, median of {steps} steps, {rounds} interleaved rounds:")
-    print(f"{'model':<22}{'checks ms':>11}{'no checks ms':>14}{'ratio':>8}")
+    the update in a cond on it, the flag read before committing) and without, alternating
+    step by step (the order flips every step, so drift in the machine's speed hits both
+    alike); prints the median and the 10th percentile of each and their ratios."""
+    print(f"data checks, {steps} steps each, alternating:")
+    print(f"{'model':<22}{'checks ms':>11}{'no checks ms':>14}{'ratio':>8}"
+          f"{'p10 ratio':>11}")
     for name in selected:
         on, off = (GraphcRunner(cases([name])[0], check_data=c) for c in (True, False))
         batches = make_batches(cases([name])[0])
         for i in range(warmup):
             on(batches[i % len(batches)])
             off(batches[i % len(batches)])
-        t_on, t_off = [], []
-        per_round = math.ceil(steps / rounds)
-        while len(t_on) < steps:
-            n = min(per_round, steps - len(t_on))
-            t_on += time_steps(on, batches, n)
-            t_off += time_steps(off, batches, n)
-        a, b = statistics.median(t_on), statistics.median(t_off)
-        print(f"{name:<22}{a * 1e3:>11.3f}"
-              f"{b * 1e3:>14.3f}{a / b:>8.3f}", flush=True)
+        times: dict[bool, list[float]] = {True: [], False: []}
+        for i in range(steps):
+            for check in ((True, False) if i % 2 else (False, True)):
+                times[check] += time_steps(on if check else off, [batches[i % len(batches)]],
+                                           1)
+        a, b = statistics.median(times[True]), statistics.median(times[False])
+        p10 = [sorted(times[c])[len(times[c]) // 10] for c in (True, False)]
+        print(f"{name:<22}{a * 1e3:>11.3f}{b * 1e3:>14.3f}{a / b:>8.3f}{p10[0] / p10[1]:>11.3f}",
+              flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -372,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="time steps with and without data checks instead (see the doc)")
     args = ap.parse_args(argv)
     if args.data_checks:
-        bench_data_checks(args.models, args.steps, args.warmup, args.rounds)
+        bench_data_checks(args.models, args.steps, args.warmup)
         return 0
 
     print(f"graphc {graphc.__version__}, jax {jax.__version__}, Python "

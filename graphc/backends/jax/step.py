@@ -25,6 +25,7 @@ from ..data_checks import InvalidReport, collecting, ok, over_iterations, summar
 from ..evaluate import evaluate, evaluate_op
 from ..interpreter import resolve_fetch
 from ..precision import with_graphc_x64
+from ..selected_rows import SelectedRows
 
 
 class CompiledStep:
@@ -73,6 +74,7 @@ class CompiledStep:
         self.feed_names = [v.var.name for v in self.feed_inputs]
         self.created_names = [v.var.name for v in self.created_outputs]
         self._ops = graph.ops()
+        self._split_updates()
         self.uses_step_counter = any(_is_random(op) for op in self._ops)
         self.donate = donate
         self.check_data = check_data
@@ -96,52 +98,85 @@ class CompiledStep:
     def _jit(self, body):
         return jax.jit(body, donate_argnums=(0,) if self.donate else ())
 
+    def _split_updates(self) -> None:
+        """Split the ops for data checks: ``_update_ops`` are the ops whose outputs are all
+        final versions of updated state (the optimizer's, amp's loss-scale updates) and every
+        op downstream of one; the rest (``_pre_ops``, which never read an update op's
+        output) run first. ``_update_reads``: what the update ops read from the rest;
+        ``_update_outs``: what they produce that the step returns."""
+        graph, final = self.graph, set(self.updated_outputs)
+        updating: set = set()
+        for op in self._ops:
+            outs = [v for vals in graph.op_outputs(op).values() for v in vals]
+            ins = [v for vals in graph.op_inputs(op).values() for v in vals]
+            if (outs and all(v in final for v in outs)) or any(
+                    graph.producer(v) in updating for v in ins):
+                updating.add(op)
+        self._pre_ops = [op for op in self._ops if op not in updating]
+        self._update_ops = [op for op in self._ops if op in updating]
+        made = {v for op in self._update_ops for vals in graph.op_outputs(op).values()
+                for v in vals}
+        reads = {v: None for op in self._update_ops for vals in graph.op_inputs(op).values()
+                 for v in vals if v not in made}
+        old_of = dict(zip(self.updated_outputs, self.updated_inputs))
+        outs = [v for v in (*self.updated_outputs, *self.created_outputs,
+                            *self.fetch_values) if v in made]
+        self._update_outs = list(dict.fromkeys(outs))
+        for v in self._update_outs:  # a refused step returns the state it was given
+            if v in old_of:
+                reads.setdefault(old_of[v])
+        self._update_reads = list(reads)
+        self._old_of = old_of
+
     def _step(self, updated, readonly, feeds, step):
         """``step`` is None when no op is random (see ``_is_random``)."""
-        if not self.check_data:
-            return (*self._evaluate(updated, readonly, feeds, step), _NO_CHECKS)
-        with collecting() as reports:
-            outs = self._evaluate(updated, readonly, feeds, step, reports)
-        self.check_sites = [InvalidReport(r.op_type, r.where, r.slot, r.expected,
-                                          tuple(r.bad.shape), None, r.op) for r in reports]
-        if not reports:
-            return (*outs, _NO_CHECKS)
-        # The checks decide whether the step runs at all: the update sits in one branch of
-        # a cond, so it still updates the donated buffers in place (a select after it would
-        # keep the old values alive, and XLA would copy every updated buffer). What the
-        # first evaluation computed beyond the checks' inputs is dead code XLA drops.
-        checks = summarise(reports, self.replicas)
-        new_first, created_first, fetched_first = outs
-
-        def run(args):
-            return self._evaluate(*args, step)
-
-        def refuse(args):
-            old = tuple(o if o.shape == n.shape and o.dtype == n.dtype else n
-                        for o, n in zip(args[0], new_first))
-            return old, _zeros(created_first), _zeros(fetched_first)
-
-        new, created, fetched = lax.cond(ok(checks), run, refuse,
-                                         (tuple(updated), tuple(readonly), tuple(feeds)))
-        return new, created, fetched, checks
-
-    def _evaluate(self, updated, readonly, feeds, step, reports=None) -> tuple:
-        """(new updated, created, fetched); ``reports`` collects the rules' data checks, each
-        marked with its op (a grad op's are dropped: it re-reads what its forward op
-        checked)."""
         env = dict(zip(self.updated_inputs, updated))
         env.update(zip(self.readonly_inputs, readonly))
         env.update(zip(self.feed_inputs, feeds))
-        if reports is None:
+        if not self.check_data:
             evaluate(self.graph, env, step, self.replicas, ops=self._ops)
-        else:
-            for op in self._ops:
+            return (*self._outputs(env), _NO_CHECKS)
+        with collecting() as reports:
+            for op in self._pre_ops:
                 seen = len(reports)
                 evaluate_op(self.graph, op, env, step, self.replicas)
                 if forward_type(op.type) is not None:
-                    del reports[seen:]
+                    del reports[seen:]  # a grad op re-reads what its forward op checked
                 for r in reports[seen:]:
                     r.op = op
+        self.check_sites = [InvalidReport(r.op_type, r.where, r.slot, r.expected,
+                                          tuple(r.bad.shape), None, r.op) for r in reports]
+        if not reports:
+            evaluate(self.graph, env, step, self.replicas, ops=self._update_ops)
+            return (*self._outputs(env), _NO_CHECKS)
+        # The checks decide whether the update ops run at all: inside a cond they still
+        # update the donated buffers in place, and everything that reads the old state
+        # (the backward pass) has run before it, so XLA need not copy it.
+        checks = summarise(reports, self.replicas)
+        good = ok(checks)
+
+        def run(values):
+            env_u = dict(zip(self._update_reads, values))
+            evaluate(self.graph, env_u, step, self.replicas, ops=self._update_ops)
+            return tuple(env_u[v] for v in self._update_outs)
+
+        operands = tuple(env[v] for v in self._update_reads)
+        shapes = jax.eval_shape(run, operands)
+
+        def refuse(values):
+            env_u = dict(zip(self._update_reads, values))
+            return tuple(_same_or_zeros(env_u.get(self._old_of.get(v)), shape)
+                         for v, shape in zip(self._update_outs, shapes))
+
+        env.update(zip(self._update_outs, lax.cond(good, run, refuse, operands)))
+        # state the other ops write (batch norm's running statistics) is selected
+        made = set(self._update_outs)
+        env.update({out: jnp.where(good, env[out], env[old])
+                    for out, old in self._old_of.items()
+                    if out not in made and _same_type(env[out], env[old])})
+        return (*self._outputs(env), checks)
+
+    def _outputs(self, env) -> tuple:
         return (tuple(env[v] for v in self.updated_outputs),
                 tuple(env[v] for v in self.created_outputs),
                 tuple(env[v] for v in self.fetch_values))
@@ -273,8 +308,18 @@ class CompiledStep:
 _NO_CHECKS = np.zeros((0, 4), np.int64)
 
 
-def _zeros(values: tuple) -> tuple:
-    return jax.tree.map(jnp.zeros_like, values)
+def _same_type(a, b) -> bool:
+    return getattr(a, "shape", None) == getattr(b, "shape", None) and \
+        getattr(a, "dtype", None) == getattr(b, "dtype", None)
+
+
+def _same_or_zeros(old, shape):
+    """What a refused step returns for an update op's output: the state it was given when
+    that has the output's type, else zeros (fetches, and state whose type changes)."""
+    if old is not None and not isinstance(old, SelectedRows) and \
+            tuple(old.shape) == tuple(shape.shape) and old.dtype == shape.dtype:
+        return old
+    return jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), shape)
 
 
 def _keep_old_unless(good, new: tuple, old: Sequence) -> tuple:
