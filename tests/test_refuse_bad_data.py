@@ -98,6 +98,19 @@ def test_out_of_range_label_is_refused_and_nothing_commits(loss_kind, bad):
         np.testing.assert_allclose(scope[n], fresh[n], rtol=1e-6, err_msg=n)
 
 
+def test_a_program_without_updates_is_checked_too():
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup):
+        x = graphc.data("x", [-1, 3], "float32")
+        label = graphc.data("label", [-1, 1], "int64")
+        loss = layers.mean(layers.softmax_with_cross_entropy(layers.fc(x, CLASSES), label))
+    scope, exe = started(startup)
+    with pytest.raises(DataError, match=r"feed 'label' holds -3 at \[0, 0\]"):
+        exe.run(main, feed=feed_xy([-3, 1]), fetch_list=[loss], scope=scope)
+    (got,) = exe.run(main, feed=feed_xy([3, 1]), fetch_list=[loss], scope=scope)
+    assert np.isfinite(got).all()
+
+
 def test_ignore_index_is_legal_and_skipped():
     main, startup, loss = classifier(ignore_index=-1)
     scope, exe = started(startup)
