@@ -285,6 +285,9 @@ def test_a_rank_wrapper_kills_its_script_group_when_the_launcher_goes_away(tmp_p
         hello = conn.recv(4096).decode().split()
         assert hello[:4] == ["hello", "tok", "1", socket.gethostname()], hello
         assert wrapper.stdout.readline() == "[rank 1] ready\n"
+        deadline = time.monotonic() + 20  # the child may still be starting
+        while len(job_processes(marker)) < 3 and time.monotonic() < deadline:
+            time.sleep(0.1)
         assert len(job_processes(marker)) == 3  # wrapper, script, its child
         conn.close()  # the launcher is gone
         code = wrapper.wait(timeout=30)

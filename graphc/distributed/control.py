@@ -1,5 +1,6 @@
 """The launcher's side of ``graphc launch``'s control connections: one TCP connection per rank
-wrapper (rank.py) carrying its hello, the script's collective status and its exit status.
+wrapper (rank.py) carrying its hello, the script's collective status and its exit status
+(and the keepalive and parent-death helpers that the launcher and the wrappers share).
 
 From these the launcher knows which rank failed first, which ranks wait in a collective and
 which never arrived; closing the connections tells every wrapper to kill its script.
@@ -7,6 +8,7 @@ which never arrived; closing the connections tells every wrapper to kill its scr
 
 from __future__ import annotations
 
+import ctypes
 import secrets
 import selectors
 import signal
@@ -23,6 +25,17 @@ def keepalive(sock: socket.socket, idle: int = 30, interval: int = 10, count: in
                         ("TCP_KEEPCNT", count)):
         if hasattr(socket, name):  # Linux; elsewhere the system's defaults
             sock.setsockopt(socket.IPPROTO_TCP, getattr(socket, name), value)
+
+
+def parent_death_signal(sig: int):
+    """A preexec_fn that makes the child get ``sig`` when this process dies (Linux's
+    PR_SET_PDEATHSIG), or None where libc cannot be loaded. libc is loaded here, before the
+    fork: the child must not import or load anything."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    except OSError:
+        return None
+    return lambda: libc.prctl(1, sig)
 
 
 @dataclass

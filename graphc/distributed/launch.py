@@ -25,7 +25,7 @@ from pathlib import Path
 
 from ..ir.errors import GraphcError
 from . import watchdog
-from .control import ControlServer
+from .control import ControlServer, parent_death_signal
 
 EXIT_TIMEOUT = 124  # as timeout(1)
 GRACE_S = 5.0  # SIGTERM, then SIGKILL
@@ -170,15 +170,6 @@ def _raise_signalled(signum, _frame):
     raise _Signalled(signum)
 
 
-def _mpirun_dies_with_launcher() -> None:
-    """mpirun gets SIGTERM when this launcher dies (Linux), and then stops its ranks."""
-    try:
-        import ctypes
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
-
-
 def launch(args) -> int:
     """Run the job; returns its exit code: 0, the failing rank's status, 124 when ``--timeout``
     or the collective deadline stopped it, 128 + signal when the launcher was signalled."""
@@ -191,7 +182,9 @@ def launch(args) -> int:
     proc = None
     try:
         proc = subprocess.Popen(cmd, env=env, start_new_session=True,
-                                preexec_fn=_mpirun_dies_with_launcher)
+                                # mpirun gets SIGTERM when this launcher dies, and then
+                                # stops its ranks
+                                preexec_fn=parent_death_signal(signal.SIGTERM))
         return _watch(proc, server, args)
     except _Signalled as sig:
         name = signal.Signals(sig.signum).name

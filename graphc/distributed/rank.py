@@ -12,7 +12,6 @@ as one rank fails and say which. A child killed by a signal exits here as 128 + 
 
 from __future__ import annotations
 
-import ctypes
 import os
 import signal
 import socket
@@ -21,7 +20,7 @@ import sys
 import threading
 import time
 
-from .control import keepalive
+from .control import keepalive, parent_death_signal
 from .env import detect
 
 CONTROL_ENV = "GRAPHC_LAUNCH_CONTROL"  # host:port:token of the launcher (launch.py)
@@ -30,12 +29,6 @@ RUNNER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "script_runner
 GRACE_S = 3.0  # SIGTERM, then SIGKILL for what is left of the script's group
 
 
-def _die_with_parent() -> None:
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except OSError:
-        pass
 
 
 def _pump(stream, out, log, prefix: bytes) -> None:
@@ -136,7 +129,7 @@ def main(argv: list[str]) -> int:
     proc = subprocess.Popen([sys.executable, "-u", RUNNER, *argv], env=child_env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             pass_fds=() if status_w is None else (status_w,),
-                            process_group=0, preexec_fn=_die_with_parent)
+                            process_group=0, preexec_fn=parent_death_signal(signal.SIGKILL))
     if status_w is not None:
         os.close(status_w)
     script = _Script(proc)
