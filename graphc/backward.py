@@ -89,7 +89,9 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
 
     def grad_var(name: str, grad_name: str, sparse: bool = False) -> str:
         var = block.var(name)
-        block.create_var(grad_name, var.shape, var.dtype).selected_rows = sparse
+        # a LoD value's gradient has its LoD (docs/lod.md)
+        grad = block.create_var(grad_name, var.shape, var.dtype, lod_level=var.lod_level)
+        grad.selected_rows = sparse
         if sparse:
             sparse_grads.add(grad_name)
         return grad_name

@@ -88,8 +88,8 @@ def test_lodtensor_holds_an_array_and_feeds_like_it():
     (out,) = _run([fluid.layers.scale(x, 2.0)], {"x": t})
     np.testing.assert_allclose(out, arr * 2)
     assert t.lod() == [] and t.recursive_sequence_lengths() == []
-    with pytest.raises(core.LoDError, match="LoD .* not supported yet"):
-        t.set_recursive_sequence_lengths([[1, 1]])
+    t.set_recursive_sequence_lengths([[1, 1]])  # LoD: tests/test_lod_core.py
+    assert t.lod() == [[0, 1, 2]] and t.has_valid_recursive_sequence_lengths()
     with pytest.raises(graphc.GraphcError, match="holds no value"):
         np.array(core.LoDTensor())
 
@@ -166,8 +166,8 @@ def test_layers_data_refuses_bad_declarations_at_the_call_site():
                        match=r"layers.data 'x' at tests/test_fluid_surface.py:\d+: every "
                              r"dimension must be an integer.*2.5"):
         fluid.layers.data("x", [-1, 2.5])
-    with pytest.raises(graphc.ProgramError, match="LoD .*not supported yet"):
-        fluid.layers.data("words", [1], dtype="int64", lod_level=1)
+    with pytest.raises(graphc.ProgramError, match="lod_level=3; graphc takes LoD levels 0"):
+        fluid.layers.data("words", [1], dtype="int64", lod_level=3)
     with pytest.raises(graphc.ProgramError, match="shape must be a list"):
         fluid.layers.data("y", 13)
     fluid.layers.data("z", [2])
@@ -269,7 +269,7 @@ def test_fluid_one_hot_appends_depth():
     (fluid, "WeightNormParamAttr", "weight normalisation"),
     (fluid, "LoDTensorArray", "LoD"),
     (fluid, "no_such_api", "graphc does not provide it"),
-    (fluid.layers, "sequence_pool", "LoD"),
+    (fluid.layers, "sequence_softmax", "LoD"),
     (fluid.layers, "While", "control flow"),
     (fluid.layers, "no_such_layer", "graphc does not provide it"),
     (fluid.param_attr, "WeightNormParamAttr", "weight normalisation"),
@@ -433,8 +433,9 @@ def test_mnist_reads_paddles_cached_idx_files(tmp_path, monkeypatch):
 def test_create_lod_tensor_and_flags(caplog):
     dense = fluid.create_lod_tensor(np.arange(6.0).reshape(2, 3), [], fluid.CPUPlace())
     assert dense.shape() == [2, 3] and np.array(dense)[1, 2] == 5.0
-    with pytest.raises(core.LoDError, match=r"recursive_seq_lens=\[\[2, 1\]\]"):
-        fluid.create_lod_tensor(np.ones((3, 1)), [[2, 1]], fluid.CPUPlace())
+    with pytest.raises(core.LoDError, match=r"recursive_seq_lens=\[\[2, 2\]\] do not "
+                                            "describe data of shape"):
+        fluid.create_lod_tensor(np.ones((3, 1)), [[2, 2]], fluid.CPUPlace())
     with caplog.at_level("WARNING", logger="graphc.fluid"):
         fluid.set_flags({"FLAGS_cudnn_deterministic": True})
     assert "FLAGS_cudnn_deterministic has no effect" in caplog.text

@@ -415,6 +415,25 @@ def _roles():
         layers.scale(x, 0.5)
 
 
+@case("sequence_pool")
+def _sequence_pool():
+    ids = graphc.data("ids", [-1, 1], "int64", lod_level=1)
+    emb = layers.embedding(ids, [20, 4])
+    layers.sequence_pool(emb, "sqrt")
+    nested = graphc.data("nested", [-1, 3], lod_level=2)
+    layers.sequence_pool(nested, "max", pad_value=-1.0)  # lod2 -> lod1
+
+
+@case("sequence_first_step")
+def _sequence_first_step():
+    layers.sequence_first_step(graphc.data("seq", [-1, 3], lod_level=1))
+
+
+@case("sequence_last_step")
+def _sequence_last_step():
+    layers.sequence_last_step(graphc.data("seq", [-1, 3], lod_level=1))
+
+
 def test_every_layer_function_has_a_case():
     missing = sorted(set(layers.__all__) - {layer for layer, _ in CASES.values()})
     assert not missing, f"add round-trip cases for {missing}"

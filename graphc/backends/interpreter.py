@@ -11,12 +11,14 @@ import math
 from collections.abc import Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Value
 from .evaluate import evaluate, evaluate_op, evaluate_replicas
+from .lod import LoDArray
 from .precision import with_graphc_x64
 from .rules import Replicas
 from .rules.registry import replica_groups
@@ -54,7 +56,10 @@ def bind_inputs(graph: Graph, state: dict, feeds: dict) -> dict[Value, object]:
                 continue
             what = "feed" if v.var.kind == "feed" else "state variable"
             raise InterpreterError(f"missing {what} '{v.var.name}' ({v.type})")
-        env[v] = jnp.asarray(source[v.var.name])
+        value = source[v.var.name]
+        # a LoD feed arrives packed (runtime/lod.py): its arrays go in as they are
+        env[v] = jax.tree.map(jnp.asarray, value) if isinstance(value, LoDArray) else \
+            jnp.asarray(value)
     return env
 
 
@@ -202,4 +207,5 @@ def run_graph(graph: Graph, state: dict | None = None, feeds: dict | None = None
     else:
         evaluate_concurrently(graph, env, step, num_threads)
     new_state = {v.var.name: np.asarray(env[v]) for v in graph.outputs}
-    return new_state, [to_host(env[v]) for v in fetch_values]
+    return new_state, [env[v].numpy() if isinstance(env[v], LoDArray) else to_host(env[v])
+                       for v in fetch_values]

@@ -49,7 +49,14 @@ from . import (  # noqa: E402
     unique_name,
 )
 from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa: E402
-from .core import CPUPlace, CUDAPlace, LoDTensor, Scope, create_lod_tensor  # noqa: E402
+from .core import (  # noqa: E402
+    CPUPlace,
+    CUDAPlace,
+    LoDTensor,
+    Scope,
+    create_lod_tensor,
+    create_random_int_lodtensor,
+)
 from .executor import Executor, global_scope, scope_guard  # noqa: E402
 from .framework import (  # noqa: E402
     Parameter,
@@ -95,7 +102,8 @@ def release_memory(input_program=None, skip_opt_set=None):
 _LAZY = {"save": "graphc.io", "load": "graphc.io", "DataFeeder": "graphc.fluid.data_feeder"}
 
 __all__ = [
-    "average", "backward", "create_lod_tensor", "get_flags", "memory_optimize",
+    "average", "backward", "create_lod_tensor", "create_random_int_lodtensor", "get_flags",
+    "memory_optimize",
     "release_memory", "set_flags",
     "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy", "Executor",
     "LoDTensor", "MissingAPIError", "MissingModuleError", "ParallelExecutor", "ParamAttr",

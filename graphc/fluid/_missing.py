@@ -11,8 +11,8 @@ from ..ir.errors import GraphcError
 
 _DYGRAPH = ("graphc runs static programs only (no dygraph / imperative mode): build the model "
             "inside fluid.program_guard(main, startup) and run it with fluid.Executor")
-_LOD = ("LoD (ragged sequence) tensors are not supported yet (graphc's LoD issue); pad "
-        "sequences to a fixed length and use dense layers")
+_LOD = ("this LoD (ragged sequence) API is not implemented yet; LoD inputs, embedding, fc, "
+        "sequence_pool, sequence_first_step/last_step and mean are (docs/lod.md)")
 _PSERVER = ("parameter-server training is not supported yet (graphc's parameter-server "
             "issue); use collective training: fleet.init(is_collective=True) from "
             "graphc.fluid.incubate.fleet.collective")

@@ -4,21 +4,22 @@ LoDTensor, VarDesc.VarType dtypes, EOFException), backed by graphc's runtime."""
 from __future__ import annotations
 
 import jax
-import numpy as np
 
 from .. import io as _io
 from ..ir.errors import GraphcError
-from ..ir.types import normalize_dtype
+from ..runtime.lod import (  # the host LoD value and its checks live in the runtime
+    LoDError,
+    LoDTensor,
+    create_lod_tensor,
+    create_random_int_lodtensor,
+)
 from ..runtime.places import CPUPlace, CUDAPlace, Place, is_compiled_with_cuda
 from ..runtime.scope import Scope
 from ._missing import missing
 
 __all__ = ["CPUPlace", "CUDAPlace", "EOFException", "LoDError", "LoDTensor", "Place", "Scope",
-           "VarDesc", "get_cuda_device_count", "is_compiled_with_cuda"]
-
-
-class LoDError(GraphcError):
-    """A LoD (level-of-detail, ragged sequence) feature was asked for; graphc has none yet."""
+           "VarDesc", "create_lod_tensor", "create_random_int_lodtensor",
+           "get_cuda_device_count", "is_compiled_with_cuda"]
 
 
 # The DataLoader's end-of-epoch signal (``except fluid.core.EOFException: loader.reset()``).
@@ -65,74 +66,6 @@ class VarDesc:
         STEP_SCOPES = "step_scopes"
         READER = "reader"
         RAW = "raw"
-
-
-class LoDTensor:
-    """A host tensor as Fluid scripts build feeds: ``t = LoDTensor(); t.set(array, place)``,
-    ``np.array(t)``, ``t.shape()``. It feeds like the array it holds. LoD (sequence
-    lengths) is not supported yet: those methods raise LoDError."""
-
-    def __init__(self, array=None):
-        self._array = None if array is None else np.asarray(array)
-
-    def set(self, array, place=None) -> None:
-        if place is not None and not isinstance(place, Place):
-            raise GraphcError(f"LoDTensor.set: place must be a CPUPlace/CUDAPlace, got "
-                              f"{type(place).__name__}")
-        self._array = np.array(array)
-
-    def _value(self) -> np.ndarray:
-        if self._array is None:
-            raise GraphcError("LoDTensor holds no value yet; call t.set(array, place) first")
-        return self._array
-
-    def __array__(self, dtype=None, copy=None):
-        arr = self._value()
-        return arr.astype(dtype) if dtype is not None else arr
-
-    def shape(self) -> list[int]:
-        return list(self._value().shape)
-
-    def _dtype(self):
-        return normalize_dtype(self._value().dtype)
-
-    def numpy(self) -> np.ndarray:
-        return self._value()
-
-    def _lod(self, what: str):
-        raise LoDError(f"LoDTensor.{what}: LoD (ragged sequences) is not supported yet "
-                       "(graphc's LoD issue); pad sequences to a fixed length and feed a "
-                       "dense array")
-
-    def set_lod(self, lod):
-        self._lod("set_lod")
-
-    def set_recursive_sequence_lengths(self, lengths):
-        self._lod("set_recursive_sequence_lengths")
-
-    def lod(self):
-        return []  # a dense tensor: no levels
-
-    def recursive_sequence_lengths(self):
-        return []
-
-    def has_valid_recursive_sequence_lengths(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return f"LoDTensor({self._array!r})"
-
-
-def create_lod_tensor(data, recursive_seq_lens, place) -> LoDTensor:
-    """``fluid.create_lod_tensor``: a dense tensor when ``recursive_seq_lens`` is empty;
-    sequence lengths need LoD, which is not supported yet (LoDError)."""
-    if recursive_seq_lens:
-        raise LoDError(f"create_lod_tensor: recursive_seq_lens={recursive_seq_lens!r} asks for "
-                       "LoD (ragged sequences), which is not supported yet (graphc's LoD "
-                       "issue); pad sequences to a fixed length and feed a dense array")
-    tensor = LoDTensor()
-    tensor.set(np.asarray(data.__array__() if isinstance(data, LoDTensor) else data), place)
-    return tensor
 
 
 def __getattr__(name: str):

@@ -56,7 +56,7 @@ class Variable:
     def type(self) -> TensorType:
         if self.shape is None:
             raise ProgramError(f"variable '{self.name}' has no shape yet")
-        return TensorType(self.shape, self.dtype, self.selected_rows)
+        return TensorType(self.shape, self.dtype, self.selected_rows, self.lod_level)
 
     @property
     def is_parameter(self) -> bool:
@@ -357,6 +357,7 @@ class Block:
         # Only once every output checked out do new variables take their types.
         for var, t in untyped:
             var.shape, var.dtype, var.selected_rows = t.shape, t.dtype, t.sparse
+            var.lod_level = t.lod_level
         op = Operator(self, type, ins, outs, attrs, source, self.program._current_role)
         self.program._bump()
         return op

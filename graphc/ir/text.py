@@ -15,7 +15,7 @@ from .errors import GraphcError, ParseError
 from .graph import Graph, Op, Value, VarInfo, gc_paused
 from .ops import get_op_def as _get_op_def
 from .ops import has_op_def
-from .types import TensorType, dtype_from_short, short_dtype, sparse_type
+from .types import TensorType, dtype_from_short, lod_type, short_dtype, sparse_type
 
 # ---------------------------------------------------------------------------- printing
 
@@ -39,8 +39,6 @@ def var_flags(var: VarInfo) -> str:
         flags.append("trainable=false")
     if var.learning_rate != 1.0:
         flags.append(f"learning_rate={_json(var.learning_rate)}")
-    if var.lod_level:
-        flags.append(f"lod_level={var.lod_level}")
     if var.shard is not None:
         flags.append(f"shard={_json([var.shard[0], list(var.shard[1])])}")
     return " {" + ", ".join(flags) + "}" if flags else ""
@@ -48,6 +46,8 @@ def var_flags(var: VarInfo) -> str:
 
 def format_type(t: TensorType) -> str:
     dense = f"{short_dtype(t.dtype)}[{','.join(map(str, t.shape))}]"
+    if t.lod_level:  # a LoD value: lod1<i64[-1,1]> (docs/lod.md)
+        return f"lod{t.lod_level}<{dense}>"
     return f"selected_rows<{dense}>" if t.sparse else dense
 
 
@@ -129,6 +129,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SLOT = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")  # grad slots: Out@GRAD
 _TYPE = re.compile(r"([a-z0-9]+)\[([-0-9,]*)\]")
 _SPARSE_TYPE = "selected_rows<"
+_LOD_TYPE = re.compile(r"lod([0-9]+)<")
 _VAR_NAME = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')  # the Program's naming rule
 _DECODER = json.JSONDecoder()
 
@@ -265,21 +266,28 @@ class _Parser:
                              "of , : ( ) [ ] { } = # % \"", line.lineno, start, line.text)
         line.expect(":")
         sparse = line.accept(_SPARSE_TYPE)
-        m = line.match(_TYPE, "a type like f32[-1,10] or selected_rows<f32[100,8]>")
+        line.skip()
+        lod = None if sparse else _LOD_TYPE.match(line.text, line.pos)
+        if lod is not None:
+            line.pos = lod.end()
+        m = line.match(_TYPE, "a type like f32[-1,10], lod1<i64[-1,1]> or "
+                              "selected_rows<f32[100,8]>")
         try:
             dims = tuple(int(d) for d in m.group(2).split(",")) if m.group(2) else ()
             if any(d < -1 for d in dims):
                 raise ValueError("dimensions are -1 (unknown) or at least 0")
             dtype = dtype_from_short(m.group(1))
-            t = sparse_type(dims, dtype) if sparse else TensorType(dims, dtype)
+            t = sparse_type(dims, dtype) if sparse else \
+                lod_type(dims, dtype, int(lod.group(1))) if lod else TensorType(dims, dtype)
         except (ValueError, GraphcError) as exc:
             raise line.error(f"bad type '{m.group()}': {exc}") from None
-        if sparse:
+        if sparse or lod:
             line.expect(">")
         flags = self.flags(line) if line.peek("{") else None
         var = g.vars.get(base)
         if var is None:
             var = g._new_var(self.var_info(base, flags or {}, line))
+            var.lod_level = t.lod_level or var.lod_level  # the type carries it (old text: a flag)
         elif flags is not None:
             raise line.error(f"flags for '{base}' were already given at its first occurrence")
         if name in g.values:

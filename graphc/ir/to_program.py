@@ -39,7 +39,7 @@ def graph_to_program(graph: Graph) -> Program:
                 block, name, v.type.shape, v.type.dtype,
                 persistable=same and info.persistable, stop_gradient=info.stop_gradient,
                 is_data=same and info.kind == "feed", need_check_feed=same and info.kind == "feed",
-                lod_level=info.lod_level, selected_rows=v.type.sparse)
+                lod_level=v.type.lod_level, selected_rows=v.type.sparse)
 
     def assign(v: Value, at: int) -> None:
         nonlocal fresh

@@ -1,7 +1,7 @@
 """Dtypes and tensor types of the IR: canonical names, short names, printing.
 
-A TensorType is a shape (``-1`` for an unknown batch dimension), a dtype name and whether
-the value is row-sparse (Paddle's SelectedRows) rather than dense.
+A TensorType is a shape (``-1`` for an unknown batch dimension), a dtype name, whether
+the value is row-sparse (Paddle's SelectedRows) rather than dense, and its LoD level.
 """
 
 from __future__ import annotations
@@ -63,6 +63,9 @@ def dtype_from_short(short: str) -> str:
 # replicas exchange compared with int64.
 ROWS_DTYPE = "int32"
 MAX_SPARSE_HEIGHT = 2 ** 31 - 2
+# LoD (variable-length sequences, docs/lod.md): level 1 = sequences of tokens, level 2 =
+# sequences of sub-sequences of tokens. Paddle allows deeper nesting; no Fluid model uses it.
+MAX_LOD_LEVEL = 2
 
 
 class TensorType(NamedTuple):
@@ -74,15 +77,27 @@ class TensorType(NamedTuple):
     As in Paddle, ``n`` is not part of the static type: the step knows it when it runs (one
     row per looked-up id). Rows may repeat (their values add up); a row index equal to the
     height is padding (its values are zero and ignored).
+
+    ``lod_level`` > 0 marks a LoD value (Paddle's LoDTensor with a LoD, docs/lod.md): a
+    ragged batch of ``lod_level``-nested sequences whose tokens are stacked along dim 0, so
+    ``shape[0]`` counts tokens (-1: known when run). Printed ``lod1<f32[-1,8]>``.
     """
 
     shape: tuple[int, ...]
     dtype: str
     sparse: bool = False
+    lod_level: int = 0
 
     def __str__(self) -> str:
         dense = f"{_SHORT[self.dtype]}[{','.join(map(str, self.shape))}]"
+        if self.lod_level:
+            return f"lod{self.lod_level}<{dense}>"
         return f"selected_rows<{dense}>" if self.sparse else dense
+
+    def with_lod(self, lod_level: int) -> TensorType:
+        """The same type at another LoD level (0: the dense type of its packed tokens)."""
+        return self if lod_level == self.lod_level else TensorType(
+            self.shape, self.dtype, self.sparse, lod_level)
 
     @property
     def rank(self) -> int:
@@ -96,7 +111,7 @@ class TensorType(NamedTuple):
 
     def dense(self) -> TensorType:
         """The dense tensor type a row-sparse value stands for (itself when dense)."""
-        return TensorType(self.shape, self.dtype) if self.sparse else self
+        return TensorType(self.shape, self.dtype, False, self.lod_level) if self.sparse else self
 
     def numel(self) -> int:
         """Number of elements held, or -1 when unknown (always, for a row-sparse value)."""
@@ -119,7 +134,18 @@ def types_compatible(a: TensorType, b: TensorType) -> bool:
     verifier demands of a declared type against the inferred one."""
     if a == b:
         return True
-    return a.dtype == b.dtype and a.sparse == b.sparse and dims_compatible(a.shape, b.shape)
+    return a.dtype == b.dtype and a.sparse == b.sparse and a.lod_level == b.lod_level and \
+        dims_compatible(a.shape, b.shape)
+
+
+def lod_type(shape, dtype: str, lod_level: int) -> TensorType:
+    """The TensorType of a LoD value: ``shape[0]`` counts tokens (-1 when fed)."""
+    shape = tuple(shape)
+    if not (isinstance(lod_level, int) and 0 <= lod_level <= MAX_LOD_LEVEL):
+        raise ShapeError(f"lod_level must be 0, 1 or 2 (graphc's LoD levels), got {lod_level!r}")
+    if lod_level and not shape:
+        raise ShapeError("a LoD value needs a token dimension: its shape cannot be a scalar")
+    return TensorType(shape, dtype, False, lod_level)
 
 
 def dims_compatible(a: tuple[int, ...], b: tuple[int, ...]) -> bool:

@@ -10,7 +10,7 @@ from .errors import GraphcError, VerifyError
 from .graph import Graph, Op, Value, VarInfo
 from .ops import get_op_def, has_op_def
 from .program import ROLES
-from .types import DTYPES, TensorType, types_compatible
+from .types import DTYPES, MAX_LOD_LEVEL, TensorType, types_compatible
 
 CONTEXT_OPS = 3
 
@@ -65,7 +65,9 @@ def _verify_records(graph: Graph, nodes_ops: set, nodes_vals: set) -> None:
         if not (isinstance(t, TensorType) and isinstance(t.shape, tuple)
                 and all(type(d) is int and d >= -1 for d in t.shape)
                 and isinstance(t.dtype, str) and t.dtype in DTYPES
-                and isinstance(t.sparse, bool)):
+                and isinstance(t.sparse, bool)
+                and type(t.lod_level) is int and 0 <= t.lod_level <= MAX_LOD_LEVEL
+                and not (t.sparse and t.lod_level) and not (t.lod_level and not t.shape)):
             _fail(graph, f"value %{v.name} has a malformed type {t!r}",
                   op=graph.producer(v) if v in graph._pred else None)
         if not isinstance(var, VarInfo) or var.kind not in _KINDS:
@@ -124,6 +126,9 @@ def _verify(graph: Graph) -> None:
         if v.type.sparse:
             _fail(graph, f"graph input %{v.name} is row-sparse ({v.type}); feeds and state "
                          "are dense tensors")
+        if v.type.lod_level and v.var.kind != "feed":
+            _fail(graph, f"graph input %{v.name} is a LoD value ({v.type}) but not a feed; "
+                         "state (params, persistables) holds dense tensors")
     for v in graph.outputs:
         if v not in nodes_vals:
             _fail(graph, f"graph output %{v.name} is not a value of the graph")
@@ -143,6 +148,10 @@ def _verify(graph: Graph) -> None:
         if producers and v in inputs:
             _fail(graph, f"%{v.name} is a graph input and is also defined by an op",
                   op=producers[0])
+        if v.type.lod_level and v.var.persistable:
+            _fail(graph, f"persistable variable '{v.var.name}' holds a LoD value "
+                         f"(%{v.name}: {v.type}); state holds dense tensors (pool the "
+                         "sequences first)", op=graph.producer(v))
         if v.type.sparse and v.var.persistable:
             _fail(graph, f"persistable variable '{v.var.name}' holds a row-sparse value "
                          f"(%{v.name}: {v.type}); state is dense", op=graph.producer(v))
@@ -198,8 +207,9 @@ def _verify_op(graph: Graph, op: Op, order: list[Op]) -> None:
                          f"{len(types)}", op, order)
         for v, t in zip(vals, types):
             if not types_compatible(v.type, t):
-                what = "shape mismatch" if v.type.sparse == t.sparse \
-                    else "row-sparse and dense differ"
+                what = "row-sparse and dense differ" if v.type.sparse != t.sparse \
+                    else "LoD levels differ" if v.type.lod_level != t.lod_level \
+                    else "shape mismatch"
                 _fail(graph, f"output '{slot}' %{v.name} is declared {v.type} but the op "
                              f"produces {t} ({what})", op, order)
 

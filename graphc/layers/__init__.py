@@ -111,6 +111,7 @@ from .math import (
 from .math_op_patch import monkey_patch_variable
 from .metric_op import auc
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
+from .sequence import sequence_first_step, sequence_last_step, sequence_pool
 from .tensor import (
     assign,
     cast,
@@ -141,7 +142,8 @@ __all__ = [
     "merge_selected_rows", "mse_loss", "natural_exp_decay", "noam_decay", "not_equal", "one_hot",
     "ones", "ones_like", "piecewise_decay", "polynomial_decay", "pool2d", "pow", "range",
     "rank_loss", "reduce_all", "reduce_any", "reduce_max", "reduce_mean", "reduce_min",
-    "reduce_prod", "reduce_sum", "relu", "reshape", "scale", "scatter", "shape", "sigmoid",
+    "reduce_prod", "reduce_sum", "relu", "reshape", "scale", "scatter", "sequence_first_step",
+    "sequence_last_step", "sequence_pool", "shape", "sigmoid",
     "sigmoid_cross_entropy_with_logits", "sign", "slice", "smooth_l1", "softmax",
     "softmax_with_cross_entropy", "split", "sqrt", "square", "square_error_cost", "squeeze",
     "stack", "strided_slice", "sums", "tanh", "topk", "transpose", "uniform_random_batch_size_like",

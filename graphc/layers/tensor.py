@@ -36,15 +36,20 @@ def declare_data(name: str, shape, dtype="float32", lod_level: int = 0,
     """Declare a fed input with its shape as given (``graphc.data`` / ``fluid.data``): the
     batch dimension is explicit, ``-1`` (or None) where unknown."""
     dims = _data_dims(name, shape, layer)
-    if lod_level:
-        raise ProgramError(f"{layer} '{name}': lod_level={lod_level} asks for a LoD (ragged "
-                           "sequence) input; LoD is not supported yet (graphc issue: LoD), "
-                           "pad sequences to a fixed length and declare lod_level=0")
+    if isinstance(lod_level, bool) or lod_level not in (0, 1, 2):
+        raise ProgramError(f"{layer} '{name}': lod_level={lod_level!r}; graphc takes LoD "
+                           "levels 0 (dense), 1 (sequences) and 2 (sequences of "
+                           "sub-sequences), see docs/lod.md")
+    if lod_level and (not dims or dims[0] != -1):
+        # a LoD value's first dimension counts the tokens of the whole batch
+        raise ProgramError(f"{layer} '{name}': lod_level={lod_level} needs an unknown first "
+                           f"dimension (the batch's token count, -1), got shape {dims}")
     block = default_main_program().global_block()
     if name in block.vars:
         raise ProgramError(f"{layer} '{name}' is already declared in this program")
     return block.create_var(name, dims, normalize_dtype(dtype), is_data=True,
-                            need_check_feed=True, stop_gradient=stop_gradient, lod_level=0)
+                            need_check_feed=True, stop_gradient=stop_gradient,
+                            lod_level=lod_level)
 
 
 def data(name: str, shape, append_batch_size=True, dtype="float32", lod_level: int = 0,

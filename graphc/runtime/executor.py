@@ -39,6 +39,7 @@ from ..ir.graph import Graph, lower
 from ..ir.program import Program, Variable, default_main_program
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
+from .lod import LoDArray, feed_signature, pack_feed, unpack
 from .places import CPUPlace, Place
 from .scope import Scope, global_scope
 
@@ -244,6 +245,11 @@ class Executor:
                                 "CompiledProgram whose exec_strategy.num_iteration_per_run "
                                 f"is {len(feed)}")
             return self._stack_feeds(prep, program, feed, iterations)
+        lod_feeds = sorted(n for n, v in prep.feeds.items() if v.type.lod_level)
+        if iterations > 1 and lod_feeds:
+            raise FeedError(f"num_iteration_per_run is {iterations} but feeds {lod_feeds} are "
+                            "LoD feeds, whose buckets differ from batch to batch; run LoD "
+                            "programs one iteration per call")
         if iterations > 1 and feed is not None and not isinstance(feed, Mapping):
             raise FeedError(f"num_iteration_per_run is {iterations}: feed must be a list of "
                             f"{iterations} feed dicts or a dict of arrays stacked on a new "
@@ -314,6 +320,9 @@ class Executor:
                 raise FeedError(f"feed '{name}' is not a variable of the program; data "
                                 f"variables are: {sorted(prep.feeds) or 'none'}")
             want = target.type
+            if want.lod_level:  # packed into a size bucket here (runtime/lod.py)
+                arrays[name] = self._lod_feed(prep, name, value, want, split)
+                continue
             if isinstance(value, _ARRAY_TYPES):
                 arr = value
                 if arr.dtype != prep.feed_dtypes[name] and isinstance(arr, jax.Array) and \
@@ -351,8 +360,20 @@ class Executor:
             if name not in arrays:
                 raise FeedError(f"missing feed '{name}' ({prep.feeds[name].type}); the "
                                 "program reads it")
-        sig = tuple((n, a.shape) for n, a in sorted(arrays.items()))
+        sig = tuple((n, feed_signature(a)) for n, a in sorted(arrays.items()))
         return arrays, sig
+
+    @staticmethod
+    def _lod_feed(prep: _Prepared, name: str, value, want, split: bool) -> LoDArray:
+        """A LoD feed as the step's LoDArray; under data parallelism each device gets whole
+        sequences (docs/lod.md)."""
+        if prep.devices and (not split or prep.feed_parts != len(prep.devices)):
+            raise FeedError(f"feed '{name}' is a LoD feed: give one feed dict for all "
+                            "devices of this process (its sequences are split over them); "
+                            "per-device feed lists and multi-process runs do not take LoD "
+                            "feeds yet")
+        return pack_feed(name, value, want, prep.feed_dtypes[name],
+                         prep.feed_parts if prep.devices else 1)
 
     # -- run -------------------------------------------------------------------------------
     @with_graphc_x64  # graphc's 64-bit types, in graphc's own work only (backends/precision)
@@ -430,7 +451,9 @@ class Executor:
         fetched = [from_rows(a, v.var.shard[1]) if v.var.shard is not None and
                    not (isinstance(step, DataParallelStep) and step.num_iterations > 1) else a
                    for a, v in zip(fetched, step.fetch_values)]
-        return [_fetched(a, step.num_iterations, return_numpy) for a in fetched]
+        blocks = step.nranks if isinstance(step, DataParallelStep) else 1
+        return [_fetched(unpack(a, blocks) if isinstance(a, LoDArray) else a,
+                         step.num_iterations, return_numpy) for a in fetched]
 
     @staticmethod
     def _initialise_created_state(step: CompiledStep, scope: Scope) -> None:

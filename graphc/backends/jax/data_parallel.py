@@ -27,6 +27,7 @@ from jax.sharding import PartitionSpec as P
 
 from ...ir.errors import GraphcError
 from ...ir.graph import Graph
+from ..lod import LoDArray
 from ..precision import with_graphc_x64
 from ..rules import Replicas
 from ..rules.registry import replica_groups
@@ -122,8 +123,9 @@ class DataParallelStep(CompiledStep):
             new, created, fetched, checks = body(updated, readonly, feeds, step)
             # a per-replica scalar becomes [1], so the merged fetch is [nranks]; a row-sparse
             # fetch becomes its replica's block of the concatenation (see replica_block)
+            # a LoD fetch keeps its device's bucket: the runtime unpacks every block
             fetched = tuple(replica_block(f, self.replicas.axis_index(), self.nranks)
-                            if isinstance(f, SelectedRows)
+                            if isinstance(f, SelectedRows) else f if isinstance(f, LoDArray)
                             else f.reshape(f.shape[:lead] + (1,)) if f.ndim == lead else f
                             for f in fetched)
             return new, created, fetched, checks

@@ -14,6 +14,7 @@ import jax.numpy as jnp
 
 from ...ir.errors import GraphcError
 from ...ir.ops import get_op_def
+from ..lod import LoDArray, first_lod, unwrap, wrap_outputs
 from ..precision import with_graphc_x64
 from ..selected_rows import SelectedRows
 
@@ -119,6 +120,24 @@ def lowering(*op_types: str):
     return deco
 
 
+# Rules used instead of an op's own rule when a LoD value is among its inputs (docs/lod.md):
+# they receive LoDArrays as they are, e.g. ``mean`` over the real tokens only.
+_LOD_RULES: dict[str, Rule] = {}
+
+
+def lod_lowering(*op_types: str):
+    """Register ``fn(ctx, **inputs)`` for op types when a LoD value is among the inputs."""
+
+    def deco(fn: Rule) -> Rule:
+        for t in op_types:
+            if t in _LOD_RULES:
+                raise AssertionError(f"LoD lowering rule for {t} registered twice")
+            _LOD_RULES[t] = fn
+        return fn
+
+    return deco
+
+
 def cross_replica(*op_types: str):
     """Register the interpreter's joint (all replicas at once) semantics of op types."""
 
@@ -206,8 +225,15 @@ def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, l
         vals = ins.get(slot.name, [])
         kwargs[slot.name] = list(vals) if slot.duplicable else (vals[0] if vals else None)
     ctx = RuleContext(op_type, attrs, out_types, where, seed_key, step, replicas)
-    # Slot names such as "Out@GRAD" are not identifiers: such rules take **kw.
-    result = rule(ctx, **kwargs)
+    lod = first_lod(kwargs.values()) if opdef.lod_inputs else None
+    if lod is not None and op_type in _LOD_RULES:
+        result = _LOD_RULES[op_type](ctx, **kwargs)
+    elif lod is not None and opdef.lod == "rowwise":  # the rule sees the packed tokens
+        result = wrap_outputs(rule(ctx, **{k: unwrap(v) for k, v in kwargs.items()}),
+                              out_types, lod)
+    else:
+        # Slot names such as "Out@GRAD" are not identifiers: such rules take **kw.
+        result = rule(ctx, **kwargs)
     outs = {}
     for slot, types in out_types.items():
         if slot not in result:
@@ -247,6 +273,8 @@ def apply_cross_replica(op_type: str, attrs, ins: list[dict[str, list]],
 
 
 def _as_type(v, dtype: str):
+    if isinstance(v, LoDArray):
+        return v if v.data.dtype == dtype else v.astype(dtype)
     if isinstance(v, SelectedRows):
         return v if v.values.dtype == dtype else v.astype(dtype)
     v = jnp.asarray(v)

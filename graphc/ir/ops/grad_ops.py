@@ -98,6 +98,20 @@ def _make_infer(fwd: OpDef):
     return infer
 
 
+def _grad_lod_rule(fwd: OpDef, grad: OpDef) -> None:
+    """A grad op treats LoD values as its forward op does (docs/lod.md): the gradient of a
+    LoD input is a LoD value with the same LoD; the forward outputs and their gradients
+    that may be LoD are taken as such."""
+    lod_outs = [s for s in fwd.output_names if fwd.lod == "aware" or not fwd.lod_outputs
+                or s in fwd.lod_outputs]
+    inputs = {*fwd.lod_inputs, *lod_outs, *(s + GRAD_SUFFIX for s in lod_outs)}
+    type_from = GRAD_TYPE_FROM.get(fwd.type, {})
+    outputs = {s + GRAD_SUFFIX: tuple(x for x in (s, type_from.get(s)) if x in inputs)
+               for s in fwd.input_names}  # an empty tuple: a dense gradient (fc's W)
+    from .registry import set_lod_rule
+    set_lod_rule(grad, fwd.lod, inputs, outputs if fwd.lod == "rowwise" else None)
+
+
 def register_grad_ops() -> None:
     """Register ``T_grad`` for every differentiable forward op (idempotent)."""
     for op_type in list(_REGISTRY):
@@ -112,5 +126,7 @@ def register_grad_ops() -> None:
         _REGISTRY[gtype] = OpDef(gtype, tuple(ins), tuple(outs), dict(fwd.attrs),
                                  _make_infer(fwd), frozenset(), {},
                                  doc=f"gradient of {op_type}")
+        if fwd.lod_inputs:
+            _grad_lod_rule(fwd, _REGISTRY[gtype])
         if fwd.grad_maker is None:
             fwd.grad_maker = default_grad_maker(op_type)

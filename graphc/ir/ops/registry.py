@@ -145,6 +145,17 @@ class OpDef:
     # so an op whose rule expects arrays never receives one (its inference would pass the
     # sparse type through unexamined)
     sparse_inputs: frozenset[str] = frozenset()
+    # LoD (docs/lod.md): the input slots that accept LoD values (every other slot refuses
+    # them) and how the op treats them: "rowwise" (inference and the rule see the packed
+    # tokens as a dense tensor; each output in ``lod_outputs`` takes the LoD of the LoD
+    # inputs among its listed slots) or "aware" (inference and rule handle LoD themselves)
+    lod_inputs: frozenset[str] = frozenset()
+    lod: str = ""
+    lod_outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    # a row-wise op's last word: (attrs, dense input types, {slot: LoD level of LoD inputs},
+    # outputs with LoD attached) -> outputs; refuses what crosses tokens (softmax on axis 0)
+    # or drops the LoD where the token dimension is reduced (reduce_sum over dim 0)
+    lod_fixup: Callable | None = None
 
     def __post_init__(self):
         self.input_names = tuple(s.name for s in self.inputs)
@@ -204,11 +215,56 @@ class OpDef:
                 # waiting for a value (a control dependency) reads no data
                 if t.sparse and slot not in self.sparse_inputs and slot != CONTROL_SLOT:
                     raise self._refuse_sparse(slot, where)
+                if t.lod_level and slot not in self.lod_inputs and slot != CONTROL_SLOT:
+                    raise self._refuse_lod(slot, t, where)
+        lod_in = self.lod == "rowwise" and _lod_levels(ins)
+        if lod_in:  # the rule works on the packed tokens: infer on dense types
+            ins = {s: [t.with_lod(0) for t in ts] for s, ts in ins.items()}
         try:
             result = self.infer(InferContext(self.type, ins, attrs))
         except ShapeError as exc:
             raise ShapeError(f"{where}: {exc}") from None
-        return {k: (v if isinstance(v, list) else [v]) for k, v in result.items()}
+        out = {k: (v if isinstance(v, list) else [v]) for k, v in result.items()}
+        return self._rowwise_lod(lod_in, ins, attrs, out, where) if lod_in else out
+
+    def _rowwise_lod(self, levels: dict[str, int], ins, attrs, out, where: str):
+        """Outputs of a row-wise op take the LoD of their source slots' LoD inputs."""
+        for slot, types in ins.items():
+            if slot in levels or slot not in self.lod_inputs or not types:
+                continue
+            ref = next((ins[s][0] for s in levels if s in self.lod_inputs and ins.get(s)), None)
+            for t in types:  # a dense operand beside a LoD one must broadcast over tokens
+                if ref is not None and (
+                        (t.rank == ref.rank and t.rank and t.shape[0] != 1)
+                        or (t.rank < ref.rank and attrs.get("axis", -1) == 0)):
+                    raise ShapeError(
+                        f"{where}: input '{slot}' ({t}) is dense but spans the token "
+                        f"dimension of the LoD input '{next(iter(levels))}'; a dense operand "
+                        "of a LoD value must broadcast over its tokens (shape[0] == 1, or a "
+                        "lower rank aligned to the trailing dimensions)")
+        for slot, types in out.items():
+            sources = self.lod_outputs.get(slot, tuple(self.lod_inputs))
+            found = {levels[s] for s in sources if s in levels}
+            if len(found) > 1:
+                raise ShapeError(f"{where}: LoD inputs of op {self.type} have different LoD "
+                                 f"levels {sorted(found)}; they must share one LoD")
+            if found:
+                level = found.pop()
+                out[slot] = [t.with_lod(level) if t.rank else t for t in types]
+        if self.lod_fixup is not None:
+            try:
+                out = self.lod_fixup(attrs, ins, levels, out)
+            except ShapeError as exc:
+                raise ShapeError(f"{where}: {exc}") from None
+        return out
+
+    def _refuse_lod(self, slot: str, t: TensorType, where: str) -> ShapeError:
+        accepting = sorted(k for k, d in _REGISTRY.items() if d.lod_inputs
+                           and not k.endswith("_grad"))
+        return ShapeError(
+            f"{where}: input '{slot}' of op {self.type} is a LoD value ({t}: variable-length "
+            f"sequences), which this op does not take; ops that do: {', '.join(accepting)}. "
+            "Pool the sequences first (sequence_pool) or see docs/lod.md")
 
     def _refuse_sparse(self, slot: str, where: str) -> ShapeError:
         accepting = sorted(t for t, d in _REGISTRY.items() if d.sparse_inputs)
@@ -218,14 +274,25 @@ class OpDef:
             "with get_tensor_from_selected_rows, or build the embedding with is_sparse=False")
 
 
+def _lod_levels(ins: dict[str, list[TensorType]]) -> dict[str, int]:
+    """Slot -> LoD level of the slots holding LoD values (empty when none does)."""
+    levels = {}
+    for slot, types in ins.items():
+        for t in types:
+            if t.lod_level and slot != CONTROL_SLOT:
+                levels[slot] = t.lod_level
+    return levels
+
+
 _REGISTRY: dict[str, OpDef] = {}
 
 
 def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *,
              infer: InferFn, traits=(), inplace=None, doc: str = "",
-             sparse_inputs=()) -> OpDef:
+             sparse_inputs=(), lod_inputs=(), lod: str = "", lod_outputs=None) -> OpDef:
     """Register an op. Slots are a space-separated spec string: ``"X Y Bias?"``.
-    ``sparse_inputs``: input slots that accept row-sparse values (see OpDef)."""
+    ``sparse_inputs``: input slots that accept row-sparse values; ``lod_inputs``, ``lod``
+    and ``lod_outputs``: which slots take LoD values and how (see OpDef, docs/lod.md)."""
     if op_type in _REGISTRY:
         raise AssertionError(f"op {op_type} registered twice")
     adefs = {}
@@ -239,6 +306,8 @@ def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *
                   sparse_inputs=frozenset(sparse_inputs))
     unknown = opdef.sparse_inputs - set(opdef.input_names)
     assert not unknown, (op_type, "sparse_inputs names unknown slots", sorted(unknown))
+    if lod_inputs:
+        set_lod_rule(opdef, lod or "rowwise", lod_inputs, lod_outputs)
     _REGISTRY[op_type] = opdef
     return opdef
 
@@ -257,3 +326,22 @@ def has_op_def(op_type: str) -> bool:
 
 def all_op_types() -> list[str]:
     return sorted(_REGISTRY)
+
+
+LOD_MODES = ("rowwise", "aware")
+
+
+def set_lod_rule(opdef: OpDef | str, mode: str, inputs, outputs=None, fixup=None) -> OpDef:
+    """Declare how an op treats LoD values (docs/lod.md): ``mode`` "rowwise" or "aware",
+    ``inputs`` the slots that take them, ``outputs`` {output slot: input slots whose LoD it
+    takes} for a row-wise op (default: every output from every LoD input), ``fixup`` see
+    ``OpDef.lod_fixup``."""
+    opdef = get_op_def(opdef) if isinstance(opdef, str) else opdef
+    assert mode in LOD_MODES, (opdef.type, mode)
+    inputs = frozenset(inputs)
+    unknown = inputs - set(opdef.input_names) | set(outputs or {}) - set(opdef.output_names)
+    assert not unknown, (opdef.type, "LoD rule names unknown slots", sorted(unknown))
+    opdef.lod_inputs, opdef.lod = inputs, mode
+    opdef.lod_outputs = {k: tuple(v) for k, v in (outputs or {}).items()}
+    opdef.lod_fixup = fixup
+    return opdef

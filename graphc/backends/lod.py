@@ -1,0 +1,183 @@
+"""LoD values at run time (docs/lod.md): tokens packed into a size-bucketed buffer plus the
+sequence lengths, a JAX pytree; and the wrapper that runs row-wise rules on the tokens.
+
+``LoDArray(data, lengths)``: ``data`` is ``[T_cap, ...]``, the tokens of every sequence in
+order followed by padding rows, which hold zeros (every rule that makes a LoD value keeps
+them zero, so sums over tokens need no mask). ``lengths`` is a tuple, one int32 array per
+level: level 1 ``([N],)`` tokens per sequence; level 2 ``([N], [S_cap])`` sub-sequences per
+sequence and tokens per sub-sequence, the latter padded with zeros. Shapes are static, the
+counts are data: ``T_cap`` and ``S_cap`` are size buckets chosen at the feed boundary
+(runtime/lod_feed.py), ``N`` is the batch dimension.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+LENGTHS_DTYPE = jnp.int32
+
+
+@jax.tree_util.register_pytree_node_class
+class LoDArray:
+    """Packed tokens ``data`` ``[T_cap, ...]`` and per-level ``lengths`` (see the module doc).
+    Arrays are jax arrays inside a step and numpy arrays on the host."""
+
+    __slots__ = ("data", "lengths")
+
+    def __init__(self, data, lengths: tuple):
+        # no checks: JAX rebuilds pytrees from tracers and placeholders
+        self.data, self.lengths = data, tuple(lengths)
+
+    def tree_flatten(self):
+        return (self.data, *self.lengths), len(self.lengths)
+
+    @classmethod
+    def tree_unflatten(cls, levels, children):
+        return cls(children[0], tuple(children[1:1 + levels]))
+
+    # -- static facts ---------------------------------------------------------------------
+    @property
+    def lod_level(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        """The packed buffer's shape ``[T_cap, ...]`` (what a row-wise rule sees)."""
+        return tuple(self.data.shape)
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def capacity(self) -> int:
+        return int(self.data.shape[0])
+
+    @property
+    def num_sequences(self) -> int:
+        return int(self.lengths[0].shape[0])
+
+    def with_data(self, data) -> LoDArray:
+        return LoDArray(data, self.lengths)
+
+    def astype(self, dtype) -> LoDArray:
+        return LoDArray(self.data.astype(dtype), self.lengths)
+
+    # -- derived on device ----------------------------------------------------------------
+    def token_count(self):
+        """Real tokens (a traced scalar): the sum of the innermost lengths."""
+        return jnp.sum(self.lengths[-1])
+
+    def valid(self):
+        """``[T_cap]`` bool: which rows are tokens (the rest is padding)."""
+        return jnp.arange(self.capacity) < self.token_count()
+
+    def masked(self, data=None):
+        """``data`` (default: its own) with padding rows set to zero, as a LoDArray."""
+        data = self.data if data is None else data
+        keep = self.valid().reshape((-1,) + (1,) * (data.ndim - 1))
+        return LoDArray(jnp.where(keep, data, jnp.zeros((), data.dtype)), self.lengths)
+
+    def segment_ids(self):
+        """``[T_cap]`` int32: the innermost (sub-)sequence of each token; padding rows get
+        the number of innermost segments, one past the last (segment sums drop them)."""
+        return token_segments(self.lengths[-1], self.capacity)
+
+    def offsets(self):
+        """Start of each innermost (sub-)sequence in ``data``."""
+        lengths = self.lengths[-1]
+        return jnp.cumsum(lengths) - lengths
+
+    # -- host side --------------------------------------------------------------------------
+    def numpy(self) -> LoDArray:
+        return LoDArray(np.asarray(self.data), tuple(np.asarray(x) for x in self.lengths))
+
+    def __repr__(self) -> str:
+        return (f"LoDArray(level={self.lod_level}, data={getattr(self.data, 'shape', '?')} "
+                f"{getattr(self.data, 'dtype', '')}, sequences={self.lengths[0].shape})")
+
+
+def token_segments(lengths, capacity: int):
+    """Segment id of each of ``capacity`` rows for segments of ``lengths`` packed in order;
+    rows past the last segment get ``len(lengths)``."""
+    ends = jnp.cumsum(lengths.astype(LENGTHS_DTYPE))
+    rows = jnp.arange(capacity, dtype=LENGTHS_DTYPE)
+    return jnp.searchsorted(ends, rows, side="right").astype(LENGTHS_DTYPE)
+
+
+def segment_sum(data, lengths, capacity: int | None = None):
+    """Per-segment sums of packed ``data`` (padding rows dropped): ``[len(lengths), ...]``."""
+    n = lengths.shape[0]
+    seg = token_segments(lengths, data.shape[0] if capacity is None else capacity)
+    return jax.ops.segment_sum(data, seg, num_segments=n + 1)[:n]
+
+
+def first_lod(values) -> LoDArray | None:
+    for v in values:
+        if isinstance(v, LoDArray):
+            return v
+        if isinstance(v, list):
+            found = first_lod(v)
+            if found is not None:
+                return found
+    return None
+
+
+def unwrap(value):
+    """A rule's input as the row-wise rule sees it: the packed tokens of a LoD value."""
+    if isinstance(value, LoDArray):
+        return value.data
+    if isinstance(value, list):
+        return [unwrap(v) for v in value]
+    return value
+
+
+def wrap_outputs(result: dict, out_types: dict, ref: LoDArray) -> dict:
+    """Outputs whose type is a LoD type become LoD values with ``ref``'s lengths (a row-wise
+    op keeps the LoD), padding rows zeroed so every LoD value keeps zeros there."""
+    out = dict(result)
+    for slot, types in out_types.items():
+        if slot not in out or not any(t.lod_level for t in types):
+            continue
+        vals = out[slot]
+        many = isinstance(vals, list | tuple)
+        vals = list(vals) if many else [vals]
+        wrapped = [ref.masked(jnp.asarray(v)) if t.lod_level and not isinstance(v, LoDArray)
+                   else v for v, t in zip(vals, types)]
+        out[slot] = wrapped if many else wrapped[0]
+    return out
+
+
+def pool(x: LoDArray, pooltype: str, pad_value: float = 0.0):
+    """``sequence_pool`` of the innermost level: dense ``[N, ...]`` for level 1, a level-1
+    LoDArray of sub-sequences for level 2. Empty (sub-)sequences give ``pad_value``."""
+    lengths = x.lengths[-1]
+    n = lengths.shape[0]
+    data = x.data
+    seg = x.segment_ids()
+    shape = (n,) + (1,) * (data.ndim - 1)
+    count = lengths.reshape(shape).astype(data.dtype)
+    empty = (lengths == 0).reshape(shape)
+    if pooltype in ("SUM", "AVERAGE", "SQRT"):
+        out = jax.ops.segment_sum(data, seg, num_segments=n + 1)[:n]
+        if pooltype == "AVERAGE":
+            out = out / jnp.maximum(count, 1)
+        elif pooltype == "SQRT":
+            out = out / jnp.sqrt(jnp.maximum(count, 1))
+    elif pooltype == "MAX":
+        out = jax.ops.segment_max(data, seg, num_segments=n + 1)[:n]
+    elif pooltype in ("FIRST", "LAST"):
+        starts = x.offsets()
+        index = starts if pooltype == "FIRST" else starts + lengths - 1
+        out = jnp.take(data, jnp.clip(index, 0, data.shape[0] - 1), axis=0)
+    else:
+        raise ValueError(f"unknown pooltype {pooltype!r}")
+    out = jnp.where(empty, jnp.asarray(pad_value, data.dtype), out)
+    if x.lod_level == 1:
+        return out
+    # level 2: the pooled sub-sequences are the tokens of a level-1 value; rows past the
+    # real sub-sequences are padding and must be zero
+    outer = LoDArray(out, x.lengths[:1])
+    return outer.masked()

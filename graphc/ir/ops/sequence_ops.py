@@ -1,0 +1,86 @@
+"""Sequence ops over LoD values (sequence_pool, ...) and the LoD rules of the existing ops
+that take LoD inputs: the one table saying which ops keep, drop or refuse a LoD (docs/lod.md).
+"""
+
+from __future__ import annotations
+
+from ..errors import ShapeError
+from ..types import TensorType
+from . import loss_ops, manipulation_ops, math_extra_ops, math_ops, nn_ops, tensor_ops  # noqa: F401
+from .registry import InferContext, get_op_def, has_op_def, register, set_lod_rule
+from .shapes import normalize_axis
+
+POOL_TYPES = ("SUM", "AVERAGE", "SQRT", "MAX", "FIRST", "LAST")
+
+
+def _sequence_pool(c: InferContext):
+    x = c.x("X")
+    c.check(x.lod_level >= 1, f"X must be a LoD value (lod_level 1 or 2), got {x}; "
+                              "sequence_pool pools variable-length sequences")
+    c.check(x.rank >= 1, f"X needs a token dimension, got {x}")
+    c.check(c["pooltype"] in POOL_TYPES,
+            f"pooltype must be one of {list(POOL_TYPES)}, got {c['pooltype']!r}")
+    # level 1: one row per sequence (a dense batch); level 2: one token per sub-sequence
+    return {"Out": TensorType((-1, *x.shape[1:]), x.dtype, False, x.lod_level - 1)}
+
+
+register("sequence_pool", "X", "Out",
+         {"pooltype": ("str", "AVERAGE"), "is_test": ("bool", False),
+          "pad_value": ("float", 0.0)},
+         infer=_sequence_pool, lod_inputs=("X",), lod="aware",
+         doc="pool each innermost sequence: SUM, AVERAGE, SQRT, MAX, FIRST or LAST; empty "
+             "sequences give pad_value")
+
+
+# -- LoD rules of existing ops ---------------------------------------------------------------
+
+_ROWWISE_UNARY = ("relu", "sigmoid", "tanh", "exp", "sqrt", "square", "abs", "gelu",
+                  "leaky_relu", "scale", "cast", "log", "softplus", "softsign", "relu6",
+                  "elu", "hard_sigmoid", "swish", "brelu", "reciprocal", "rsqrt", "sin", "cos",
+                  "floor", "ceil", "round", "sign", "logsigmoid", "tanh_shrink",
+                  "hard_shrink", "soft_shrink", "thresholded_relu", "stanh", "hard_swish",
+                  "pow", "clip", "l2_normalize")
+_ROWWISE_BINARY = ("elementwise_add", "elementwise_sub", "elementwise_mul",
+                   "elementwise_div", "elementwise_max", "elementwise_min",
+                   "elementwise_pow", "elementwise_mod", "elementwise_floordiv")
+
+
+def _last_axis_only(attrs, ins, levels, out):
+    """softmax and friends normalise along an axis: never along the tokens."""
+    x = next(t for ts in ins.values() for t in ts)
+    axis = attrs.get("axis", -1)
+    if x.rank and normalize_axis(axis, x.rank) == 0:
+        raise ShapeError("axis 0 of a LoD value runs across the tokens of every sequence; "
+                         "use sequence_softmax, or an axis after the token dimension")
+    return out
+
+
+def _reduce_lod(attrs, ins, levels, out):
+    """Reducing the token dimension (dim 0, or all) sums every token: a dense result, exact
+    because padding rows hold zeros. Other dimensions keep the LoD."""
+    x = ins["X"][0]
+    dims = set(range(x.rank)) if attrs["reduce_all"] else {
+        normalize_axis(d, x.rank, "dim") for d in attrs["dim"]}
+    if 0 in dims:
+        return {k: [t.with_lod(0) for t in v] for k, v in out.items()}
+    return out
+
+
+for _name in _ROWWISE_UNARY:
+    if has_op_def(_name):
+        set_lod_rule(_name, "rowwise", ("X",))
+for _name in _ROWWISE_BINARY:
+    set_lod_rule(_name, "rowwise", ("X", "Y"))
+set_lod_rule("sum", "rowwise", ("X",))  # gradient accumulation of a LoD value used twice
+set_lod_rule("mul", "rowwise", ("X",))  # fc: tokens times a dense weight
+set_lod_rule("dropout", "rowwise", ("X",))
+set_lod_rule("lookup_table", "rowwise", ("Ids",))  # one embedding row per token
+set_lod_rule("softmax", "rowwise", ("X",), fixup=_last_axis_only)
+set_lod_rule("cross_entropy", "rowwise", ("X", "Label"))
+set_lod_rule("softmax_with_cross_entropy", "rowwise", ("Logits", "Label"),
+             fixup=_last_axis_only)
+set_lod_rule("sigmoid_cross_entropy_with_logits", "rowwise", ("X", "Label"))
+set_lod_rule("reduce_sum", "rowwise", ("X",), fixup=_reduce_lod)
+# mean over the real tokens only: its own rule when given a LoD value (rules/sequence.py)
+set_lod_rule("mean", "aware", ("X",))
+assert get_op_def("mean").lod == "aware"

@@ -1,0 +1,252 @@
+"""LoD values on the host (LoDTensor) and the one place they cross into and out of a step:
+packing a fed LoDTensor into size-bucketed LoDArrays, unpacking a fetched one (docs/lod.md).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..backends.lod import LoDArray
+from ..ir.errors import GraphcError
+from ..ir.types import MAX_LOD_LEVEL, TensorType, dims_compatible
+from .feeds import FeedError, convert_feed
+
+# The smallest token bucket: a batch of T tokens is padded to max(MIN_BUCKET, 2**ceil(log2 T))
+# rows, so batches of random lengths compile at most log2(max T / MIN_BUCKET) + 1 steps.
+MIN_BUCKET = int(os.environ.get("GRAPHC_LOD_MIN_BUCKET", "16"))
+
+
+class LoDError(GraphcError):
+    """Sequence lengths that do not describe a tensor: negative, a sum that is not the
+    tensor's row count, too many levels."""
+
+
+def bucket(n: int, minimum: int | None = None) -> int:
+    """The buffer size for ``n`` rows: the next power of two, at least ``minimum``."""
+    minimum = MIN_BUCKET if minimum is None else minimum
+    return max(int(minimum), 1 << max(int(n) - 1, 0).bit_length())
+
+
+def set_min_bucket(n: int) -> None:
+    """Set the smallest token bucket (default 16, or ``GRAPHC_LOD_MIN_BUCKET``)."""
+    global MIN_BUCKET
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise LoDError(f"the minimum LoD bucket must be an int >= 1, got {n!r}")
+    MIN_BUCKET = n
+
+
+# -- the host value ---------------------------------------------------------------------------
+
+def lengths_problem(lengths, rows: int) -> str | None:
+    """Why ``lengths`` (recursive sequence lengths) cannot describe ``rows`` rows, or None."""
+    if not isinstance(lengths, list | tuple) or len(lengths) > MAX_LOD_LEVEL:
+        return f"expected a list of at most {MAX_LOD_LEVEL} levels of lengths"
+    expect = None
+    for i, level in enumerate(lengths):
+        if not isinstance(level, list | tuple | np.ndarray):
+            return f"level {i} is a {type(level).__name__}, not a list of lengths"
+        if any(isinstance(n, bool) or not isinstance(n, int | np.integer) for n in level):
+            return f"level {i} holds a non-integer length"
+        if any(n < 0 for n in level):
+            return f"level {i} holds a negative length"
+        if expect is not None and len(level) != expect:
+            return (f"level {i} has {len(level)} lengths but level {i - 1}'s lengths sum to "
+                    f"{expect}")
+        expect = int(sum(int(n) for n in level))
+    if lengths and expect != rows:
+        return f"the last level's lengths sum to {expect} but the tensor has {rows} rows"
+    return None
+
+
+class LoDTensor:
+    """A host tensor and its recursive sequence lengths (Paddle's LoDTensor): what a LoD
+    feed takes and a LoD fetch returns. ``np.array(t)`` is the packed tokens ``[T, ...]``."""
+
+    def __init__(self, array=None, recursive_seq_lens=None):
+        self._array = None if array is None else np.asarray(array)
+        self._lengths: list[list[int]] = []
+        if recursive_seq_lens:
+            self.set_recursive_sequence_lengths(recursive_seq_lens)
+
+    def set(self, array, place=None) -> None:
+        from .places import Place
+        if place is not None and not isinstance(place, Place):
+            raise GraphcError(f"LoDTensor.set: place must be a CPUPlace/CUDAPlace, got "
+                              f"{type(place).__name__}")
+        self._array = np.array(array)
+
+    def _value(self) -> np.ndarray:
+        if self._array is None:
+            raise GraphcError("LoDTensor holds no value yet; call t.set(array, place) first")
+        return self._array
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self._value()
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def shape(self) -> list[int]:
+        return list(self._value().shape)
+
+    def numpy(self) -> np.ndarray:
+        return self._value()
+
+    def _dtype(self):
+        from ..ir.types import normalize_dtype
+        return normalize_dtype(self._value().dtype)
+
+    # -- LoD ------------------------------------------------------------------------------
+    def set_recursive_sequence_lengths(self, lengths) -> None:
+        if not isinstance(lengths, list | tuple) or len(lengths) > MAX_LOD_LEVEL or any(
+                not isinstance(level, list | tuple | np.ndarray) for level in lengths):
+            raise LoDError(f"recursive sequence lengths must be a list of at most "
+                           f"{MAX_LOD_LEVEL} lists of lengths, got {lengths!r}")
+        self._lengths = [[int(n) for n in level] for level in lengths]
+
+    def recursive_sequence_lengths(self) -> list[list[int]]:
+        return [list(level) for level in self._lengths]
+
+    def set_lod(self, lod) -> None:
+        """Offsets per level (``[[0, 2, 5]]``), as Paddle's ``set_lod``."""
+        lengths = []
+        for i, level in enumerate(lod or []):
+            level = [int(n) for n in level]
+            if not level or level[0] != 0 or any(b < a for a, b in zip(level, level[1:])):
+                raise LoDError(f"set_lod: level {i} offsets {level} must start at 0 and "
+                               "never decrease")
+            lengths.append([b - a for a, b in zip(level, level[1:])])
+        self.set_recursive_sequence_lengths(lengths)
+
+    def lod(self) -> list[list[int]]:
+        return [[0, *np.cumsum(level, dtype=np.int64).tolist()] for level in self._lengths]
+
+    def has_valid_recursive_sequence_lengths(self) -> bool:
+        return lengths_problem(self._lengths, self._value().shape[0] if
+                               self._value().ndim else 0) is None
+
+    def __repr__(self) -> str:
+        return f"LoDTensor({self._array!r}, recursive_seq_lens={self._lengths})"
+
+
+def create_lod_tensor(data, recursive_seq_lens, place=None) -> LoDTensor:
+    """A LoDTensor from a numpy array, a LoDTensor, or a list of sequences (each a list of
+    ints: tokens as int64 ``[T, 1]``, as Paddle), with lengths checked against the data."""
+    if isinstance(data, LoDTensor):
+        data = np.array(data)
+    elif isinstance(data, list):
+        lens = [len(seq) for seq in data]
+        if recursive_seq_lens and [lens] != [list(recursive_seq_lens[-1])]:
+            raise LoDError(f"create_lod_tensor: the sequences have lengths {lens} but "
+                           f"recursive_seq_lens ends with {recursive_seq_lens[-1]}")
+        flat = [tok for seq in data for tok in seq]
+        data = np.asarray(flat, dtype=np.int64).reshape(len(flat), 1)
+    tensor = LoDTensor()
+    tensor.set(np.asarray(data), place)
+    tensor.set_recursive_sequence_lengths(list(recursive_seq_lens or []))
+    problem = lengths_problem(tensor._lengths, tensor._value().shape[0]
+                              if tensor._value().ndim else 0)
+    if problem:
+        raise LoDError(f"create_lod_tensor: recursive_seq_lens={recursive_seq_lens!r} do not "
+                       f"describe data of shape {tensor.shape()}: {problem}")
+    return tensor
+
+
+def create_random_int_lodtensor(recursive_seq_lens, base_shape, place=None, low=0,
+                                high=1) -> LoDTensor:
+    """Random int64 tokens in ``[low, high]`` of shape ``[total, *base_shape]``."""
+    total = int(sum(recursive_seq_lens[-1])) if recursive_seq_lens else 0
+    data = np.random.randint(low, high + 1, size=[total, *base_shape]).astype(np.int64)
+    return create_lod_tensor(data, recursive_seq_lens, place)
+
+
+# -- the feed boundary ------------------------------------------------------------------------
+
+def pack_feed(name: str, value, want: TensorType, dtype, parts: int = 1) -> LoDArray:
+    """A fed LoDTensor for a LoD feed as the step's LoDArray (numpy): its sequences split
+    into ``parts`` equal groups (data-parallel devices), each group's tokens packed into the
+    same bucket, groups concatenated (the device split of dim 0 gives each its own)."""
+    if not isinstance(value, LoDTensor):
+        raise FeedError(f"feed '{name}' is declared with lod_level={want.lod_level} ({want}): "
+                        "give a LoDTensor (fluid.create_lod_tensor(data, "
+                        "recursive_seq_lens, place)) or feed through a DataFeeder, not a "
+                        f"{type(value).__name__}")
+    data = convert_feed(name, value._value(), dtype)
+    lengths = value.recursive_sequence_lengths()
+    if len(lengths) != want.lod_level:
+        raise FeedError(f"feed '{name}' has {len(lengths)} LoD level(s) "
+                        f"({lengths!r:.80}) but the program declares lod_level="
+                        f"{want.lod_level}")
+    problem = lengths_problem(lengths, data.shape[0] if data.ndim else 0)
+    if problem:
+        raise FeedError(f"feed '{name}': its sequence lengths do not describe its data of "
+                        f"shape {list(data.shape)}: {problem}")
+    if not dims_compatible(data.shape, want.shape):
+        raise FeedError(f"feed '{name}' has shape {list(data.shape)} but the program declares "
+                        f"{list(want.shape)} (tokens first; -1 matches any size)")
+    outer = np.asarray(lengths[0], np.int64)
+    n = outer.size
+    if n == 0:
+        raise FeedError(f"feed '{name}' holds no sequences: an empty batch; a step needs at "
+                        "least one sample (skip empty batches)")
+    if n % parts:
+        raise FeedError(f"feed '{name}' has {n} sequences, which do not split evenly over "
+                        f"{parts} devices; every device must get the same number of "
+                        f"sequences (a multiple of {parts})")
+    per = n // parts
+    inner = np.asarray(lengths[1], np.int64) if want.lod_level == 2 else None
+    # sub-sequence and token ranges of each device's sequences
+    sub_ends = np.concatenate([[0], np.cumsum(outer)])
+    groups_sub = [(int(sub_ends[p * per]), int(sub_ends[(p + 1) * per])) for p in range(parts)]
+    tokens_of = inner if inner is not None else outer
+    tok_ends = np.concatenate([[0], np.cumsum(tokens_of)])
+    if inner is not None:
+        groups_tok = [(int(tok_ends[a]), int(tok_ends[b])) for a, b in groups_sub]
+    else:
+        groups_tok = groups_sub
+    t_cap = bucket(max(b - a for a, b in groups_tok))
+    s_cap = bucket(max(b - a for a, b in groups_sub)) if inner is not None else 0
+    blocks, outs, inns = [], [], []
+    for p, (a, b) in enumerate(groups_tok):
+        block = np.zeros((t_cap, *data.shape[1:]), data.dtype)
+        block[:b - a] = data[a:b]
+        blocks.append(block)
+        outs.append(outer[p * per:(p + 1) * per])
+        if inner is not None:
+            sa, sb = groups_sub[p]
+            inn = np.zeros(s_cap, np.int64)
+            inn[:sb - sa] = inner[sa:sb]
+            inns.append(inn)
+    lens = (np.concatenate(outs).astype(np.int32),)
+    if inner is not None:
+        lens += (np.concatenate(inns).astype(np.int32),)
+    return LoDArray(np.concatenate(blocks), lens)
+
+
+def feed_signature(arr) -> tuple:
+    """What a compiled step depends on: the bucket and the number of sequences."""
+    if isinstance(arr, LoDArray):
+        return ("lod", tuple(arr.data.shape), *(tuple(x.shape) for x in arr.lengths))
+    return tuple(arr.shape)
+
+
+def unpack(arr: LoDArray, blocks: int = 1) -> LoDTensor:
+    """A fetched LoDArray as a LoDTensor: the real tokens of each of ``blocks`` device
+    blocks (one per data-parallel device, in order) and their lengths."""
+    host = arr.numpy()
+    data, lens = host.data, host.lengths
+    t_cap = data.shape[0] // blocks
+    n = lens[0].shape[0] // blocks
+    tokens, outer, inner = [], [], []
+    for p in range(blocks):
+        out_p = lens[0][p * n:(p + 1) * n].astype(np.int64)
+        outer.extend(out_p.tolist())
+        if len(lens) == 2:
+            s_cap = lens[1].shape[0] // blocks
+            inn = lens[1][p * s_cap:p * s_cap + int(out_p.sum())].astype(np.int64)
+            inner.extend(inn.tolist())
+            count = int(inn.sum())
+        else:
+            count = int(out_p.sum())
+        tokens.append(data[p * t_cap:p * t_cap + count])
+    return LoDTensor(np.concatenate(tokens), [outer, inner] if len(lens) == 2 else [outer])
