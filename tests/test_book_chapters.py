@@ -59,12 +59,18 @@ def mean(values):
     return float(np.mean(values))
 
 
+def report(what, losses):
+    """Visible with -s: the numbers these chapters reach."""
+    print(f"{what}: {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+
+
 # -- 01 fit_a_line ---------------------------------------------------------------------------
 def test_fit_a_line_trains_saves_and_infers(paddle_cache, tmp_path, fresh_scope):
     write_uci_housing(paddle_cache)
     book = run_book_program("fit_a_line")
     save_dir = str(tmp_path / "fit_a_line.inference.model")
     losses = book["train"](use_cuda=False, save_dirname=save_dir)
+    report("fit_a_line", losses)
     assert all(np.isfinite(losses))
     # 96 training rows in batches of 20: 5 steps a pass
     assert mean(losses[-5:]) < mean(losses[:5]) * 0.2, losses
@@ -76,13 +82,18 @@ def test_fit_a_line_trains_saves_and_infers(paddle_cache, tmp_path, fresh_scope)
 
 
 # -- 02 recognize_digits -------------------------------------------------------------------
-@pytest.mark.parametrize("nn_type", ["softmax_regression", "mlp", "conv"])
-def test_recognize_digits_trains_saves_and_infers(nn_type, paddle_cache, tmp_path,
+@pytest.mark.parametrize("nn_type,combined", [("softmax_regression", False), ("mlp", True),
+                                              ("conv", False)])
+def test_recognize_digits_trains_saves_and_infers(nn_type, combined, paddle_cache, tmp_path,
                                                   fresh_scope):
+    """Paddle's test saves with separate files and with model_filename/params_filename."""
     write_mnist(paddle_cache)
     book = run_book_program("recognize_digits")
     save_dir = str(tmp_path / f"recognize_digits_{nn_type}.inference.model")
-    losses, test_acc = book["train"](nn_type, use_cuda=False, save_dirname=save_dir)
+    files = dict(model_filename="__model_combined__" if combined else None,
+                 params_filename="__params_combined__" if combined else None)
+    losses, test_acc = book["train"](nn_type, use_cuda=False, save_dirname=save_dir, **files)
+    report(f"recognize_digits {nn_type}", losses)
     # 256 images in batches of 32: 8 steps a pass, two passes
     assert len(losses) == 16
     assert mean(losses[-4:]) < mean(losses[:4]) * 0.5, losses
@@ -90,11 +101,14 @@ def test_recognize_digits_trains_saves_and_infers(nn_type, paddle_cache, tmp_pat
     import graphc.dataset as paddle_dataset
     probe = [sample for sample, _ in zip(paddle_dataset.mnist.test()(), range(32))]
     images = np.stack([s[0] for s in probe]).reshape(32, 1, 28, 28).astype("float32")
-    got = book["infer"](use_cuda=False, save_dirname=save_dir, images=images)
+    got = book["infer"](use_cuda=False, save_dirname=save_dir, images=images, **files)
     assert got.shape == (32, 10)
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
     # the loaded model classifies as the trained one did on the test set
     assert np.mean(got.argmax(axis=1) == [s[1] for s in probe]) > 0.6
+    if combined:
+        import os
+        assert {"__model_combined__", "__params_combined__"} <= set(os.listdir(save_dir))
 
 
 # -- 03 image_classification ---------------------------------------------------------------
@@ -132,6 +146,7 @@ def test_image_classification_trains_saves_and_infers(net_type, tmp_path, fresh_
     save_dir = str(tmp_path / f"image_classification_{net_type}.inference.model")
     losses, test_acc, test_probs = book["train"](net_type, use_cuda=False,
                                                  save_dirname=save_dir, **cfg)
+    report(f"image_classification {net_type}", losses)
     # 192 images in batches of 16: 12 steps a pass
     assert len(losses) == 12 * cfg["num_passes"]
     assert mean(losses[-6:]) < mean(losses[:6]) * 0.7, losses
@@ -173,6 +188,7 @@ def test_word2vec_with_a_shared_embedding_trains_saves_and_infers(is_sparse, tmp
         inject={"synthetic_dict": synthetic_dict, "synthetic_ngrams": synthetic_ngrams})
     save_dir = str(tmp_path / "word2vec.inference.model")
     losses = book["train"](use_cuda=False, is_sparse=is_sparse, save_dirname=save_dir)
+    report(f"word2vec is_sparse={is_sparse}", losses)
     # 256 n-grams in batches of 32: 8 steps a pass, six passes
     assert len(losses) == 48
     assert mean(losses[-4:]) < mean(losses[:4]) * 0.7, losses

@@ -111,3 +111,20 @@ def test_se_resnext_reduce_and_fused_equal_all_reduce(harness):
                      fuse_all_optimizer_ops=True, fuse_all_reduce_ops=True,
                      enable_inplace=True)
     assert_same(all_reduce, fused, 1e-6, 1e-6)
+
+
+def test_parallel_executor_with_per_device_feeds_equals_one_device(harness):
+    """fluid.ParallelExecutor fed by DataFeeder.decorate_reader(multi_devices=True) (one
+    minibatch per place) trains as one device on the same minibatches put together."""
+    img, label = harness["init_data"](batch_size=128)
+
+    def reader():
+        yield from zip(img, label)
+
+    parallel = harness["train_with_feeder"](harness["simple_fc_net"], reader)
+    single = harness["train_with_feeder"](harness["simple_fc_net"], reader,
+                                          use_parallel_executor=False)
+    print(f"ParallelExecutor + decorate_reader: loss {parallel[0]:.6f} -> {parallel[-1]:.6f}")
+    assert len(parallel) == len(single) == 8  # 128 samples = 4 steps of 4 x 8, two passes
+    np.testing.assert_allclose(parallel, single, rtol=0, atol=1e-6)
+    assert np.mean(parallel[-2:]) < np.mean(parallel[:2]) * 0.95, parallel

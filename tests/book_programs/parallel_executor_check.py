@@ -9,6 +9,7 @@ import os
 import time
 
 import numpy as np
+import paddle
 import paddle.fluid as fluid
 import paddle.fluid.core as core
 from paddle.fluid import compiler
@@ -188,3 +189,42 @@ def check_network_convergence(method, use_cuda=False, iter=5, batch_size=None,
         if math.isnan(float(avg_last_loss_val)) or math.isnan(float(avg_first_loss_val)):
             raise AssertionError("got NaN loss, training failed.")
     return first_loss, last_loss
+
+
+def train_with_feeder(method, reader, use_parallel_executor=True, seed=1, batch_size=8,
+                      passes=2):
+    """The older ParallelExecutor spelling (Paddle 1.0-1.5 tests): a DataFeeder decorates a
+    batched reader with one minibatch per device; on one device the same minibatches go
+    together. Returns every step's mean loss."""
+    main = fluid.Program()
+    startup = fluid.Program()
+    startup.random_seed = seed
+    main.random_seed = seed
+    with fluid.program_guard(main, startup):
+        loss = method(use_feed=True)
+        fluid.optimizer.Momentum(learning_rate=0.05, momentum=0.9).minimize(loss)
+        feed_list = [main.global_block().var("image"), main.global_block().var("label")]
+    place = fluid.CPUPlace()
+    exe = fluid.Executor(place)
+    scope = fluid.core.Scope()
+    losses = []
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        feeder = fluid.DataFeeder(feed_list=feed_list, place=place, program=main)
+        dev_count = int(os.environ.get("CPU_NUM", "1"))
+        if use_parallel_executor:
+            pe = fluid.ParallelExecutor(use_cuda=False, loss_name=loss.name, main_program=main)
+            assert pe.device_count == dev_count
+            reader_fn = feeder.decorate_reader(paddle.batch(reader, batch_size),
+                                               multi_devices=True)
+            for _ in range(passes):
+                for feed in reader_fn():
+                    loss_v, = pe.run(fetch_list=[loss.name], feed=feed)
+                    losses.append(float(np.mean(loss_v)))
+        else:
+            big = paddle.batch(reader, batch_size * dev_count)
+            for _ in range(passes):
+                for data in big():
+                    loss_v, = exe.run(main, feed=feeder.feed(data), fetch_list=[loss])
+                    losses.append(float(np.mean(loss_v)))
+    return losses

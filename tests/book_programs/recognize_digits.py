@@ -29,7 +29,8 @@ def convolutional_neural_network(img):
     return fluid.layers.fc(input=conv_pool_2, size=10, act="softmax")
 
 
-def train(nn_type, use_cuda, save_dirname, num_passes=2):
+def train(nn_type, use_cuda, save_dirname, model_filename=None, params_filename=None,
+          num_passes=2):
     img = fluid.layers.data(name="img", shape=[1, 28, 28], dtype="float32")
     label = fluid.layers.data(name="label", shape=[1], dtype="int64")
     net = {"softmax_regression": softmax_regression, "mlp": multilayer_perceptron,
@@ -63,17 +64,19 @@ def train(nn_type, use_cuda, save_dirname, num_passes=2):
         acc_t, = exe.run(test_program, feed=feeder.feed(data), fetch_list=[acc])
         test_accs.append(float(np.array(acc_t)[0]))
     fluid.io.save_inference_model(save_dirname, ["img"], [prediction], exe,
-                                  model_filename=None, params_filename=None)
+                                  model_filename=model_filename,
+                                  params_filename=params_filename)
     return losses, float(np.mean(test_accs))
 
 
-def infer(use_cuda, save_dirname, images):
+def infer(use_cuda, save_dirname, images, model_filename=None, params_filename=None):
     place = fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
     exe = fluid.Executor(place)
     inference_scope = fluid.core.Scope()
     with fluid.scope_guard(inference_scope):
         [inference_program, feed_target_names, fetch_targets] = (
-            fluid.io.load_inference_model(save_dirname, exe, None, None))
+            fluid.io.load_inference_model(save_dirname, exe, model_filename,
+                                          params_filename))
         results = exe.run(inference_program, feed={feed_target_names[0]: images},
                           fetch_list=fetch_targets)
     return results[0]
