@@ -39,14 +39,31 @@ def converge(harness, model: str, optimizer: str | None = None, **kwargs):
                "sgd": lambda: harness["fluid"].optimizer.SGD(learning_rate=0.05),
                "momentum": lambda: harness["fluid"].optimizer.Momentum(learning_rate=0.05,
                                                                        momentum=0.9),
-               "adam": lambda: harness["fluid"].optimizer.Adam(learning_rate=0.01)}[optimizer]
+               "adam": lambda: harness["fluid"].optimizer.Adam(learning_rate=0.01),
+               "sgd_l2": lambda: sgd_global_norm_clip(harness["fluid"], clip=False),
+               "sgd_global_norm_clip": lambda: sgd_global_norm_clip(harness["fluid"]),
+               "adam_set_gradient_clip": lambda: adam_set_gradient_clip(harness["fluid"]),
+               }[optimizer]
         first, last = harness["check_network_convergence"](
             harness[model], feed_dict={"image": img, "label": label}, optimizer=opt, **kwargs)
         first, last = float(np.mean(first)), float(np.mean(last))
         assert last < first * 0.995, (model, optimizer, kwargs, first, last)  # it learns
         _RUNS[key] = first, last
-        print(f"{model} {optimizer or 'adam'} {kwargs}: loss {first:.6f} -> {last:.6f}")
+        print(f"{model} {optimizer or 'Adam(0.001)'} {kwargs}: loss {first:.6f} -> {last:.6f}")
     return _RUNS[key]
+
+
+def sgd_global_norm_clip(fluid, clip=True):
+    # Paddle 1.8 spelling: grad_clip= on the optimizer, with L2 decay (clip, then decay)
+    return fluid.optimizer.SGD(
+        learning_rate=0.5, regularization=fluid.regularizer.L2Decay(1e-3),
+        grad_clip=fluid.clip.GradientClipByGlobalNorm(clip_norm=0.05) if clip else None)
+
+
+def adam_set_gradient_clip(fluid):
+    # the older spelling: a program-wide clip set before minimize
+    fluid.clip.set_gradient_clip(fluid.clip.GradientClipByNorm(clip_norm=0.01))
+    return fluid.optimizer.Adam(learning_rate=0.01)
 
 
 def assert_same(a, b, first_delta, last_delta):
@@ -59,6 +76,20 @@ def test_single_device_equals_data_parallel_on_four_places(harness):
     single = converge(harness, "simple_fc_net", use_parallel_executor=False)
     parallel = converge(harness, "simple_fc_net")
     assert_same(single, parallel, 1e-6, 1e-6)
+
+
+@pytest.mark.filterwarnings("ignore:set_gradient_clip is deprecated")
+@pytest.mark.parametrize("optimizer,unclipped", [("sgd_global_norm_clip", "sgd_l2"),
+                                                 ("adam_set_gradient_clip", "adam")])
+def test_clipped_single_device_equals_data_parallel(harness, optimizer, unclipped):
+    """fluid.clip on four places clips the all-reduced gradient, as on one device."""
+    single = converge(harness, "simple_fc_net", optimizer, use_parallel_executor=False)
+    parallel = converge(harness, "simple_fc_net", optimizer)
+    reduce = converge(harness, "simple_fc_net", optimizer, use_reduce=True)
+    assert_same(single, parallel, 1e-6, 1e-6)
+    assert_same(parallel, reduce, 1e-6, 1e-4)
+    free = converge(harness, "simple_fc_net", unclipped)
+    assert abs(free[1] - parallel[1]) > 1e-3, (free, parallel)  # the clip is in effect
 
 
 @pytest.mark.parametrize("model", ["simple_fc_net", "fc_with_batchnorm"])
