@@ -5,6 +5,7 @@ saves an inference model, loads it and infers what the trained program computes.
 
 from __future__ import annotations
 
+import ast
 import gzip
 
 import numpy as np
@@ -79,6 +80,32 @@ def test_fit_a_line_trains_saves_and_infers(paddle_cache, tmp_path, fresh_scope)
     # the trained regression fits the held-out prices (which range over several units)
     assert mean((predicted - label) ** 2) < 0.3 * mean((label - label.mean()) ** 2), (
         predicted.ravel(), label.ravel())
+
+
+def test_fit_a_line_as_the_book_repository_writes_it(paddle_cache, tmp_path, fresh_scope):
+    """fluid.data([None, 13]), a train_test loop on a cloned test program, inference."""
+    write_uci_housing(paddle_cache)
+    book = run_book_program("fit_a_line_book")
+    train_losses, test_losses, label, predicted = book["main"](
+        params_dirname=str(tmp_path / "fit_a_line.inference.model"))
+    report("fit_a_line (book repository)", train_losses)
+    report("fit_a_line (book repository) test loss per epoch", test_losses)
+    assert mean(train_losses[-5:]) < mean(train_losses[:5]) * 0.2, train_losses
+    assert test_losses[-1] < test_losses[0] * 0.2, test_losses
+    assert predicted.shape == (10, 1)
+    assert mean((predicted - label) ** 2) < 0.3 * mean((label - label.mean()) ** 2)
+
+
+def test_book_programs_are_written_for_paddle():
+    """The programs speak Paddle only: the porting rule is the one change the tests make."""
+    from porting import BOOK_PROGRAMS
+    programs = sorted(BOOK_PROGRAMS.glob("*.py"))
+    assert len(programs) >= 6
+    for path in programs:
+        source = path.read_text()
+        docstring = ast.get_docstring(ast.parse(source), clean=False)
+        assert "graphc" not in source.replace(docstring, ""), path.name
+        assert "import paddle.fluid as fluid" in source, path.name
 
 
 # -- 02 recognize_digits -------------------------------------------------------------------
