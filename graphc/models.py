@@ -1,5 +1,5 @@
 """Small reference models built with graphc's layers: the demo CNN, an MLP, ResNet, and
-Paddle's bow_net (a sparse embedding).
+Paddle's bow_net (a sparse embedding), the CTR-DNN (LoD slots).
 
 Shared by `graphc demo`, the benchmarks and the tests, so all of them speak of one model.
 """
@@ -137,3 +137,34 @@ def bow_net(dict_dim: int = 5147, seq_len: int = 16, emb_dim: int = 128, hid_dim
         if optimizer_fn is not None:
             optimizer_fn().minimize(loss)
     return Model(main, startup, [words, label], loss, {"prediction": prediction})
+
+
+def ctr_dnn(num_slots: int = 26, vocab: int = 1000, emb_dim: int = 10,
+            hidden=(400, 400, 400), dense_dim: int = 13, is_sparse: bool = True,
+            optimizer_fn=None) -> Model:
+    """The CTR-DNN of Paddle's CPU training guide (PaddleRec's ``ctr-dnn``): ``num_slots``
+    sparse slots of variable length (``lod_level=1`` int64 ids), each looked up in one shared
+    embedding table and sum-pooled per sample, concatenated with ``dense_dim`` dense features,
+    an fc relu stack, and a softmax over click / no click with cross-entropy.
+
+    Feeds: ``dense_input`` ``[-1, dense_dim]``, ``C1`` .. ``C<num_slots>`` (LoD ids, one
+    sequence per sample) and ``label`` ``[-1, 1]``; docs/lod.md says how slots are fed."""
+    from .param_attr import ParamAttr
+    main, startup = Program(), Program()
+    with program_guard(main, startup), unique_name.guard():
+        dense = data("dense_input", [-1, dense_dim], "float32")
+        slots = [data(f"C{i + 1}", [-1, 1], "int64", lod_level=1) for i in range(num_slots)]
+        label = data("label", [-1, 1], "int64")
+        pooled = []
+        for ids in slots:
+            emb = layers.embedding(ids, [vocab, emb_dim], is_sparse=is_sparse,
+                                   param_attr=ParamAttr(name="SparseFeatFactors"))
+            pooled.append(layers.sequence_pool(emb, "sum"))
+        h = layers.concat([*pooled, dense], axis=1)
+        for width in hidden:
+            h = layers.fc(h, width, act="relu")
+        prediction = layers.fc(h, 2, act="softmax")
+        loss = layers.mean(layers.cross_entropy(prediction, label))
+        if optimizer_fn is not None:
+            optimizer_fn().minimize(loss)
+    return Model(main, startup, [dense, *slots, label], loss, {"prediction": prediction})

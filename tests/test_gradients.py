@@ -1216,3 +1216,22 @@ def loss_kldiv(c, reduction):
     target[1, 2] = 0.0  # no contribution where the target is 0
     return layers.kldiv_loss(c.data("x", c.randn(3, 4)), c.data("target", target, grad=False),
                              reduction=reduction)
+
+
+# -- LoD (issue 16): ops over variable-length sequences --------------------------------------
+# GradCheck feeds dense arrays; a LoD input is checked by graphc.testing.lod's checker, which
+# perturbs the ragged tokens themselves (tests/test_lod_core.py compares with the analytic
+# gradient on the ragged data too).
+@grad_case("sequence_pool", params=[{"pooltype": p} for p in
+                                    ("SUM", "AVERAGE", "SQRT", "MAX", "FIRST", "LAST")])
+def sequence_pool_lod(c, pooltype):
+    from graphc.runtime.lod import create_lod_tensor
+    from graphc.testing.lod import lod_grad_check
+    lengths = [2, 0, 1, 3]
+    x = graphc.data("x", [-1, 3], "float64", lod_level=1)
+    x.stop_gradient = False
+    w = graphc.data("w", [-1, 3], "float64")
+    out = layers.sequence_pool(x, pooltype.lower())
+    loss = layers.reduce_sum(layers.elementwise_mul(out, w))
+    feeds = {"x": create_lod_tensor(c.randn(6, 3), [lengths]), "w": c.randn(4, 3)}
+    lod_grad_check(c.program, loss, feeds, ["x"], c.rng)

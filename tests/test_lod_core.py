@@ -1,0 +1,352 @@
+"""LoD core (issue 16): LoD types in the IR (text, verifier), feeding and fetching LoDTensors,
+sequence_pool against ragged NumPy references (forward and finite differences), row-wise ops
+keeping the LoD, interpreter == JAX, 4 devices == 1 for the CTR-DNN, bounded recompilation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import graphc
+import graphc.fluid as fluid
+from graphc import layers, models
+from graphc.backends.interpreter import run_graph
+from graphc.ir.errors import ParseError, ShapeError, VerifyError
+from graphc.runtime import lod as rlod
+from graphc.runtime.feeds import FeedError
+from graphc.testing.lod import as_feed, lod_grad_check, pool_reference, split
+
+POOLS = ("SUM", "AVERAGE", "SQRT", "MAX", "FIRST", "LAST")
+
+
+def lod_tensor(data, lengths):
+    return fluid.create_lod_tensor(np.asarray(data), lengths, fluid.CPUPlace())
+
+
+# -- IR: types, text, verifier ---------------------------------------------------------------
+
+def test_lod_types_print_parse_and_round_trip():
+    ids = graphc.data("ids", [-1, 1], "int64", lod_level=1)
+    nested = graphc.data("nested", [-1, 3], lod_level=2)
+    emb = layers.embedding(ids, [10, 3])
+    layers.sequence_pool(layers.elementwise_add(emb, emb), "sum")
+    inner = layers.sequence_pool(nested, "max")
+    assert inner.lod_level == 1 and emb.lod_level == 1
+    g = graphc.lower(graphc.default_main_program())
+    text = g.to_text()
+    assert "input %ids: lod1<i64[-1,1]> {feed}" in text
+    assert "input %nested: lod2<f32[-1,3]> {feed}" in text
+    assert ": lod1<f32[-1,3]> = sequence_pool(X=%nested) {pooltype=\"MAX\"}" in text
+    g2 = graphc.parse(text)
+    g2.verify()
+    assert g2.to_text() == text and g2.structurally_equal(g)
+    with pytest.raises(ParseError, match="lod_level must be 0, 1 or 2"):
+        graphc.parse("graph @g {\n  input %x: lod3<f32[-1,2]> {feed}\n  output %x\n}")
+
+
+def test_ops_without_a_lod_rule_refuse_lod_inputs():
+    x = graphc.data("x", [-1, 4], lod_level=1)
+    with pytest.raises(ShapeError, match="input 'X' of op reduce_max is a LoD value "
+                                         r"\(lod1<f32\[-1,4\]>"):
+        layers.reduce_max(x)
+    with pytest.raises(ShapeError, match="op batch_norm is a LoD value"):
+        layers.batch_norm(x)
+    # a dense operand spanning the tokens (a per-sequence value) is refused
+    per_seq = graphc.data("per_seq", [-1, 4])
+    with pytest.raises(ShapeError, match="spans the token dimension"):
+        layers.elementwise_add(x, per_seq)
+    with pytest.raises(ShapeError, match="axis 0 of a LoD value runs across the tokens"):
+        layers.softmax(x, axis=0)
+    with pytest.raises(ShapeError, match="X must be a LoD value"):
+        layers.sequence_pool(per_seq, "sum")
+
+
+def test_verifier_refuses_lod_where_an_op_takes_none_and_as_state():
+    text = ("graph @g {\n  input %x: lod1<f32[-1,4]> {feed}\n"
+            "  %y: f32[4] = reduce_max(X=%x)\n  output %y\n}")
+    with pytest.raises(VerifyError, match="reduce_max is a LoD value"):
+        graphc.parse(text).verify()
+    text = "graph @g {\n  input %w: lod1<f32[-1,4]> {persistable}\n  output %w\n}"
+    with pytest.raises(VerifyError, match="LoD value .* not a feed"):
+        graphc.parse(text).verify()
+    text = ("graph @g {\n  input %x: lod1<f32[-1,4]> {feed}\n"
+            "  %y: f32[-1,4] = relu(X=%x)\n  output %y\n}")
+    with pytest.raises(VerifyError, match="LoD levels differ"):
+        graphc.parse(text).verify()
+
+
+def test_row_wise_ops_keep_the_lod_and_reductions_drop_it():
+    x = graphc.data("x", [-1, 4], lod_level=1)
+    h = layers.fc(x, 3, act="tanh")
+    assert h.lod_level == 1
+    assert layers.scale(layers.dropout(h, 0.5), 2.0).lod_level == 1
+    assert layers.reduce_sum(h, dim=1).lod_level == 1
+    assert layers.reduce_sum(h).lod_level == 0 and layers.mean(h).lod_level == 0
+    assert layers.sequence_pool(h, "average").lod_level == 0
+    assert layers.cast(h, "float64").lod_level == 1
+
+
+def test_layers_data_levels():
+    assert layers.data("a", [1], dtype="int64", lod_level=2).lod_level == 2
+    with pytest.raises(graphc.ProgramError, match="lod_level=3"):
+        layers.data("b", [1], lod_level=3)
+    with pytest.raises(graphc.ProgramError, match="unknown first dimension"):
+        graphc.data("c", [4, 1], lod_level=1)
+
+
+# -- host values and feeds ---------------------------------------------------------------------
+
+def test_lod_tensor_api():
+    t = fluid.create_lod_tensor(np.arange(10).reshape(5, 2), [[2, 0, 3]], fluid.CPUPlace())
+    assert t.recursive_sequence_lengths() == [[2, 0, 3]] and t.lod() == [[0, 2, 2, 5]]
+    assert t.shape() == [5, 2] and t.has_valid_recursive_sequence_lengths()
+    t.set_lod([[0, 1, 5]])
+    assert t.recursive_sequence_lengths() == [[1, 4]]
+    t.set_recursive_sequence_lengths([[1, 1]])
+    assert not t.has_valid_recursive_sequence_lengths()
+    words = fluid.create_lod_tensor([[1, 2], [3], []], [[2, 1, 0]], fluid.CPUPlace())
+    assert np.array(words).tolist() == [[1], [2], [3]] and np.array(words).dtype == np.int64
+    nested = fluid.create_lod_tensor(np.ones((4, 1)), [[1, 2], [3, 0, 1]], None)
+    assert nested.lod() == [[0, 1, 3], [0, 3, 3, 4]]
+    with pytest.raises(rlod.LoDError, match="level 1 has 2 lengths but level 0's"):
+        fluid.create_lod_tensor(np.ones((4, 1)), [[1, 2], [3, 1]], None)
+    r = fluid.create_random_int_lodtensor([[2, 3]], [1], fluid.CPUPlace(), low=0, high=9)
+    assert r.shape() == [5, 1] and np.array(r).min() >= 0 and np.array(r).max() <= 9
+
+
+def _pool_program(level=1, dtype="float32"):
+    x = graphc.data("x", [-1, 2], dtype, lod_level=level)
+    return x, layers.sequence_pool(x, "sum")
+
+
+def test_feed_errors_name_the_feed():
+    x, out = _pool_program()
+    exe = graphc.Executor()
+
+    def run(value):
+        return exe.run(feed={"x": value}, fetch_list=[out])
+
+    with pytest.raises(FeedError, match="feed 'x': .*lengths sum to 4 but the tensor has 3"):
+        run(rlod.LoDTensor(np.ones((3, 2)), [[1, 3]]))  # unchecked until fed
+    bad = rlod.LoDTensor(np.ones((3, 2)), [[4, -1]])
+    with pytest.raises(FeedError, match="feed 'x': .*negative length"):
+        run(bad)
+    with pytest.raises(FeedError, match="feed 'x' has 2 LoD level.* lod_level=1"):
+        run(lod_tensor(np.ones((3, 2)), [[1, 1], [1, 2]]))
+    with pytest.raises(FeedError, match="feed 'x' is declared with lod_level=1"):
+        run(np.ones((3, 2), "float32"))
+    with pytest.raises(FeedError, match="feed 'x' has shape \\[3, 5\\]"):
+        run(lod_tensor(np.ones((3, 5)), [[3]]))
+    with pytest.raises(FeedError, match="feed 'x' holds no sequences"):
+        run(lod_tensor(np.ones((0, 2)), [[]]))
+
+
+def test_packing_buckets_and_unpacking():
+    assert [rlod.bucket(n) for n in (0, 1, 16, 17, 100)] == [16, 16, 16, 32, 128]
+    want = graphc.data("x", [-1, 1], "int64", lod_level=2).type
+    t = lod_tensor(np.arange(5).reshape(5, 1), [[2, 1], [1, 0, 4]])
+    packed = rlod.pack_feed("x", t, want, np.int64)
+    assert packed.data.shape == (16, 1) and packed.lengths[0].tolist() == [2, 1]
+    assert packed.lengths[1].shape == (16,) and packed.lengths[1][:3].tolist() == [1, 0, 4]
+    back = rlod.unpack(packed)
+    assert back.recursive_sequence_lengths() == [[2, 1], [1, 0, 4]]
+    assert np.array_equal(np.array(back), np.arange(5).reshape(5, 1))
+    # two devices: each gets whole sequences (35 and 5 tokens), packed into one shared
+    # bucket (64 rows each), so the device split of dim 0 hands each its own block
+    t1 = lod_tensor(np.arange(40).reshape(40, 1), [[30, 5, 3, 2]])
+    split2 = rlod.pack_feed("x", t1, graphc.data("y", [-1, 1], "int64", lod_level=1).type,
+                            np.int64, parts=2)
+    assert split2.data.shape == (128, 1) and split2.lengths[0].tolist() == [30, 5, 3, 2]
+    assert split2.data[64:69, 0].tolist() == [35, 36, 37, 38, 39]
+    assert not split2.data[69:].any() and not split2.data[35:64].any()
+    assert np.array_equal(np.array(rlod.unpack(split2, blocks=2)), np.arange(40)[:, None])
+
+
+def test_fetch_returns_lod_tensors_with_their_lod():
+    x = graphc.data("x", [-1, 2], lod_level=1)
+    h = layers.scale(x, 2.0)
+    exe = graphc.Executor()
+    t = lod_tensor(np.arange(8, dtype="float32").reshape(4, 2), [[3, 0, 1]])
+    (as_numpy,) = exe.run(feed={"x": t}, fetch_list=[h])
+    np.testing.assert_allclose(as_numpy, np.array(t) * 2)  # Paddle: the packed data
+    (as_lod,) = exe.run(feed={"x": t}, fetch_list=[h], return_numpy=False)
+    assert isinstance(as_lod, fluid.LoDTensor)
+    assert as_lod.recursive_sequence_lengths() == [[3, 0, 1]]
+    np.testing.assert_allclose(np.array(as_lod), np.array(t) * 2)
+
+
+# -- sequence_pool against the ragged reference -------------------------------------------------
+
+lengths_st = st.lists(st.integers(0, 5), min_size=1, max_size=5)
+
+
+@settings(max_examples=12, deadline=None)
+@given(lengths=lengths_st, pooltype=st.sampled_from(POOLS), seed=st.integers(0, 2 ** 16))
+def test_sequence_pool_matches_the_ragged_reference(lengths, pooltype, seed):
+    rng = np.random.default_rng(seed)
+    tokens = rng.standard_normal((sum(lengths), 3))
+    with graphc.program_guard(graphc.Program(), graphc.Program()):
+        x = graphc.data("x", [-1, 3], "float64", lod_level=1)
+        out = layers.sequence_pool(x, pooltype.lower(), pad_value=-2.5)
+        g = graphc.lower(graphc.default_main_program())
+        feed = {"x": as_feed(graphc.default_main_program(), "x", lod_tensor(tokens,
+                                                                           [lengths]))}
+    (got,) = run_graph(g, {}, feed, [out.name])[1]
+    np.testing.assert_allclose(got, pool_reference(tokens, lengths, pooltype, -2.5),
+                               rtol=1e-12)
+
+
+def test_sequence_pool_of_level_2_pools_sub_sequences():
+    x = graphc.data("x", [-1, 2], "float64", lod_level=2)
+    out = layers.sequence_pool(x, "sum")
+    outer, inner = [2, 0, 2], [3, 0, 1, 2]
+    tokens = np.arange(12.0).reshape(6, 2)
+    (got,) = graphc.Executor().run(feed={"x": lod_tensor(tokens, [outer, inner])},
+                                   fetch_list=[out], return_numpy=False)
+    assert got.recursive_sequence_lengths() == [outer]
+    np.testing.assert_allclose(np.array(got), pool_reference(tokens, inner, "SUM"))
+
+
+@pytest.mark.parametrize("pooltype", POOLS)
+def test_sequence_pool_gradient(pooltype):
+    rng = np.random.default_rng(7)
+    lengths = [3, 0, 1, 2]
+    tokens = rng.standard_normal((6, 2))
+    x = graphc.data("x", [-1, 2], "float64", lod_level=1)
+    x.stop_gradient = False
+    w = graphc.data("w", [-1, 2], "float64")
+    out = layers.sequence_pool(x, pooltype.lower())
+    loss = layers.reduce_sum(layers.elementwise_mul(out, w))
+    weights = rng.standard_normal((4, 2))
+    grads = lod_grad_check(graphc.default_main_program(), loss,
+                           {"x": lod_tensor(tokens, [lengths]), "w": weights}, ["x"], rng)
+    # the analytic gradient on the ragged data: each sequence's weights, spread by the pool
+    want = np.zeros_like(tokens)
+    for i, (seq, start) in enumerate(zip(split(tokens, lengths), np.cumsum([0, *lengths]))):
+        n = len(seq)
+        if n == 0:
+            continue
+        if pooltype in ("SUM", "AVERAGE", "SQRT"):
+            scale = {"SUM": 1.0, "AVERAGE": 1.0 / n, "SQRT": 1.0 / math.sqrt(n)}[pooltype]
+            want[start:start + n] = weights[i] * scale
+        elif pooltype == "MAX":
+            arg = seq.argmax(0)
+            want[start + arg, [0, 1]] = weights[i]
+        else:
+            want[start if pooltype == "FIRST" else start + n - 1] = weights[i]
+    np.testing.assert_allclose(grads["x"], want, rtol=1e-12, atol=1e-12)
+
+
+def test_mean_and_reduce_sum_exclude_padding_with_gradients():
+    rng = np.random.default_rng(3)
+    lengths = [1, 0, 4]
+    tokens = rng.standard_normal((5, 3))
+    x = graphc.data("x", [-1, 3], "float64", lod_level=1)
+    x.stop_gradient = False
+    h = layers.tanh(layers.scale(x, 1.5, bias=0.25))  # padding rows would give tanh(0.25)
+    loss = layers.elementwise_add(layers.mean(h), layers.reduce_sum(layers.square(h)))
+    grads = lod_grad_check(graphc.default_main_program(), loss,
+                           {"x": lod_tensor(tokens, [lengths])}, ["x"], rng)
+    hh = np.tanh(1.5 * tokens + 0.25)
+    dh = 1.0 / hh.size + 2 * hh
+    np.testing.assert_allclose(grads["x"], dh * (1 - hh ** 2) * 1.5, rtol=1e-10)
+
+
+# -- embeddings and fc on LoD ids ----------------------------------------------------------------
+
+@pytest.mark.parametrize("is_sparse", [False, True])
+def test_embedding_fc_pool_train_step_interpreter_equals_jax(is_sparse):
+    ids = graphc.data("ids", [-1, 1], "int64", lod_level=1)
+    emb = layers.embedding(ids, [20, 4], is_sparse=is_sparse)
+    h = layers.fc(emb, 3, act="relu")
+    pooled = layers.sequence_pool(h, "average")
+    loss = layers.mean(pooled)
+    graphc.optimizer.SGD(0.5).minimize(loss)
+    main = graphc.default_main_program()
+    lengths = [2, 0, 3, 1]
+    t = lod_tensor(np.array([[3], [5], [7], [3], [0], [19]]), [lengths])
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(graphc.default_startup_program(), scope=scope)
+    before = {v.name: np.asarray(scope[v.name]) for v in main.global_block().vars.values()
+              if v.persistable}
+    grad_name = "embedding_0.w_0@GRAD"
+    loss_j, emb_grad = exe.run(main, feed={"ids": t}, fetch_list=[loss, grad_name],
+                               scope=scope)
+    g = graphc.lower(main)
+    new_state, (loss_i, emb_grad_i) = run_graph(g, before, {"ids": as_feed(main, "ids", t)},
+                                                [loss.name, grad_name])
+    np.testing.assert_allclose(loss_j, loss_i, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(emb_grad), np.asarray(emb_grad_i), rtol=1e-5,
+                               atol=1e-7)
+    for name, value in new_state.items():
+        np.testing.assert_allclose(np.asarray(scope[name]), value, rtol=1e-5, atol=1e-7)
+    # the reference on the ragged data
+    w, fw, fb = before["embedding_0.w_0"], before["fc_0.w_0"], before["fc_0.b_0"]
+    tokens = np.array(t)[:, 0]
+    hh = np.maximum(w[tokens] @ fw + fb, 0)
+    pooled_ref = pool_reference(hh, lengths, "AVERAGE")
+    np.testing.assert_allclose(loss_j, [pooled_ref.mean()], rtol=1e-5)
+    if is_sparse:  # padding tokens are padding rows, never row 0
+        assert isinstance(emb_grad, graphc.SelectedRows)
+        assert set(np.asarray(emb_grad.rows).tolist()) == {3, 5, 7, 0, 19, 20}
+        assert (np.asarray(emb_grad.rows) == 20).sum() == 16 - 6
+
+
+# -- the CTR-DNN: 4 devices == 1, and compile counts ----------------------------------------------
+
+def _ctr_batches(num, n, slots, vocab, rng, max_len=6):
+    out = []
+    for _ in range(num):
+        f = {"dense_input": rng.standard_normal((n, 13)).astype("float32"),
+             "label": rng.integers(0, 2, (n, 1))}
+        for s in range(slots):
+            lens = rng.integers(0, max_len, n).tolist()
+            lens[0] = 1  # length 1 and (likely) empty sequences in every batch
+            f[f"C{s + 1}"] = lod_tensor(rng.integers(0, vocab, (sum(lens), 1)), [lens])
+        out.append(f)
+    return out
+
+
+def _train_ctr(batches, places):
+    m = models.ctr_dnn(num_slots=2, vocab=30, emb_dim=4, hidden=(8,),
+                       optimizer_fn=lambda: graphc.optimizer.Adam(0.01))
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(m.startup, scope=scope)
+    prog = m.main if not places else graphc.CompiledProgram(m.main).with_data_parallel(
+        loss_name=m.loss.name, places=graphc.cpu_places(places))
+    losses = [float(np.mean(exe.run(prog, feed=b, fetch_list=[m.loss], scope=scope)[0]))
+              for b in batches]
+    params = {p.name: np.asarray(scope[p.name]) for p in m.main.global_block().all_parameters()}
+    return losses, params
+
+
+def test_ctr_dnn_four_devices_equal_one():
+    batches = _ctr_batches(3, 8, 2, 30, np.random.default_rng(11))
+    one, params1 = _train_ctr(batches, 0)
+    four, params4 = _train_ctr(batches, 4)
+    np.testing.assert_allclose(four, one, rtol=1e-5)
+    for name, value in params1.items():
+        np.testing.assert_allclose(params4[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def test_random_lengths_compile_a_bounded_number_of_steps():
+    x = graphc.data("x", [-1, 2], lod_level=1)
+    loss = layers.mean(layers.sequence_pool(layers.fc(x, 2), "sum"))
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    main = graphc.default_main_program()
+    rng = np.random.default_rng(5)
+    max_len, n = 40, 4  # up to 160 tokens: buckets 16, 32, 64, 128, 256
+    most = 0
+    for _ in range(200):
+        lens = rng.integers(0, max_len + 1, n).tolist()
+        most = max(most, sum(lens))
+        t = lod_tensor(rng.standard_normal((sum(lens), 2)).astype("float32"), [lens])
+        exe.run(main, feed={"x": t}, fetch_list=[loss])
+    (prep,) = exe._prepared[main][1].values()
+    bound = math.ceil(math.log2(most / rlod.MIN_BUCKET)) + 1
+    assert 1 < len(prep.steps) <= bound, (len(prep.steps), bound)
