@@ -51,6 +51,28 @@ def format_type(t: TensorType) -> str:
     return f"selected_rows<{dense}>" if t.sparse else dense
 
 
+# Graph-valued attributes (scan_layers' body: a graph in this text form) print as an indented
+# block after their op's line, ``body @layer {`` ... ``}``, and parse back to the same text.
+_BLOCK_ATTRS = {"scan_layers": "body"}
+_BLOCK_HEADER = re.compile(r'graph @([^\s,:()\[\]{}="]+) \{')
+
+
+def _block_of(op: Op) -> tuple[str, str, list[str]] | None:
+    """(attribute, graph name, inner lines) of a graph-valued attribute printable as a block."""
+    name = _BLOCK_ATTRS.get(op.type)
+    text = op.attrs.get(name) if name else None
+    if not isinstance(text, str):
+        return None
+    lines = text.split("\n")
+    m = _BLOCK_HEADER.fullmatch(lines[0])
+    inner = lines[1:-2]
+    if m is None or lines[-2:] != ["}", ""] or not all(
+            ln.startswith("  ") and ln.strip() and not ln.strip().startswith("//")
+            for ln in inner):
+        return None
+    return name, m.group(1), inner
+
+
 class _Printer:
     def __init__(self, graph: Graph, show_source: bool):
         self.graph, self.show_source = graph, show_source
@@ -85,7 +107,10 @@ class _Printer:
             refs = ", ".join(f"%{v.name}" for v in vals)
             args.append(f"{slot}=[{refs}]" if dup else f"{slot}={refs}")
         attrs = []
+        block = _block_of(op)
         for name, value in op.attrs.items():
+            if block is not None and name == block[0]:
+                continue
             adef = opdef.attrs.get(name) if opdef else None
             if adef is not None and value == adef.default and type(value) is type(adef.default):
                 continue
@@ -98,6 +123,9 @@ class _Printer:
         if self.show_source and op.source:
             path, _, lineno = op.source.rpartition(":")
             line += f"  loc({_json(path)}:{lineno})"
+        if block is not None:
+            name, graph_name, inner = block
+            line += f" {name} @{graph_name} {{\n" + "\n".join("  " + ln for ln in inner) + "\n  }"
         return line
 
 
@@ -223,7 +251,10 @@ class _Parser:
                 line.accept(",")
         line.expect("{")
         closed = False
-        for lineno, text in body[1:]:
+        self.rows, self.next_row = body, 1
+        while self.next_row < len(body):
+            lineno, text = body[self.next_row]
+            self.next_row += 1
             if closed:
                 raise ParseError("text after the closing '}'", lineno, 0, text)
             line = _Line(text, lineno)
@@ -394,6 +425,14 @@ class _Parser:
             lineno = line.match(re.compile(r"\d+"), "a line number").group()
             line.expect(")")
             source = f"{path}:{lineno}"
+        block = _BLOCK_ATTRS.get(op_type)
+        if block is not None and line.accept(block):
+            if block in attrs:
+                raise line.error(f"attribute '{block}' given twice")
+            line.expect("@")
+            name = line.match(_NAME, "a graph name").group()
+            line.expect("{")
+            attrs[block] = self.block(name, line)
         try:
             attrs = opdef.normalize_attrs(attrs, f"op {op_type}")
         except GraphcError as exc:
@@ -404,6 +443,21 @@ class _Parser:
             g._connect(op, ins, outs)
         except GraphcError as exc:
             raise line.error(str(exc)) from None
+
+
+    def block(self, name: str, line: _Line) -> str:
+        """The lines of a graph-valued attribute, up to its closing ``  }``, as graph text."""
+        inner = []
+        while self.next_row < len(self.rows):
+            lineno, text = self.rows[self.next_row]
+            self.next_row += 1
+            if text.rstrip() == "  }":
+                return f"graph @{name} {{\n" + "\n".join(inner) + "\n}\n"
+            if not text.startswith("    "):
+                raise ParseError("expected a line of the block, indented by 4, or its "
+                                 "closing '  }'", lineno, 0, text)
+            inner.append(text[2:].rstrip())
+        raise line.error("the block opened here has no closing '  }'")
 
 
 @gc_paused

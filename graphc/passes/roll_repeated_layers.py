@@ -306,7 +306,8 @@ class RollRepeatedLayers(Pass):
 
         def bval(v: Value, kind: str = "temp") -> Value:
             if v not in mapping:  # the body's inputs are fed by each iteration
-                var = body.vars.get(v.var.name) or body._new_var(VarInfo(v.var.name, kind))
+                var = body.vars.get(v.var.name) or body._new_var(
+                    VarInfo(v.var.name, kind, stop_gradient=kind == "feed"))
                 mapping[v] = body._new_value(var, v.version, v.type)
             return mapping[v]
 
