@@ -33,6 +33,9 @@ def converge(harness, model: str, optimizer: str | None = None, **kwargs):
     if key not in _RUNS:
         if model == "se_resnext_small":
             img, label = harness["init_data"](batch_size=16, img_shape=(3, 8, 8))
+        elif model == "sparse_embedding_net":
+            img, label = harness["init_data"](img_shape=(8,))
+            img = (img * 50).astype("int64")  # word ids in [0, 50)
         else:
             img, label = harness["init_data"]()
         opt = {None: None, "se_resnext": harness["se_resnext_optimizer"],
@@ -124,11 +127,25 @@ def test_fuse_all_reduce_ops_equals_unfused(harness, model):
     assert_same(plain, fused, 1e-6, 1e-6)
 
 
-def test_inplace_equals_plain(harness):
-    """test_ir_inplace_pass: enable_inplace changes no value."""
+@pytest.mark.parametrize("option", ["enable_inplace", "use_ir_memory_optimize",
+                                    "enable_sequential_execution", "use_fast_executor"])
+def test_memory_and_scheduling_options_equal_plain(harness, option):
+    """test_ir_inplace_pass, test_ir_memory_optimize_pass, sequential execution and the
+    experimental executor (ExecutionStrategy): none of them changes a value."""
     plain = converge(harness, "fc_with_batchnorm")
-    inplace = converge(harness, "fc_with_batchnorm", enable_inplace=True)
-    assert_same(plain, inplace, 1e-6, 1e-6)
+    other = converge(harness, "fc_with_batchnorm", **{option: True})
+    assert_same(plain, other, 1e-6, 1e-6)
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "adam"])
+def test_sparse_embedding_fused_optimizer_and_data_parallel(harness, optimizer):
+    """A sparse embedding gradient (rows) with fuse_all_optimizer_ops, and on one device vs
+    four places, as test_fuse_optimizer_pass's sparse cases do."""
+    single = converge(harness, "sparse_embedding_net", optimizer, use_parallel_executor=False)
+    parallel = converge(harness, "sparse_embedding_net", optimizer)
+    fused = converge(harness, "sparse_embedding_net", optimizer, fuse_all_optimizer_ops=True)
+    assert_same(single, parallel, 1e-6, 1e-6)
+    assert_same(parallel, fused, 1e-6, 1e-6)
 
 
 @pytest.mark.slow

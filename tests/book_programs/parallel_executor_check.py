@@ -49,6 +49,21 @@ def fc_with_batchnorm(use_feed=True):
     return loss
 
 
+def sparse_embedding_net(use_feed=True, dict_size=50, emb_dim=8):
+    """Eight word ids per sample through one sparse embedding table (Paddle's fused-optimizer
+    tests run Adam over a sparse gradient this way), summed and classified."""
+    words = fluid.layers.data(name="image", shape=[8], dtype="int64")
+    label = fluid.layers.data(name="label", shape=[1], dtype="int64")
+    emb = fluid.layers.embedding(input=fluid.layers.unsqueeze(words, axes=[2]),
+                                 size=[dict_size, emb_dim], is_sparse=True,
+                                 param_attr=fluid.ParamAttr(name="emb"))
+    bow = fluid.layers.reduce_sum(emb, dim=1)
+    hidden = fluid.layers.fc(input=bow, size=HIDDEN, act="tanh")
+    prediction = fluid.layers.fc(input=hidden, size=CLASSES, act="softmax")
+    loss = fluid.layers.cross_entropy(input=prediction, label=label)
+    return fluid.layers.mean(loss)
+
+
 def init_data(batch_size=32, img_shape=(784,), label_range=CLASSES - 1):
     np.random.seed(5)
     img = np.random.random(size=[batch_size] + list(img_shape)).astype(np.float32)
