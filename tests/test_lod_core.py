@@ -350,3 +350,49 @@ def test_random_lengths_compile_a_bounded_number_of_steps():
     (prep,) = exe._prepared[main][1].values()
     bound = math.ceil(math.log2(most / rlod.MIN_BUCKET)) + 1
     assert 1 < len(prep.steps) <= bound, (len(prep.steps), bound)
+
+
+def test_data_feeder_builds_lod_feeds_from_variable_length_samples():
+    words = layers.data("words", [1], dtype="int64", lod_level=1)
+    nested = layers.data("nested", [2], dtype="float32", lod_level=2)
+    label = layers.data("label", [1], dtype="int64")
+    feeder = fluid.DataFeeder([words, nested, label], fluid.CPUPlace())
+    feed = feeder.feed([([4, 5, 6], [[[1, 2]], []], [1]),
+                        ([], [[[3, 4], [5, 6]]], [0]),
+                        ([7], [], [1])])
+    assert feed["words"].recursive_sequence_lengths() == [[3, 0, 1]]
+    assert np.array(feed["words"]).tolist() == [[4], [5], [6], [7]]
+    assert feed["nested"].recursive_sequence_lengths() == [[2, 1, 0], [1, 0, 2]]
+    assert np.array(feed["nested"]).shape == (3, 2) and feed["label"].shape == (3, 1)
+    pooled = layers.sequence_pool(layers.embedding(words, [8, 2]), "sum")
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    (out,) = exe.run(feed={"words": feed["words"]}, fetch_list=[pooled])
+    assert out.shape == (3, 2) and not out[1].any()  # the empty sequence pools to zeros
+    with pytest.raises(FeedError, match="feed 'words', sample 0: lod_level=1 expects"):
+        feeder.feed([(3, [], [1])])
+
+
+def test_build_strategy_passes_on_a_lod_program_keep_results():
+    x = graphc.data("x", [-1, 2], lod_level=1)
+    h = layers.fc(x, 4, act="relu")  # fuse-elewise-add-act fuses the LoD bias add + relu
+    loss = layers.mean(layers.sequence_pool(layers.fc(h, 2), "sqrt"))
+    graphc.optimizer.Momentum(0.1, 0.9).minimize(loss)
+    main, startup = graphc.default_main_program(), graphc.default_startup_program()
+    bs = graphc.BuildStrategy()
+    bs.fuse_elewise_add_act_ops = bs.enable_inplace = bs.fuse_all_optimizer_ops = True
+    fused = graphc.CompiledProgram(main, build_strategy=bs)
+    rng = np.random.default_rng(2)
+    feeds = [{"x": lod_tensor(rng.standard_normal((sum(n), 2)).astype("float32"), [n])}
+             for n in ([3, 0, 2], [1, 4, 1], [0, 0, 5])]
+    results = []
+    for prog in (main, fused):
+        scope, exe = graphc.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        losses = [exe.run(prog, feed=f, fetch_list=[loss], scope=scope)[0] for f in feeds]
+        results.append((losses, {p.name: np.asarray(scope[p.name])
+                                 for p in main.global_block().all_parameters()}))
+    assert "fused_elemwise_activation" in fused._build_graph((loss.name,)).to_text()
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6)
+    for name, value in results[0][1].items():
+        np.testing.assert_allclose(results[1][1][name], value, rtol=1e-6, atol=1e-7)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..ir.program import Program, Variable, default_main_program
 from ..runtime.executor import FeedError
+from ..runtime.lod import LoDTensor
 from ..runtime.places import CUDAPlace
 
 __all__ = ["DataFeeder"]
@@ -33,10 +34,6 @@ class _Column:
 
     def __init__(self, var: Variable):
         import jax.numpy as jnp
-        if var.lod_level:
-            raise FeedError(f"DataFeeder: feed variable '{var.name}' has lod_level="
-                            f"{var.lod_level}; LoD (variable-length) feeds are not supported "
-                            "yet: declare it with lod_level=0 and pad the sequences")
         self.var, self.name = var, var.name
         self.dtype = np.dtype(jnp.dtype(var.dtype))
         shape = list(var.shape or ())
@@ -89,6 +86,47 @@ class _Column:
         return arr
 
 
+class _LoDColumn(_Column):
+    """A LoD feed variable: each sample is a sequence (lod_level 1) or a sequence of
+    sub-sequences (2) of tokens; the minibatch becomes one LoDTensor with their lengths."""
+
+    def __init__(self, var: Variable):
+        super().__init__(var)
+        self.level = var.lod_level
+        self.token_shape = [d for d in (var.shape or (-1,))[1:]]
+
+    def batch(self, values: list) -> LoDTensor:
+        lengths: list[list[int]] = [[] for _ in range(self.level)]
+        tokens: list = []
+
+        def walk(value, depth: int, index: int) -> None:
+            if depth == self.level:
+                tokens.append(value)
+                return
+            if isinstance(value, str | bytes) or not hasattr(value, "__len__"):
+                raise FeedError(f"DataFeeder: feed '{self.name}', sample {index}: lod_level="
+                                f"{self.level} expects nested sequences {self.level} deep, "
+                                f"found {value!r:.60} at depth {depth}")
+            lengths[depth].append(len(value))
+            for item in value:
+                walk(item, depth + 1, index)
+
+        for i, value in enumerate(values):
+            walk(value, 0, i)
+        if tokens:
+            arr = self.convert(tokens, 0)
+        else:
+            arr = np.zeros((0,), self.dtype)
+        per_token = math.prod(d for d in self.token_shape if d >= 0)
+        known = all(d >= 0 for d in self.token_shape)
+        if known and arr.size != len(tokens) * per_token:
+            raise FeedError(f"DataFeeder: feed '{self.name}': its tokens have shape "
+                            f"{list(arr.shape[1:])} but the program declares "
+                            f"{self.token_shape} per token (shape {self.shape})")
+        arr = arr.reshape(len(tokens), *self.token_shape) if known else arr
+        return LoDTensor(arr, lengths)
+
+
 class DataFeeder:
     """``DataFeeder(feed_list, place, program=None)``: ``feed(minibatch)`` turns a list of
     samples (each a tuple with one value per feed variable) into ``{name: numpy array}`` of
@@ -103,10 +141,11 @@ class DataFeeder:
         self.feed_shapes = [list(v.shape or ()) for v in self.feed_vars]
         self.feed_lod_level = [v.lod_level for v in self.feed_vars]
         self.place = place
-        self._columns = [_Column(v) for v in self.feed_vars]
+        self._columns = [_LoDColumn(v) if v.lod_level else _Column(v) for v in self.feed_vars]
 
     def feed(self, iterable) -> dict[str, np.ndarray]:
-        """One minibatch (a list of samples) -> ``{feed name: array}``."""
+        """One minibatch (a list of samples) -> ``{feed name: array}``; a LoD feed variable's
+        samples (variable-length sequences) become one LoDTensor (docs/lod.md)."""
         samples = list(iterable)
         if not samples:
             raise FeedError("DataFeeder.feed: the minibatch has no samples")

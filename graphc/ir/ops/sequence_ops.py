@@ -6,7 +6,15 @@ from __future__ import annotations
 
 from ..errors import ShapeError
 from ..types import TensorType
-from . import loss_ops, manipulation_ops, math_extra_ops, math_ops, nn_ops, tensor_ops  # noqa: F401
+from . import (  # noqa: F401  (their ops are registered before their LoD rules are set)
+    fused_ops,
+    loss_ops,
+    manipulation_ops,
+    math_extra_ops,
+    math_ops,
+    nn_ops,
+    tensor_ops,
+)
 from .registry import InferContext, get_op_def, has_op_def, register, set_lod_rule
 from .shapes import normalize_axis
 
@@ -81,6 +89,11 @@ set_lod_rule("softmax_with_cross_entropy", "rowwise", ("Logits", "Label"),
              fixup=_last_axis_only)
 set_lod_rule("sigmoid_cross_entropy_with_logits", "rowwise", ("X", "Label"))
 set_lod_rule("reduce_sum", "rowwise", ("X",), fixup=_reduce_lod)
+# fuse-elewise-add-act's fused op (fc's bias add + activation) and its hand-written grad
+set_lod_rule("fused_elemwise_activation", "rowwise", ("X", "Y"))
+set_lod_rule("fused_elemwise_activation_grad", "rowwise",
+             ("X", "Y", "Out", "IntermediateOut", "Out@GRAD", "IntermediateOut@GRAD"),
+             {"X@GRAD": ("X",), "Y@GRAD": ("Y",)})
 # mean over the real tokens only: its own rule when given a LoD value (rules/sequence.py)
 set_lod_rule("mean", "aware", ("X",))
 assert get_op_def("mean").lod == "aware"
