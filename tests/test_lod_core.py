@@ -396,3 +396,28 @@ def test_build_strategy_passes_on_a_lod_program_keep_results():
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-6)
     for name, value in results[0][1].items():
         np.testing.assert_allclose(results[1][1][name], value, rtol=1e-6, atol=1e-7)
+
+
+def test_interpreter_replicas_split_lod_feeds_by_whole_sequences():
+    from graphc.backends.interpreter import run_replicas
+    m = models.ctr_dnn(num_slots=1, vocab=20, emb_dim=3, hidden=(4,),
+                       optimizer_fn=lambda: graphc.optimizer.SGD(0.2))
+    (batch,) = _ctr_batches(1, 4, 1, 20, np.random.default_rng(4))
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(m.startup, scope=scope)
+    state = {v.name: np.asarray(scope[v.name]) for v in m.main.global_block().vars.values()
+             if v.persistable}
+    feeds = {k: as_feed(m.main, k, v) for k, v in batch.items()}
+    one_state, (one_loss, _) = run_graph(graphc.lower(m.main), state, feeds,
+                                                [m.loss.name, "C1"])
+    cp = graphc.CompiledProgram(m.main).with_data_parallel(
+        loss_name=m.loss.name, places=graphc.cpu_places(2))
+    graph = cp.graph([m.loss, "C1"])
+    two_state, (losses, ids) = run_replicas(graph, state, feeds, [m.loss.name, "C1"],
+                                            num_replicas=2)
+    np.testing.assert_allclose(losses.mean(), one_loss[0], rtol=1e-6)
+    for name, value in one_state.items():
+        np.testing.assert_allclose(two_state[name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    merged = rlod.unpack(ids, blocks=2)
+    assert merged.recursive_sequence_lengths() == batch["C1"].recursive_sequence_lengths()
+    np.testing.assert_array_equal(np.array(merged), np.array(batch["C1"]))

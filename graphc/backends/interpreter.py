@@ -18,7 +18,7 @@ import numpy as np
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Value
 from .evaluate import evaluate, evaluate_op, evaluate_replicas
-from .lod import LoDArray
+from .lod import LoDArray, concat_blocks, split_sequences
 from .precision import with_graphc_x64
 from .rules import Replicas
 from .rules.registry import replica_groups
@@ -104,7 +104,13 @@ def evaluate_concurrently(graph: Graph, env: dict[Value, object], step=0,
 
 
 def split_batch(name: str, value, parts: int) -> list:
-    """``value`` cut into ``parts`` equal pieces along its first (batch) dimension."""
+    """``value`` cut into ``parts`` equal pieces along its first (batch) dimension; a LoD
+    value into ``parts`` groups of whole sequences."""
+    if isinstance(value, LoDArray):
+        try:
+            return split_sequences(value, parts)
+        except ValueError as exc:
+            raise InterpreterError(f"feed '{name}': {exc} (one per replica)") from None
     arr = np.asarray(value)
     if arr.ndim == 0 or arr.shape[0] % parts:
         size = "a scalar" if arr.ndim == 0 else f"batch {arr.shape[0]}"
@@ -161,6 +167,8 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
 def _merge_replicas(values: list):
     """One fetch over replicas, concatenated along dim 0; a row-sparse one stands for the
     concatenation of the dense tensors (height nranks * H, replica r's rows offset r * H)."""
+    if isinstance(values[0], LoDArray):  # device blocks, as a data-parallel fetch has
+        return concat_blocks(values)
     if isinstance(values[0], SelectedRows):
         return concat_rows([to_host(replica_block(v, r, len(values)))
                             for r, v in enumerate(values)])

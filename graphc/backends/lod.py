@@ -181,3 +181,38 @@ def pool(x: LoDArray, pooltype: str, pad_value: float = 0.0):
     # real sub-sequences are padding and must be zero
     outer = LoDArray(out, x.lengths[:1])
     return outer.masked()
+
+
+def split_sequences(x: LoDArray, parts: int) -> list[LoDArray]:
+    """A host LoDArray cut into ``parts`` LoDArrays of whole sequences (equal counts), each
+    in a buffer of the same capacity: what each data-parallel replica gets. Concatenating
+    them gives the block layout a data-parallel fetch has (runtime/lod.py's ``unpack``)."""
+    host = x.numpy()
+    outer = host.lengths[0].astype(np.int64)
+    n = outer.shape[0]
+    if n % parts:
+        raise ValueError(f"{n} sequences do not split into {parts} equal parts")
+    per = n // parts
+    sub_ends = np.concatenate([[0], np.cumsum(outer)])
+    inner = host.lengths[1].astype(np.int64) if x.lod_level == 2 else None
+    tok_ends = np.concatenate([[0], np.cumsum(inner if inner is not None else outer)])
+    out = []
+    for p in range(parts):
+        sa, sb = int(sub_ends[p * per]), int(sub_ends[(p + 1) * per])
+        ta, tb = (int(tok_ends[sa]), int(tok_ends[sb])) if inner is not None else (sa, sb)
+        data = np.zeros_like(host.data)
+        data[:tb - ta] = host.data[ta:tb]
+        lengths = (host.lengths[0][p * per:(p + 1) * per],)
+        if inner is not None:
+            sub = np.zeros_like(host.lengths[1])
+            sub[:sb - sa] = host.lengths[1][sa:sb]
+            lengths += (sub,)
+        out.append(LoDArray(data, lengths))
+    return out
+
+
+def concat_blocks(parts: list) -> LoDArray:
+    """Replicas' LoDArrays side by side (data, then each level's lengths, concatenated)."""
+    hosts = [p.numpy() for p in parts]
+    return LoDArray(np.concatenate([h.data for h in hosts]),
+                    tuple(np.concatenate(level) for level in zip(*(h.lengths for h in hosts))))
