@@ -38,10 +38,12 @@ from ..ir.errors import GraphcError
 from ..ir.graph import Graph, lower
 from ..ir.program import Program, Variable, default_main_program
 from ..ir.types import dims_compatible
+from .compile_cache import ensure_compilation_cache
 from .feeds import FeedError, convert_feed
 from .lod import LoDArray, feed_signature, pack_feed, unpack
 from .places import CPUPlace, Place
 from .scope import Scope, global_scope
+from .startup import run_grouped_startup
 
 __all__ = ["DataError", "Executor", "FeedError", "FetchError"]
 
@@ -214,6 +216,7 @@ class Executor:
         key = (fetch_names, feed_sig) if iterations == 1 else (fetch_names, feed_sig, iterations)
         step = prep.steps.get(key)
         if step is None:
+            ensure_compilation_cache()  # graphc's one global JAX setting (compile_cache.py)
             for name in fetch_names:
                 if name not in prep.graph.vars:
                     raise FetchError(f"cannot fetch '{name}': it is not a variable computed or "
@@ -392,6 +395,10 @@ class Executor:
         program, compiled = self._unpack(program)
         scope = global_scope() if scope is None else scope
         fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
+        if compiled is None and not fetch_names and (feed is None or type(feed) is dict and
+                                                     not feed):
+            if run_grouped_startup(self, program, scope):  # initialisers by kind (startup.py)
+                return []
         prep = self._prepare(program, compiled, fetch_names)
         iterations = 1 if compiled is None else compiled.exec_strategy.num_iteration_per_run
         if iterations == 1 and type(feed) is dict:  # the common case, kept lean
