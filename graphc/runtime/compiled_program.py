@@ -147,7 +147,9 @@ def _devices_of(places) -> list:
     core as far as XLA has them: ``default_cpu_place_count``)."""
     if places is None:
         devices = list(jax.devices())
-        if devices[0].platform != "cpu":
+        if devices[0].platform != "cpu" or jax.process_count() > 1:
+            # several processes: each brought its own CPU_NUM devices when it started, and
+            # the job runs on all of them (every process's local devices)
             return devices
         # CPU_NUM larger than the devices XLA started with is cpu_places' DeviceError
         return [p.jax_device() for p in cpu_places(default_cpu_place_count())]
