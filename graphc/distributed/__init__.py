@@ -59,7 +59,10 @@ def init(timeout_s: int = 120) -> WorkerEnv:
         raise DistributedError("graphc.distributed.init() must run before anything uses JAX "
                                "devices (call it, or fleet.init(), first in the script)")
     configure_cpu_devices()  # CPU_NUM, if set
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    # CPU collectives across processes need an implementation: gloo (JAX's default) unless
+    # the user chose another (e.g. "mpi"); an empty setting would leave them unavailable
+    if not jax.config.jax_cpu_collectives_implementation:
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
     try:
         if env.uses_mpi:
             address = _coordinator_by_mpi(env)
