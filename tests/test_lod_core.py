@@ -421,3 +421,25 @@ def test_interpreter_replicas_split_lod_feeds_by_whole_sequences():
     merged = rlod.unpack(ids, blocks=2)
     assert merged.recursive_sequence_lengths() == batch["C1"].recursive_sequence_lengths()
     np.testing.assert_array_equal(np.array(merged), np.array(batch["C1"]))
+
+
+def test_shape_ops_keep_the_lod_only_while_rows_stay_tokens():
+    ids = layers.data("ids", [1], dtype="int64", lod_level=1)
+    emb = fluid.embedding(ids, [10, 3])  # a reshape to [0, 1, 1], then the lookup
+    assert emb.lod_level == 1 and list(emb.shape) == [-1, 1, 3]
+    flat = layers.reshape(emb, [-1, 3])
+    assert flat.lod_level == 1
+    both = layers.concat([flat, layers.scale(flat, 2.0)], axis=1)
+    assert both.lod_level == 1 and list(both.shape) == [-1, 6]
+    pooled = layers.sequence_pool(both, "max")
+    with pytest.raises(ShapeError, match="does not keep one row per token"):
+        layers.reshape(emb, [1, -1])
+    with pytest.raises(ShapeError, match="along axis 0 mixes their tokens"):
+        layers.concat([flat, flat], axis=0)
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    t = lod_tensor(np.array([[1], [2], [3]]), [[1, 0, 2]])
+    out, table = exe.run(feed={"ids": t}, fetch_list=[pooled, "embedding_0.w_0"])
+    rows = table[[1, 2, 3]]
+    want = pool_reference(np.concatenate([rows, 2 * rows], 1), [1, 0, 2], "MAX")
+    np.testing.assert_allclose(out, want, rtol=1e-6)

@@ -10,6 +10,7 @@ import weakref
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Op, Value
 from ..ir.ops import RANDOM, get_op_def
+from .lod import LoDArray
 from .precision import with_graphc_x64
 from .rules import (
     LoweringError,
@@ -69,6 +70,9 @@ def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas
 def _store(op: Op, outs: dict[str, list[Value]], results: dict[str, list], env: dict) -> None:
     for slot, vals in outs.items():
         for v, arr in zip(vals, results[slot]):
+            if isinstance(arr, LoDArray) != bool(v.type.lod_level):  # docs/lod.md's recipe
+                raise LoweringError(f"{op.where}: output %{v.name} is {v.type} but the rule "
+                                    f"produced a {type(arr).__name__}")
             if isinstance(arr, SelectedRows) != v.type.sparse:
                 raise LoweringError(f"{op.where}: output %{v.name} is {v.type} but the rule "
                                     f"produced a {type(arr).__name__}")

@@ -243,7 +243,8 @@ class OpDef:
                         "of a LoD value must broadcast over its tokens (shape[0] == 1, or a "
                         "lower rank aligned to the trailing dimensions)")
         for slot, types in out.items():
-            sources = self.lod_outputs.get(slot, tuple(self.lod_inputs))
+            # listed outputs take their sources' LoD, unlisted ones none; no list: every one
+            sources = self.lod_outputs.get(slot, () if self.lod_outputs else self.lod_inputs)
             found = {levels[s] for s in sources if s in levels}
             if len(found) > 1:
                 raise ShapeError(f"{where}: LoD inputs of op {self.type} have different LoD "

@@ -4,6 +4,8 @@ that take LoD inputs: the one table saying which ops keep, drop or refuse a LoD 
 
 from __future__ import annotations
 
+import math
+
 from ..errors import ShapeError
 from ..types import TensorType
 from . import (  # noqa: F401  (their ops are registered before their LoD rules are set)
@@ -74,6 +76,26 @@ def _reduce_lod(attrs, ins, levels, out):
     return out
 
 
+def _keeps_token_rows(attrs, ins, levels, out):
+    """A shape op on a LoD value must leave dim 0 the tokens, each row whole."""
+    x, y = ins["X"][0], out["Out"][0]
+    rest_x, rest_y = x.shape[1:], y.shape[1:]
+    if not (y.rank and y.shape[0] == x.shape[0] and all(d >= 0 for d in rest_x + rest_y)
+            and math.prod(rest_x) == math.prod(rest_y)):
+        raise ShapeError(f"reshaping the LoD value {x} to {list(y.shape)} does not keep one "
+                         "row per token (dim 0 must stay the tokens and each token's "
+                         f"{math.prod(d for d in rest_x if d >= 0)} values together)")
+    return out
+
+
+def _not_along_tokens(attrs, ins, levels, out):
+    rank = out["Out"][0].rank
+    if rank and normalize_axis(attrs.get("axis", 0), rank) == 0:
+        raise ShapeError("concatenating LoD values along axis 0 mixes their tokens; use "
+                         "sequence_concat, or an axis after the token dimension")
+    return out
+
+
 for _name in _ROWWISE_UNARY:
     if has_op_def(_name):
         set_lod_rule(_name, "rowwise", ("X",))
@@ -94,6 +116,11 @@ set_lod_rule("fused_elemwise_activation", "rowwise", ("X", "Y"))
 set_lod_rule("fused_elemwise_activation_grad", "rowwise",
              ("X", "Y", "Out", "IntermediateOut", "Out@GRAD", "IntermediateOut@GRAD"),
              {"X@GRAD": ("X",), "Y@GRAD": ("Y",)})
+# shape ops that keep one row per token: reshape2 to [0, ...] or [-1, ...] of the same row
+# size (fluid.embedding's trailing 1), squeeze/unsqueeze/transpose/flatten after dim 0
+for _name in ("reshape2", "squeeze2", "unsqueeze2", "transpose2", "flatten2"):
+    set_lod_rule(_name, "rowwise", ("X",), {"Out": ("X",)}, fixup=_keeps_token_rows)
+set_lod_rule("concat", "rowwise", ("X",), fixup=_not_along_tokens)  # features side by side
 # mean over the real tokens only: its own rule when given a LoD value (rules/sequence.py)
 set_lod_rule("mean", "aware", ("X",))
 assert get_op_def("mean").lod == "aware"
