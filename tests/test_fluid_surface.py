@@ -265,7 +265,6 @@ def test_fluid_one_hot_appends_depth():
 @pytest.mark.parametrize("owner, name, advice", [
     (fluid, "dygraph", "static programs only"),
     (fluid, "contrib", "no fluid.contrib"),
-    (fluid, "DistributeTranspiler", "parameter-server"),
     (fluid, "WeightNormParamAttr", "weight normalisation"),
     (fluid, "LoDTensorArray", "LoD"),
     (fluid, "no_such_api", "graphc does not provide it"),

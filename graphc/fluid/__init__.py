@@ -80,6 +80,7 @@ from .incubate import fleet  # noqa: E402
 from .input import embedding, one_hot  # noqa: E402
 from .parallel_executor import ParallelExecutor  # noqa: E402
 from .param_attr import ParamAttr  # noqa: E402
+from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa: E402
 
 Tensor = LoDTensor
 
@@ -106,6 +107,7 @@ __all__ = [
     "memory_optimize",
     "release_memory", "set_flags",
     "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy", "Executor",
+    "DistributeTranspiler", "DistributeTranspilerConfig", "transpiler",
     "LoDTensor", "MissingAPIError", "MissingModuleError", "ParallelExecutor", "ParamAttr",
     "Parameter", "Program", "Scope", "Tensor", "Variable", "append_backward", "clip",
     "compiler", "core", "cpu_places", "cuda_places", "data", "data_feeder", "dataset",

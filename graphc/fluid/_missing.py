@@ -13,8 +13,9 @@ _DYGRAPH = ("graphc runs static programs only (no dygraph / imperative mode): bu
             "inside fluid.program_guard(main, startup) and run it with fluid.Executor")
 _LOD = ("this LoD (ragged sequence) API is not implemented yet; LoD inputs, embedding, fc, "
         "sequence_pool, sequence_first_step/last_step and mean are (docs/lod.md)")
-_PSERVER = ("parameter-server training is not supported yet (graphc's parameter-server "
-            "issue); use collective training: fleet.init(is_collective=True) from "
+_PSERVER = ("parameter-server fleet is not supported yet (graphc's parameter-server "
+            "issue): use fluid.DistributeTranspiler (sync mode, docs/parameter_server.md) or "
+            "collective training: fleet.init(is_collective=True) from "
             "graphc.fluid.incubate.fleet.collective")
 _AMP = ("graphc has no contrib.mixed_precision; ask for mixed precision with "
         "DistributedStrategy.amp = True (fleet) or BuildStrategy's AMP pass (see "
@@ -38,9 +39,7 @@ ADVICE: dict[str, str] = {
     "contrib.mixed_precision": _AMP,
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
-    "transpiler": _PSERVER,
-    "DistributeTranspiler": _PSERVER,
-    "DistributeTranspilerConfig": _PSERVER,
+    "transpiler": _PSERVER,  # what fleet's parameter-server role refers to
     "LoDTensorArray": _LOD,
     "create_random_int_lodtensor": _LOD,
     "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
@@ -95,7 +94,7 @@ for _op in ("sequence_conv", "sequence_pool", "sequence_softmax", "sequence_expa
 
 # Modules whose import is refused (relative to graphc.fluid): ``import paddle.fluid.dygraph``
 # and ``from paddle.fluid.contrib.mixed_precision import decorate`` meet the advice at once.
-_MISSING_MODULES = ("dygraph", "contrib", "transpiler", "profiler", "install_check",
+_MISSING_MODULES = ("dygraph", "contrib", "profiler", "install_check",
                     "dygraph_grad_clip", "imperative")
 
 # Paddle's download datasets (``paddle.dataset.*``): graphc.dataset is the Dataset API

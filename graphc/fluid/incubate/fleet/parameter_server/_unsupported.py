@@ -1,7 +1,10 @@
 """A stand-in for a parameter-server object: importing it works, touching or calling it
 raises MissingAPIError with the advice for parameter-server training."""
 
-from ...._missing import MissingAPIError, advice_for
+from ...._missing import MissingAPIError
+
+_ADVICE = ("parameter-server fleet is not supported yet; use "
+           "fluid.DistributeTranspiler (docs/parameter_server.md) or collective training")
 
 
 class Unsupported:
@@ -10,7 +13,7 @@ class Unsupported:
 
     def _refuse(self, detail: str):
         return MissingAPIError(f"{detail}: graphc lacks this on purpose. "
-                               f"{advice_for('transpiler')}")
+                               f"{_ADVICE}")
 
     def __getattr__(self, name: str):
         if name.startswith("__"):

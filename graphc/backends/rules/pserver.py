@@ -1,0 +1,90 @@
+"""Lowering rules for the parameter-server ops (send, send_barrier, recv, fetch_barrier): ordered
+host callbacks into the trainer's channel, which the runtime installs (graphc.distributed.pserver).
+
+The backend does not import the runtime: ``install_channel`` is how the runtime hands its
+channel in. ``jax.experimental.io_callback(ordered=True)`` keeps the callbacks in program
+order inside the jitted step, and the tokens make the order a data dependency too.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+from jax.experimental import io_callback
+
+from .registry import LoweringError, RuleContext, lowering
+
+_CHANNEL: list = [None]  # the trainer's channel; set by the runtime (install_channel)
+_TOKEN = jax.ShapeDtypeStruct((1,), np.int32)
+
+
+def install_channel(channel) -> None:
+    """Route this process's send/recv ops to ``channel`` (``send(names, epmap, arrays)``,
+    ``send_barrier()``, ``recv(names, epmap) -> arrays``, ``fetch_barrier()``); None: none."""
+    _CHANNEL[0] = channel
+
+
+def _channel(c: RuleContext):
+    ch = _CHANNEL[0]
+    if ch is None:
+        raise LoweringError(f"{c.where}: this program exchanges blocks with parameter servers, "
+                            "but this process is no parameter-server trainer: get the program "
+                            "from DistributeTranspiler.get_trainer_program() (or fleet) in a "
+                            "job started by mpirun / graphc launch")
+    return ch
+
+
+def _token() -> np.ndarray:
+    return np.ones((1,), np.int32)
+
+
+def _as_list(x) -> list:
+    return list(x) if isinstance(x, list | tuple) else [x]
+
+
+@lowering("send")
+def _send(c: RuleContext, X):
+    ch, names, epmap = _channel(c), list(c["varnames"]), list(c["epmap"])
+
+    def host(*blocks):
+        ch.send(names, epmap, [np.asarray(b) for b in blocks])
+        return _token()
+
+    return {"Out": io_callback(host, _TOKEN, *_as_list(X), ordered=True)}
+
+
+@lowering("send_barrier")
+def _send_barrier(c: RuleContext, X):
+    ch = _channel(c)
+
+    def host(*tokens):
+        ch.send_barrier()
+        return _token()
+
+    return {"Out": io_callback(host, _TOKEN, *_as_list(X), ordered=True)}
+
+
+@lowering("recv")
+def _recv(c: RuleContext, X):
+    ch, names, epmap = _channel(c), list(c["varnames"]), list(c["epmap"])
+    types = c.out_types["Out"]
+    shapes = [jax.ShapeDtypeStruct(t.shape, np.dtype(t.dtype)) for t in types]
+
+    def host(*tokens):
+        arrays = ch.recv(names, epmap)
+        return [np.asarray(a, s.dtype).reshape(s.shape) for a, s in zip(arrays, shapes)]
+
+    return {"Out": list(io_callback(host, shapes, *_as_list(X or []), ordered=True))}
+
+
+@lowering("fetch_barrier")
+def _fetch_barrier(c: RuleContext, X):
+    ch = _channel(c)
+    xs = _as_list(X)
+    shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs]
+
+    def host(*blocks):
+        ch.fetch_barrier()
+        return list(blocks)
+
+    return {"Out": list(io_callback(host, shapes, *xs, ordered=True))}

@@ -1,0 +1,42 @@
+"""Parameter-server training over MPI (docs/parameter_server.md): the transpile (ps-* passes),
+the wire protocol, the server loop and the trainer's channel.
+
+``Transpiler`` splits a program; ``serve(pserver_program)`` runs a server until every trainer
+completed; ``start_trainer(...)`` routes this process's send/recv ops to the servers and
+``complete()`` says it takes no more steps (also done at exit).
+"""
+
+from __future__ import annotations
+
+from .protocol import PServerError
+from .server import serve
+from .transpiler import Transpiler
+
+_TRAINER: list = [None]
+
+
+def start_trainer(trainer_id: int, endpoints: list[str], trainers: int):
+    """Make this process trainer ``trainer_id``: its send/recv ops talk to ``endpoints``.
+    Idempotent for the same role; returns the channel."""
+    from ...backends.rules.pserver import install_channel
+    from .trainer import TrainerChannel
+    ch = _TRAINER[0]
+    if ch is not None and (ch.trainer_id, ch.endpoints, ch.trainers) == (
+            trainer_id, list(endpoints), trainers):
+        return ch
+    if ch is not None and ch.cluster is not None:
+        raise PServerError(f"this process already trains as trainer {ch.trainer_id} of "
+                           f"{ch.endpoints}; one process has one role")
+    ch = TrainerChannel(trainer_id, endpoints, trainers)
+    _TRAINER[0] = ch
+    install_channel(ch)
+    return ch
+
+
+def complete() -> None:
+    """This trainer takes no more steps (Paddle's ``exe.close()`` / ``fleet.stop_worker()``)."""
+    if _TRAINER[0] is not None:
+        _TRAINER[0].complete()
+
+
+__all__ = ["PServerError", "Transpiler", "complete", "serve", "start_trainer"]

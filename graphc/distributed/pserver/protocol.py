@@ -1,0 +1,105 @@
+"""The parameter-server wire protocol over MPI (mpi4py): who is who, the message tags, and how a
+server's blocks are packed into one buffer per step. Both sides live here so they agree.
+
+Messages (point-to-point on COMM_WORLD; buffers are raw bytes, never pickles, except the
+one-off layout at setup):
+
+- ``TAG_LAYOUT`` (40), server -> trainer, once: the pickled ``Layout`` (block names,
+  shapes, dtypes);
+- ``TAG_CONTROL`` (41), trainer -> server, per step: int64 ``[kind, step, trainer_id]``,
+  ``BARRIER`` (this step's gradients follow) or ``COMPLETE`` (no more steps);
+- ``TAG_GRADS`` (42), trainer -> server, per step: uint8, the gradient blocks the server
+  owns, in ``Layout.grads`` order;
+- ``TAG_PARAMS`` (43), server -> trainer, per step: uint8, the server's parameter blocks
+  after its update, in ``Layout.params`` order.
+
+Setup is one ``allgather`` of ``(role, index)`` over every rank (all ranks of the job take
+part), then the layouts. MPI keeps messages of one tag between two ranks in order, so a
+step's messages never mix with the next step's.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from ...ir.errors import GraphcError
+
+TAG_LAYOUT, TAG_CONTROL, TAG_GRADS, TAG_PARAMS = 40, 41, 42, 43
+BARRIER, COMPLETE = 1, 2
+TRAINER, SERVER = "TRAINER", "PSERVER"
+
+
+class PServerError(GraphcError):
+    """A parameter-server job is misconfigured or its peers disagree (names the rank/role)."""
+
+
+def comm_world():
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:  # the mpi extra
+        raise PServerError("parameter-server training needs mpi4py (pip install "
+                           "'graphc[mpi]') and a job started by mpirun or graphc launch"
+                           ) from exc
+    return MPI.COMM_WORLD
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A server's blocks: ``grads``/``params`` are ``(name, shape, dtype)`` in wire order."""
+
+    server: int
+    grads: tuple
+    params: tuple
+
+    def nbytes(self, which: str) -> int:
+        return sum(int(np.prod(s)) * np.dtype(d).itemsize for _, s, d in getattr(self, which))
+
+
+def pack(arrays) -> np.ndarray:
+    """One contiguous byte buffer of ``arrays`` (in order)."""
+    if not arrays:
+        return np.zeros(0, np.uint8)
+    return np.concatenate([np.ascontiguousarray(a).reshape(-1).view(np.uint8) for a in arrays])
+
+
+def unpack(buf: np.ndarray, specs) -> dict[str, np.ndarray]:
+    out, i = {}, 0
+    for name, shape, dtype in specs:
+        n = int(np.prod(shape)) * np.dtype(dtype).itemsize
+        out[name] = buf[i:i + n].view(np.dtype(dtype)).reshape(shape).copy()
+        i += n
+    if i != buf.size:
+        raise PServerError(f"a block buffer of {buf.size} bytes does not match the layout "
+                           f"({i} bytes): trainer and server programs disagree")
+    return out
+
+
+@dataclass
+class Cluster:
+    """MPI ranks of every server and trainer, from one allgather at setup."""
+
+    comm: object
+    servers: list[int]  # server id -> rank
+    trainers: list[int]  # trainer id -> rank
+
+    @classmethod
+    def join(cls, role: str, index: int, num_servers: int, num_trainers: int) -> Cluster:
+        comm = comm_world()
+        everyone = comm.allgather((role, int(index)))
+        servers = sorted((i, r) for r, (ro, i) in enumerate(everyone) if ro == SERVER)
+        trainers = sorted((i, r) for r, (ro, i) in enumerate(everyone) if ro == TRAINER)
+        if [i for i, _ in servers] != list(range(num_servers)) or \
+                [i for i, _ in trainers] != list(range(num_trainers)):
+            raise PServerError(
+                f"rank {comm.Get_rank()} ({role} {index}): the job's ranks are servers "
+                f"{[i for i, _ in servers]} and trainers {[i for i, _ in trainers]}, but the "
+                f"transpile expects servers 0..{num_servers - 1} and trainers "
+                f"0..{num_trainers - 1}")
+        # one line per rank, so a failing rank's role can be read beside the launcher's
+        # message naming its rank
+        print(f"graphc pserver: rank {comm.Get_rank()} is {role.lower()} {index} "
+              f"({num_servers} servers, {num_trainers} trainers)", file=sys.stderr, flush=True)
+        return cls(comm, [r for _, r in servers], [r for _, r in trainers])

@@ -1,0 +1,104 @@
+"""A parameter server's loop: hold this server's blocks in a scope, take every live trainer's
+gradient blocks, run the server program (a compiled JAX step) on them, return the blocks."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .. import watchdog
+from .protocol import (
+    BARRIER,
+    COMPLETE,
+    SERVER,
+    TAG_CONTROL,
+    TAG_GRADS,
+    TAG_LAYOUT,
+    TAG_PARAMS,
+    Cluster,
+    Layout,
+    PServerError,
+    pack,
+    unpack,
+)
+
+
+def server_layout(program, info: dict) -> tuple[Layout, dict[str, list[str]]]:
+    """The wire layout of a server program, and for each gradient block the feed names of
+    its per-trainer copies (``w@GRAD.trainer_0``, ...; the block itself with one trainer)."""
+    from ...ir.program import Parameter
+    block = program.global_block()
+    feeds = [v for v in block.vars.values() if v.is_data]
+    per_trainer = info["sync_mode"] and info["trainers"] > 1
+    grads: dict[str, list[str]] = {}
+    for v in feeds:
+        base = v.name.rsplit(".trainer_", 1)[0] if per_trainer else v.name
+        grads.setdefault(base, []).append(v.name)
+    specs = {v.name: (tuple(v.shape), str(v.dtype)) for v in feeds}
+    grad_specs = tuple((b, *specs[names[0]]) for b, names in sorted(grads.items()))
+    params = tuple(sorted((v.name, tuple(v.shape), str(v.dtype)) for v in block.vars.values()
+                          if isinstance(v, Parameter)))
+    return Layout(info["server_id"], grad_specs, params), grads
+
+
+def serve(program, executor=None, scope=None) -> dict:
+    """Run the server loop of ``program`` (from ``get_pserver_program``) until every trainer
+    has completed; the scope must hold its blocks (run its startup program first). Returns
+    counters: rounds, bytes received and sent."""
+    from ...runtime.executor import Executor
+    from ...runtime.scope import global_scope
+    info = getattr(program, "_ps_server", None)
+    if info is None:
+        raise PServerError("serve() takes a server program from "
+                           "DistributeTranspiler.get_pserver_program(endpoint)")
+    exe = executor or Executor()
+    scope = global_scope() if scope is None else scope
+    layout, feeds_of = server_layout(program, info)
+    sid, trainers = info["server_id"], info["trainers"]
+    cluster = Cluster.join(SERVER, sid, len(info["endpoints"]), trainers)
+    comm = cluster.comm
+    watchdog.start(comm.Get_rank(), watchdog.parse_timeout(os.environ.get(watchdog.ENV)))
+    for rank in cluster.trainers:
+        comm.send(layout, dest=rank, tag=TAG_LAYOUT)
+    live = set(range(trainers))
+    stats = {"rounds": 0, "bytes_received": 0, "bytes_sent": 0}
+    zeros = {n: np.zeros(s, d) for n, s, d in layout.grads}
+    nbytes = layout.nbytes("grads")
+    ctrl = np.empty(3, np.int64)
+    while live:
+        feeds, arrived = {}, []
+        for t in sorted(live):
+            with watchdog.waiting(f"pserver {info['endpoint']} waiting for trainer {t}"):
+                comm.Recv(ctrl, source=cluster.trainers[t], tag=TAG_CONTROL)
+            kind = int(ctrl[0])
+            if kind == COMPLETE:
+                live.discard(t)
+                continue
+            if kind != BARRIER:
+                raise PServerError(f"server {sid}: unknown control message {kind} from "
+                                   f"trainer {t}")
+            buf = np.empty(nbytes, np.uint8)
+            with watchdog.waiting(f"pserver {info['endpoint']} receiving from trainer {t}"):
+                comm.Recv(buf, source=cluster.trainers[t], tag=TAG_GRADS)
+            stats["bytes_received"] += nbytes
+            for name, arr in unpack(buf, layout.grads).items():
+                feeds[f"{name}.trainer_{t}" if len(feeds_of[name]) > 1 else name] = arr
+            arrived.append(t)
+        if not arrived:
+            break
+        # a trainer that completed counts as a zero gradient (Paddle's semantics: the mean
+        # still divides by every trainer)
+        for name, names in feeds_of.items():
+            for n in names:
+                feeds.setdefault(n, zeros[name])
+        if layout.grads:
+            exe.run(program, feed=feeds, scope=scope)
+        out = pack([np.asarray(scope[n]) for n, _, _ in layout.params])
+        requests = [comm.Isend(out, dest=cluster.trainers[t], tag=TAG_PARAMS) for t in arrived]
+        from mpi4py import MPI
+        with watchdog.waiting(f"pserver {info['endpoint']} returning blocks"):
+            MPI.Request.Waitall(requests)
+        stats["rounds"] += 1
+        stats["bytes_sent"] += out.nbytes * len(arrived)
+    return stats

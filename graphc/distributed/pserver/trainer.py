@@ -1,0 +1,113 @@
+"""The trainer's side of the exchange: the channel the send/recv rules call from inside the
+compiled step (backends/rules/pserver.py), and "complete" when the trainer is done."""
+
+from __future__ import annotations
+
+import atexit
+
+import numpy as np
+
+from .protocol import (
+    BARRIER,
+    COMPLETE,
+    TAG_CONTROL,
+    TAG_GRADS,
+    TAG_LAYOUT,
+    TAG_PARAMS,
+    TRAINER,
+    Cluster,
+    PServerError,
+    pack,
+    unpack,
+)
+
+
+class TrainerChannel:
+    """Gradient blocks given by ``send`` wait here until ``send_barrier`` ships one buffer per
+    server; the first ``recv`` of a step takes one buffer from each server."""
+
+    def __init__(self, trainer_id: int, endpoints: list[str], trainers: int):
+        self.trainer_id, self.endpoints, self.trainers = trainer_id, list(endpoints), trainers
+        self.cluster: Cluster | None = None
+        self.layouts = []
+        self.step = 0
+        self.done = False
+        self._grads: dict[str, np.ndarray] = {}
+        self._params: dict[str, np.ndarray] | None = None
+        self._requests: list = []
+        self._keep: list = []  # buffers of pending sends
+        self.bytes_sent = 0
+
+    def _setup(self) -> None:
+        if self.cluster is not None:
+            return
+        self.cluster = Cluster.join(TRAINER, self.trainer_id, len(self.endpoints), self.trainers)
+        comm = self.cluster.comm
+        self.layouts = [comm.recv(source=r, tag=TAG_LAYOUT) for r in self.cluster.servers]
+        atexit.register(self.complete)
+
+    def _server(self, endpoint: str) -> int:
+        try:
+            return self.endpoints.index(endpoint)
+        except ValueError:
+            raise PServerError(f"trainer {self.trainer_id}: block for unknown endpoint "
+                               f"'{endpoint}' (servers: {self.endpoints})") from None
+
+    # -- called by the rules ----------------------------------------------------------
+    def send(self, names, epmap, arrays) -> None:
+        self._setup()
+        for name, ep, a in zip(names, epmap, arrays):
+            self._server(ep)
+            self._grads[name] = np.ascontiguousarray(a)
+
+    def send_barrier(self) -> None:
+        self._setup()
+        comm = self.cluster.comm
+        for layout, rank in zip(self.layouts, self.cluster.servers):
+            missing = [n for n, _, _ in layout.grads if n not in self._grads]
+            if missing:
+                raise PServerError(f"trainer {self.trainer_id}: server {layout.server} expects "
+                                   f"gradient blocks {missing} that this step did not send")
+            buf = pack([self._grads[n] for n, _, _ in layout.grads])
+            ctrl = np.array([BARRIER, self.step, self.trainer_id], np.int64)
+            self._keep += [buf, ctrl]
+            self._requests.append(comm.Isend(ctrl, dest=rank, tag=TAG_CONTROL))
+            self._requests.append(comm.Isend(buf, dest=rank, tag=TAG_GRADS))
+            self.bytes_sent += buf.nbytes
+        self._grads.clear()
+
+    def recv(self, names, epmap) -> list[np.ndarray]:
+        self._setup()
+        if self._params is None:
+            comm, params = self.cluster.comm, {}
+            for layout, rank in zip(self.layouts, self.cluster.servers):
+                buf = np.empty(layout.nbytes("params"), np.uint8)
+                comm.Recv(buf, source=rank, tag=TAG_PARAMS)
+                params.update(unpack(buf, layout.params))
+            self._params = params
+        try:
+            return [self._params[n] for n in names]
+        except KeyError as exc:
+            raise PServerError(f"trainer {self.trainer_id}: no server returned the parameter "
+                               f"block {exc}") from None
+
+    def fetch_barrier(self) -> None:
+        from mpi4py import MPI
+        MPI.Request.Waitall(self._requests)
+        self._requests, self._keep, self._params = [], [], None
+        self.step += 1
+
+    # -- lifetime ------------------------------------------------------------------
+    def complete(self) -> None:
+        """Tell every server this trainer takes no more steps (Paddle's COMPLETE), so a
+        server never waits for it: uneven data does not hang the others."""
+        if self.done:
+            return
+        self.done = True
+        self._setup()  # a trainer that took no step still joins, so the servers can start
+        from mpi4py import MPI
+        MPI.Request.Waitall(self._requests)
+        comm = self.cluster.comm
+        for rank in self.cluster.servers:
+            comm.Send(np.array([COMPLETE, self.step, self.trainer_id], np.int64), dest=rank,
+                      tag=TAG_CONTROL)

@@ -1,0 +1,70 @@
+"""Parameter-server ops: what a trainer exchanges with the servers that own its parameters'
+blocks (send gradient blocks, barriers, receive parameter blocks), as the transpile emits them.
+
+Each op returns a small int32 ``[1]`` *token* (send, send_barrier) so that the order the
+protocol needs (every send before the barrier, the barrier before any recv) is a data
+dependency in the SSA graph, not only program order. ``epmap`` names the endpoint of each
+block, ``varnames`` the block's name on that server (docs/parameter_server.md).
+"""
+
+from __future__ import annotations
+
+from ..types import TensorType
+from .registry import COLLECTIVE, NO_GRAD, InferContext, register
+
+TOKEN = TensorType((1,), "int32")
+_TRAITS = (COLLECTIVE, NO_GRAD)
+
+
+def _check_blocks(c: InferContext, n: int) -> None:
+    c.check(len(c["epmap"]) == n, f"epmap has {len(c['epmap'])} endpoints for {n} blocks")
+    c.check(len(c["varnames"]) == n, f"varnames has {len(c['varnames'])} names for {n} blocks")
+
+
+def _send(c: InferContext):
+    xs = c.xs("X")
+    c.check(len(xs) >= 1, "send needs at least one block")
+    c.check(all(not t.sparse for t in xs), "send takes dense blocks (row-sparse gradients are "
+                                          "not supported by the parameter-server mode yet)")
+    _check_blocks(c, len(xs))
+    return {"Out": TOKEN}
+
+
+def _barrier(c: InferContext):
+    c.check(all(t == TOKEN for t in c.xs("X")), "a barrier reads tokens of send/recv ops")
+    return {"Out": TOKEN}
+
+
+def _recv(c: InferContext):
+    shapes, ranks = c["shapes"], c["ranks"]
+    c.check(sum(ranks) == len(shapes), f"ranks {ranks} do not add up to the {len(shapes)} "
+                                       "dims in shapes")
+    _check_blocks(c, len(ranks))
+    outs, i = [], 0
+    for r in ranks:
+        outs.append(TensorType(tuple(shapes[i:i + r]), c["dtype"]))
+        i += r
+    return {"Out": outs}
+
+
+def _fetch_barrier(c: InferContext):
+    return {"Out": list(c.xs("X"))}
+
+
+_BLOCK_ATTRS = {"epmap": "strs", "varnames": "strs", "trainer_id": ("int", 0)}
+
+register("send", "X*", "Out", dict(_BLOCK_ATTRS), infer=_send, traits=_TRAITS,
+         doc="hand each gradient block X[i] to the server epmap[i] (as varnames[i]); Out is a "
+             "token")
+register("send_barrier", "X*", "Out", {"endpoints": "strs", "trainer_id": ("int", 0)},
+         infer=_barrier, traits=_TRAITS,
+         doc="tell every server this trainer has sent all its blocks of the step (sync mode); "
+             "X are the send tokens")
+register("recv", "X*", "Out*", {**_BLOCK_ATTRS, "shapes": "ints", "ranks": "ints",
+                                "dtype": ("dtype", "float32")},
+         infer=_recv, traits=_TRAITS,
+         doc="the parameter blocks varnames[i] from the servers epmap[i] after their update; "
+             "X: tokens it waits for (the send barrier)")
+register("fetch_barrier", "X*", "Out*", {"endpoints": "strs", "trainer_id": ("int", 0)},
+         infer=_fetch_barrier, traits=_TRAITS, inplace={"Out": "X"},
+         doc="every server has answered this step's receives; Out is X (the received blocks)")

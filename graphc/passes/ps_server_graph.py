@@ -1,0 +1,201 @@
+"""ps-server-graph: one parameter server's graph: the update of the parameter blocks it owns
+(from the plan of ps-slice-variables), and nothing else.
+
+Matches: every optimizer op with a block on ``endpoint`` and the optimize / lr_sched ops it
+reads (regularisation, clipping, per-parameter learning rates). Produces, per owned block: a
+feed per trainer (``w@GRAD.block0.trainer_0``, ...) when ``sync_mode`` with several trainers,
+their ``sum`` and ``scale 1/trainers`` (the mean, as Paddle), else one feed
+(``w@GRAD.block0``); the regularisation / clipping ops cloned onto the block; the optimizer
+op on the block, whose optimizer state of the parameter's shape is cut to the block
+(``w_velocity_0.block0``) and whose scalar state gets a copy per block. Ops shared by every
+parameter (learning-rate arithmetic) are cloned once. Every other op leaves the graph. Each
+new state variable records ``extra["ps_source"] = [variable, start row, end row]`` (end -1:
+whole), from which ps-server-startup cuts its initial value.
+Refuses (PassError): an update reading another parameter's gradient (global-norm clipping),
+learning-rate schedules that keep state (step counters), both not supported yet.
+"""
+
+from __future__ import annotations
+
+from ..ir.graph import Graph, Op, Value
+from ..ir.ops import get_op_def
+from ..ir.types import TensorType
+from .base import Pass, PassContext, PassError, register_pass
+from .ps_plan import blocks_of, updated_pairs
+
+SOURCE_KEY = "ps_source"
+
+
+def new_input(ctx: PassContext, name: str, type: TensorType, kind: str, source) -> Value:
+    """A new graph input variable of ``kind`` (feed, param or persistable) named exactly
+    ``name``, recording where its value comes from (``source``)."""
+    v = ctx.rewriter.new_state(name, type, 0.0)
+    v.var.extra.pop("initial_value", None)  # filled by the startup program or fed
+    v.var.kind = kind
+    v.var.stop_gradient = kind != "param"
+    if source is not None:
+        v.var.extra[SOURCE_KEY] = list(source)
+    return v
+
+
+def update_cone(graph: Graph, op: Op) -> list[Op]:
+    """The optimize / lr_sched ops ``op`` reads from, transitively, in program order, and op."""
+    seen, stack = {op}, [op]
+    while stack:
+        for v in stack.pop().input_values():
+            p = graph.producer(v)
+            if p is not None and p not in seen and p.role in ("optimize", "lr_sched"):
+                seen.add(p)
+                stack.append(p)
+    return [o for o in graph.ops() if o in seen]
+
+
+class _Snapshot:
+    """What is needed to clone an op after the original graph's ops are erased."""
+
+    def __init__(self, op: Op):
+        self.type, self.attrs, self.role, self.source = op.type, dict(op.attrs), op.role, op.source
+        self.inputs = {s: list(vs) for s, vs in op.inputs.items()}
+        self.outputs = {s: list(vs) for s, vs in op.outputs.items()}
+        self.where, self.is_optimizer = op.where, bool(op.inputs.get("Param"))
+
+
+@register_pass
+class PsServerGraph(Pass):
+    """Keep only the update of one server's parameter blocks (server side of the transpile)."""
+
+    name = "ps-server-graph"
+    endpoint: str = "127.0.0.1:6174"
+    trainers: int = 1
+    sync_mode: bool = True
+
+    def run(self, graph: Graph, ctx: PassContext) -> None:
+        work = []  # (optimizer snapshot, cone snapshots, param, grad, blocks here)
+        for op, param, grad in updated_pairs(graph):
+            blocks = [b for b in blocks_of(graph, param.var.name) if b.endpoint == self.endpoint]
+            cone = update_cone(graph, op)
+            for o in cone:
+                for v in o.output_values():
+                    if o is not op and v.var.kind != "temp":
+                        raise PassError(f"{o.where}: writes the state '{v.var.name}' (a "
+                                        "learning-rate schedule's counter): schedules with "
+                                        "state are not supported on parameter servers yet")
+            if blocks:
+                work.append(([_Snapshot(o) for o in cone], param, grad, blocks))
+        shared_inputs = self._erase_all(graph, ctx, work)
+        rw = ctx.rewriter
+        shared_env: dict[Value, Value] = {}
+        outputs: list[Value] = []
+        for cone, param, grad, blocks in work:
+            opt = cone[-1]
+            inplace = get_op_def(opt.type).inplace
+            state = [opt.inputs[s][0] for s in inplace.values() if s != "Param" and s in opt.inputs]
+            for b in blocks:
+                split = b.param != param.var.name
+                env: dict[Value, Value] = {}
+                rows = (b.end - b.start, *param.shape[1:])
+                if split:
+                    env[param] = new_input(ctx, b.param, TensorType(rows, param.dtype), "param",
+                                           [param.var.name, b.start, b.end])
+                else:
+                    env[param] = param
+                    param.var.extra[SOURCE_KEY] = [param.var.name, 0, -1]
+                for s in state:
+                    if not split:
+                        env[s] = s
+                        s.var.extra[SOURCE_KEY] = [s.var.name, 0, -1]
+                    elif s.shape == param.shape:
+                        env[s] = new_input(ctx, f"{s.var.name}.block{b.index}",
+                                           TensorType(rows, s.dtype), "persistable",
+                                           [s.var.name, b.start, b.end])
+                    else:
+                        env[s] = new_input(ctx, f"{s.var.name}.block{b.index}", s.type,
+                                           "persistable", [s.var.name, 0, -1])
+                env[grad] = self._mean_gradient(ctx, b.grad, TensorType(rows, grad.dtype))
+                for snap in cone:
+                    self._clone(ctx, snap, env, shared_env, shared_inputs, b.index, split)
+                outputs.append(graph.latest(env[param].var.name))
+                outputs.extend(graph.latest(env[s].var.name) for s in state)
+                ctx.count("blocks")
+        outputs.extend(v for v in shared_inputs if graph.nx.succ[v] and v not in outputs)
+        rw.set_outputs(outputs)
+        for v in list(graph.inputs):
+            if not graph.nx.succ[v] and not graph.is_output(v):
+                rw.erase_value(v)
+        if not work:
+            ctx.decline("this server owns no block")
+
+    def _erase_all(self, graph: Graph, ctx: PassContext, work) -> list[Value]:
+        """Erase every op (the snapshots keep what to clone); returns the inputs the updates
+        read that are not per-parameter (learning rates), which stay."""
+        rw = ctx.rewriter
+        rw.set_outputs([])
+        for op in reversed(graph.ops()):
+            rw.erase_op(op)
+        inputs = set(graph.inputs)
+        shared = []
+        for cone, param, grad, _ in work:
+            opt = cone[-1]
+            own = {param, grad, *(v for vs in opt.inputs.values() for v in vs)}
+            for snap in cone[:-1]:
+                own.update(v for vs in snap.outputs.values() for v in vs)
+            for snap in cone:
+                for vs in snap.inputs.values():
+                    for v in vs:
+                        if v in inputs and v not in own and v not in shared:
+                            shared.append(v)
+            for s, vs in opt.inputs.items():  # the learning rate is read, never owned
+                if s not in get_op_def(opt.type).inplace.values() and s not in ("Param", "Grad"):
+                    shared.extend(v for v in vs if v in inputs and v not in shared)
+        return shared
+
+    def _mean_gradient(self, ctx: PassContext, name: str, type: TensorType) -> Value:
+        if not self.sync_mode or self.trainers == 1:
+            return new_input(ctx, name, type, "feed", None)
+        rw = ctx.rewriter
+        parts = [new_input(ctx, f"{name}.trainer_{t}", type, "feed", None)
+                 for t in range(self.trainers)]
+        total = rw.create_op("sum", {"X": parts}, {"Out": f"{name}@SUM"}, role="optimize"
+                             ).output("Out")
+        return rw.create_op("scale", {"X": total}, {"Out": f"{name}@MEAN"},
+                            {"scale": 1.0 / self.trainers}, role="optimize").output("Out")
+
+    @staticmethod
+    def _clone(ctx: PassContext, snap: _Snapshot, env: dict, shared_env: dict,
+               shared_inputs: list, index: int, split: bool) -> None:
+        rw = ctx.rewriter
+        per_block = any(v in env for vs in snap.inputs.values() for v in vs)
+        if not per_block and all(v in shared_env for vs in snap.outputs.values() for v in vs):
+            return  # a shared op (learning-rate arithmetic) already cloned
+        ins = {}
+        for slot, vs in snap.inputs.items():
+            mapped = []
+            for v in vs:
+                if v in env:
+                    mapped.append(env[v])
+                elif v in shared_env:
+                    mapped.append(shared_env[v])
+                elif v in shared_inputs:
+                    mapped.append(v)
+                else:
+                    raise PassError(f"{snap.where}: the update reads '{v.var.name}', which is "
+                                    "neither this parameter's nor shared by every update "
+                                    "(global-norm clipping?): not supported on parameter "
+                                    "servers yet")
+            ins[slot] = mapped
+        inplace = get_op_def(snap.type).inplace
+        outs = {}
+        for slot, vs in snap.outputs.items():
+            src = snap.inputs.get(inplace.get(slot), [None])[0]
+            if src is not None and vs[0].var is src.var:  # updated in place: a new version
+                outs[slot] = [rw.new_version(ins[inplace[slot]][0])]
+            else:
+                outs[slot] = [f"{v.var.name}.block{index}" if split and per_block
+                              else v.var.name for v in vs]
+        op = rw.create_op(snap.type, ins, outs, snap.attrs, source=snap.source,
+                          role=snap.role)
+        target = env if per_block else shared_env
+        for slot, vs in snap.outputs.items():
+            for v, new in zip(vs, op.outputs[slot]):
+                target[v] = new
+        ctx.count("update ops")

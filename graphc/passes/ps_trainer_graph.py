@@ -1,0 +1,114 @@
+"""ps-trainer-graph: the trainer's side of the parameter-server transpile. The optimizer moves to
+the servers; the trainer sends its gradient blocks and receives the updated parameter blocks.
+
+Matches: every optimizer op and the optimize / lr_sched ops it reads (regularisation,
+clipping, per-parameter learning rates, schedules), using the plan of ps-slice-variables.
+Produces, in place of them: per parameter, ``split`` of the backward gradient into its blocks
+(when cut) and one ``send`` right after the backward op that finishes it; then (sync mode) one
+``send_barrier`` over every send's token, one ``recv`` per parameter waiting on the barrier,
+one ``fetch_barrier`` over every received block, and a ``concat`` (axis 0) per parameter whose
+result is the parameter's new value. Optimizer state and learning-rate variables no longer
+read by the trainer leave the graph. Async mode (sync_mode false) omits the barriers: each recv
+waits on its own send only.
+Declines: a graph without optimizer ops.
+"""
+
+from __future__ import annotations
+
+from ..ir.graph import Graph
+from .base import Pass, PassContext, register_pass
+from .ps_plan import blocks_of, updated_pairs
+
+
+@register_pass
+class PsTrainerGraph(Pass):
+    """Replace the optimizer by send/recv of gradient and parameter blocks (trainer side)."""
+
+    name = "ps-trainer-graph"
+    trainer_id: int = 0
+    sync_mode: bool = True
+
+    def run(self, graph: Graph, ctx: PassContext) -> None:
+        pairs = updated_pairs(graph)
+        if not pairs:
+            ctx.decline("no optimizer ops: nothing to send")
+            return
+        rw = ctx.rewriter
+        attrs = {"trainer_id": self.trainer_id}
+        tokens, per_param = [], []
+        for op, param, grad in pairs:
+            blocks = blocks_of(graph, param.var.name)
+            producer = graph.producer(grad)
+            if len(blocks) > 1:
+                split = rw.create_op("split", {"X": grad}, {"Out": [b.grad for b in blocks]},
+                                     {"sections": [b.end - b.start for b in blocks], "axis": 0},
+                                     role="backward", after=producer)
+                pieces, anchor = split.outputs["Out"], split
+                ctx.count("split")
+            else:
+                pieces, anchor = [grad], producer
+            send = rw.create_op("send", {"X": pieces}, {"Out": f"{grad.var.name}@SEND"},
+                                {**attrs, "epmap": [b.endpoint for b in blocks],
+                                 "varnames": [b.grad for b in blocks]},
+                                role="backward", after=anchor)
+            tokens.append(send.output("Out"))
+            per_param.append((op, param, blocks, send))
+            ctx.count("send")
+        endpoints = sorted({b.endpoint for _, _, blocks, _ in per_param for b in blocks})
+        barrier = None
+        if self.sync_mode:
+            barrier = rw.create_op("send_barrier", {"X": tokens}, {"Out": "send_barrier@TOKEN"},
+                                   {**attrs, "endpoints": endpoints}, role="backward"
+                                   ).output("Out")
+        received = []
+        for _op, param, blocks, send in per_param:
+            shapes, ranks = [], []
+            for b in blocks:
+                shape = (b.end - b.start, *param.shape[1:]) if param.shape else ()
+                shapes.extend(shape)
+                ranks.append(len(shape))
+            recv = rw.create_op("recv", {"X": [barrier if barrier is not None
+                                               else send.output("Out")]},
+                                {"Out": [f"{b.param}@RECV" if b.param == param.var.name
+                                         else b.param for b in blocks]},
+                                {**attrs, "epmap": [b.endpoint for b in blocks],
+                                 "varnames": [b.param for b in blocks], "shapes": shapes,
+                                 "ranks": ranks, "dtype": param.dtype}, role="backward")
+            received.append(recv.outputs["Out"])
+            ctx.count("recv")
+        flat = [v for vals in received for v in vals]
+        fetched = rw.create_op("fetch_barrier", {"X": flat},
+                               {"Out": [rw.new_version(v) for v in flat]},
+                               {**attrs, "endpoints": endpoints}, role="backward"
+                               ).outputs["Out"]
+        new_params, i = {}, 0
+        for (_op, param, _blocks, _), vals in zip(per_param, received):
+            mine = fetched[i:i + len(vals)]
+            i += len(vals)
+            new = rw.new_version(param)
+            rw.create_op("concat", {"X": mine}, {"Out": new}, {"axis": 0}, role="backward")
+            new_params[param.var.name] = new
+        self._drop_optimizer(graph, ctx, new_params)
+
+    @staticmethod
+    def _drop_optimizer(graph: Graph, ctx: PassContext, new_params: dict) -> None:
+        """Erase the optimize / lr_sched ops; the concats' results become the parameters'
+        final values; inputs no longer read (optimizer state, learning rates) leave."""
+        rw = ctx.rewriter
+        doomed = [op for op in graph.ops() if op.role in ("optimize", "lr_sched")]
+        written = {v for op in doomed for v in op.output_values()}
+        outputs = []
+        for v in graph.outputs:
+            if v.var.name in new_params:
+                outputs.append(new_params[v.var.name])
+            elif v not in written:
+                outputs.append(v)
+        rw.set_outputs(outputs)
+        for op in reversed(doomed):
+            rw.erase_op(op)
+            ctx.count("optimize ops moved to servers")
+        kept = set(outputs)
+        for v in list(graph.inputs):
+            if not graph.nx.succ[v] and v.var.kind != "feed" and v not in kept:
+                rw.erase_value(v)
+                ctx.count("state left to servers")

@@ -1,0 +1,90 @@
+"""One parameter-server job for tests/test_pserver_sync.py, run by ``graphc launch
+--nproc_per_node 4``: ranks 0-1 are servers, ranks 2-3 trainers, written as a Fluid 1.8 script
+with the DistributeTranspiler. Trainer t trains on its half of each global batch; trainer 1
+takes one step more than trainer 0 (uneven data), which must not hang the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+import graphc.fluid as fluid
+from graphc.distributed import pserver
+
+ENDPOINTS = "127.0.0.1:6170,127.0.0.1:6171"
+TRAINERS, STEPS, HALF = 2, 3, 4
+
+
+def build():
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 7
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 128], "float32")
+        y = fluid.data("y", [-1, 1], "float32")
+        h = fluid.layers.fc(x, 128, act="tanh")  # 128x128 weight: cut in 2 blocks
+        p = fluid.layers.fc(h, 1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(p, y))
+        opt = fluid.optimizer.Momentum(0.05, 0.9, regularization=fluid.regularizer.L2Decay(0.01))
+        opt.minimize(loss)
+    return main, startup, loss
+
+
+def batches(steps: int = STEPS + 1):
+    rng = np.random.default_rng(3)
+    out = []
+    for _ in range(steps):
+        x = rng.standard_normal((2 * HALF, 128)).astype("float32")
+        y = (x[:, :1] * 0.5 + 0.1).astype("float32")
+        out.append({"x": x, "y": y})
+    return out
+
+
+def params(main, scope) -> dict:
+    return {p.name: np.asarray(scope[p.name]) for p in main.global_block().all_parameters()}
+
+
+def main(out_dir: str) -> None:
+    from mpi4py import MPI
+    rank = MPI.COMM_WORLD.Get_rank()
+    out = Path(out_dir)
+    prog, startup, loss = build()
+    t = fluid.DistributeTranspiler()
+    eps = ENDPOINTS.split(",")
+    if rank < len(eps):  # a server
+        t.transpile(0, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,
+                    startup_program=startup)
+        server_prog, server_startup = t.get_pserver_programs(eps[rank])
+        exe = fluid.Executor(fluid.CPUPlace())
+        exe.run(server_startup)
+        stats = pserver.serve(server_prog, exe)
+        (out / f"server{rank}.json").write_text(json.dumps(stats))
+        return
+    tid = rank - len(eps)
+    t.transpile(tid, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,
+                startup_program=startup)
+    trainer_prog = t.get_trainer_program()
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    losses = []
+    data = batches()
+    for step in range(STEPS + tid):  # trainer 1 takes one extra step
+        b = data[step]
+        part = {k: v[tid * HALF:(tid + 1) * HALF] for k, v in b.items()}
+        value, = exe.run(trainer_prog, feed=part, fetch_list=[loss.name])
+        losses.append(float(np.asarray(value).reshape(-1)[0]))
+        if os.environ.get("PS_TEST_FAIL") == f"trainer{tid}":
+            (out / "failed_at").write_text(repr(time.time()))
+            raise RuntimeError(f"trainer {tid} fails on purpose after step {step}")
+        if step == STEPS - 1:
+            np.savez(out / f"trainer{tid}.npz", losses=np.array(losses),
+                     **params(prog, fluid.global_scope()))
+    pserver.complete()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

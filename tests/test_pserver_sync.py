@@ -1,0 +1,80 @@
+"""Parameter-server training over MPI (issue 17), sync mode: a 2 servers x 2 trainers job
+(tests/pserver_sync_job.py, a Fluid 1.8 DistributeTranspiler script) equals local training on
+the concatenated batches; uneven data does not hang; a failing trainer ends the job."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import graphc.fluid as fluid
+
+ROOT = Path(__file__).resolve().parent.parent
+HAVE_MPI = Path(sys.executable).with_name("mpirun").exists() or shutil.which("mpirun")
+sys.path.insert(0, str(ROOT / "tests"))
+import pserver_sync_job as job  # noqa: E402
+
+sys.path.pop(0)
+
+pytestmark = [pytest.mark.xdist_group("mpi"),
+              pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun")]
+
+
+def launch(out: Path, timeout: int = 150, **env) -> subprocess.CompletedProcess:
+    """``graphc launch --nproc_per_node 4 --timeout`` of the job: ranks 0-1 servers, 2-3
+    trainers, one CPU device each."""
+    full = dict(os.environ, CPU_NUM="1", PYTHONPATH=str(ROOT),
+                JAX_COMPILATION_CACHE_DIR=str(ROOT / ".pytest_cache" / "jax-compilation"),
+                **env)
+    full.pop("XLA_FLAGS", None)
+    return subprocess.run([sys.executable, "-m", "graphc", "launch", "--nproc_per_node", "4",
+                           "--timeout", str(timeout - 20), str(ROOT / "tests" /
+                                                               "pserver_sync_job.py"), str(out)],
+                          capture_output=True, text=True, env=full, timeout=timeout)
+
+
+def local_run():
+    main, startup, loss = job.build()
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe.run(startup, scope=scope)
+    losses = [float(np.asarray(exe.run(main, feed=b, fetch_list=[loss.name],
+                                       scope=scope)[0]).reshape(-1)[0])
+              for b in job.batches()[:job.STEPS]]
+    return losses, job.params(main, scope)
+
+
+@pytest.mark.slow
+def test_two_trainers_two_servers_equal_local_training(tmp_path):
+    proc = launch(tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    t0, t1 = np.load(tmp_path / "trainer0.npz"), np.load(tmp_path / "trainer1.npz")
+    losses, params = local_run()
+    np.testing.assert_allclose((t0["losses"] + t1["losses"]) / 2, losses, atol=1e-5)
+    for name, value in params.items():  # both trainers hold the servers' parameters
+        np.testing.assert_allclose(t0[name], value, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(t1[name], value, atol=1e-5, err_msg=name)
+    # trainer 1's extra step ran after trainer 0 completed: uneven data, no hang
+    for server in (0, 1):
+        stats = json.loads((tmp_path / f"server{server}.json").read_text())
+        assert stats["rounds"] == job.STEPS + 1
+        assert stats["bytes_received"] > 0
+
+
+@pytest.mark.slow
+def test_a_failing_trainer_ends_the_job_naming_its_rank_and_role(tmp_path):
+    proc = launch(tmp_path, PS_TEST_FAIL="trainer1")
+    ended = time.time()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    failed_at = float((tmp_path / "failed_at").read_text())
+    assert ended - failed_at < 60, f"the job ended {ended - failed_at:.0f} s after the failure"
+    assert "rank 3" in out and "rank 3 is trainer 1" in out, out[-3000:]
+    assert "fails on purpose" in out

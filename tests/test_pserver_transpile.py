@@ -1,0 +1,227 @@
+"""Parameter-server transpile (issue 17): DistributeTranspilerConfig's fields and checks, the
+dispatchers, the slicing rule and placement, and the trainer / server / startup programs the
+ps-* passes make (golden IR, only a server's own blocks, blocks equal to a local init)."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import graphc.fluid as fluid
+from graphc.distributed.pserver import PServerError, Transpiler
+from graphc.fluid.transpiler import HashName, RoundRobin
+from graphc.passes import PassError, make_pass
+from graphc.passes.ps_plan import block_rows
+from graphc.testing import check_golden
+
+GOLDEN = Path(__file__).parent / "golden" / "ps-transpile"
+EPS = ["127.0.0.1:6170", "127.0.0.1:6171"]
+
+
+def build(width: int = 128, l2: bool = True, seed: int = 7):
+    """A two-layer MLP (Momentum, L2 decay); its 128x128 weight is cut in two blocks."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = seed
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, width], "float32")
+        y = fluid.data("y", [-1, 1], "float32")
+        h = fluid.layers.fc(x, width, act="tanh")
+        p = fluid.layers.fc(h, 1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(p, y))
+        reg = fluid.regularizer.L2Decay(0.01) if l2 else None
+        fluid.optimizer.Momentum(0.05, 0.9, regularization=reg).minimize(loss)
+    return main, startup
+
+
+# -- the config ------------------------------------------------------------------------------
+def test_config_fields_and_defaults_are_paddles():
+    c = fluid.DistributeTranspilerConfig()
+    expected = {"slice_var_up": True, "split_method": None, "min_block_size": 8192,
+                "enable_dc_asgd": False, "mode": "pserver", "print_log": False,
+                "wait_port": True, "runtime_split_send_recv": False, "sync_mode": True,
+                "half_async": False, "completely_not_async": False, "geo_sgd_mode": False,
+                "geo_sgd_need_push_nums": 100, "nccl_comm_num": 1,
+                "use_hierarchical_allreduce": False, "hierarchical_allreduce_inter_nranks": 0,
+                "collective_mode": None}
+    assert {k: getattr(c, k) for k in expected} == expected
+
+
+def test_sync_mode_and_runtime_split_exclude_each_other():
+    c = fluid.DistributeTranspilerConfig()
+    with pytest.raises(ValueError, match="sync_mode is false"):
+        c.runtime_split_send_recv = True
+    c.sync_mode = False
+    c.runtime_split_send_recv = True
+    with pytest.raises(ValueError, match="runtime_split_send_recv is false"):
+        c.sync_mode = True
+
+
+def test_config_checks():
+    c = fluid.DistributeTranspilerConfig()
+    c.min_block_size = 100
+    with pytest.raises(ValueError, match="min_block_size must be >= 8192, got 100"):
+        fluid.DistributeTranspiler(c)
+    c = fluid.DistributeTranspilerConfig()
+    c.split_method = "RoundRobin"
+    with pytest.raises(TypeError, match="split_method"):
+        fluid.DistributeTranspiler(c)
+    c = fluid.DistributeTranspilerConfig()
+    c.mode = "ring"
+    with pytest.raises(ValueError, match="mode must be one of"):
+        fluid.DistributeTranspiler(c)
+    with pytest.raises(PServerError, match="trainer_id must be in"):
+        Transpiler(EPS, trainers=2, trainer_id=2)
+
+
+def test_dispatchers():
+    rr = RoundRobin(EPS)
+    assert rr.dispatch(["a", "b", "c"]) == [EPS[0], EPS[1], EPS[0]]
+    rr.reset()
+    assert rr.dispatch(["d"]) == [EPS[0]]
+    names = [f"fc_{i}.w_0" for i in range(8)]
+    # crc32, not Python's per-process salted hash: every process places alike
+    assert HashName(EPS).dispatch(names) == [EPS[zlib.crc32(n.encode()) % 2] for n in names]
+
+
+# -- slicing and placement ---------------------------------------------------------------------
+def test_slicing_rule_follows_paddle():
+    assert block_rows((1000, 1000), 2, 8192, True) == [(0, 500), (500, 1000)]
+    assert block_rows((1000,), 2, 8192, True) == [(0, 1000)]  # 1000 < 8192: whole
+    assert block_rows((1000, 1000), 2, 8192, False) == [(0, 1000)]
+    assert block_rows((1000, 1000), 3, 8192, True) == [(0, 334), (334, 668), (668, 1000)]
+    assert block_rows((1000, 1000), 2, 10**6, True) == [(0, 1000)]
+    # whole rows: 3 blocks of ceil(30*7/3)=70 elements = 10 rows of 7
+    assert block_rows((30, 7), 3, 10, True) == [(0, 10), (10, 20), (20, 30)]
+
+
+@pytest.mark.parametrize("method", ["round_robin", "hash_name"])
+@pytest.mark.parametrize("slice_var_up", [True, False])
+def test_every_block_lands_where_the_rule_says(method, slice_var_up):
+    main, startup = build()
+    t = Transpiler(EPS, trainers=2, slice_var_up=slice_var_up, split_method=method)
+    t.transpile(main, startup)
+    plan = t.blocks()
+    k = 0
+    for pname in ("fc_0.w_0", "fc_0.b_0", "fc_1.w_0", "fc_1.b_0"):
+        shape = main.global_block().var(pname).shape
+        rows = block_rows(shape, 2, 8192, slice_var_up)
+        assert [(b[3], b[4]) for b in plan[pname]] == rows
+        for b in plan[pname]:
+            if method == "round_robin":
+                assert b[5] == EPS[k % 2]
+            else:
+                assert b[5] == EPS[zlib.crc32(b[1].encode()) % 2]
+            k += 1
+    assert len(plan["fc_0.w_0"]) == (2 if slice_var_up else 1)
+    # a server program holds exactly its blocks: parameters and gradient feeds
+    for ep in EPS:
+        prog = t.server_program(ep)
+        block = prog.global_block()
+        mine = {b[1] for blocks in plan.values() for b in blocks if b[5] == ep}
+        assert {p.name for p in block.all_parameters()} == mine
+        grads = {b[2] for blocks in plan.values() for b in blocks if b[5] == ep}
+        feeds = {v.name for v in block.vars.values() if v.is_data}
+        assert feeds == {f"{g}.trainer_{i}" for g in grads for i in range(2)}
+        optimizers = [op for op in block.ops if op.type == "momentum"]
+        assert sorted(op.input("Param")[0] for op in optimizers) == sorted(mine)
+
+
+# -- the programs --------------------------------------------------------------------------------
+def test_trainer_and_server_graphs_golden():
+    main, startup = build(width=8)
+    t = Transpiler(EPS, trainers=2, min_block_size=16).transpile(main, startup)
+    check_golden(GOLDEN / "mlp_momentum_l2.trainer.ir", t.trainer_graph.to_text())
+    for i, ep in enumerate(EPS):
+        check_golden(GOLDEN / f"mlp_momentum_l2.server{i}.ir", t.server_graph(ep).to_text())
+        check_golden(GOLDEN / f"mlp_momentum_l2.server{i}.startup.ir",
+                     t._server(ep)[1].to_text())
+
+
+def test_trainer_program_op_list_and_paddle_surface():
+    main, startup = build()
+    t = fluid.DistributeTranspiler()
+    t.transpile(0, program=main, pservers=",".join(EPS), trainers=2, startup_program=startup)
+    ops = [op.type for op in t.get_trainer_program().global_block().ops]
+    assert "momentum" not in ops and "sgd" not in ops
+    tail = ops[ops.index("send_barrier"):]
+    assert tail == ["send_barrier", "recv", "recv", "recv", "recv", "fetch_barrier", "concat",
+                    "concat", "concat", "concat"]
+    assert ops.count("send") == 4 and ops.count("split") == 1
+    server, server_startup = t.get_pserver_programs(EPS[0])
+    assert [op.type for op in server.global_block().ops].count("momentum") == 3  # w.block0, b0, b1
+    assert t.get_startup_program(EPS[0], server) is not None
+
+
+def test_server_startup_blocks_equal_the_rows_of_a_local_init():
+    main, startup = build()
+    t = Transpiler(EPS, trainers=2).transpile(main, startup)
+    exe = fluid.Executor(fluid.CPUPlace())
+    local = fluid.Scope()
+    exe.run(startup, scope=local)
+    plan = t.blocks()
+    for ep in EPS:
+        scope = fluid.Scope()
+        exe.run(t.server_startup(ep), scope=scope)
+        for pname, blocks in plan.items():
+            for b in blocks:
+                if b[5] == ep:
+                    np.testing.assert_array_equal(np.asarray(scope[b[1]]),
+                                                  np.asarray(local[pname])[b[3]:b[4]])
+
+
+def test_server_update_is_the_mean_of_the_trainers_gradients():
+    """The server program run on two trainers' gradient blocks equals the local update of
+    those rows with the mean gradient (no MPI: its feeds are given by hand)."""
+    main, startup = build()
+    with fluid.unique_name.guard():  # the same names, without the L2 decay ops: its
+        plain, _ = build(l2=False)  # fetched gradients are the backward ones
+    t = Transpiler(EPS, trainers=2).transpile(main, startup)
+    exe = fluid.Executor(fluid.CPUPlace())
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.standard_normal((4, 128)).astype("float32"),
+              "y": rng.standard_normal((4, 1)).astype("float32")} for _ in range(2)]
+    grads = []
+    for f in feeds:  # each trainer's gradients at the initial parameters
+        s = fluid.Scope()
+        exe.run(startup, scope=s)
+        names = [f"{p}@GRAD" for p in ("fc_0.w_0", "fc_0.b_0", "fc_1.w_0", "fc_1.b_0")]
+        grads.append(dict(zip(names, exe.run(plain, feed=f, fetch_list=names, scope=s))))
+    local = fluid.Scope()
+    exe.run(startup, scope=local)
+    exe.run(main, feed={k: np.concatenate([f[k] for f in feeds]) for k in ("x", "y")},
+            scope=local)
+    plan = t.blocks()
+    for ep in EPS:
+        scope = fluid.Scope()
+        exe.run(t.server_startup(ep), scope=scope)
+        prog = t.server_program(ep)
+        feed = {}
+        for pname, blocks in plan.items():
+            for b in blocks:
+                if b[5] == ep:
+                    for i in range(2):
+                        feed[f"{b[2]}.trainer_{i}"] = grads[i][f"{pname}@GRAD"][b[3]:b[4]]
+        exe.run(prog, feed=feed, scope=scope)
+        for pname, blocks in plan.items():
+            for b in blocks:
+                if b[5] == ep:
+                    np.testing.assert_allclose(np.asarray(scope[b[1]]),
+                                               np.asarray(local[pname])[b[3]:b[4]], atol=1e-6)
+
+
+def test_refusals_name_what_is_unsupported():
+    main, startup = build()
+    c = fluid.DistributeTranspilerConfig()
+    c.sync_mode = False
+    t = fluid.DistributeTranspiler(c)
+    with pytest.raises(PServerError, match="only synchronous"):
+        t.transpile(0, program=main, pservers=EPS[0], trainers=1, startup_program=startup)
+    with pytest.raises(PServerError, match="transpile"):
+        fluid.DistributeTranspiler().get_trainer_program()
+    with pytest.raises(PassError, match="split_method must be one of"):
+        make_pass("ps-slice-variables", split_method="random")
+    with pytest.raises(PServerError, match="not one of the servers"):
+        Transpiler(EPS).transpile(main, startup).server_program("10.0.0.1:1")
