@@ -171,3 +171,18 @@ def test_print_after_change_shows_the_scan():
     PassManager([make_pass(ROLL)], print_after_change=True, stream=out).run(
         g, keep=[g.latest(loss.name)])
     assert "scan_layers(" in out.getvalue()
+
+
+def test_resnet50_residual_blocks_roll_exactly():
+    """ResNet-50's third stage repeats one bottleneck block (residual add: the carry is read
+    twice) five times; tiny sizes keep the interpreter quick."""
+    from graphc import models
+    m = models.resnet(50, num_classes=3, image_shape=(3, 8, 8), base_width=2)
+    with program_guard(m.main, m.startup):
+        optimizer.SGD(0.1).minimize(m.loss)
+    image, label = m.feeds
+    gen = GeneratedProgram(m.main, m.startup, {image.name: ((-1, 3, 8, 8), "float32"),
+                                               label.name: ((-1, 1), label.dtype)},
+                           [m.loss.name], m.loss.name, int_feed_high={label.name: 3})
+    report = check_pass(make_pass(ROLL), gen)
+    assert report.stats()[ROLL]["rolled runs"] >= 2
