@@ -92,11 +92,13 @@ def test_interpreter_bitwise():
         assert np.array_equal(want_state[name], got_state[name]), name
 
 
-def _train(main, startup, loss, roll: bool, steps: int = 4, places=None):
+def _train(main, startup, loss, roll: bool, steps: int = 4, places=None, reduce=False):
     scope, exe = graphc.Scope(), graphc.Executor()
     exe.run(startup, scope=scope)
-    cp = graphc.CompiledProgram(main, build_strategy=graphc.BuildStrategy(
-        roll_repeated_layers=roll))
+    bs = graphc.BuildStrategy(roll_repeated_layers=roll)
+    if reduce:
+        bs.reduce_strategy = graphc.BuildStrategy.ReduceStrategy.Reduce
+    cp = graphc.CompiledProgram(main, build_strategy=bs)
     if places is not None:
         cp = cp.with_data_parallel(loss_name=loss.name, places=places)
     rng = np.random.default_rng(3)
@@ -120,11 +122,12 @@ def test_jax_steps_equal(opt):
                                    err_msg=name)
 
 
-def test_data_parallel_4_devices_equal():
-    main, startup, loss = deep(5)
+@pytest.mark.parametrize("reduce", [False, True])
+def test_data_parallel_4_devices_equal(reduce):
+    main, startup, loss = deep(5, opt="momentum")
     places = graphc.cpu_places(4)
-    want_losses, want_params, _ = _train(main, startup, loss, False, 3, places)
-    got_losses, got_params, cp = _train(main, startup, loss, True, 3, places)
+    want_losses, want_params, _ = _train(main, startup, loss, False, 3, places, reduce)
+    got_losses, got_params, cp = _train(main, startup, loss, True, 3, places, reduce)
     stats = cp.last_report.stats()[ROLL]
     assert stats["rolled runs"] == 2  # optimizer ops stay for the data-parallel pass
     np.testing.assert_allclose(got_losses, want_losses, rtol=1e-6, atol=1e-6)
