@@ -1373,3 +1373,24 @@ def test_optimizer_and_averaging_inferred_types(op_type, ins, attrs, outs):
 ])
 def test_optimizer_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+
+
+# -- parameter-server ops (issue 17) -----------------------------------------------------------
+TOKEN = t(1, dtype="int32")
+PSERVER_CASES = [
+    case("send", {"X": [t(4, 8), t(4, 8)]}, {"epmap": ["a:1", "b:2"],
+                                             "varnames": ["w@GRAD.block0", "w@GRAD.block1"]},
+         {"Out": TOKEN}),
+    case("send_barrier", {"X": [TOKEN, TOKEN]}, {"endpoints": ["a:1", "b:2"]}, {"Out": TOKEN}),
+    case("recv", {"X": [TOKEN]}, {"epmap": ["a:1", "b:2"], "varnames": ["w.block0", "w.block1"],
+                                  "shapes": [4, 8, 3, 8], "ranks": [2, 2]},
+         {"Out": [t(4, 8), t(3, 8)]}),
+    case("fetch_barrier", {"X": [t(4, 8), t(3)]}, {"endpoints": ["a:1"]},
+         {"Out": [t(4, 8), t(3)]}),
+]
+CASES.extend(PSERVER_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", PSERVER_CASES)
+def test_pserver_op_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
