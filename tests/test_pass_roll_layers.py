@@ -189,3 +189,19 @@ def test_resnet50_residual_blocks_roll_exactly():
                            [m.loss.name], m.loss.name, int_feed_high={label.name: 3})
     report = check_pass(make_pass(ROLL), gen)
     assert report.stats()[ROLL]["rolled runs"] >= 2
+
+
+@pytest.mark.parametrize("others", [{"fuse_elewise_add_act_ops": True},
+                                    {"enable_inplace": True, "memory_optimize": True},
+                                    {"fuse_all_optimizer_ops": True,
+                                     "enable_sequential_execution": True}])
+def test_with_other_passes(others):
+    """Rolled after the fusions (fused layers roll), before the memory plan and the
+    optimizer fusion; the whole pipeline's results equal the unrolled pipeline's."""
+    from graphc.passes import pipeline_for
+    main, startup, loss = deep(5, opt="momentum", first=3)
+    gen = GeneratedProgram(main, startup, {"x": ((-1, 3), "float32")}, [loss.name],
+                           loss.name)
+    report = check_pass(pipeline_for(graphc.BuildStrategy(roll_repeated_layers=True,
+                                                          **others)), gen)
+    assert report.stats()[ROLL]["rolled runs"] >= 2
