@@ -86,10 +86,10 @@ COUNT, VALUE, POSITION, ITERATION = range(4)
 def summarise(reports: list[InvalidReport], replicas=None):
     """The reports as one int64 array ``[len(reports), 4]`` (see COUNT...ITERATION).
 
-    Under data parallelism (``replicas`` with named axes) the counts are summed over every
-    replica and the first bad value is the lowest replica's, its position counted in the
-    global batch (replica r's block follows replica r-1's), so every replica returns the
-    same array."""
+    Under data parallelism (``replicas`` with named axes) one small all_gather gives every
+    replica every replica's summary: the counts are summed and the first bad value is the
+    lowest replica's, its position counted in the global batch (replica r's block follows
+    replica r-1's), so every replica returns the same array and takes the same branch."""
     rows = []
     for r in reports:
         bad = jnp.reshape(r.bad, (-1,))
@@ -99,23 +99,19 @@ def summarise(reports: list[InvalidReport], replicas=None):
         first = jnp.argmax(bad)
         value = jnp.reshape(r.values, (-1,))[first].astype(jnp.int64)
         rows.append(jnp.stack([jnp.sum(bad, dtype=jnp.int64), value,
-                               first.astype(jnp.int64),
-                               jnp.zeros((), jnp.int64)]))
+                               first.astype(jnp.int64), jnp.zeros((), jnp.int64)]))
     if not rows:
         return jnp.zeros((0, 4), jnp.int64)
     out = jnp.stack(rows)
     if replicas is None or replicas.index is not None:
         return out
+    every = jax.lax.all_gather(out, replicas.axes())  # [nranks, reports, 4], replica order
+    counts = every[:, :, COUNT]
+    first_replica = jnp.argmax(counts > 0, axis=0)
+    picked = jnp.take_along_axis(every, first_replica[None, :, None], axis=0)[0]
     sizes = jnp.asarray([max(int(np.prod(np.shape(r.bad))), 1) for r in reports], jnp.int64)
-    axes, me = replicas.axes(), replicas.axis_index()
-    has_bad = out[:, COUNT] > 0
-    first_replica = jax.lax.pmin(jnp.where(has_bad, me, replicas.nranks), axes)
-    mine = has_bad & (first_replica == me)
-    picked = jnp.where(mine[:, None], out, 0)
-    picked = picked.at[:, POSITION].add(jnp.where(mine, me * sizes, 0))
-    total = jax.lax.psum(out[:, COUNT], axes)
-    summed = jax.lax.psum(picked, axes)
-    return summed.at[:, COUNT].set(total)
+    picked = picked.at[:, POSITION].add(first_replica.astype(jnp.int64) * sizes)
+    return picked.at[:, COUNT].set(jnp.sum(counts, axis=0))
 
 
 def ok(summary) -> jax.Array:
