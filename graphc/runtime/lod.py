@@ -47,14 +47,15 @@ def lengths_problem(lengths, rows: int) -> str | None:
     for i, level in enumerate(lengths):
         if not isinstance(level, list | tuple | np.ndarray):
             return f"level {i} is a {type(level).__name__}, not a list of lengths"
-        if any(isinstance(n, bool) or not isinstance(n, int | np.integer) for n in level):
+        arr = np.asarray(level)
+        if arr.size and (arr.ndim != 1 or arr.dtype.kind not in "iu"):
             return f"level {i} holds a non-integer length"
-        if any(n < 0 for n in level):
+        if arr.size and arr.min() < 0:
             return f"level {i} holds a negative length"
-        if expect is not None and len(level) != expect:
-            return (f"level {i} has {len(level)} lengths but level {i - 1}'s lengths sum to "
+        if expect is not None and arr.size != expect:
+            return (f"level {i} has {arr.size} lengths but level {i - 1}'s lengths sum to "
                     f"{expect}")
-        expect = int(sum(int(n) for n in level))
+        expect = int(arr.sum(dtype=np.int64))
     if lengths and expect != rows:
         return f"the last level's lengths sum to {expect} but the tensor has {rows} rows"
     return None
@@ -66,7 +67,7 @@ class LoDTensor:
 
     def __init__(self, array=None, recursive_seq_lens=None):
         self._array = None if array is None else np.asarray(array)
-        self._lengths: list[list[int]] = []
+        self._lengths: list[np.ndarray] = []  # int64 per level: packing reads them as is
         if recursive_seq_lens:
             self.set_recursive_sequence_lengths(recursive_seq_lens)
 
@@ -102,10 +103,16 @@ class LoDTensor:
                 not isinstance(level, list | tuple | np.ndarray) for level in lengths):
             raise LoDError(f"recursive sequence lengths must be a list of at most "
                            f"{MAX_LOD_LEVEL} lists of lengths, got {lengths!r}")
-        self._lengths = [[int(n) for n in level] for level in lengths]
+        levels = []
+        for level in lengths:
+            arr = np.asarray(level)
+            if arr.size and (arr.ndim != 1 or arr.dtype.kind not in "iu"):
+                raise LoDError(f"sequence lengths must be lists of integers, got {level!r:.60}")
+            levels.append(arr.astype(np.int64).reshape(-1))
+        self._lengths = levels
 
     def recursive_sequence_lengths(self) -> list[list[int]]:
-        return [list(level) for level in self._lengths]
+        return [level.tolist() for level in self._lengths]
 
     def set_lod(self, lod) -> None:
         """Offsets per level (``[[0, 2, 5]]``), as Paddle's ``set_lod``."""
@@ -126,7 +133,8 @@ class LoDTensor:
                                self._value().ndim else 0) is None
 
     def __repr__(self) -> str:
-        return f"LoDTensor({self._array!r}, recursive_seq_lens={self._lengths})"
+        lengths = self.recursive_sequence_lengths()
+        return f"LoDTensor({self._array!r}, recursive_seq_lens={lengths})"
 
 
 def create_lod_tensor(data, recursive_seq_lens, place=None) -> LoDTensor:
@@ -171,11 +179,14 @@ def pack_feed(name: str, value, want: TensorType, dtype, parts: int = 1) -> LoDA
                         "give a LoDTensor (fluid.create_lod_tensor(data, "
                         "recursive_seq_lens, place)) or feed through a DataFeeder, not a "
                         f"{type(value).__name__}")
-    data = convert_feed(name, value._value(), dtype)
-    lengths = value.recursive_sequence_lengths()
+    data = value._value()
+    if data.dtype != dtype:  # checked conversion (a fraction for an int feed is refused)
+        data = convert_feed(name, data, dtype)
+    lengths = value._lengths
     if len(lengths) != want.lod_level:
         raise FeedError(f"feed '{name}' has {len(lengths)} LoD level(s) "
-                        f"({lengths!r:.80}) but the program declares lod_level="
+                        f"({value.recursive_sequence_lengths()!r:.80}) but the program declares "
+                        "lod_level="
                         f"{want.lod_level}")
     problem = lengths_problem(lengths, data.shape[0] if data.ndim else 0)
     if problem:
@@ -206,21 +217,18 @@ def pack_feed(name: str, value, want: TensorType, dtype, parts: int = 1) -> LoDA
         groups_tok = groups_sub
     t_cap = bucket(max(b - a for a, b in groups_tok))
     s_cap = bucket(max(b - a for a, b in groups_sub)) if inner is not None else 0
-    blocks, outs, inns = [], [], []
+    # one buffer, device blocks of t_cap rows side by side; padding rows stay zero
+    packed = np.zeros((parts * t_cap, *data.shape[1:]), data.dtype)
+    lens = (outer.astype(np.int32),)
+    inns = np.zeros(parts * s_cap, np.int32) if inner is not None else None
     for p, (a, b) in enumerate(groups_tok):
-        block = np.zeros((t_cap, *data.shape[1:]), data.dtype)
-        block[:b - a] = data[a:b]
-        blocks.append(block)
-        outs.append(outer[p * per:(p + 1) * per])
+        packed[p * t_cap:p * t_cap + b - a] = data[a:b]
         if inner is not None:
             sa, sb = groups_sub[p]
-            inn = np.zeros(s_cap, np.int64)
-            inn[:sb - sa] = inner[sa:sb]
-            inns.append(inn)
-    lens = (np.concatenate(outs).astype(np.int32),)
+            inns[p * s_cap:p * s_cap + sb - sa] = inner[sa:sb]
     if inner is not None:
-        lens += (np.concatenate(inns).astype(np.int32),)
-    return LoDArray(np.concatenate(blocks), lens)
+        lens += (inns,)
+    return LoDArray(packed, lens)
 
 
 def feed_signature(arr) -> tuple:
