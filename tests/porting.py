@@ -36,7 +36,8 @@ def run_ported(script: str, name: str, data: dict[str, str] | None = None,
         assert paddle_expr in script, f"{name} does not use {paddle_expr}"
         script = script.replace(paddle_expr, synthetic)
     ported = port(script)
-    assert "paddle" not in "\n".join(ln for ln in ported.splitlines() if _IMPORT.match(ln))
+    left = [ln for ln in ported.splitlines() if _IMPORT.match(ln)]
+    assert not left, f"{name}: still imports paddle after porting: {left}"
     namespace = {"__name__": name, **(inject or {})}
     exec(compile(ported, f"<{name}>", "exec"), namespace)
     return namespace
