@@ -236,6 +236,19 @@ def test_checked_steps_equal_unchecked_ones_on_good_data(build):
         np.testing.assert_array_equal(a_state[n], b_state[n], err_msg=n)
 
 
+def test_data_parallel_iterations_name_the_global_position_and_iteration():
+    main, startup, loss = classifier()
+    compiled = graphc.CompiledProgram(main, exec_strategy=ExecutionStrategy(
+        num_iteration_per_run=2)).with_data_parallel(loss_name=loss.name,
+                                                     places=graphc.cpu_places(2))
+    scope, exe = started(startup)
+    before = snapshot(scope)
+    with pytest.raises(DataError, match=r"holds 9 at \[2, 0\] in iteration 1"):
+        exe.run(compiled, feed=[feed_xy([1, 2, 3, 0]), feed_xy([0, 1, 9, 3])],
+                fetch_list=[loss], scope=scope)
+    assert_untouched(scope, before, main)
+
+
 def test_checks_can_be_switched_off(monkeypatch):
     main, startup, loss = classifier()
     scope, exe = started(startup, graphc.Executor(check_data=False))
