@@ -443,3 +443,72 @@ def test_shape_ops_keep_the_lod_only_while_rows_stay_tokens():
     rows = table[[1, 2, 3]]
     want = pool_reference(np.concatenate([rows, 2 * rows], 1), [1, 0, 2], "MAX")
     np.testing.assert_allclose(out, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("level", [1, 2])
+def test_row_wise_chain_gradient_on_ragged_tokens(level):
+    rng = np.random.default_rng(level)
+    lengths = [[2, 0, 3]] if level == 1 else [[2, 1, 0], [1, 0, 3]]
+    tokens = rng.standard_normal((4 if level == 2 else 5, 3))
+    x = graphc.data("x", [-1, 3], "float64", lod_level=level)
+    x.stop_gradient = False
+    h = layers.fc(x, 2, act="tanh", param_attr=graphc.ParamAttr(name="w"),
+                  bias_attr=graphc.ParamAttr(name="b"))
+    h = layers.elementwise_mul(h, layers.sigmoid(h))
+    pooled = layers.sequence_pool(h, "sqrt")
+    if level == 2:  # lod1 over sub-sequences: pool once more
+        pooled = layers.sequence_pool(pooled, "max")
+    loss = layers.reduce_sum(layers.square(pooled))
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    w, b = (np.asarray(graphc.global_scope()[n]) for n in ("w", "b"))
+    main = graphc.default_main_program()
+    t = lod_tensor(tokens, lengths)
+    (got,) = exe.run(main, feed={"x": t}, fetch_list=[loss])
+    # the reference on the ragged data
+    hh = np.tanh(tokens @ w + b)
+    hh = hh * (1 / (1 + np.exp(-hh)))
+    ref = pool_reference(hh, lengths[-1], "SQRT")
+    if level == 2:
+        ref = pool_reference(ref, lengths[0], "MAX")
+    np.testing.assert_allclose(got, [np.sum(ref ** 2)], rtol=1e-10)
+    lod_grad_check(main, loss, {"x": t}, ["x"], rng, state={"w": w, "b": b})
+
+    def ref_loss(w_):  # NumPy on the ragged tokens: padding can contribute nothing
+        hh = np.tanh(tokens @ w_ + b)
+        hh = hh * (1 / (1 + np.exp(-hh)))
+        r = pool_reference(hh, lengths[-1], "SQRT")
+        return np.sum((pool_reference(r, lengths[0], "MAX") if level == 2 else r) ** 2)
+
+    (w_grad,) = exe.run(main, feed={"x": t}, fetch_list=["w@GRAD"])
+    numeric = np.zeros_like(w)
+    for i in np.ndindex(*w.shape):
+        d = np.zeros_like(w)
+        d[i] = 1e-6
+        numeric[i] = (ref_loss(w + d) - ref_loss(w - d)) / 2e-6
+    np.testing.assert_allclose(w_grad, numeric, rtol=1e-5, atol=1e-8)
+
+
+def test_cross_entropy_per_token_with_a_lod_label():
+    logits = graphc.data("logits", [-1, 4], "float64", lod_level=1)
+    label = graphc.data("label", [-1, 1], "int64", lod_level=1)
+    loss_tokens = layers.softmax_with_cross_entropy(logits, label)
+    assert loss_tokens.lod_level == 1
+    per_seq = layers.sequence_pool(loss_tokens, "average")
+    ce = layers.cross_entropy(layers.softmax(logits), label)
+    assert ce.lod_level == 1
+    total = layers.mean(ce)
+    rng = np.random.default_rng(1)
+    lengths = [[3, 1, 0, 2]]
+    x = rng.standard_normal((6, 4))
+    y = rng.integers(0, 4, (6, 1))
+    out = graphc.Executor().run(
+        feed={"logits": lod_tensor(x, lengths), "label": lod_tensor(y, lengths)},
+        fetch_list=[loss_tokens, per_seq, total], return_numpy=False)
+    p = np.exp(x) / np.exp(x).sum(1, keepdims=True)
+    token_loss = -np.log(p[np.arange(6), y[:, 0]])[:, None]
+    assert out[0].recursive_sequence_lengths() == lengths
+    np.testing.assert_allclose(np.array(out[0]), token_loss, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(out[1]), pool_reference(token_loss, lengths[0],
+                                                                  "AVERAGE"), rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(out[2]), [token_loss.mean()], rtol=1e-10)

@@ -39,10 +39,12 @@ def as_feed(program, name: str, value):
 
 
 def lod_grad_check(program, loss, feeds: dict, wrt: list[str], rng, eps=1e-6,
-                   rtol=1e-5, atol=1e-6, coords: int = 6) -> dict:
+                   rtol=1e-5, atol=1e-6, coords: int = 6, state: dict | None = None) -> dict:
     """append_backward(loss), then compare the analytic gradient of each feed in ``wrt``
     (fetched as a LoD value, unpacked to its tokens) with central differences of the loss
-    over its tokens, both on the interpreter. Returns {name: analytic token gradient}."""
+    over its tokens, both on the interpreter (``state``: parameter values by name).
+    Returns {name: analytic token gradient}."""
+    state = dict(state or {})
     from ..backward import append_backward
     forward = lower(program)
     append_backward(loss)
@@ -51,7 +53,7 @@ def lod_grad_check(program, loss, feeds: dict, wrt: list[str], rng, eps=1e-6,
     def packed(fd):
         return {k: as_feed(program, k, v) for k, v in fd.items()}
 
-    _, fetched = run_graph(full, {}, packed(feeds), [loss.name, *(w + "@GRAD" for w in wrt)])
+    _, fetched = run_graph(full, state, packed(feeds), [loss.name, *(w + "@GRAD" for w in wrt)])
     grads = {}
     for name, g in zip(wrt, fetched[1:]):
         tensor = feeds[name]
@@ -67,7 +69,7 @@ def lod_grad_check(program, loss, feeds: dict, wrt: list[str], rng, eps=1e-6,
                 moved[i] += sign * eps
                 moved_t = create_lod_tensor(moved.reshape(data.shape),
                                             tensor.recursive_sequence_lengths())
-                out = run_graph(forward, {}, packed({**feeds, name: moved_t}), [loss.name])
+                out = run_graph(forward, state, packed({**feeds, name: moved_t}), [loss.name])
                 numeric.append(float(np.asarray(out[1][0]).reshape(-1)[0]))
             slope = (numeric[0] - numeric[1]) / (2 * eps)
             np.testing.assert_allclose(g_tokens.reshape(-1)[i], slope, rtol=rtol, atol=atol,
