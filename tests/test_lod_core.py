@@ -512,3 +512,19 @@ def test_cross_entropy_per_token_with_a_lod_label():
     np.testing.assert_allclose(np.asarray(out[1]), pool_reference(token_loss, lengths[0],
                                                                   "AVERAGE"), rtol=1e-10)
     np.testing.assert_allclose(np.asarray(out[2]), [token_loss.mean()], rtol=1e-10)
+
+
+def test_inference_model_with_lod_feeds_and_step_inspection(tmp_path):
+    ids = layers.data("ids", [1], dtype="int64", lod_level=1)
+    out = layers.fc(layers.sequence_pool(layers.embedding(ids, [20, 3]), "sum"), 2)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(fluid.default_startup_program())
+    t = fluid.create_lod_tensor([[1, 2], [3]], [[2, 1]], fluid.CPUPlace())
+    (want,) = exe.run(feed={"ids": t}, fetch_list=[out])
+    fluid.io.save_inference_model(str(tmp_path), ["ids"], [out], exe)
+    prog, feeds, fetches = fluid.io.load_inference_model(str(tmp_path), exe)
+    assert prog.global_block().var("ids").lod_level == 1
+    (got,) = exe.run(prog, feed={feeds[0]: t}, fetch_list=fetches)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    step = exe.compile(fluid.default_main_program(), feed={"ids": t}, fetch_list=[out])
+    assert "stablehlo" in step.lowered_text() and step.batch_size() == 1

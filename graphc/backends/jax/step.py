@@ -24,6 +24,7 @@ from ...ir.ops import RANDOM, forward_type, get_op_def
 from ..data_checks import InvalidReport, collecting, ok, over_iterations, summarise
 from ..evaluate import evaluate, evaluate_op
 from ..interpreter import resolve_fetch
+from ..lod import LoDArray
 from ..precision import with_graphc_x64
 from ..selected_rows import SelectedRows
 
@@ -224,6 +225,9 @@ class CompiledStep:
                 if v.var.kind == "feed" and self.num_iterations > 1:
                     shape = (self.num_iterations, *shape)
             shape = tuple(shape)
+            if shape and shape[0] == "lod":  # ("lod", data shape, lengths shapes...)
+                return LoDArray(jax.ShapeDtypeStruct(shape[1], v.type.dtype),
+                                tuple(jax.ShapeDtypeStruct(s, "int32") for s in shape[2:]))
             if any(d < 0 for d in shape):
                 raise ValueError(f"give a concrete shape for feed '{v.var.name}' ({v.type})")
             return jax.ShapeDtypeStruct(shape, v.type.dtype)
@@ -269,6 +273,7 @@ class CompiledStep:
         lead = 1 if self.num_iterations > 1 else 0
         sizes = {shape[lead + i] for v in self.feed_inputs
                  if (shape := feed_shapes.get(v.var.name)) is not None
+                 and not v.type.lod_level  # a LoD feed's -1 counts tokens (a bucket)
                  for i, d in enumerate(v.type.shape) if d < 0}
         return max(sizes, default=1)
 
