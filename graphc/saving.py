@@ -11,7 +11,9 @@ Layouts (every file written to a temporary name and renamed):
   params_filename=None)``: ``dirname/__model__`` (or ``model_filename``) holds the pruned test
   program as graphc's text IR (``graphc.parse`` reads it), ``dirname/__model__.json`` the
   feed and fetch names, and the parameters the pruned program reads are a checkpoint in
-  ``dirname`` (or ``dirname/params_filename``).
+  ``dirname`` (or ``dirname/params_filename``). With ``export_for_deployment=False`` (as in
+  Paddle) the unpruned program goes to ``dirname/__model__.main_program`` instead, with every
+  persistable, and ``load_inference_model`` does not read it.
 - ``io.save(program, "path/model")``: ``path/model.pdmodel`` (the whole program as text IR),
   ``path/model.pdparams/`` (a checkpoint of the parameters) and ``path/model.pdopt/`` (one of
   the other persistables: optimizer moments, learning rates, batch-norm statistics).
@@ -198,6 +200,19 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor,
     if not all(isinstance(f, str) for f in feeds + fetch):
         raise GraphcError("save_inference_model: feeded_var_names must be names and "
                           "target_vars Variables (or names)")
+    if not export_for_deployment:
+        # Paddle 1.8: the whole program, unpruned, as <model>.main_program, with every
+        # persistable it has; a training snapshot, not something load_inference_model reads
+        checkpoint.prepare_directory(dirname)
+        if not program_only:
+            _save(get_program_persistable_vars(program), _where(dirname, params_filename))
+        _write_text(os.path.join(dirname, (model_filename or MODEL_FILENAME) + ".main_program"),
+                    program.to_text())
+        return fetch
+    if not fetch:
+        raise GraphcError("save_inference_model: target_vars is empty; name the Variables "
+                          "the inference model computes (as in Paddle, only "
+                          "export_for_deployment=False saves a program without targets)")
     pruned = prune_for_inference(program, feeds, fetch)
     checkpoint.prepare_directory(dirname)
     if not program_only:

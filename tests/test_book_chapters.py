@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ast
 import gzip
+import os
 
 import numpy as np
 import pytest
@@ -119,7 +120,9 @@ def test_recognize_digits_trains_saves_and_infers(nn_type, combined, paddle_cach
     save_dir = str(tmp_path / f"recognize_digits_{nn_type}.inference.model")
     files = dict(model_filename="__model_combined__" if combined else None,
                  params_filename="__params_combined__" if combined else None)
-    losses, test_acc = book["train"](nn_type, use_cuda=False, save_dirname=save_dir, **files)
+    full_dir = str(tmp_path / f"recognize_digits_{nn_type}.train.model")
+    losses, test_acc = book["train"](nn_type, use_cuda=False, save_dirname=save_dir,
+                                     save_full_dirname=full_dir, **files)
     report(f"recognize_digits {nn_type}", losses)
     # 256 images in batches of 32: 8 steps a pass, two passes
     assert len(losses) == 16
@@ -133,8 +136,23 @@ def test_recognize_digits_trains_saves_and_infers(nn_type, combined, paddle_cach
     np.testing.assert_allclose(got.sum(axis=1), 1.0, rtol=1e-5)
     # the loaded model classifies as the trained one did on the test set
     assert np.mean(got.argmax(axis=1) == [s[1] for s in probe]) > 0.6
+    # export_for_deployment=False kept the training program, optimizer ops and all, and
+    # every persistable (Adam's moments too), as Paddle's __model__.main_program does
+    model_name = files["model_filename"] or "__model__"
+    with open(os.path.join(full_dir, model_name + ".main_program")) as f:
+        full_program = graphc.parse(f.read()).to_program()
+    assert "adam" in {op.type for op in full_program.global_block().ops}
+    trained = graphc.global_scope()
+    with graphc.scope_guard(graphc.Scope()):
+        graphc.io.load_persistables(graphc.Executor(), full_dir, main_program=full_program,
+                                    filename=files["params_filename"])
+        restored = graphc.global_scope()
+        names = [v.name for v in full_program.global_block().vars.values() if v.persistable]
+        assert any("moment" in n for n in names), names
+        for name in names:
+            np.testing.assert_array_equal(np.asarray(restored[name]),
+                                          np.asarray(trained[name]), err_msg=name)
     if combined:
-        import os
         assert {"__model_combined__", "__params_combined__"} <= set(os.listdir(save_dir))
 
 
@@ -228,3 +246,19 @@ def test_word2vec_with_a_shared_embedding_trains_saves_and_infers(is_sparse, tmp
     assert probs.shape == (8, VOCAB)
     np.testing.assert_allclose(probs.sum(axis=1), 1.0, rtol=1e-5)
     assert np.mean(probs.argmax(axis=1) == np.arange(8) + 4) > 0.5, probs.argmax(axis=1)
+
+
+def test_an_inference_model_needs_targets(tmp_path):
+    """As in Paddle, only export_for_deployment=False saves a program without targets."""
+    import graphc.fluid as fluid
+    x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+    fluid.layers.fc(input=x, size=2)
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(fluid.default_startup_program())
+        with pytest.raises(graphc.GraphcError, match="target_vars is empty"):
+            fluid.io.save_inference_model(str(tmp_path / "m"), ["x"], [], exe)
+        fluid.io.save_inference_model(str(tmp_path / "full"), [], [], exe,
+                                      export_for_deployment=False)
+    assert (tmp_path / "full" / "__model__.main_program").is_file()
+    assert not (tmp_path / "full" / "__model__").exists()

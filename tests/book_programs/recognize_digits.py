@@ -30,7 +30,7 @@ def convolutional_neural_network(img):
 
 
 def train(nn_type, use_cuda, save_dirname, model_filename=None, params_filename=None,
-          num_passes=2):
+          save_full_dirname=None, num_passes=2):
     img = fluid.layers.data(name="img", shape=[1, 28, 28], dtype="float32")
     label = fluid.layers.data(name="label", shape=[1], dtype="int64")
     net = {"softmax_regression": softmax_regression, "mlp": multilayer_perceptron,
@@ -66,6 +66,12 @@ def train(nn_type, use_cuda, save_dirname, model_filename=None, params_filename=
     fluid.io.save_inference_model(save_dirname, ["img"], [prediction], exe,
                                   model_filename=model_filename,
                                   params_filename=params_filename)
+    if save_full_dirname is not None:
+        # the whole training program, not pruned for inference
+        fluid.io.save_inference_model(save_full_dirname, [], [], exe,
+                                      model_filename=model_filename,
+                                      params_filename=params_filename,
+                                      export_for_deployment=False)
     return losses, float(np.mean(test_accs))
 
 
