@@ -5,6 +5,7 @@ import os
 import sys
 
 from . import initializer, layers, optimizer, regularizer
+from .backends.data_checks import DataError
 from .backends.selected_rows import SelectedRows
 from .backward import append_backward
 from .distributed.strategy import DistributedStrategy
@@ -74,7 +75,8 @@ __all__ = [
     "BuildStrategy", "CompiledProgram", "DistributedStrategy", "ExecutionStrategy",
     "ParallelExecutor", "StrategyError",
     "append_backward", "optimizer", "regularizer", "CheckpointError", "load", "save",
-    "Block", "CPUPlace", "CUDAPlace", "Executor", "FeedError", "FetchError", "GraphcError",
+    "Block", "CPUPlace", "CUDAPlace", "DataError", "Executor", "FeedError", "FetchError",
+    "GraphcError",
     "Graph", "OpDefinitionError", "Operator", "ParamAttr", "Parameter", "ParseError", "Program",
     "ProgramError", "Scope", "SelectedRows", "ShapeError", "TensorType", "UnknownOpError",
     "Variable", "VerifyError", "data", "default_main_program", "default_startup_program",
