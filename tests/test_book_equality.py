@@ -36,6 +36,10 @@ def converge(harness, model: str, optimizer: str | None = None, **kwargs):
         elif model == "sparse_embedding_net":
             img, label = harness["init_data"](img_shape=(8,))
             img = (img * 50).astype("int64")  # word ids in [0, 50)
+        elif model.startswith("ngram"):
+            start = np.random.RandomState(7).randint(0, 50, (32, 1))
+            img = (start + np.arange(4)) % 50  # counting words: the next is the fourth + 1
+            label = (start + 4) % 50
         else:
             img, label = harness["init_data"]()
         opt = {None: None, "se_resnext": harness["se_resnext_optimizer"],
@@ -133,6 +137,18 @@ def test_memory_and_scheduling_options_equal_plain(harness, option):
     plain = converge(harness, "fc_with_batchnorm")
     other = converge(harness, "fc_with_batchnorm", **{option: True})
     assert_same(plain, other, 1e-6, 1e-6)
+
+
+def test_shared_embedding_single_device_equals_data_parallel(harness):
+    """word2vec's param_attr='shared_w' (four sparse lookups, one table): one device, four
+    places and fused SGD with fused all-reduce agree (the chapter test covers dense)."""
+    model = "ngram_net"
+    single = converge(harness, model, "sgd", use_parallel_executor=False)
+    parallel = converge(harness, model, "sgd")
+    fused = converge(harness, model, "sgd", fuse_all_optimizer_ops=True,
+                     fuse_all_reduce_ops=True)
+    assert_same(single, parallel, 1e-6, 1e-6)
+    assert_same(parallel, fused, 1e-6, 1e-6)
 
 
 @pytest.mark.parametrize("optimizer", ["sgd", "adam"])

@@ -64,6 +64,22 @@ def sparse_embedding_net(use_feed=True, dict_size=50, emb_dim=8):
     return fluid.layers.mean(loss)
 
 
+def ngram_net(use_feed=True, is_sparse=True, dict_size=50, emb_dim=8):
+    """word2vec's N-gram model: four context words looked up in one table named 'shared_w'
+    (their gradients add up), concatenated, a hidden layer and the next word's softmax."""
+    context = fluid.layers.data(name="image", shape=[4], dtype="int64")
+    next_word = fluid.layers.data(name="label", shape=[1], dtype="int64")
+    words = fluid.layers.split(context, num_or_sections=4, dim=1)
+    embs = [fluid.layers.embedding(input=w, size=[dict_size, emb_dim], dtype="float32",
+                                   is_sparse=is_sparse, param_attr="shared_w")
+            for w in words]
+    hidden = fluid.layers.fc(input=fluid.layers.concat(input=embs, axis=1), size=HIDDEN,
+                             act="sigmoid")
+    predict = fluid.layers.fc(input=hidden, size=dict_size, act="softmax")
+    cost = fluid.layers.cross_entropy(input=predict, label=next_word)
+    return fluid.layers.mean(cost)
+
+
 def init_data(batch_size=32, img_shape=(784,), label_range=CLASSES - 1):
     np.random.seed(5)
     img = np.random.random(size=[batch_size] + list(img_shape)).astype(np.float32)
