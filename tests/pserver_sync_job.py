@@ -1,7 +1,10 @@
 """One parameter-server job for tests/test_pserver_sync.py, run by ``graphc launch
 --nproc_per_node 4``: ranks 0-1 are servers, ranks 2-3 trainers, written as a Fluid 1.8 script
 with the DistributeTranspiler. Trainer t trains on its half of each global batch; trainer 1
-takes one step more than trainer 0 (uneven data), which must not hang the job."""
+takes one step more than trainer 0 (uneven data), which must not hang the job.
+PS_TEST_API=fleet: the same through the parameter-server fleet (PaddleCloudRoleMaker from
+Paddle's variables, DistributedStrategyFactory.create_sync_strategy); PS_TEST_FAIL=trainer1:
+trainer 1 raises after its second step."""
 
 from __future__ import annotations
 
@@ -20,17 +23,22 @@ ENDPOINTS = "127.0.0.1:6170,127.0.0.1:6171"
 TRAINERS, STEPS, HALF = 2, 3, 4
 
 
-def build():
+def build(minimize: bool = True):
+    """The model in new programs (or, without minimize, in the current program_guard's)."""
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = 7
+    if not minimize:
+        main, startup = fluid.default_main_program(), fluid.default_startup_program()
     with fluid.program_guard(main, startup):
         x = fluid.data("x", [-1, 128], "float32")
         y = fluid.data("y", [-1, 1], "float32")
         h = fluid.layers.fc(x, 128, act="tanh")  # 128x128 weight: cut in 2 blocks
         p = fluid.layers.fc(h, 1)
         loss = fluid.layers.mean(fluid.layers.square_error_cost(p, y))
-        opt = fluid.optimizer.Momentum(0.05, 0.9, regularization=fluid.regularizer.L2Decay(0.01))
-        opt.minimize(loss)
+        if minimize:
+            opt = fluid.optimizer.Momentum(0.05, 0.9,
+                                           regularization=fluid.regularizer.L2Decay(0.01))
+            opt.minimize(loss)
     return main, startup, loss
 
 
@@ -48,28 +56,67 @@ def params(main, scope) -> dict:
     return {p.name: np.asarray(scope[p.name]) for p in main.global_block().all_parameters()}
 
 
+def fleet_roles(rank: int) -> None:
+    """Paddle's role variables for this rank (what ``graphc launch --server_num 2
+    --worker_num 2`` is to export), read by PaddleCloudRoleMaker."""
+    eps = ENDPOINTS.split(",")
+    os.environ.update(PADDLE_PSERVERS_IP_PORT_LIST=ENDPOINTS, PADDLE_TRAINERS_NUM=str(TRAINERS))
+    if rank < len(eps):
+        ip, port = eps[rank].split(":")
+        os.environ.update(TRAINING_ROLE="PSERVER", POD_IP=ip, PADDLE_PORT=port)
+    else:
+        os.environ.update(TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(rank - len(eps)))
+
+
 def main(out_dir: str) -> None:
+    """Servers serve until both trainers completed; trainers train and record."""
     from mpi4py import MPI
     rank = MPI.COMM_WORLD.Get_rank()
     out = Path(out_dir)
-    prog, startup, loss = build()
-    t = fluid.DistributeTranspiler()
     eps = ENDPOINTS.split(",")
-    if rank < len(eps):  # a server
-        t.transpile(0, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,
-                    startup_program=startup)
-        server_prog, server_startup = t.get_pserver_programs(eps[rank])
+    use_fleet = os.environ.get("PS_TEST_API") == "fleet"
+    if use_fleet:
+        import graphc.fluid.incubate.fleet.parameter_server.distribute_transpiler as ps
+        from graphc.fluid.incubate.fleet.base import role_maker
+        factory = ps.distributed_strategy_factory.DistributedStrategyFactory
+        fleet = ps.fleet
+        fleet_roles(rank)
+        fleet.init(role_maker.PaddleCloudRoleMaker())
+        main_prog, startup = fluid.Program(), fluid.Program()
+        main_prog.random_seed = startup.random_seed = 7
+        with fluid.program_guard(main_prog, startup):
+            prog, _, loss = build(minimize=False)
+            opt = fleet.distributed_optimizer(fluid.optimizer.Momentum(
+                0.05, 0.9, regularization=fluid.regularizer.L2Decay(0.01)),
+                factory.create_sync_strategy())
+            opt.minimize(loss, startup_program=startup)
+        if fleet.is_server():
+            fleet.init_server()
+            stats = fleet.run_server()
+            (out / f"server{fleet.server_index()}.json").write_text(json.dumps(stats))
+            return
+        tid, trainer_prog, prog = fleet.worker_index(), fleet.main_program, main_prog
+        fleet.init_worker()
         exe = fluid.Executor(fluid.CPUPlace())
-        exe.run(server_startup)
-        stats = pserver.serve(server_prog, exe)
-        (out / f"server{rank}.json").write_text(json.dumps(stats))
-        return
-    tid = rank - len(eps)
-    t.transpile(tid, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,
-                startup_program=startup)
-    trainer_prog = t.get_trainer_program()
-    exe = fluid.Executor(fluid.CPUPlace())
-    exe.run(startup)
+        exe.run(fleet.startup_program)
+    else:
+        prog, startup, loss = build()
+        t = fluid.DistributeTranspiler()
+        if rank < len(eps):  # a server
+            t.transpile(0, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,
+                        startup_program=startup)
+            server_prog, server_startup = t.get_pserver_programs(eps[rank])
+            exe = fluid.Executor(fluid.CPUPlace())
+            exe.run(server_startup)
+            stats = pserver.serve(server_prog, exe)
+            (out / f"server{rank}.json").write_text(json.dumps(stats))
+            return
+        tid = rank - len(eps)
+        t.transpile(tid, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,
+                    startup_program=startup)
+        trainer_prog = t.get_trainer_program()
+        exe = fluid.Executor(fluid.CPUPlace())
+        exe.run(startup)
     losses = []
     data = batches()
     for step in range(STEPS + tid):  # trainer 1 takes one extra step
@@ -77,13 +124,17 @@ def main(out_dir: str) -> None:
         part = {k: v[tid * HALF:(tid + 1) * HALF] for k, v in b.items()}
         value, = exe.run(trainer_prog, feed=part, fetch_list=[loss.name])
         losses.append(float(np.asarray(value).reshape(-1)[0]))
-        if os.environ.get("PS_TEST_FAIL") == f"trainer{tid}":
+        (out / f"trainer{tid}.losses.json").write_text(json.dumps(losses))
+        if os.environ.get("PS_TEST_FAIL") == f"trainer{tid}" and step == 1:
             (out / "failed_at").write_text(repr(time.time()))
             raise RuntimeError(f"trainer {tid} fails on purpose after step {step}")
         if step == STEPS - 1:
             np.savez(out / f"trainer{tid}.npz", losses=np.array(losses),
                      **params(prog, fluid.global_scope()))
-    pserver.complete()
+    if use_fleet:
+        fleet.stop_worker()
+    else:
+        pserver.complete()
 
 
 if __name__ == "__main__":

@@ -69,8 +69,10 @@ def test_two_trainers_two_servers_equal_local_training(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_failing_trainer_ends_the_job_naming_its_rank_and_role(tmp_path):
-    proc = launch(tmp_path, PS_TEST_FAIL="trainer1")
+def test_fleet_job_trains_and_a_failing_trainer_ends_it_naming_rank_and_role(tmp_path):
+    """The parameter-server fleet (roles from Paddle's variables, the sync strategy): two
+    steps equal local training; then trainer 1 raises, and the job ends within 60 s."""
+    proc = launch(tmp_path, PS_TEST_API="fleet", PS_TEST_FAIL="trainer1")
     ended = time.time()
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
@@ -78,3 +80,7 @@ def test_a_failing_trainer_ends_the_job_naming_its_rank_and_role(tmp_path):
     assert ended - failed_at < 60, f"the job ended {ended - failed_at:.0f} s after the failure"
     assert "rank 3" in out and "rank 3 is trainer 1" in out, out[-3000:]
     assert "fails on purpose" in out
+    t0 = json.loads((tmp_path / "trainer0.losses.json").read_text())
+    t1 = json.loads((tmp_path / "trainer1.losses.json").read_text())
+    losses, _ = local_run()
+    np.testing.assert_allclose((np.array(t0[:2]) + np.array(t1[:2])) / 2, losses[:2], atol=1e-5)

@@ -1,4 +1,4 @@
-"""``fluid.incubate.fleet.parameter_server``: importable so Fluid 1.x scripts load, but
-parameter-server training is a later graphc issue: using it raises MissingAPIError."""
+"""``fluid.incubate.fleet.parameter_server``: Paddle's parameter-server fleet, on graphc's
+DistributeTranspiler and MPI runtime (docs/parameter_server.md)."""
 
 from . import distribute_transpiler  # noqa: F401
