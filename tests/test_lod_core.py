@@ -528,3 +528,37 @@ def test_inference_model_with_lod_feeds_and_step_inspection(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-6)
     step = exe.compile(fluid.default_main_program(), feed={"ids": t}, fetch_list=[out])
     assert "stablehlo" in step.lowered_text() and step.batch_size() == 1
+
+
+def test_data_parallel_level_2_feeds_and_lod_fetches():
+    x = graphc.data("x", [-1, 2], lod_level=2)
+    h = layers.fc(x, 3, act="tanh")
+    sub = layers.sequence_pool(h, "average")  # lod1 over sub-sequences
+    loss = layers.mean(layers.sequence_pool(sub, "sum"))
+    graphc.optimizer.SGD(0.1).minimize(loss)
+    main, startup = graphc.default_main_program(), graphc.default_startup_program()
+    rng = np.random.default_rng(9)
+    outer, inner = [2, 0, 1, 3], [1, 4, 0, 2, 2, 1]
+    t = lod_tensor(rng.standard_normal((10, 2)).astype("float32"), [outer, inner])
+    results = []
+    for places in (0, 2):
+        scope, exe = graphc.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        prog = main if not places else graphc.CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, places=graphc.cpu_places(places))
+        got = exe.run(prog, feed={"x": t}, fetch_list=[h, sub, loss], scope=scope,
+                      return_numpy=False)
+        results.append((got, np.asarray(scope["fc_0.w_0"])))
+    (h1, sub1, loss1), w1 = results[0]
+    (h2, sub2, loss2), w2 = results[1]
+    assert h2.recursive_sequence_lengths() == [outer, inner]
+    assert sub2.recursive_sequence_lengths() == sub1.recursive_sequence_lengths() == [outer]
+    np.testing.assert_allclose(np.array(h2), np.array(h1), rtol=1e-6)
+    np.testing.assert_allclose(np.array(sub2), np.array(sub1), rtol=1e-6)
+    np.testing.assert_allclose(w2, w1, rtol=1e-5, atol=1e-7)
+    with pytest.raises(FeedError, match="3 sequences, which do not split evenly over 2"):
+        prog = graphc.CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, places=graphc.cpu_places(2))
+        graphc.Executor().run(prog, feed={"x": lod_tensor(np.ones((3, 2), "float32"),
+                                                          [[1, 1, 1], [1, 1, 1]])},
+                              fetch_list=[loss], scope=scope)
