@@ -21,7 +21,12 @@ GOLDEN = Path(__file__).parent / "golden" / "ps-transpile"
 EPS = ["127.0.0.1:6170", "127.0.0.1:6171"]
 
 
-def build(width: int = 128, l2: bool = True, seed: int = 7):
+OPTIMIZERS = {"momentum": lambda reg: fluid.optimizer.Momentum(0.05, 0.9, regularization=reg),
+              "adam": lambda reg: fluid.optimizer.Adam(0.01, regularization=reg),
+              "sgd": lambda reg: fluid.optimizer.SGD(0.1, regularization=reg)}
+
+
+def build(width: int = 128, l2: bool = True, seed: int = 7, optimizer: str = "momentum"):
     """A two-layer MLP (Momentum, L2 decay); its 128x128 weight is cut in two blocks."""
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = seed
@@ -32,7 +37,7 @@ def build(width: int = 128, l2: bool = True, seed: int = 7):
         p = fluid.layers.fc(h, 1)
         loss = fluid.layers.mean(fluid.layers.square_error_cost(p, y))
         reg = fluid.regularizer.L2Decay(0.01) if l2 else None
-        fluid.optimizer.Momentum(0.05, 0.9, regularization=reg).minimize(loss)
+        OPTIMIZERS[optimizer](reg).minimize(loss)
     return main, startup
 
 
@@ -172,12 +177,14 @@ def test_server_startup_blocks_equal_the_rows_of_a_local_init():
                                                   np.asarray(local[pname])[b[3]:b[4]])
 
 
-def test_server_update_is_the_mean_of_the_trainers_gradients():
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_server_update_is_the_mean_of_the_trainers_gradients(optimizer):
     """The server program run on two trainers' gradient blocks equals the local update of
-    those rows with the mean gradient (no MPI: its feeds are given by hand)."""
-    main, startup = build()
+    those rows with the mean gradient (no MPI: its feeds are given by hand); Adam's scalar
+    state (beta powers) gets a copy per block."""
+    main, startup = build(optimizer=optimizer)
     with fluid.unique_name.guard():  # the same names, without the L2 decay ops: its
-        plain, _ = build(l2=False)  # fetched gradients are the backward ones
+        plain, _ = build(l2=False, optimizer=optimizer)  # gradients are the backward ones
     t = Transpiler(EPS, trainers=2).transpile(main, startup)
     exe = fluid.Executor(fluid.CPUPlace())
     rng = np.random.default_rng(0)

@@ -3,9 +3,9 @@ block the server owns cut from its whole variable, so a block equals the rows of
 initial value bit for bit (Paddle re-draws a block with the block's shape instead).
 
 Matches: the startup graph's final value of each ``blocks`` entry's source variable.
-Produces: per entry ``[name, source, start, end]`` (end -1: the whole variable under its own
-name) a ``split`` along rows whose middle piece becomes the persistable ``name``; the graph's
-outputs become exactly the entries. Initialisers of variables the server does not own stay
+Produces: per entry ``[name, source, start, end]`` a ``split`` along rows whose middle piece
+becomes the persistable ``name`` (end -1: the whole variable, kept, or copied to ``name``); the
+graph's outputs become exactly the entries. Initialisers of variables the server does not own stay
 (so random initialisers keep their positions and seeds) but are no longer outputs.
 Declines: an entry whose source the startup graph does not initialise (it is reported, and
 the server then needs it from a checkpoint).
@@ -32,8 +32,15 @@ class PsServerStartup(Pass):
                 ctx.decline(f"{source}: not initialised by the startup program")
                 continue
             whole = graph.latest(source)
-            if end < 0:
+            if end < 0 and name == source:
                 outputs.append(whole)
+                continue
+            if end < 0:  # a copy under the block's name (a cut parameter's scalar state)
+                copy = rw.create_op("assign", {"X": whole}, {"Out": name},
+                                    after=graph.producer(whole)).output("Out")
+                copy.var.kind = whole.var.kind
+                outputs.append(copy)
+                ctx.count("copies")
                 continue
             rows = whole.shape[0]
             sections = [s for s in (start, end - start, rows - end) if s]
