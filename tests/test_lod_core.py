@@ -562,3 +562,30 @@ def test_data_parallel_level_2_feeds_and_lod_fetches():
         graphc.Executor().run(prog, feed={"x": lod_tensor(np.ones((3, 2), "float32"),
                                                           [[1, 1, 1], [1, 1, 1]])},
                               fetch_list=[loss], scope=scope)
+
+
+@pytest.mark.parametrize("pooltype", ["SQRT", "MAX", "LAST"])
+def test_generic_lod_gradient_equals_the_pool_gradient_rule(pooltype):
+    """An aware op's grad op without a rule of its own differentiates its forward rule over
+    the tokens (rules/sequence.py lod_generic_grad): it must agree with sequence_pool_grad."""
+    from graphc.backends.rules import RuleContext, get_rule
+    from graphc.backends.rules.sequence import lod_generic_grad
+    from graphc.ir.types import TensorType
+    rng = np.random.default_rng(0)
+    t = lod_tensor(rng.standard_normal((6, 3)), [[2, 0, 4]])
+    want_t = TensorType((-1, 3), "float64", False, 1)
+    x = jax_tree(rlod.pack_feed("x", t, want_t, np.float64))
+    attrs = {"pooltype": pooltype, "is_test": False, "pad_value": 0.0}
+    dout = rng.standard_normal((3, 3))
+    out_types = {"X@GRAD": [want_t]}
+    ctx = RuleContext("sequence_pool_grad", attrs, out_types, "test", 0, 0)
+    kw = {"X": x, "Out@GRAD": dout}
+    own = get_rule("sequence_pool_grad")(ctx, **kw)["X@GRAD"]
+    generic = lod_generic_grad(ctx, **kw)["X@GRAD"]
+    np.testing.assert_allclose(np.asarray(generic.data), np.asarray(own.data), rtol=1e-12)
+
+
+def jax_tree(x):
+    import jax
+    import jax.numpy as jnp
+    return jax.tree.map(jnp.asarray, x)

@@ -121,7 +121,8 @@ def lowering(*op_types: str):
 
 
 # Rules used instead of an op's own rule when a LoD value is among its inputs (docs/lod.md):
-# they receive LoDArrays as they are, e.g. ``mean`` over the real tokens only.
+# they receive LoDArrays as they are, e.g. ``mean`` over the real tokens only. "@grad" is the
+# generic gradient of an aware op (rules/sequence.py), for grad ops without a rule.
 _LOD_RULES: dict[str, Rule] = {}
 
 
@@ -228,6 +229,10 @@ def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, l
     lod = first_lod(kwargs.values()) if opdef.lod_inputs else None
     if lod is not None and op_type in _LOD_RULES:
         result = _LOD_RULES[op_type](ctx, **kwargs)
+    elif lod is not None and opdef.lod == "aware" and op_type not in _RULES \
+            and "@grad" in _LOD_RULES:
+        # an aware op's gradient without a rule of its own: the vjp over the tokens
+        result = _LOD_RULES["@grad"](ctx, **kwargs)
     elif lod is not None and opdef.lod == "rowwise":  # the rule sees the packed tokens
         result = wrap_outputs(rule(ctx, **{k: unwrap(v) for k, v in kwargs.items()}),
                               out_types, lod)
