@@ -144,6 +144,12 @@ XLA_EFFECT: dict[str, Claim] = {
     "use_experimental_executor": _on("exec.use_experimental_executor", False),
     "dry_run": _on("exec.dry_run"),
 }
+# IR-only fields whose IR rewrite does not even reach JAX: graphc hands XLA the very same
+# StableHLO (locations aside), e.g. a fused op's rule applies the unfused ops' rules. The
+# other IR-only fields change the StableHLO and XLA's optimisations undo the difference.
+SAME_STABLEHLO = {"enable_sequential_execution", "fuse_elewise_add_act_ops", "fuse_bn_act_ops",
+                  "fuse_all_optimizer_ops", "enable_inplace", "memory_optimize",
+                  "enable_backward_optimizer_op_deps"}
 BUILD_FIELDS = set(BuildStrategy.model_fields)
 EXEC_FIELDS = set(ExecutionStrategy.model_fields)
 BATCH = 8
@@ -210,6 +216,7 @@ def compiled(model_name: str, opt: str, devices: int, options: dict) -> dict:
     summary = hlo_text.summary(text)
     summary["types"] = set(re.findall(r"\b(bf16|f16|f32|f64)\[", hlo_text.normalize(text)))
     _COMPILED[key] = {"ir": print_graph(step.graph), "hlo": text, "summary": summary,
+                      "stablehlo": hlo_text.strip_locations(step.lowered_text()),
                       "report": cp.last_report, "fingerprint": hlo_text.fingerprint(text)}
     return _COMPILED[key]
 
@@ -242,6 +249,10 @@ def test_claim_holds(field, opt, devices):
                       f"{hlo_text.hlo_diff(off['hlo'], on['hlo'])}")
     if claim.effect == IR_ONLY:
         assert _acted(off, on), f"{field}: no pass changed the IR, so this case shows nothing"
+        same_input = off["stablehlo"] == on["stablehlo"]
+        assert same_input == (field in SAME_STABLEHLO), (
+            f"{field}: the StableHLO given to XLA is {'the same' if same_input else 'different'}"
+            f", but SAME_STABLEHLO (and docs/strategies.md) say otherwise")
     else:
         assert not _acted(off, on), f"{field}: documented as no effect, but the IR changed"
 
@@ -303,6 +314,38 @@ def test_normalised_text_ignores_names_and_metadata():
     # a real change (a different constant) is seen
     changed = text.replace("constant(0.9)", "constant(0.8)", 1)
     assert "constant(0.9)" in text and not hlo_text.same_hlo(changed, text)
+
+
+_SMALL = """HloModule jit_f, entry_computation_layout={(f32[4]{0})->f32[4]{0}}
+
+%fused_computation.7 (param_0.1: f32[4]) -> f32[4] {
+  %param_0.1 = f32[4]{0} parameter(0)
+  ROOT %negate.2 = f32[4]{0} negate(%param_0.1), metadata={op_name="jit(f)/neg"}
+}
+
+ENTRY %main.9 (x.1: f32[4]) -> f32[4] {
+  %x.1 = f32[4]{0} parameter(0)
+  %exp.3 = f32[4]{0} exponential(%x.1), metadata={op_name="jit(f)/exp" stack_frame_id=3}
+  %neg_fusion = f32[4]{0} fusion(%x.1), kind=kLoop, calls=%fused_computation.7
+  ROOT %add.5 = f32[4]{0} add(%exp.3, %neg_fusion)
+}
+"""
+
+
+def test_fingerprint_ignores_the_order_of_independent_instructions():
+    lines = _SMALL.splitlines()
+    i = next(n for n, line in enumerate(lines) if "exp.3 =" in line)
+    lines[i], lines[i + 1] = lines[i + 1], lines[i]
+    swapped = "\n".join(lines)
+    assert hlo_text.same_hlo(swapped, _SMALL)
+    assert hlo_text.normalize(swapped) != hlo_text.normalize(_SMALL)  # the order is kept
+    assert "metadata" not in hlo_text.normalize(_SMALL) and "{0}" not in hlo_text.normalize(
+        _SMALL)
+    other_operand = _SMALL.replace("add(%exp.3, %neg_fusion)", "add(%exp.3, %x.1)")
+    assert not hlo_text.same_hlo(other_operand, _SMALL)
+    s = hlo_text.summary(_SMALL)
+    assert (s["fusions"], s["computations"], s["opcodes"]["negate"]) == (1, 2, 1)
+    assert s["unfused_opcodes"] == {"add": 1, "exponential": 1, "fusion": 1, "parameter": 1}
 
 
 def test_summary_counts_and_buffer_sizes():

@@ -114,6 +114,19 @@ def parse_hlo(text: str) -> tuple[str, list[Computation]]:
     return header, comps
 
 
+def strip_locations(stablehlo: str) -> str:
+    """StableHLO text (``CompiledStep.lowered_text()``) without its source locations: the
+    ``loc(...)`` of every operation and the ``#loc`` definitions."""
+    out = []
+    for line in stablehlo.splitlines():
+        if line.startswith("#loc"):
+            continue
+        while (start := line.find(" loc(")) >= 0:
+            line = line[:start] + line[_balanced(line, start + 4):]
+        out.append(line.rstrip())
+    return "\n".join(out) + "\n"
+
+
 def _digest(text: str) -> str:
     return hashlib.sha1(text.encode()).hexdigest()[:16]
 
