@@ -589,3 +589,32 @@ def jax_tree(x):
     import jax
     import jax.numpy as jnp
     return jax.tree.map(jnp.asarray, x)
+
+
+@st.composite
+def nested_lengths(draw):
+    outer = draw(st.lists(st.integers(0, 3), min_size=1, max_size=4))
+    inner = draw(st.lists(st.integers(0, 4), min_size=sum(outer), max_size=sum(outer)))
+    return [outer, inner]
+
+
+@settings(max_examples=10, deadline=None)
+@given(lengths=nested_lengths(), pooltype=st.sampled_from(POOLS), seed=st.integers(0, 999))
+def test_level_2_pools_and_means_match_the_ragged_reference(lengths, pooltype, seed):
+    rng = np.random.default_rng(seed)
+    tokens = rng.standard_normal((sum(lengths[1]), 2))
+    with graphc.program_guard(graphc.Program(), graphc.Program()):
+        x = graphc.data("x", [-1, 2], "float64", lod_level=2)
+        sub = layers.sequence_pool(layers.exp(x), pooltype.lower(), pad_value=0.5)
+        top = layers.sequence_pool(sub, "sum")
+        avg = layers.mean(sub)
+        main = graphc.default_main_program()
+        feed = {"x": as_feed(main, "x", lod_tensor(tokens, lengths))}
+        g = graphc.lower(main)
+    sub_got, top_got, avg_got = run_graph(g, {}, feed, [sub.name, top.name, avg.name])[1]
+    sub_ref = pool_reference(np.exp(tokens), lengths[1], pooltype, 0.5)
+    assert rlod.unpack(sub_got).recursive_sequence_lengths() == [lengths[0]]
+    np.testing.assert_allclose(np.array(rlod.unpack(sub_got)), sub_ref, rtol=1e-12)
+    np.testing.assert_allclose(top_got, pool_reference(sub_ref, lengths[0], "SUM"), rtol=1e-12)
+    want = sub_ref.mean() if sub_ref.size else 0.0  # no tokens: graphc's mean is 0
+    np.testing.assert_allclose(avg_got, [want], rtol=1e-12)
