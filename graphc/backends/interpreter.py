@@ -54,6 +54,10 @@ def bind_inputs(graph: Graph, state: dict, feeds: dict) -> dict[Value, object]:
             if "initial_value" in v.var.extra:  # state a pass created (amp's loss scale)
                 env[v] = jnp.full(v.type.shape, v.var.extra["initial_value"], v.type.dtype)
                 continue
+            members = v.var.extra.get("stack_of")
+            if members and all(m in source for m in members):  # stacked state, by member
+                env[v] = jnp.stack([jnp.asarray(source[m]) for m in members])
+                continue
             what = "feed" if v.var.kind == "feed" else "state variable"
             raise InterpreterError(f"missing {what} '{v.var.name}' ({v.type})")
         value = source[v.var.name]
@@ -214,6 +218,10 @@ def run_graph(graph: Graph, state: dict | None = None, feeds: dict | None = None
         evaluate(graph, env, step)
     else:
         evaluate_concurrently(graph, env, step, num_threads)
-    new_state = {v.var.name: np.asarray(env[v]) for v in graph.outputs}
+    new_state = {}
+    for v in graph.outputs:  # stacked state (roll-repeated-layers) is returned by member
+        arr = np.asarray(env[v])
+        members = v.var.extra.get("stack_of")
+        new_state.update(zip(members, arr) if members else ((v.var.name, arr),))
     return new_state, [env[v].numpy() if isinstance(env[v], LoDArray) else to_host(env[v])
                        for v in fetch_values]

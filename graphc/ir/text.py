@@ -41,6 +41,8 @@ def var_flags(var: VarInfo) -> str:
         flags.append(f"learning_rate={_json(var.learning_rate)}")
     if var.shard is not None:
         flags.append(f"shard={_json([var.shard[0], list(var.shard[1])])}")
+    if var.extra.get("stack_of"):  # stacked state: its members' names (roll-repeated-layers)
+        flags.append(f"stack_of={_json(list(var.extra['stack_of']))}")
     return " {" + ", ".join(flags) + "}" if flags else ""
 
 
@@ -362,6 +364,14 @@ class _Parser:
                     and isinstance(shard[1], list) and all(_is_count(d, 0) for d in shard[1])):
                 raise line.error(f"'{name}': shard must be [nranks, [dims]], got {shard!r}")
             info.shard = (shard[0], tuple(shard[1]))
+        stack_of = flags.pop("stack_of", None)
+        if stack_of is not None:
+            if not (info.persistable and isinstance(stack_of, list) and stack_of and all(
+                    isinstance(m, str) and m for m in stack_of)
+                    and len(set(stack_of)) == len(stack_of)):
+                raise line.error(f"'{name}': stack_of must list distinct member names of a "
+                                 f"persistable, got {stack_of!r}")
+            info.extra["stack_of"] = tuple(stack_of)
         if flags:
             raise line.error(f"unknown flags for '{name}': {sorted(flags)}")
         return info
@@ -480,7 +490,7 @@ def structural_key(g: Graph, check_source: bool = False) -> tuple:
 
     def var_key(v: VarInfo) -> tuple:
         return (v.name, v.kind, v.stop_gradient, v.trainable, v.learning_rate, v.lod_level,
-                v.shard)
+                v.shard, v.extra.get("stack_of"))
 
     ops = []
     for op in g.ops():

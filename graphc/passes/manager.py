@@ -216,7 +216,7 @@ class PassManager:
 
 
 def _output_vars(graph: Graph) -> set[str]:
-    try:
-        return {v.var.name for v in graph.outputs}
+    try:  # a stacked variable (roll-repeated-layers) returns its members by name
+        return {n for v in graph.outputs for n in v.var.extra.get("stack_of") or (v.var.name,)}
     except AttributeError:  # a pass broke the list itself: verify reports it
         return set()

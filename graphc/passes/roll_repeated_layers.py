@@ -45,6 +45,7 @@ import numpy as np
 from ..ir.graph import Graph, Op, Value, VarInfo
 from ..ir.ops import COLLECTIVE, CONTROL_SLOT, OPTIMIZER, RANDOM, forward_type, get_op_def
 from .base import Pass, PassContext, register_pass
+from .stack_rolled_state import stack_state
 
 _CROSS_REPLICA = {"sync_batch_norm", "sync_batch_norm_grad"}
 
@@ -97,6 +98,7 @@ class RollRepeatedLayers(Pass):
     min_repeats: int = 4
     max_period: int = 64
     roll_optimizer: bool = True
+    stack_state: bool = True
 
     # -- matching ------------------------------------------------------------------------
     def _candidates(self, sig_ids: np.ndarray) -> list[tuple[int, int, int]]:
@@ -209,6 +211,8 @@ class RollRepeatedLayers(Pass):
         runs = done
         if runs:
             fold_stacks(graph, ctx)
+            if self.stack_state:
+                stack_state(graph, ctx)
 
     # -- rewriting -----------------------------------------------------------------------
     def _roll(self, graph: Graph, ctx: PassContext, layers: list[list[Op]]) -> str | None:

@@ -43,6 +43,7 @@ from .feeds import FeedError, convert_feed
 from .lod import LoDArray, feed_signature, pack_feed, unpack
 from .places import CPUPlace, Place
 from .scope import Scope, global_scope
+from .stacked_state import prepare_for_step as prepare_stacked_state
 from .startup import run_grouped_startup
 
 __all__ = ["DataError", "Executor", "FeedError", "FetchError"]
@@ -416,6 +417,7 @@ class Executor:
             inputs = [state[name] for name in step.state_names]
         except KeyError:
             self._initialise_created_state(step, scope)
+            prepare_stacked_state(step, scope)  # stack or split rolled parameters
         try:
             inputs = [state[name] for name in step.state_names]
         except KeyError as exc:

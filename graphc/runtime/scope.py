@@ -2,6 +2,7 @@
 
 Arrays stay on their device between runs; both Paddle's and a dict-like spelling work.
 A jax array a user sets is copied on entry: steps donate the scope's buffers, never the user's.
+Parameters a rolled program keeps stacked are still answered by name (stacked_state.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 
 from ..backends.precision import with_graphc_x64
 from ..ir.errors import GraphcError
+from .stacked_state import StateDict
 
 
 class ScopeError(GraphcError):
@@ -28,7 +30,7 @@ class Tensor:
         self._scope, self._name = scope, name
 
     def _array(self):
-        if self._name not in self._scope._vars:
+        if self._name not in self._scope:
             raise ScopeError(f"variable '{self._name}' has no value yet")
         return self._scope.whole(self._name)
 
@@ -66,17 +68,23 @@ class Scope:
     """Named arrays. ``scope.find_var(n).get_tensor()`` (Paddle) or ``scope[n]`` (dict)."""
 
     def __init__(self):
-        self._vars: dict[str, jax.Array] = {}
+        # name -> array; parameters a rolled program keeps stacked live as rows of one
+        # ``@STACK`` array, which StateDict keeps in one place (stacked_state.py)
+        self._vars: StateDict = StateDict()
         # runs per program (keys dropout's randomness); weak, so programs can be freed
         self._run_counters: WeakKeyDictionary = WeakKeyDictionary()
         # name -> (nranks, whole shape) for arrays held as the [nranks, c] rows of a
         # data-parallel Reduce-mode shard (see backends.jax.data_parallel); readers get wholes
         self._shards: dict[str, tuple[int, tuple[int, ...]]] = {}
+        self._stacked = self._vars.held
 
     @with_graphc_x64  # arrays graphc makes keep 64-bit types (backends/precision)
     def whole(self, name: str):
-        """The variable's value as the program declares it (a sharded one reassembled)."""
-        arr = self._vars[name]
+        """The variable's value as the program declares it (a sharded one reassembled, a
+        stacked one's row)."""
+        arr = self._vars.get(name)
+        if arr is None:
+            return self._stacked.row(self._vars, name)  # KeyError when it is nowhere
         shard = self._shards.get(name)
         if shard is None:
             return arr
@@ -84,7 +92,7 @@ class Scope:
         return jax.numpy.asarray(from_rows(arr, shard[1]))
 
     def find_var(self, name: str) -> ScopeVar | None:
-        return ScopeVar(Tensor(self, name)) if name in self._vars else None
+        return ScopeVar(Tensor(self, name)) if name in self else None
 
     def var(self, name: str) -> ScopeVar:
         """Find or create (Paddle's ``scope.var(name)``); set its value with get_tensor().set."""
@@ -103,26 +111,34 @@ class Scope:
         # buffer under two names cannot be donated twice), so a jax array is copied. numpy
         # values and lists become new device buffers anyway; the executor's own outputs go
         # into _vars directly and are donated as they are.
+        if name in self._stacked.stacks:  # a stack replaced whole: its members split out
+            self._stacked.split(self._vars, name)
         if isinstance(array, jax.Array):
             array = array.copy()
         self._vars[name] = jax.numpy.asarray(array)
         self._shards.pop(name, None)
 
     def __contains__(self, name: str) -> bool:
-        return name in self._vars
+        return name in self._vars or name in self._stacked.rows
 
     def __delitem__(self, name: str) -> None:
+        stacked = self._stacked
+        if name in stacked.rows:
+            stacked.split(self._vars, stacked.rows[name][0])
+        elif name in stacked.stacks:
+            stacked.split(self._vars, name)
         del self._vars[name]
         self._shards.pop(name, None)
 
     def keys(self):
-        return self._vars.keys()
+        """Variable names; stacked parameters are listed by their members' names."""
+        return self._stacked.names(self._vars) if self._stacked else self._vars.keys()
 
     def local_var_names(self) -> list[str]:
-        return list(self._vars)
+        return list(self.keys())
 
     def __len__(self) -> int:
-        return len(self._vars)
+        return len(self.keys()) if self._stacked else len(self._vars)
 
     def __repr__(self) -> str:
         return f"<Scope {len(self._vars)} variables>"

@@ -1,0 +1,132 @@
+"""Stacked state in a Scope: k parameters a rolled program keeps as one ``[k, ...]`` array
+(roll-repeated-layers' ``<first>@STACK<k>`` variables), answered by the members' Paddle names.
+
+A scope holds each value in one place: either a member's own array, or row r of the stack
+that holds it (``StackedState.rows[member] = (stack name, r)``), never both. A step that
+reads a stacked variable the scope lacks stacks its members once (``prepare_for_step``); a
+step that reads a member held in a stack (a program compiled without the pass) gets the
+stack split back into its members first. Readers by name get a row; a write by name updates
+the row in place (the scope owns the stack's buffer: steps donate it anyway). The scope's
+dict (``StateDict``) enforces the one-place rule for every writer, the startup runner's too.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from ..ir.errors import GraphcError
+
+
+@functools.partial(jax.jit, donate_argnums=(0,))
+def _set_row(stack, row, value):
+    return stack.at[row].set(value)
+
+
+class StateDict(dict):
+    """A scope's name -> array dict: a write under a member's name lands in its stack's row
+    (or splits the stack when it does not fit), so no value ever lives in two places.
+    Reads are plain dict reads; with no stacks held, writes cost one attribute test."""
+
+    __slots__ = ("held",)
+
+    def __init__(self):
+        super().__init__()
+        self.held = StackedState()
+
+    def __setitem__(self, name, array) -> None:
+        held = self.held
+        if held.rows and name in held.rows:
+            if held.set_row(self, name, array):
+                return
+            held.split(self, held.rows[name][0])
+        dict.__setitem__(self, name, array)
+
+    def update(self, pairs=(), **kw) -> None:
+        if not self.held.rows:
+            dict.update(self, pairs, **kw)
+            return
+        for name, array in (pairs.items() if isinstance(pairs, dict) else pairs):
+            self[name] = array
+        for name, array in kw.items():
+            self[name] = array
+
+
+class StackedState:
+    """Which scope variables are stacks, and where each member's row lives."""
+
+    __slots__ = ("stacks", "rows")
+
+    def __init__(self):
+        self.stacks: dict[str, tuple[str, ...]] = {}  # stack name -> members, in row order
+        self.rows: dict[str, tuple[str, int]] = {}  # member -> (stack name, row)
+
+    def __bool__(self) -> bool:
+        return bool(self.stacks)
+
+    def row(self, vars_: dict, member: str):
+        name, r = self.rows[member]
+        return vars_[name][r]
+
+    def set_row(self, vars_: dict, member: str, array) -> bool:
+        """Write ``array`` into the member's row; False when it does not fit (another
+        shape or dtype: the caller splits the stack and stores the member on its own)."""
+        name, r = self.rows[member]
+        stack = vars_[name]
+        array = jnp.asarray(array)
+        if array.shape != stack.shape[1:] or array.dtype != stack.dtype:
+            return False
+        dict.__setitem__(vars_, name, _set_row(stack, r, array))
+        return True
+
+    def split(self, vars_: dict, name: str) -> None:
+        """Give the members of stack ``name`` their own arrays again and drop the stack."""
+        members = self.stacks.pop(name)
+        stack = vars_.pop(name)
+        for r, m in enumerate(members):
+            del self.rows[m]
+            dict.__setitem__(vars_, m, stack[r])
+
+    def build(self, scope, name: str, members: tuple[str, ...], type_) -> None:
+        """Stack the members (from wherever the scope holds them) into ``name``."""
+        vars_ = scope._vars
+        for holder in {self.rows[m][0] for m in members if m in self.rows}:
+            self.split(vars_, holder)
+        arrays = [scope.whole(m) for m in members]
+        want, dtype = tuple(type_.shape[1:]), jnp.dtype(type_.dtype)
+        for m, a in zip(members, arrays):
+            if a.shape != want or a.dtype != dtype:
+                raise GraphcError(f"scope variable '{m}' holds {a.dtype}{list(a.shape)} but "
+                                  f"the program declares {type_.dtype}{list(want)} (it is "
+                                  f"row {members.index(m)} of stacked state '{name}')")
+        dict.__setitem__(vars_, name, jnp.stack(arrays))
+        for r, m in enumerate(members):
+            del vars_[m]
+            scope._shards.pop(m, None)
+            self.rows[m] = (name, r)
+        self.stacks[name] = tuple(members)
+
+    def names(self, vars_: dict) -> list[str]:
+        """The scope's variable names, each stack listed as its members."""
+        out = []
+        for n in vars_:
+            out.extend(self.stacks.get(n, (n,)))
+        return out
+
+
+def prepare_for_step(step, scope) -> None:
+    """Make the scope hold what ``step`` reads in the form it reads it: members a step
+    reads on their own are split out of their stack; a stacked variable the scope lacks
+    is stacked from its members (once; later steps find it in place)."""
+    held = scope._stacked
+    vars_ = scope._vars
+    values = step.updated_inputs + step.readonly_inputs
+    for v in values:  # first split, so a stack to build may take members of another
+        if v.var.name not in vars_ and v.var.name in held.rows:
+            held.split(vars_, held.rows[v.var.name][0])
+    for v in values:
+        members = v.var.extra.get("stack_of")
+        if members and v.var.name not in vars_ and all(m in scope for m in members):
+            held.build(scope, v.var.name, tuple(members), v.type)
