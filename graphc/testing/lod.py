@@ -76,3 +76,24 @@ def lod_grad_check(program, loss, feeds: dict, wrt: list[str], rng, eps=1e-6,
                                        err_msg=f"d loss / d {name} at token element {i}")
         grads[name] = g_tokens
     return grads
+
+
+def lod_lengths(level: int = 1, max_sequences: int = 5, max_length: int = 5):
+    """A hypothesis strategy for recursive sequence lengths of ``level`` 1 or 2, empty
+    sequences and length 1 included (what the LoD tests draw from)."""
+    from hypothesis import strategies as st
+
+    outer = st.lists(st.integers(0, max_length if level == 1 else 3), min_size=1,
+                     max_size=max_sequences)
+    if level == 1:
+        return outer.map(lambda lens: [lens])
+    return outer.flatmap(lambda lens: st.lists(st.integers(0, max_length), min_size=sum(lens),
+                                               max_size=sum(lens)).map(lambda inner:
+                                                                       [lens, inner]))
+
+
+def random_lod_tensor(rng, lengths, feature_shape=(), dtype="float64", low=None, high=None):
+    """A LoDTensor with ``lengths`` and random tokens: normal floats, or ints in [low, high)."""
+    shape = (int(sum(lengths[-1])), *feature_shape)
+    data = rng.integers(low, high, shape) if low is not None else rng.standard_normal(shape)
+    return create_lod_tensor(np.asarray(data).astype(dtype), lengths)
