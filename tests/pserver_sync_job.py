@@ -3,8 +3,9 @@
 with the DistributeTranspiler. Trainer t trains on its half of each global batch; trainer 1
 takes one step more than trainer 0 (uneven data), which must not hang the job.
 PS_TEST_API=fleet: the same through the parameter-server fleet (PaddleCloudRoleMaker from
-Paddle's variables, DistributedStrategyFactory.create_sync_strategy); PS_TEST_FAIL=trainer1:
-trainer 1 raises after its second step."""
+Paddle's variables, DistributedStrategyFactory; PS_TEST_STRATEGY=async for the async one);
+PS_TEST_STEPS=N: N steps on each trainer; PS_TEST_FAIL=trainer1: trainer 1 raises after its
+last step instead of completing."""
 
 from __future__ import annotations
 
@@ -36,18 +37,24 @@ def build(minimize: bool = True):
         p = fluid.layers.fc(h, 1)
         loss = fluid.layers.mean(fluid.layers.square_error_cost(p, y))
         if minimize:
-            opt = fluid.optimizer.Momentum(0.05, 0.9,
-                                           regularization=fluid.regularizer.L2Decay(0.01))
-            opt.minimize(loss)
+            optimizer().minimize(loss)
     return main, startup, loss
 
 
+def optimizer():
+    """Momentum; PS_TEST_LR changes its learning rate (async needs a smaller one: W trainers
+    apply W updates per global step)."""
+    lr = float(os.environ.get("PS_TEST_LR", "0.1"))
+    return fluid.optimizer.Momentum(lr, 0.5, regularization=fluid.regularizer.L2Decay(0.01))
+
+
 def batches(steps: int = STEPS + 1):
+    """A learnable task: y = tanh of the sum of the first 4 features."""
     rng = np.random.default_rng(3)
     out = []
     for _ in range(steps):
-        x = rng.standard_normal((2 * HALF, 128)).astype("float32")
-        y = (x[:, :1] * 0.5 + 0.1).astype("float32")
+        x = (rng.standard_normal((2 * HALF, 128)) * 0.3).astype("float32")
+        y = np.tanh(x[:, :4].sum(1, keepdims=True)).astype("float32")
         out.append({"x": x, "y": y})
     return out
 
@@ -86,9 +93,9 @@ def main(out_dir: str) -> None:
         main_prog.random_seed = startup.random_seed = 7
         with fluid.program_guard(main_prog, startup):
             prog, _, loss = build(minimize=False)
-            opt = fleet.distributed_optimizer(fluid.optimizer.Momentum(
-                0.05, 0.9, regularization=fluid.regularizer.L2Decay(0.01)),
-                factory.create_sync_strategy())
+            strategy = (factory.create_async_strategy() if os.environ.get(
+                "PS_TEST_STRATEGY") == "async" else factory.create_sync_strategy())
+            opt = fleet.distributed_optimizer(optimizer(), strategy)
             opt.minimize(loss, startup_program=startup)
         if fleet.is_server():
             fleet.init_server()
@@ -118,19 +125,21 @@ def main(out_dir: str) -> None:
         exe = fluid.Executor(fluid.CPUPlace())
         exe.run(startup)
     losses = []
-    data = batches()
-    for step in range(STEPS + tid):  # trainer 1 takes one extra step
+    steps = int(os.environ.get("PS_TEST_STEPS", "0"))
+    data = batches(max(steps, STEPS + 1))
+    fail = os.environ.get("PS_TEST_FAIL") == f"trainer{tid}"
+    for step in range(steps or STEPS + tid):  # trainer 1 takes one extra step by default
         b = data[step]
         part = {k: v[tid * HALF:(tid + 1) * HALF] for k, v in b.items()}
         value, = exe.run(trainer_prog, feed=part, fetch_list=[loss.name])
         losses.append(float(np.asarray(value).reshape(-1)[0]))
         (out / f"trainer{tid}.losses.json").write_text(json.dumps(losses))
-        if os.environ.get("PS_TEST_FAIL") == f"trainer{tid}" and step == 1:
-            (out / "failed_at").write_text(repr(time.time()))
-            raise RuntimeError(f"trainer {tid} fails on purpose after step {step}")
         if step == STEPS - 1:
             np.savez(out / f"trainer{tid}.npz", losses=np.array(losses),
                      **params(prog, fluid.global_scope()))
+    if fail:  # instead of completing: the servers wait for this trainer
+        (out / "failed_at").write_text(repr(time.time()))
+        raise RuntimeError(f"trainer {tid} fails on purpose after step {step}")
     if use_fleet:
         fleet.stop_worker()
     else:

@@ -41,13 +41,13 @@ def launch(out: Path, timeout: int = 150, **env) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, env=full, timeout=timeout)
 
 
-def local_run():
+def local_run(steps: int = job.STEPS):
     main, startup, loss = job.build()
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
     losses = [float(np.asarray(exe.run(main, feed=b, fetch_list=[loss.name],
                                        scope=scope)[0]).reshape(-1)[0])
-              for b in job.batches()[:job.STEPS]]
+              for b in job.batches(max(steps, job.STEPS + 1))[:steps]]
     return losses, job.params(main, scope)
 
 
@@ -68,11 +68,18 @@ def test_two_trainers_two_servers_equal_local_training(tmp_path):
         assert stats["bytes_received"] > 0
 
 
+ASYNC_STEPS = 16
+
+
 @pytest.mark.slow
-def test_fleet_job_trains_and_a_failing_trainer_ends_it_naming_rank_and_role(tmp_path):
-    """The parameter-server fleet (roles from Paddle's variables, the sync strategy): two
-    steps equal local training; then trainer 1 raises, and the job ends within 60 s."""
-    proc = launch(tmp_path, PS_TEST_API="fleet", PS_TEST_FAIL="trainer1")
+def test_async_fleet_job_converges_and_a_failing_trainer_ends_it(tmp_path):
+    """The parameter-server fleet (roles from Paddle's variables) with the async strategy:
+    each gradient is applied as it arrives; the trainers' loss falls as local training's
+    does (the mean of the last 4 steps within 2x + 0.05 of local training on the same global
+    batches; seen: 0.22 against 0.16). Then trainer 1 raises instead of completing: the job
+    ends within 60 s, and the log names rank 3 as trainer 1."""
+    proc = launch(tmp_path, PS_TEST_API="fleet", PS_TEST_STRATEGY="async", PS_TEST_LR="0.05",
+                  PS_TEST_STEPS=str(ASYNC_STEPS), PS_TEST_FAIL="trainer1")
     ended = time.time()
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
@@ -80,7 +87,11 @@ def test_fleet_job_trains_and_a_failing_trainer_ends_it_naming_rank_and_role(tmp
     assert ended - failed_at < 60, f"the job ended {ended - failed_at:.0f} s after the failure"
     assert "rank 3" in out and "rank 3 is trainer 1" in out, out[-3000:]
     assert "fails on purpose" in out
-    t0 = json.loads((tmp_path / "trainer0.losses.json").read_text())
-    t1 = json.loads((tmp_path / "trainer1.losses.json").read_text())
-    losses, _ = local_run()
-    np.testing.assert_allclose((np.array(t0[:2]) + np.array(t1[:2])) / 2, losses[:2], atol=1e-5)
+    t0 = np.array(json.loads((tmp_path / "trainer0.losses.json").read_text()))
+    t1 = np.array(json.loads((tmp_path / "trainer1.losses.json").read_text()))
+    assert len(t0) == len(t1) == ASYNC_STEPS
+    local = local_run(ASYNC_STEPS)[0]
+    mean = (t0 + t1) / 2  # half the learning rate: 2 trainers make 2 updates per step
+    async_final, local_final = mean[-4:].mean(), np.mean(local[-4:])
+    assert async_final < 2 * local_final + 0.05, (mean, local)
+    assert async_final < 0.6 * mean[:4].mean(), mean  # it learns

@@ -219,12 +219,27 @@ def test_server_update_is_the_mean_of_the_trainers_gradients(optimizer):
                                                np.asarray(local[pname])[b[3]:b[4]], atol=1e-6)
 
 
-def test_refusals_name_what_is_unsupported():
+def test_async_transpile_has_no_barrier_and_one_feed_per_block():
     main, startup = build()
     c = fluid.DistributeTranspilerConfig()
     c.sync_mode = False
+    c.runtime_split_send_recv = True
     t = fluid.DistributeTranspiler(c)
-    with pytest.raises(PServerError, match="only synchronous"):
+    t.transpile(1, program=main, pservers=",".join(EPS), trainers=2, startup_program=startup)
+    ops = [op.type for op in t.get_trainer_program().global_block().ops]
+    assert "send_barrier" not in ops and ops.count("recv") == 4
+    server = t.get_pserver_program(EPS[1]).global_block()
+    feeds = sorted(v.name for v in server.vars.values() if v.is_data)
+    assert feeds == ["fc_0.w_0@GRAD.block1", "fc_1.w_0@GRAD"]  # no per-trainer copies
+    assert [op.type for op in server.ops].count("scale") == 2  # L2 decay only, no mean
+
+
+def test_refusals_name_what_is_unsupported():
+    main, startup = build()
+    c = fluid.DistributeTranspilerConfig()
+    c.geo_sgd_mode = True
+    t = fluid.DistributeTranspiler(c)
+    with pytest.raises(PServerError, match="GEO-SGD and DC-ASGD"):
         t.transpile(0, program=main, pservers=EPS[0], trainers=1, startup_program=startup)
     with pytest.raises(PServerError, match="transpile"):
         fluid.DistributeTranspiler().get_trainer_program()

@@ -55,14 +55,54 @@ def serve(program, executor=None, scope=None) -> dict:
     exe = executor or Executor()
     scope = global_scope() if scope is None else scope
     layout, feeds_of = server_layout(program, info)
-    sid, trainers = info["server_id"], info["trainers"]
-    cluster = Cluster.join(SERVER, sid, len(info["endpoints"]), trainers)
+    cluster = Cluster.join(SERVER, info["server_id"], len(info["endpoints"]), info["trainers"])
     comm = cluster.comm
     watchdog.start(comm.Get_rank(), watchdog.parse_timeout(os.environ.get(watchdog.ENV)))
     for rank in cluster.trainers:
         comm.send(layout, dest=rank, tag=TAG_LAYOUT)
-    live = set(range(trainers))
     stats = {"rounds": 0, "bytes_received": 0, "bytes_sent": 0}
+    if info["sync_mode"]:
+        _serve_sync(program, exe, scope, cluster, layout, feeds_of, info, stats)
+    else:
+        _serve_async(program, exe, scope, cluster, layout, info, stats)
+    return stats
+
+
+def _serve_async(program, exe, scope, cluster, layout, info, stats) -> None:
+    """Each trainer's gradients are applied as they arrive (no averaging, no waiting for the
+    others); the trainer gets the blocks as they are right after its update."""
+    from mpi4py import MPI
+    comm, live = cluster.comm, set(range(info["trainers"]))
+    trainer_of = {r: t for t, r in enumerate(cluster.trainers)}
+    nbytes = layout.nbytes("grads")
+    ctrl, status = np.empty(3, np.int64), MPI.Status()
+    while live:
+        with watchdog.waiting(f"pserver {info['endpoint']} waiting for any trainer"):
+            comm.Recv(ctrl, source=MPI.ANY_SOURCE, tag=TAG_CONTROL, status=status)
+        rank = status.Get_source()
+        t = trainer_of.get(rank)
+        if t is None or int(ctrl[0]) not in (BARRIER, COMPLETE):
+            raise PServerError(f"server {info['server_id']}: unexpected control message "
+                               f"{ctrl.tolist()} from rank {rank}")
+        if int(ctrl[0]) == COMPLETE:
+            live.discard(t)
+            continue
+        buf = np.empty(nbytes, np.uint8)
+        comm.Recv(buf, source=rank, tag=TAG_GRADS)
+        stats["bytes_received"] += nbytes
+        if layout.grads:
+            exe.run(program, feed=unpack(buf, layout.grads), scope=scope)
+        out = pack([np.asarray(scope[n]) for n, _, _ in layout.params])
+        comm.Send(out, dest=rank, tag=TAG_PARAMS)
+        stats["rounds"] += 1
+        stats["bytes_sent"] += out.nbytes
+
+
+def _serve_sync(program, exe, scope, cluster, layout, feeds_of, info, stats) -> None:
+    """Every round waits for each live trainer's gradients, applies their mean once, and
+    returns the blocks to each of them."""
+    comm, sid = cluster.comm, info["server_id"]
+    live = set(range(info["trainers"]))
     zeros = {n: np.zeros(s, d) for n, s, d in layout.grads}
     nbytes = layout.nbytes("grads")
     ctrl = np.empty(3, np.int64)
@@ -101,4 +141,3 @@ def serve(program, executor=None, scope=None) -> dict:
             MPI.Request.Waitall(requests)
         stats["rounds"] += 1
         stats["bytes_sent"] += out.nbytes * len(arrived)
-    return stats

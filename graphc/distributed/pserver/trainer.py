@@ -61,6 +61,8 @@ class TrainerChannel:
             self._grads[name] = np.ascontiguousarray(a)
 
     def send_barrier(self) -> None:
+        """Ship this step's blocks: one buffer per server (each server's blocks in its
+        layout's order), after a BARRIER control message."""
         self._setup()
         comm = self.cluster.comm
         for layout, rank in zip(self.layouts, self.cluster.servers):
@@ -78,6 +80,8 @@ class TrainerChannel:
 
     def recv(self, names, epmap) -> list[np.ndarray]:
         self._setup()
+        if self._grads:  # async graphs have no send_barrier: the first recv ships
+            self.send_barrier()
         if self._params is None:
             comm, params = self.cluster.comm, {}
             for layout, rank in zip(self.layouts, self.cluster.servers):

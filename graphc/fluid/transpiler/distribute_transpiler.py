@@ -100,18 +100,20 @@ class DistributeTranspiler:
         self.trainer_id = int(trainer_id)
         if cfg.mode in ("nccl2", "collective"):
             return self._transpile_collective(trainers, current_endpoint)
-        if cfg.geo_sgd_mode or cfg.enable_dc_asgd or not (sync_mode and cfg.sync_mode) \
-                and not cfg.completely_not_async:
-            raise PServerError("only synchronous parameter-server training runs in graphc "
-                               "so far (async, half-async, GEO and DC-ASGD are on the way; "
-                               "docs/parameter_server.md, Status)")
+        # Paddle's mode selection: SYNC if sync_mode or completely_not_async, else ASYNC
+        # (half-async with one thread per trainer is async: trainers never wait for each other)
+        sync = bool(sync_mode and cfg.sync_mode) or bool(cfg.completely_not_async)
+        if cfg.geo_sgd_mode or cfg.enable_dc_asgd:
+            raise PServerError("GEO-SGD and DC-ASGD parameter-server training do not run in "
+                               "graphc yet (sync and async do; docs/parameter_server.md, "
+                               "Status)")
         endpoints = [e.strip() for e in str(pservers).split(",") if e.strip()]
         if not isinstance(trainers, int):
             raise TypeError(f"in pserver mode trainers is the number of trainers (an int), "
                             f"got {trainers!r}")
         self.pserver_endpoints, self.trainer_num = endpoints, trainers
-        self.sync_mode = True
-        self._impl = Transpiler(endpoints, trainers, self.trainer_id, sync_mode=True,
+        self.sync_mode = sync
+        self._impl = Transpiler(endpoints, trainers, self.trainer_id, sync_mode=sync,
                                 slice_var_up=cfg.slice_var_up,
                                 min_block_size=cfg.min_block_size,
                                 split_method=self._method.method).transpile(program, startup)
