@@ -60,7 +60,6 @@ epoch, over how many items.
 
 from __future__ import annotations
 
-import functools
 import itertools
 import weakref
 from collections.abc import Mapping
@@ -79,6 +78,7 @@ from .loader_epoch import (  # noqa: F401  (_var_dtype, to_feed_array: used by g
     to_feed_array,
 )
 from .runtime.checkpoint import CheckpointError
+from .runtime.executor import add_feed_provider
 from .saving import (  # noqa: F401  (Paddle's fluid.io save/load spellings)
     get_program_parameter,
     get_program_persistable_vars,
@@ -304,25 +304,13 @@ def feed_from_loaders(program_or_compiled):
     return feeds[0] if k == 1 else feeds
 
 
-def _install_executor_hook() -> None:
-    """Wrap ``Executor.run`` once so that a run without a feed reads from the program's
-    non-iterable loaders (Paddle's reader ops); the executor itself knows nothing of them."""
-    from .runtime.executor import Executor
-    original = Executor.run
-    if getattr(original, "_reads_loaders", False):
-        return
-
-    @functools.wraps(original)
-    def run(self, program=None, feed=None, *args, **kwargs):
-        if feed is None and _BOUND:
-            feed = feed_from_loaders(program)
-        return original(self, program, feed, *args, **kwargs)
-
-    run._reads_loaders = True
-    Executor.run = run
+def _feed_from_bound_loaders(program_or_compiled):
+    """The executor's feed provider (runtime.executor.add_feed_provider): a run without a
+    feed reads from the program's non-iterable loaders (Paddle's reader ops)."""
+    return feed_from_loaders(program_or_compiled) if _BOUND else None
 
 
-_install_executor_hook()
+add_feed_provider(_feed_from_bound_loaders)
 
 
 class PyReader(DataLoader):

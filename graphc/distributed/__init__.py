@@ -8,7 +8,6 @@ A single process (no launcher) needs no call: ``init()`` is then a no-op, and
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import socket
@@ -106,29 +105,14 @@ def _mark_multiprocess_steps() -> None:
     """``Executor.run`` and a multi-process data-parallel step count as collective waits for
     the watchdog (a step's collectives may be waited on anywhere in ``run``: fetches, checks).
 
-    (Both live outside graphc.distributed; they are marked from here, once, when a process
-    joins a job of several, so that a single process pays nothing.)
+    Both offer a hook for it (``set_collective_wait``), set here, once, when a process joins
+    a job of several, so that a single process pays nothing.
     """
-    from ..backends.jax.data_parallel import DataParallelStep
-    from ..runtime.executor import Executor
+    from ..backends.jax import data_parallel
+    from ..runtime import executor
 
-    def mark(cls, name: str, label: str, only_if=None) -> None:
-        method = getattr(cls, name)
-        if getattr(method, "_graphc_collective", False):
-            return
-
-        @functools.wraps(method)
-        def marked(self, *args, **kwargs):
-            if only_if is not None and not only_if(self):
-                return method(self, *args, **kwargs)
-            with watchdog.waiting(label):
-                return method(self, *args, **kwargs)
-
-        marked._graphc_collective = True
-        setattr(cls, name, marked)
-
-    mark(Executor, "run", "Executor.run")
-    mark(DataParallelStep, "__call__", "a data-parallel step", lambda step: step.multiprocess)
+    executor.set_collective_wait(watchdog.waiting)
+    data_parallel.set_collective_wait(watchdog.waiting)
 
 
 def _coordinator_by_mpi(env: WorkerEnv) -> str:

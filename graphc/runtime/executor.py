@@ -16,13 +16,22 @@ an embedding id outside the table: backends.data_checks) raises DataError naming
 variable, the op and one offending value, and commits nothing. Reading the check waits for
 the step to finish (as fetching does); ``Executor(check_data=False)`` or the environment
 variable ``GRAPHC_CHECK_DATA=0`` builds steps without them (see docs/errors.md).
+
+Per-step cost: a run whose feed dict holds arrays of a (names, types, dtypes, shapes) already
+accepted for the program's current version takes a cached plan: the feed checks are
+functions of exactly that key, so their verdict and the compiled step are looked up, not
+recomputed (benchmarks/bench_step_overhead.py). Hooks for other layers (registered by them,
+never imported from here): ``add_feed_provider`` (a run with ``feed=None`` asks them for a
+feed: graphc.io's non-iterable DataLoaders) and ``set_collective_wait`` (a context every
+run enters, for graphc.distributed's collective deadline in multi-process jobs).
 """
 
 from __future__ import annotations
 
 import operator
 import os
-from collections.abc import Mapping
+import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
@@ -46,7 +55,8 @@ from .scope import Scope, global_scope
 from .stacked_state import prepare_for_step as prepare_stacked_state
 from .startup import run_grouped_startup
 
-__all__ = ["DataError", "Executor", "FeedError", "FetchError"]
+__all__ = ["DataError", "Executor", "FeedError", "FetchError", "add_feed_provider",
+           "set_collective_wait"]
 
 
 class FetchError(GraphcError):
@@ -54,14 +64,56 @@ class FetchError(GraphcError):
 
 
 _ARRAY_TYPES = (np.ndarray, jax.Array)
+_PLANS_PER_PROGRAM = 64  # cached feed keys per prepared program (cleared when exceeded)
+
+
+# -- hooks: other layers register here (the runtime imports none of them) ----------------
+# ``provider(program_or_compiled) -> feed or None``, asked in order by a run given feed=None.
+_FEED_PROVIDERS: list[Callable] = []
+# ``wait(label) -> context manager`` entered around every run; None: nothing to enter.
+_COLLECTIVE_WAIT: list[Callable | None] = [None]
+
+
+def add_feed_provider(provider: Callable) -> None:
+    """Register ``provider(program_or_compiled)``: ``Executor.run(program)`` with
+    ``feed=None`` takes the first feed a provider returns (None: it has nothing for that
+    program). graphc.io registers its non-iterable DataLoaders (Paddle's reader ops) here."""
+    if provider not in _FEED_PROVIDERS:
+        _FEED_PROVIDERS.append(provider)
+
+
+def set_collective_wait(wait: Callable | None) -> None:
+    """Every ``Executor.run`` runs inside ``wait("Executor.run")`` (a context manager;
+    None: no context). graphc.distributed sets its collective-deadline watchdog here when a
+    process joins a job of several, since a step's collectives may be waited on anywhere in
+    a run (the call, the data checks, the fetches); a single process pays nothing."""
+    _COLLECTIVE_WAIT[0] = wait
+
+
+def _provided_feed(program):
+    for provider in _FEED_PROVIDERS:
+        feed = provider(program)
+        if feed is not None:
+            return feed
+    return None
+
+
+def _feed_key(feed: dict) -> tuple | None:
+    """What the feed checks of a dict of arrays depend on: each feed's name, type, dtype and
+    shape (None when a value is not array-like: it takes the full checks every time)."""
+    try:
+        return tuple([(name, type(v), v.dtype, v.shape) for name, v in feed.items()])
+    except AttributeError:
+        return None
 
 
 class _StateGuard:
     """Checks the scope's arrays against the state types a compiled step declares.
 
     jax arrays are immutable, so an array already checked, or produced by the step itself
-    (its outputs have the declared types), needs no second check: per scope (held weakly)
-    the guard remembers the arrays of the last run and checks only when one has changed.
+    (its outputs have the declared types), needs no second check: the guard remembers the
+    scope (weakly) and the arrays of the last run and checks only when one has changed (or
+    another scope runs the step: then every array is checked).
     For a data-parallel step the changed arrays are also placed on its devices first (whole
     tensors of sharded variables become their rows), so the check sees what the step gets.
     """
@@ -74,12 +126,22 @@ class _StateGuard:
         # A persistable whose last version has another type than its input is checked anew.
         self.outputs_match = all(out.type == v.type for out, v in
                                  zip(step.updated_outputs, step.updated_inputs))
-        self._last: WeakKeyDictionary[Scope, tuple] = WeakKeyDictionary()
+        self._scope_ref: weakref.ref | None = None  # the scope of the last run
+        self._last: tuple = ()  # the arrays it ran with (or the step left there)
+        # Per-compile facts the commit and the fetches need, so a run does not walk Values:
+        # the updated variables held as a Reduce-mode step's rows, and how fetches convert.
+        self.updated_shards = [(v.var.name, v.var.shard) for v in step.updated_inputs]
+        self.any_sharded = any(shard is not None for _, shard in self.updated_shards)
+        self.fetch_rows = [v.var.shard[1] if v.var.shard is not None and not (
+            isinstance(step, DataParallelStep) and step.num_iterations > 1) else None
+            for v in step.fetch_values]
+        self.blocks = step.nranks if isinstance(step, DataParallelStep) else 1
 
     def check(self, scope: Scope, arrays: list) -> list:
         """The arrays to run with (placed, for a data-parallel step), after checking."""
-        last = self._last.get(scope)
-        if last is not None and not any(map(operator.is_not, arrays, last)):
+        ref = self._scope_ref
+        if ref is not None and ref() is scope and not any(map(operator.is_not, arrays,
+                                                              self._last)):
             return arrays
         if isinstance(self.step, DataParallelStep):
             arrays = self.step.place_state(self.values, arrays)
@@ -88,14 +150,15 @@ class _StateGuard:
                 raise GraphcError(
                     f"scope variable '{v.var.name}' holds {arr.dtype}{list(arr.shape)} but "
                     f"the program declares {v.type}")
-        self._last[scope] = tuple(arrays)
+        self._scope_ref, self._last = weakref.ref(scope), tuple(arrays)
         return arrays
 
-    def ran(self, scope: Scope, new_updated: tuple, readonly: tuple) -> None:
+    def ran(self, new_updated: tuple, readonly: tuple) -> None:
+        """After a call with the arrays ``check`` passed: remember what the scope now holds."""
         if self.outputs_match:
-            self._last[scope] = new_updated + readonly
+            self._last = new_updated + readonly
         else:
-            self._last.pop(scope, None)
+            self._scope_ref = None
 
 
 @dataclass
@@ -107,6 +170,8 @@ class _Prepared:
     feeds: dict[str, object]  # feed var name -> graph input Value (used ones)
     steps: dict[tuple, CompiledStep] = field(default_factory=dict)
     state_guards: dict[CompiledStep, _StateGuard] = field(default_factory=dict)
+    # (fetch names, _feed_key) -> (feed signature, step): feed dicts already accepted
+    plans: dict[tuple, tuple] = field(default_factory=dict)
 
     devices: list | None = None  # data-parallel devices (None: this executor's one device)
     inter_nranks: int = 0  # hierarchical all-reduce group size (0: flat)
@@ -393,9 +458,18 @@ class Executor:
         leading axis of K, and each fetched value comes back stacked per step, ``[K, ...]``.
         The result equals K single runs (state, fetches and dropout masks alike).
         """
+        if feed is None and _FEED_PROVIDERS:
+            feed = _provided_feed(program)
+        wait = _COLLECTIVE_WAIT[0]
+        if wait is not None:
+            with wait("Executor.run"):
+                return self._run(program, feed, fetch_list, scope, return_numpy)
+        return self._run(program, feed, fetch_list, scope, return_numpy)
+
+    def _run(self, program, feed, fetch_list, scope, return_numpy):
         program, compiled = self._unpack(program)
         scope = global_scope() if scope is None else scope
-        fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
+        fetch_names = tuple([_fetch_name(f) for f in fetch_list]) if fetch_list else ()
         if compiled is None and not fetch_names and (feed is None or type(feed) is dict and
                                                      not feed):
             if run_grouped_startup(self, program, scope):  # initialisers by kind (startup.py)
@@ -403,8 +477,19 @@ class Executor:
         prep = self._prepare(program, compiled, fetch_names)
         iterations = 1 if compiled is None else compiled.exec_strategy.num_iteration_per_run
         if iterations == 1 and type(feed) is dict:  # the common case, kept lean
-            arrays, sig = self._check_feed_dict(prep, program, feed, None)
-            step = self._step(prep, fetch_names, sig)
+            # A dict of arrays whose names, types, dtypes and shapes were accepted before
+            # passes the same checks again: look the verdict and the step up (module doc).
+            key = (fetch_names, _feed_key(feed))
+            try:
+                sig, step = prep.plans[key]
+                arrays = feed
+            except (KeyError, TypeError):  # new key, or an unhashable one
+                arrays, sig = self._check_feed_dict(prep, program, feed, None)
+                step = self._step(prep, fetch_names, sig)
+                if key[1] is not None and all(arrays[n] is v for n, v in feed.items()):
+                    if len(prep.plans) >= _PLANS_PER_PROGRAM:
+                        prep.plans.clear()
+                    prep.plans[key] = (sig, step)
         else:
             arrays, sig = self._check_feeds(prep, program, feed, iterations)
             step = self._step(prep, fetch_names, sig, iterations)
@@ -418,11 +503,11 @@ class Executor:
         except KeyError:
             self._initialise_created_state(step, scope)
             prepare_stacked_state(step, scope)  # stack or split rolled parameters
-        try:
-            inputs = [state[name] for name in step.state_names]
-        except KeyError as exc:
-            raise GraphcError(f"variable {exc} is not initialised in the scope; run the "
-                              "startup program first (exe.run(startup_program))") from None
+            try:
+                inputs = [state[name] for name in step.state_names]
+            except KeyError as exc:
+                raise GraphcError(f"variable {exc} is not initialised in the scope; run the "
+                                  "startup program first (exe.run(startup_program))") from None
         if scope._shards:
             inputs = self._whole_or_rows(step, scope, inputs)
         guard = prep.state_guards[step]
@@ -446,23 +531,26 @@ class Executor:
         # The old buffers were donated: the new ones take their place even when the data
         # checks refuse the step (it then returned the old values unchanged).
         state.update(zip(step.updated_names, new_updated))
-        for name, v in zip(step.updated_names, step.updated_inputs):
-            if v.var.shard is not None:
-                scope._shards[name] = v.var.shard
-            else:
-                scope._shards.pop(name, None)
-        guard.ran(scope, new_updated, readonly)
-        if step.check_sites:
+        shards = scope._shards
+        if guard.any_sharded or shards:
+            for name, shard in guard.updated_shards:
+                if shard is not None:
+                    shards[name] = shard
+                else:
+                    shards.pop(name, None)
+        guard.ran(new_updated, readonly)
+        # one small read-back; a list of rows is cheaper to scan than numpy slicing
+        if step.check_sites and any(row[COUNT] for row in np.asarray(checks).tolist()):
             _raise_if_refused(step, prep, np.asarray(checks))
         # Only now, after the step succeeded, does the scope change.
         scope._run_counters[program] = count + step.num_iterations
-        state.update(zip(step.created_names, created))
-        fetched = [from_rows(a, v.var.shard[1]) if v.var.shard is not None and
-                   not (isinstance(step, DataParallelStep) and step.num_iterations > 1) else a
-                   for a, v in zip(fetched, step.fetch_values)]
-        blocks = step.nranks if isinstance(step, DataParallelStep) else 1
-        return [_fetched(unpack(a, blocks) if isinstance(a, LoDArray) else a,
-                         step.num_iterations, return_numpy) for a in fetched]
+        if step.created_names:
+            state.update(zip(step.created_names, created))
+        iterations, blocks = step.num_iterations, guard.blocks
+        return [_fetched(unpack(a, blocks) if isinstance(a, LoDArray) else a, iterations,
+                         return_numpy) if rows is None else
+                _fetched(from_rows(a, rows), iterations, return_numpy)
+                for a, rows in zip(fetched, guard.fetch_rows)]
 
     @staticmethod
     def _initialise_created_state(step: CompiledStep, scope: Scope) -> None:
@@ -487,6 +575,8 @@ class Executor:
     @staticmethod
     def _unpack(program):
         """(Program, CompiledProgram or None) for whatever run() was given."""
+        if type(program) is Program:  # the common case, without the import below
+            return program, program._data_parallel
         from .compiled_program import CompiledProgram
         program = default_main_program() if program is None else program
         if isinstance(program, CompiledProgram):

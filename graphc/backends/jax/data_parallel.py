@@ -79,6 +79,16 @@ def from_rows(rows, shape) -> np.ndarray:
 # for its own outputs once every SYNC_EVERY calls, so at most that many are ever in flight.
 SYNC_EVERY = 8
 
+# ``wait(label) -> context manager`` entered around a multi-process step's call, where its
+# collectives are waited on; None: nothing. graphc.distributed sets its collective-deadline
+# watchdog here (set_collective_wait) when a process joins a job of several.
+_COLLECTIVE_WAIT: list = [None]
+
+
+def set_collective_wait(wait) -> None:
+    """Run every multi-process step inside ``wait("a data-parallel step")`` (None: not)."""
+    _COLLECTIVE_WAIT[0] = wait
+
 
 class DataParallelStep(CompiledStep):
     """A CompiledStep whose graph runs once per device of ``devices`` (see the module doc)."""
@@ -142,6 +152,13 @@ class DataParallelStep(CompiledStep):
             if self._calls % SYNC_EVERY == 0:
                 jax.block_until_ready(out)
             return out
+        wait = _COLLECTIVE_WAIT[0]
+        if wait is None:
+            return self._call_multiprocess(updated, readonly, feeds, step)
+        with wait("a data-parallel step"):
+            return self._call_multiprocess(updated, readonly, feeds, step)
+
+    def _call_multiprocess(self, updated, readonly, feeds, step):
         # this process's batch is its slice of the global one
         feeds = [jax.make_array_from_process_local_data(self.feed_sharding, np.asarray(f))
                  for f in feeds]
