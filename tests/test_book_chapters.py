@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import gzip
 import os
+import random
 
 import numpy as np
 import pytest
@@ -15,10 +16,18 @@ from porting import run_book_program
 
 import graphc
 
+BOOK_SEED = int(os.environ.get("GRAPHC_BOOK_SEED", "1"))
+
 
 @pytest.fixture
 def fresh_scope():
-    """Paddle's book tests run each chapter in its own Scope and Programs."""
+    """Paddle's book tests run each chapter in its own Scope and Programs. The chapters set
+    no seed; the test fixes the programs' random_seed and the shuffling readers' so that a
+    run is reproducible (GRAPHC_BOOK_SEED picks another)."""
+    random.seed(BOOK_SEED)
+    np.random.seed(BOOK_SEED)
+    graphc.default_main_program().random_seed = BOOK_SEED
+    graphc.default_startup_program().random_seed = BOOK_SEED
     with graphc.scope_guard(graphc.Scope()):
         yield
 

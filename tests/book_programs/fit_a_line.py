@@ -8,7 +8,7 @@ import paddle.fluid as fluid
 BATCH_SIZE = 20
 
 
-def train(use_cuda, save_dirname, num_passes=20, learning_rate=0.05):
+def train(use_cuda, save_dirname, num_passes=20, learning_rate=0.2):
     x = fluid.layers.data(name="x", shape=[13], dtype="float32")
     y = fluid.layers.data(name="y", shape=[1], dtype="float32")
     y_predict = fluid.layers.fc(input=x, size=1, act=None)

@@ -38,7 +38,7 @@ def main(params_dirname, num_epochs=20):
     avg_loss = fluid.layers.mean(cost)
     test_program = main_program.clone(for_test=True)
 
-    sgd_optimizer = fluid.optimizer.SGD(learning_rate=0.05)
+    sgd_optimizer = fluid.optimizer.SGD(learning_rate=0.2)
     sgd_optimizer.minimize(avg_loss)
 
     place = fluid.CPUPlace()
