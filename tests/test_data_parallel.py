@@ -531,10 +531,13 @@ def test_cpu_places_after_jax_started(n):
     assert places == [graphc.CPUPlace(i) for i in range(n)]
 
 
-def test_places_naming_a_device_twice():
+def test_repeated_cpu_places_are_cpu_replicas():
+    """Paddle's CPUPlace() has no id, and its tests ask for n CPU replicas by
+    ``[fluid.CPUPlace()] * n``: graphc gives them n distinct CPU devices."""
+    import jax
     main, _, loss = build_mlp("sgd")
-    with pytest.raises(graphc.DeviceError, match="places name a device twice"):
-        graphc.CompiledProgram(main).with_data_parallel(
-            loss_name=loss.name, places=[graphc.CPUPlace(0), graphc.CPUPlace(0)])
+    compiled = graphc.CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, places=[graphc.CPUPlace()] * 3)
+    assert compiled.devices == list(jax.devices("cpu"))[:3]
     with pytest.raises(graphc.DeviceError, match="places is empty"):
         graphc.CompiledProgram(main).with_data_parallel(loss_name=loss.name, places=[])

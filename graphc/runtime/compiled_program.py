@@ -18,7 +18,7 @@ from ..passes import PassManager, PipelineReport, pipeline_for
 from ..passes.fuse_all_reduce_ops import BucketPlan, buckets_in
 from ..strategy import BuildStrategy, ExecutionStrategy
 from .devices import DeviceError, cpu_places, default_cpu_place_count
-from .places import Place
+from .places import CPUPlace, Place
 
 
 class CompiledProgram:
@@ -162,6 +162,10 @@ def _devices_of(places) -> list:
     if bad:
         raise DeviceError(f"places must be graphc Places (CPUPlace(i), CUDAPlace(i)), got "
                           f"{type(bad[0]).__name__}")
+    if len(set(places)) != len(places) and all(isinstance(p, CPUPlace) for p in places):
+        # Paddle's CPUPlace() has no id: [CPUPlace()] * n asks for n CPU replicas, as
+        # CPU_NUM=n does (Paddle's own tests write it so)
+        return [p.jax_device() for p in cpu_places(len(places))]
     devices = [p.jax_device() for p in places]
     if len(set(devices)) != len(devices):
         raise DeviceError(f"places name a device twice: {places}")
