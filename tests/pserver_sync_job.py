@@ -87,7 +87,11 @@ def main(out_dir: str) -> None:
         from graphc.fluid.incubate.fleet.base import role_maker
         factory = ps.distributed_strategy_factory.DistributedStrategyFactory
         fleet = ps.fleet
-        fleet_roles(rank)
+        given = {k: v for k, v in os.environ.items() if k.startswith(("PADDLE_", "TRAINING_",
+                                                                       "POD_IP"))}
+        (out / f"rank{rank}.env.json").write_text(json.dumps(given))
+        if "TRAINING_ROLE" not in os.environ:  # not launched with --server_num/--worker_num
+            fleet_roles(rank)
         fleet.init(role_maker.PaddleCloudRoleMaker())
         main_prog, startup = fluid.Program(), fluid.Program()
         main_prog.random_seed = startup.random_seed = 7

@@ -98,3 +98,29 @@ def test_fleet_order_and_roles():
         fleet.run_server()
     with pytest.raises(FleetError, match="StrategyFactory"):
         fleet.distributed_optimizer(fluid.optimizer.SGD(0.1), strategy=object())
+
+
+def test_launch_server_num_worker_num(tmp_path):
+    """``graphc launch --server_num S --worker_num W``: S + W ranks, the counts forwarded to
+    every rank, whose wrapper sets Paddle's role variables (graphc.distributed.pserver.roles)."""
+    import argparse
+
+    from graphc.distributed.launch import LaunchError, add_arguments, build_command
+    from graphc.distributed.pserver.roles import role_env
+    script = tmp_path / "train.py"
+    script.write_text("pass\n")
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    cmd, env = build_command(p.parse_args(["--server_num", "2", "--worker_num", "3",
+                                           str(script)]))
+    assert cmd[cmd.index("-n") + 1] == "5"
+    assert (env["GRAPHC_PS_SERVER_NUM"], env["GRAPHC_PS_WORKER_NUM"]) == ("2", "3")
+    assert "GRAPHC_PS_SERVER_NUM" in cmd and "GRAPHC_PS_WORKER_NUM" in cmd
+    for bad, message in ((["--server_num", "2"], "go together"),
+                         (["--server_num", "2", "--worker_num", "2", "--nproc_per_node", "3"],
+                          "differs"),
+                         (["--server_num", "0", "--worker_num", "2"], "at least 1")):
+        with pytest.raises(LaunchError, match=message):
+            build_command(p.parse_args([*bad, str(script)]))
+    assert role_env(1, 2, 3)["PADDLE_PORT"] == "6171"
+    assert role_env(4, 2, 3)["PADDLE_TRAINER_ID"] == "2"

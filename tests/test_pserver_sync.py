@@ -28,14 +28,17 @@ pytestmark = [pytest.mark.xdist_group("mpi"),
               pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun")]
 
 
-def launch(out: Path, timeout: int = 150, **env) -> subprocess.CompletedProcess:
+def launch(out: Path, timeout: int = 150, roles: bool = False,
+           **env) -> subprocess.CompletedProcess:
     """``graphc launch --nproc_per_node 4 --timeout`` of the job: ranks 0-1 servers, 2-3
-    trainers, one CPU device each."""
+    trainers, one CPU device each; ``roles``: ``--server_num 2 --worker_num 2`` instead, which
+    sets Paddle's role variables per rank."""
     full = dict(os.environ, CPU_NUM="1", PYTHONPATH=str(ROOT),
                 JAX_COMPILATION_CACHE_DIR=str(ROOT / ".pytest_cache" / "jax-compilation"),
                 **env)
     full.pop("XLA_FLAGS", None)
-    return subprocess.run([sys.executable, "-m", "graphc", "launch", "--nproc_per_node", "4",
+    size = ["--server_num", "2", "--worker_num", "2"] if roles else ["--nproc_per_node", "4"]
+    return subprocess.run([sys.executable, "-m", "graphc", "launch", *size,
                            "--timeout", str(timeout - 20), str(ROOT / "tests" /
                                                                "pserver_sync_job.py"), str(out)],
                           capture_output=True, text=True, env=full, timeout=timeout)
@@ -73,12 +76,15 @@ ASYNC_STEPS = 16
 
 @pytest.mark.slow
 def test_async_fleet_job_converges_and_a_failing_trainer_ends_it(tmp_path):
-    """The parameter-server fleet (roles from Paddle's variables) with the async strategy:
+    """``graphc launch --server_num 2 --worker_num 2`` sets Paddle's role variables per rank;
+    the parameter-server fleet reads them (PaddleCloudRoleMaker) and trains with the async
+    strategy:
     each gradient is applied as it arrives; the trainers' loss falls as local training's
     does (the mean of the last 4 steps within 2x + 0.05 of local training on the same global
     batches; seen: 0.22 against 0.16). Then trainer 1 raises instead of completing: the job
     ends within 60 s, and the log names rank 3 as trainer 1."""
-    proc = launch(tmp_path, PS_TEST_API="fleet", PS_TEST_STRATEGY="async", PS_TEST_LR="0.05",
+    proc = launch(tmp_path, roles=True, PS_TEST_API="fleet", PS_TEST_STRATEGY="async",
+                  PS_TEST_LR="0.05",
                   PS_TEST_STEPS=str(ASYNC_STEPS), PS_TEST_FAIL="trainer1")
     ended = time.time()
     out = proc.stdout + proc.stderr
@@ -87,6 +93,11 @@ def test_async_fleet_job_converges_and_a_failing_trainer_ends_it(tmp_path):
     assert ended - failed_at < 60, f"the job ended {ended - failed_at:.0f} s after the failure"
     assert "rank 3" in out and "rank 3 is trainer 1" in out, out[-3000:]
     assert "fails on purpose" in out
+    assert json.loads((tmp_path / "rank3.env.json").read_text()) == {
+        "PADDLE_PSERVERS_IP_PORT_LIST": "127.0.0.1:6170,127.0.0.1:6171",
+        "PADDLE_TRAINERS_NUM": "2", "PADDLE_PSERVER_NUMS": "2", "TRAINING_ROLE": "TRAINER",
+        "PADDLE_TRAINER_ID": "1"}
+    assert json.loads((tmp_path / "rank1.env.json").read_text())["PADDLE_PORT"] == "6171"
     t0 = np.array(json.loads((tmp_path / "trainer0.losses.json").read_text()))
     t1 = np.array(json.loads((tmp_path / "trainer1.losses.json").read_text()))
     assert len(t0) == len(t1) == ASYNC_STEPS

@@ -39,7 +39,7 @@ class LaunchError(GraphcError):
 FORWARDED = ("CPU_NUM", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "XLA_FLAGS", "JAX_PLATFORMS",
              "JAX_ENABLE_X64", "GRAPHC_LOG_LEVEL", "OMP_NUM_THREADS")
 LAUNCH_VARS = ("GRAPHC_LAUNCH_DEVICES", "GRAPHC_LAUNCH_LOG_DIR", "GRAPHC_LAUNCH_CONTROL",
-               watchdog.ENV)
+               watchdog.ENV, "GRAPHC_PS_SERVER_NUM", "GRAPHC_PS_WORKER_NUM")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -47,6 +47,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     # one-line LaunchError (exit 1) as every other misconfiguration
     p.add_argument("--nproc_per_node", default=None,
                    help="processes per node (default: one per --devices entry, else 1)")
+    p.add_argument("--server_num", default=None, help="parameter-server job: ranks "
+                   "0..S-1 are servers (Paddle's role variables set per rank; "
+                   "docs/parameter_server.md)")
+    p.add_argument("--worker_num", default=None, help="parameter-server job: this many "
+                   "trainer ranks after the servers")
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("--hosts", "--ips", default=None,
                        help="comma-separated node names (default: this node)")
@@ -117,6 +122,24 @@ def check_arguments(args) -> None:
         raise LaunchError(f"training script '{args.script}' does not exist")
 
 
+def _server_roles(args, hosts) -> tuple[int, int] | None:
+    """(servers, workers) of a parameter-server launch, or None."""
+    servers = _count(getattr(args, "server_num", None), "--server_num")
+    workers = _count(getattr(args, "worker_num", None), "--worker_num")
+    if servers is None and workers is None:
+        return None
+    if servers is None or workers is None or servers < 1 or workers < 1:
+        raise LaunchError("--server_num and --worker_num go together, each at least 1, got "
+                          f"{servers} and {workers}")
+    if args.nproc_per_node is not None and args.nproc_per_node != servers + workers:
+        raise LaunchError(f"--nproc_per_node {args.nproc_per_node} differs from --server_num "
+                          f"+ --worker_num = {servers + workers}")
+    if hosts or args.hostfile:
+        raise LaunchError("parameter-server jobs run on one node so far (no --hosts or "
+                          "--hostfile with --server_num)")
+    return servers, workers
+
+
 def build_command(args) -> tuple[list[str], dict[str, str]]:
     """The mpirun command line and environment for ``args`` (checked first)."""
     check_arguments(args)
@@ -133,6 +156,10 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
     if args.hosts is not None and not hosts:
         raise LaunchError(f"--hosts names no node: '{args.hosts}'")
     env = dict(os.environ)
+    roles = _server_roles(args, hosts)
+    if roles is not None:  # parameter servers: S + W ranks on this node
+        nproc = sum(roles)
+        env["GRAPHC_PS_SERVER_NUM"], env["GRAPHC_PS_WORKER_NUM"] = map(str, roles)
     cmd = [_mpirun(args.mpirun)]
     if os.geteuid() == 0:
         cmd.append("--allow-run-as-root")

@@ -9,10 +9,20 @@ completed; ``start_trainer(...)`` routes this process's send/recv ops to the ser
 from __future__ import annotations
 
 from .protocol import PServerError
-from .server import serve
-from .transpiler import Transpiler
 
 _TRAINER: list = [None]
+
+
+def __getattr__(name: str):
+    # the transpiler and the server loop import graphc's IR and JAX: loaded when first used,
+    # so the launcher's wrapper can import .roles cheaply
+    if name == "Transpiler":
+        from .transpiler import Transpiler
+        return Transpiler
+    if name == "serve":
+        from .server import serve
+        return serve
+    raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
 
 
 def start_trainer(trainer_id: int, endpoints: list[str], trainers: int):

@@ -1,0 +1,37 @@
+"""Paddle's parameter-server role variables for one rank of a ``graphc launch --server_num S
+--worker_num W`` job (what fleetrun exports): ranks 0..S-1 are servers, the rest trainers.
+
+Light on purpose (no jax, no graphc IR): the launcher's per-rank wrapper imports it.
+"""
+
+from __future__ import annotations
+
+SERVER_NUM_ENV, WORKER_NUM_ENV = "GRAPHC_PS_SERVER_NUM", "GRAPHC_PS_WORKER_NUM"
+HOST, FIRST_PORT = "127.0.0.1", 6170  # endpoints name servers; MPI carries the messages
+
+
+def endpoints(servers: int) -> list[str]:
+    return [f"{HOST}:{FIRST_PORT + i}" for i in range(servers)]
+
+
+def role_env(rank: int, servers: int, workers: int) -> dict[str, str]:
+    """TRAINING_ROLE, PADDLE_PSERVERS_IP_PORT_LIST, PADDLE_TRAINERS_NUM and PADDLE_TRAINER_ID
+    (a trainer) or POD_IP / PADDLE_PORT / PADDLE_PSERVER_ID (a server) for ``rank``."""
+    eps = endpoints(servers)
+    env = {"PADDLE_PSERVERS_IP_PORT_LIST": ",".join(eps), "PADDLE_TRAINERS_NUM": str(workers),
+           "PADDLE_PSERVER_NUMS": str(servers)}
+    if rank < servers:
+        host, port = eps[rank].split(":")
+        env.update(TRAINING_ROLE="PSERVER", POD_IP=host, PADDLE_PORT=port,
+                   PADDLE_PSERVER_ID=str(rank), PADDLE_CURRENT_ENDPOINT=eps[rank])
+    else:
+        env.update(TRAINING_ROLE="TRAINER", PADDLE_TRAINER_ID=str(rank - servers))
+    return env
+
+
+def from_environ(rank: int, environ) -> dict[str, str]:
+    """The role variables when the launcher asked for servers and workers, else {}."""
+    s, w = environ.get(SERVER_NUM_ENV), environ.get(WORKER_NUM_ENV)
+    if not s or not w:
+        return {}
+    return role_env(rank, int(s), int(w))
