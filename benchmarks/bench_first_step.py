@@ -242,7 +242,11 @@ def _spawn(which: str, config: str, args, cache: str) -> dict | str:
 def _table(config: str, graphc_t, jax_t, rerun) -> str:
     rows = [f"## {config}"]
     if isinstance(graphc_t, str):
-        return "\n".join(rows + [f"graphc: {graphc_t}"])
+        rows.append(f"graphc: {graphc_t}")
+        if isinstance(jax_t, dict):
+            rows += [f"hand-written JAX {k}: {v:.2f} s" for k, v in jax_t.items()]
+        return "\n".join(rows + [f"hand-written JAX: {jax_t}"] if isinstance(jax_t, str)
+                         else rows)
     later = "later step (each)"
 
     def total(t):
