@@ -2,6 +2,8 @@
 with and without roll-repeated-layers, against the same net hand-written in unrolled JAX.
 
 Usage: python benchmarks/bench_roll_layers.py [--layers 1250] [--steps 20] [--skip-jax]
+       [--only roll|noroll|jax ...] [--breakdown]
+Run with GRAPHC_COMPILATION_CACHE=0: a cached compile is no first step.
        python benchmarks/bench_roll_layers.py --resnet [--image 32] [--width 8]
 """
 
@@ -48,6 +50,47 @@ def run_graphc(n_layers: int, steps: int, roll: bool, feed: np.ndarray):
                   for p in main.all_parameters()[:4]}
     return first_s, step_s, float(np.asarray(first).ravel()[0]), float(
         np.asarray(out).ravel()[0]), params
+
+
+def breakdown(n_layers: int, roll: bool, feed: np.ndarray) -> dict:
+    """Where the time to first step goes: passes, trace + lower, XLA compile, first run
+    (the runtime stacks the parameters then), in seconds, done stage by stage."""
+    import jax
+
+    import graphc as fluid
+    from graphc.backends.jax import CompiledStep
+    from graphc.backends.precision import with_graphc_x64
+    from graphc.runtime.stacked_state import prepare_for_step
+    main, startup, loss = build(n_layers)
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe.run(startup, scope=scope)
+    out = {}
+    t0 = time.perf_counter()
+    cp = fluid.CompiledProgram(main, build_strategy=fluid.BuildStrategy(
+        roll_repeated_layers=roll))
+    graph = cp._build_graph((loss.name,))
+    out["passes"] = time.perf_counter() - t0
+
+    @with_graphc_x64
+    def stages():
+        step = CompiledStep(graph, [loss.name], donate=True)
+        t0 = time.perf_counter()
+        prepare_for_step(step, scope)
+        state = [scope._vars[n] for n in step.state_names]
+        out["stack state"] = time.perf_counter() - t0
+        split = len(step.updated_names)
+        args = (tuple(state[:split]), tuple(state[split:]), (jax.numpy.asarray(feed),), 0)
+        t0 = time.perf_counter()
+        lowered = step._jitted.lower(*args)
+        out["trace + lower"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        compiled = lowered.compile()
+        out["XLA compile"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        jax.block_until_ready(compiled(*args))
+        out["first run"] = time.perf_counter() - t0
+    stages()
+    return out
 
 
 def run_jax(n_layers: int, steps: int, feed: np.ndarray):
@@ -125,6 +168,10 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--skip-jax", action="store_true")
+    ap.add_argument("--only", choices=["roll", "noroll", "jax"], action="append",
+                    help="run only these configurations (repeatable)")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="time to first step by stage (passes, lower, XLA compile, run)")
     ap.add_argument("--resnet", action="store_true",
                     help="only ResNet-50's compile time with and without the pass")
     ap.add_argument("--image", type=int, default=32)
@@ -138,18 +185,31 @@ def main() -> None:
                   flush=True)
         return
     feed = np.random.default_rng(1).uniform(-1, 1, (args.batch, 8)).astype("float32")
+    only = set(args.only or ["roll", "noroll", "jax"])
+    if args.skip_jax:
+        only.discard("jax")
+    if args.breakdown:
+        for roll in (True, False):
+            if ("roll" if roll else "noroll") in only:
+                parts = breakdown(args.layers, roll, feed)
+                total = sum(parts.values())
+                print(f"graphc roll={roll} breakdown ({total:.2f} s): " + ", ".join(
+                    f"{k} {v:.2f} s ({v / total:.0%})" for k, v in parts.items()), flush=True)
+        return
     rows = []
     for roll in (True, False):
+        if ("roll" if roll else "noroll") not in only:
+            continue
         first_s, step_s, l0, l1, _ = run_graphc(args.layers, args.steps, roll, feed)
         rows.append((f"graphc roll={roll}", first_s, step_s))
         print(f"graphc roll={roll}: first step {first_s:.2f} s, step {step_s * 1e3:.2f} ms, "
               f"loss {l0:.6g} -> {l1:.6g}", flush=True)
-    if not args.skip_jax:
+    if "jax" in only:
         first_s, step_s = run_jax(args.layers, args.steps, feed)
-        rows.append(("hand-written JAX (unrolled)", first_s, step_s))
         print(f"hand-written JAX: first step {first_s:.2f} s, step {step_s * 1e3:.2f} ms")
-        print(f"ratios vs hand-written: first step {rows[0][1] / first_s:.3f}, "
-              f"step {rows[0][2] / step_s:.3f}")
+        for name, f, st in rows:
+            print(f"{name} vs hand-written: first step {f / first_s:.3f}, step "
+                  f"{st / step_s:.3f}")
 
 
 if __name__ == "__main__":

@@ -163,7 +163,9 @@ def test_pipeline_switch_and_print_after_change():
     from graphc.passes import passes_for
     names = [p.name for p in passes_for(graphc.BuildStrategy(roll_repeated_layers=True))]
     assert names.index(ROLL) > names.index("dce")
-    assert ROLL not in [p.name for p in passes_for(graphc.BuildStrategy())]
+    assert ROLL in [p.name for p in passes_for(graphc.BuildStrategy())]  # on by default
+    assert ROLL not in [p.name for p in passes_for(
+        graphc.BuildStrategy(roll_repeated_layers=False))]
     dp = passes_for(graphc.BuildStrategy(roll_repeated_layers=True), 4, loss_name="loss")
     assert next(p for p in dp if p.name == ROLL).roll_optimizer is False
 

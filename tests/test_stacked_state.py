@@ -180,3 +180,18 @@ def test_stack_of_prints_parses_and_is_checked():
     for bad in ('stack_of=["w", "w"]', "stack_of=[]", "stack_of=3"):
         with pytest.raises(GraphcError, match="stack_of"):
             parse(text.replace('stack_of=["w", "v"]', bad))
+
+
+def test_verifier_checks_stacked_state():
+    from graphc.ir.errors import VerifyError
+    good = """graph @g {
+  input %w@STACK2: f32[2,3] {param, stack_of=["w", "v"]}
+  %y: f32[2,3] = scale(X=%w@STACK2) {scale=2.0}
+  output %y
+}
+"""
+    parse(good).verify()
+    with pytest.raises(VerifyError, match="one row per member"):
+        parse(good.replace('["w", "v"]', '["w", "v", "u"]')).verify()
+    with pytest.raises(VerifyError, match="one row per member"):
+        parse(good.replace('stack_of=["w", "v"]', 'stack_of=["w", "y"]')).verify()

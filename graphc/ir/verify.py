@@ -155,6 +155,12 @@ def _verify(graph: Graph) -> None:
         if v.type.sparse and v.var.persistable:
             _fail(graph, f"persistable variable '{v.var.name}' holds a row-sparse value "
                          f"(%{v.name}: {v.type}); state is dense", op=graph.producer(v))
+        members = v.var.extra.get("stack_of")
+        if members and (not v.var.persistable or not v.type.shape
+                        or v.type.shape[0] != len(members) or graph.vars.keys() & set(members)):
+            _fail(graph, f"stacked state %{v.name}: {v.type} must be persistable with one row "
+                         f"per member ({len(members)}), none of them a variable of the graph "
+                         "too", op=graph.producer(v))
         if not producers and v not in inputs:
             users = list(succ[v])
             if users:

@@ -24,6 +24,18 @@ outside only after the last layer is the op's ``Out``. Finally a ``stack`` whose
 a run of one ``unstack``'s outputs, in order or reversed, reads the stacked array itself
 (sliced, and ``reverse``d for backward runs, which visit layers in reverse order).
 
+**Stacked state** (``stack_state``, on by default; stack_rolled_state.py). The k parameters
+of a rolled run, and their optimizer accumulators updated in the same scan, then become one
+persistable ``<first member>@STACK<k>`` variable of type [k, ...] whose VarInfo lists its
+members in order (``stack_of``, printed and parsed): the step reads and writes the stack
+itself, with no ``stack``/``unstack`` of state left (an unrolled op that reads a member, the
+first layer's backward, reads a ``slice`` row). Scopes keep it as one device array and answer,
+list, write and checkpoint the members by Paddle name (runtime/stacked_state.py); a program
+compiled without the pass that reads a member gets the stack split back first. Without this,
+XLA:CPU compiles the per-step stacking of thousands of per-name parameters more slowly than
+the unrolled layers. A family stays per name when a member is fetched or kept by name, or is
+not updated by one rolled optimizer run in layer order.
+
 **Declines** (``skipped:`` statistics), the whole run: fewer than ``min_repeats`` layers
 after the shape check; a layer op that draws random numbers (dropout: each layer's mask
 uses its own seed), is a collective or cross-replica op, reads or writes a row-sparse value,

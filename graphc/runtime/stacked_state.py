@@ -16,6 +16,8 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+from jax import lax
 
 from ..ir.errors import GraphcError
 
@@ -68,7 +70,8 @@ class StackedState:
 
     def row(self, vars_: dict, member: str):
         name, r = self.rows[member]
-        return vars_[name][r]
+        # the index is an operand: one compiled slice per stack type, not one per row
+        return lax.dynamic_index_in_dim(vars_[name], r, keepdims=False)
 
     def set_row(self, vars_: dict, member: str, array) -> bool:
         """Write ``array`` into the member's row; False when it does not fit (another
@@ -85,9 +88,12 @@ class StackedState:
         """Give the members of stack ``name`` their own arrays again and drop the stack."""
         members = self.stacks.pop(name)
         stack = vars_.pop(name)
+        device = next(iter(stack.devices()))
+        # one transfer and k plain copies (eager slicing would dispatch k XLA calls)
+        rows = np.asarray(stack)
         for r, m in enumerate(members):
             del self.rows[m]
-            dict.__setitem__(vars_, m, stack[r])
+            dict.__setitem__(vars_, m, jax.device_put(rows[r], device))
 
     def build(self, scope, name: str, members: tuple[str, ...], type_) -> None:
         """Stack the members (from wherever the scope holds them) into ``name``."""
@@ -101,7 +107,10 @@ class StackedState:
                 raise GraphcError(f"scope variable '{m}' holds {a.dtype}{list(a.shape)} but "
                                   f"the program declares {type_.dtype}{list(want)} (it is "
                                   f"row {members.index(m)} of stacked state '{name}')")
-        dict.__setitem__(vars_, name, jnp.stack(arrays))
+        # stacked on the host: jnp.stack of k arrays would compile a k-operand concatenate
+        device = next(iter(arrays[0].devices())) if isinstance(arrays[0], jax.Array) else None
+        dict.__setitem__(vars_, name, jax.device_put(np.stack([np.asarray(a) for a in arrays]),
+                                                     device))
         for r, m in enumerate(members):
             del vars_[m]
             scope._shards.pop(m, None)
