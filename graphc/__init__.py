@@ -35,6 +35,7 @@ from .ir import (
 from .layers.tensor import declare_data as data  # fluid.data's rule: the shape as given
 from .param_attr import ParamAttr
 from .runtime.checkpoint import CheckpointError, load, save
+from .runtime.compile_cache import compilation_cache_dir, set_compilation_cache
 from .runtime.compiled_program import CompiledProgram
 from .runtime.devices import DeviceError, configure_cpu_devices, cpu_places, cuda_places
 from .runtime.executor import Executor, FeedError, FetchError
@@ -72,6 +73,7 @@ __all__ = [
     "DatasetFactory", "dataset", "io", "batch", "disable_static", "enable_static", "fluid",
     "reader", "DataFeeder",
     "DeviceError", "configure_cpu_devices", "cpu_places", "cuda_places",
+    "compilation_cache_dir", "set_compilation_cache",
     "BuildStrategy", "CompiledProgram", "DistributedStrategy", "ExecutionStrategy",
     "ParallelExecutor", "StrategyError",
     "append_backward", "optimizer", "regularizer", "CheckpointError", "load", "save",

@@ -17,6 +17,9 @@ jax.config.update("jax_num_cpu_devices", 8)
 _CACHE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       ".pytest_cache", "jax-compilation")
 jax.config.update("jax_compilation_cache_dir", _CACHE)
+# subprocesses (launched jobs, the citizenship check) use the same cache, never the user's
+# home: graphc reads GRAPHC_COMPILATION_CACHE when it first compiles
+os.environ.setdefault("GRAPHC_COMPILATION_CACHE", _CACHE)
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
 jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
