@@ -17,6 +17,13 @@ are parsed as integers, of float variables as floats. For ``x: [-1, 3] float32``
 ``x = [0.5, -1.0, 0.002], label = [7]``. Nothing else may follow the last variable's values.
 A line that breaks these rules raises ``DatasetError`` naming ``file:line``.
 
+Variable-length slots (Paddle's MultiSlot format): a variable declared with ``lod_level=1``
+(``fluid.data("C1", [-1, 1], "int64", lod_level=1)``) takes any positive count of values on
+each line, a multiple of one token's size (1 for ``[-1, 1]``): that sample's sequence. Its
+batches are LoDTensors, one sequence per sample (docs/lod.md), which the executor packs into
+size buckets. As in Paddle, a count of 0 is an error (pad the slot, e.g. with id 0); slots of
+``lod_level=2`` cannot be written in this format.
+
 Order
 -----
 Samples are taken file by file in ``set_filelist`` order, and line by line within a file,
@@ -68,15 +75,61 @@ class _Slot:
 
     def __init__(self, var: Variable):
         shape = tuple(var.shape or ())
+        what = "token" if var.lod_level else "batch"
         if not shape or any(d < 0 for d in shape[1:]):
             raise DatasetError(f"variable '{var.name}' has shape {list(shape)}; a dataset "
-                               "slot needs a batch dimension followed by known dimensions")
+                               f"slot needs a {what} dimension followed by known dimensions")
+        if var.lod_level > 1:
+            raise DatasetError(f"variable '{var.name}' has lod_level={var.lod_level}; the "
+                               "MultiSlot format holds one sequence per slot (lod_level 0 "
+                               "or 1)")
         self.var = var
         self.name = var.name
-        self.sample_shape = shape[1:]
+        self.lod = bool(var.lod_level)
+        self.sample_shape = shape[1:]  # of one token, for a LoD slot
         self.size = math.prod(self.sample_shape)
         self.dtype = _var_dtype(var)
         self.parse = int if self.dtype.kind in "biu" else float
+
+
+class _Ragged:
+    """A LoD slot's column: every sample's tokens back to back, and the token counts."""
+
+    def __init__(self, tokens: np.ndarray, lengths: np.ndarray):
+        self.tokens, self.lengths = tokens, lengths
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __getitem__(self, index) -> _Ragged:
+        ends = np.cumsum(self.lengths)
+        if isinstance(index, slice):
+            start, stop, _ = index.indices(len(self))
+            a = int(ends[start - 1]) if start else 0
+            b = int(ends[stop - 1]) if stop > start else a
+            return _Ragged(self.tokens[a:b], self.lengths[start:stop])
+        lengths = self.lengths[index]
+        starts = (ends - self.lengths)[index]
+        # token rows of the chosen samples in order: each sample's start plus 0..len-1
+        rows = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths) + np.arange(
+            int(lengths.sum()))
+        return _Ragged(self.tokens[rows], lengths)
+
+    def lod_tensor(self):
+        from .runtime.lod import LoDTensor
+        return LoDTensor(self.tokens, [self.lengths])
+
+
+def _concat(parts: list):
+    if isinstance(parts[0], _Ragged):
+        return _Ragged(np.concatenate([p.tokens for p in parts]),
+                       np.concatenate([p.lengths for p in parts]))
+    return np.concatenate(parts)
+
+
+def _batch(columns: list) -> list:
+    """A batch as the DataLoader takes it: arrays, and LoDTensors for LoD slots."""
+    return [c.lod_tensor() if isinstance(c, _Ragged) else c for c in columns]
 
 
 def parse_line(line: str, slots: list[_Slot], where: str) -> list | None:
@@ -94,7 +147,13 @@ def parse_line(line: str, slots: list[_Slot], where: str) -> list | None:
         except ValueError:
             raise DatasetError(f"{where}: expected the count of variable '{slot.name}', "
                                f"got {tokens[pos]!r}") from None
-        if n != slot.size:
+        if slot.lod and (n <= 0 or n % slot.size):
+            raise DatasetError(
+                f"{where}: variable '{slot.name}' (lod_level=1) has {n} values; expected a "
+                f"positive multiple of {slot.size} (tokens of shape "
+                f"{list(slot.sample_shape)})" + ("; pad an empty slot (e.g. with id 0), as "
+                                                 "Paddle requires" if n == 0 else ""))
+        if not slot.lod and n != slot.size:
             raise DatasetError(f"{where}: variable '{slot.name}' has {n} values, expected "
                                f"{slot.size} (one sample of shape {list(slot.sample_shape)})")
         values = tokens[pos + 1:pos + 1 + n]
@@ -114,9 +173,18 @@ def parse_line(line: str, slots: list[_Slot], where: str) -> list | None:
     return out
 
 
-def _columns(samples: list[list], slots: list[_Slot]) -> list[np.ndarray]:
-    return [np.asarray([s[k] for s in samples], dtype=slot.dtype).reshape(
-        (len(samples), *slot.sample_shape)) for k, slot in enumerate(slots)]
+def _columns(samples: list[list], slots: list[_Slot]) -> list:
+    out = []
+    for k, slot in enumerate(slots):
+        if slot.lod:
+            values = [s[k] for s in samples]
+            flat = np.asarray([v for vs in values for v in vs], dtype=slot.dtype)
+            lengths = np.asarray([len(vs) // slot.size for vs in values], np.int64)
+            out.append(_Ragged(flat.reshape((-1, *slot.sample_shape)), lengths))
+        else:
+            out.append(np.asarray([s[k] for s in samples], dtype=slot.dtype).reshape(
+                (len(samples), *slot.sample_shape)))
+    return out
 
 
 def _open(path: str):
@@ -198,12 +266,12 @@ class DatasetBase:
             pending.append(chunk)
             have += len(chunk[0])
             while have >= bs:
-                cols = [np.concatenate([c[k] for c in pending]) for k in range(len(chunk))]
-                yield [c[:bs] for c in cols]
+                cols = [_concat([c[k] for c in pending]) for k in range(len(chunk))]
+                yield _batch([c[:bs] for c in cols])
                 rest = [c[bs:] for c in cols]
                 pending, have = ([rest], len(rest[0])) if len(rest[0]) else ([], 0)
         if have and have % parts == 0:
-            yield [np.concatenate([c[k] for c in pending]) for k in range(len(pending[0]))]
+            yield _batch([_concat([c[k] for c in pending]) for k in range(len(pending[0]))])
 
 
 class InMemoryDataset(DatasetBase):
@@ -234,9 +302,11 @@ class InMemoryDataset(DatasetBase):
                 raise
         parts = [p for p in parts if p is not None]
         if parts:
-            self._data = [np.concatenate([p[k] for p in parts]) for k in range(len(slots))]
+            self._data = [_concat([p[k] for p in parts]) for k in range(len(slots))]
         else:
-            self._data = [np.zeros((0, *s.sample_shape), s.dtype) for s in slots]
+            self._data = [_Ragged(np.zeros((0, *s.sample_shape), s.dtype),
+                                  np.zeros(0, np.int64)) if s.lod else
+                          np.zeros((0, *s.sample_shape), s.dtype) for s in slots]
         self._order = None
 
     def local_shuffle(self, seed: int = 0) -> None:
@@ -277,10 +347,10 @@ class InMemoryDataset(DatasetBase):
             if (stop - start) % parts:
                 return
             if order is None:
-                yield [d[start:stop] for d in data]
+                yield _batch([d[start:stop] for d in data])
             else:
                 idx = order[start:stop]
-                yield [d[idx] for d in data]
+                yield _batch([d[idx] for d in data])
 
 
 class QueueDataset(DatasetBase):

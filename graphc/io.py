@@ -76,6 +76,7 @@ from .loader_epoch import (  # noqa: F401  (_var_dtype, to_feed_array: used by g
     _Placement,
     _var_dtype,
     to_feed_array,
+    to_lod_tensor,
 )
 from .runtime.checkpoint import CheckpointError
 from .runtime.executor import add_feed_provider
@@ -154,7 +155,8 @@ class DataLoader:
                 if len(batch) != len(names):
                     raise DataLoaderError(f"batch {i}: got {len(batch)} arrays for the "
                                           f"{len(names)} variables {names}")
-                yield [to_feed_array(a, v, f"batch {i}") for a, v in zip(batch, self.feed_list)]
+                yield [to_lod_tensor(a, v, f"batch {i}") if v.lod_level else
+                       to_feed_array(a, v, f"batch {i}") for a, v in zip(batch, self.feed_list)]
 
         return self._set(batches, places)
 
@@ -196,6 +198,9 @@ class DataLoader:
             columns.append(s)
         out = []
         for k, var in enumerate(self.feed_list):
+            if var.lod_level:  # variable-length samples: one LoDTensor (docs/lod.md)
+                out.append(to_lod_tensor([c[k] for c in columns], var, what))
+                continue
             try:
                 stacked = np.stack([np.asarray(c[k]) for c in columns])
             except ValueError as exc:
@@ -300,8 +305,17 @@ def feed_from_loaders(program_or_compiled):
         for feed in feeds:
             batches = [loader._next_feed() for _ in range(parts)]
             feed.update(batches[0] if parts == 1 else {
-                n: np.concatenate([np.asarray(b[n]) for b in batches]) for n in batches[0]})
+                n: _concat([b[n] for b in batches], n) for n in batches[0]})
     return feeds[0] if k == 1 else feeds
+
+
+def _concat(values: list, name: str):
+    """One device's batch after another: arrays along the batch dimension, LoDTensors by
+    sequences (device i then gets batch i's sequences: every batch has as many)."""
+    from .runtime.lod import LoDTensor, concat_lod
+    if isinstance(values[0], LoDTensor):
+        return concat_lod(name, values)
+    return np.concatenate([np.asarray(v) for v in values])
 
 
 def _feed_from_bound_loaders(program_or_compiled):

@@ -79,6 +79,58 @@ def to_feed_array(value, var: Variable, what: str) -> np.ndarray:
     return arr
 
 
+def to_lod_tensor(value, var: Variable, what: str):
+    """A LoD variable's batch as a LoDTensor: given one (its level must match) or built from
+    a list of variable-length samples (sequences of tokens; nested two deep for
+    ``lod_level=2``), as a DataFeeder does. DataLoaderError names ``var`` and ``what``."""
+    from .fluid.data_feeder import _LoDColumn
+    from .runtime.feeds import FeedError
+    from .runtime.lod import LoDTensor
+    if isinstance(value, LoDTensor):
+        if len(value._lengths) != var.lod_level:
+            raise DataLoaderError(f"{what}: variable '{var.name}' is declared with lod_level="
+                                  f"{var.lod_level} but got a LoDTensor with "
+                                  f"{len(value._lengths)} level(s)")
+        return value
+    if isinstance(value, np.ndarray) or not isinstance(value, list | tuple):
+        raise DataLoaderError(f"{what}: variable '{var.name}' is a LoD variable (lod_level="
+                              f"{var.lod_level}): give a LoDTensor or a list of "
+                              f"variable-length samples, not a {type(value).__name__}")
+    try:
+        return _LoDColumn(var).batch(list(value))
+    except (FeedError, ValueError, TypeError) as exc:
+        raise DataLoaderError(f"{what}: variable '{var.name}': {exc}") from None
+
+
+def pack_lod_batches(feed_list: list, group: list, parts: int) -> list:
+    """A group of K batches (K = 1: no stacking) as one item's values: dense arrays stacked
+    on a new leading axis when K > 1 (they must agree), LoD ones packed by runtime/lod.py
+    into one bucket for all K (a PackedLoD the executor takes as it is)."""
+    from .runtime.feeds import FeedError
+    from .runtime.lod import PackedLoD, pack_feed, pack_stacked
+    k, out = len(group), []
+    for j, var in enumerate(feed_list):
+        items = [b[j] for b in group]
+        if var.lod_level:
+            dtype = _var_dtype(var)
+            try:
+                packed = (pack_feed(var.name, items[0], var.type, dtype, parts) if k == 1
+                          else pack_stacked(var.name, items, var.type, dtype, parts))
+            except FeedError as exc:
+                raise DataLoaderError(str(exc)) from None
+            out.append(PackedLoD(packed, parts, k))
+        elif k == 1:
+            out.append(items[0])
+        else:
+            if len({p.shape for p in items}) != 1:
+                raise DataLoaderError(
+                    f"variable '{var.name}' has shapes {[list(p.shape) for p in items]} in "
+                    f"the {k} batches of one run (num_iteration_per_run); they are stacked, "
+                    "so they must agree")
+            out.append(np.stack(items))
+    return out
+
+
 class _Placement:
     """Where an epoch's batches go: the device or sharding, and K batches per item."""
 
@@ -122,16 +174,24 @@ class _Placement:
 
     @with_graphc_x64  # on the loader's thread too: int64 labels stay int64 on the device
     def put(self, arrays: list[np.ndarray], device=None) -> list:
+        from .runtime.lod import LoDTensor, PackedLoD
         if self.host_only:
             return arrays
+        if any(isinstance(a, LoDTensor | PackedLoD) for a in arrays):
+            # LoD values: host LoDTensors stay for the executor to pack; packed ones go to
+            # the device(s) like the dense arrays (a LoDArray is a pytree of arrays)
+            dense = [a.array if isinstance(a, PackedLoD) else a for a in arrays
+                     if not isinstance(a, LoDTensor)]
+            placed = iter(self.put(dense, device))
+            return [a if isinstance(a, LoDTensor) else
+                    PackedLoD(next(placed), a.parts, a.iterations) if isinstance(a, PackedLoD)
+                    else next(placed) for a in arrays]
         if device is not None:
             placed = jax.device_put(arrays, device)
-            for a in placed:
-                a.block_until_ready()
+            jax.block_until_ready(placed)
             return placed
         placed = jax.device_put(arrays, self.target)
-        for a in placed:  # copy done here, on the loader's thread, not in the step
-            a.block_until_ready()
+        jax.block_until_ready(placed)  # copy done here, on the loader's thread, not in the step
         return placed
 
 
@@ -168,6 +228,10 @@ class _Epoch:
         if place.replicas is not None:
             return self._produce_replicas(place.replicas)
         source = self.loader._source()
+        # LoD batches are packed here, on this thread, unless a non-iterable loader's
+        # executor joins several batches per run (it packs them then)
+        has_lod = any(v.lod_level for v in self.loader.feed_list)
+        pack = has_lod and self.loader.iterable
         try:
             group = []
             for i, batch in enumerate(source):
@@ -175,6 +239,8 @@ class _Epoch:
                     return
                 if parts > 1:
                     for var, arr in zip(self.loader.feed_list, batch):
+                        if var.lod_level:  # split by whole sequences when packed
+                            continue
                         if arr.ndim == 0 or arr.shape[0] % parts:
                             raise DataLoaderError(
                                 f"batch {i}: variable '{var.name}' has batch size "
@@ -183,7 +249,13 @@ class _Epoch:
                 group.append(batch)
                 if len(group) < k:
                     continue
-                if k == 1:
+                if pack:
+                    try:
+                        arrays = pack_lod_batches(self.loader.feed_list, group, parts)
+                    except DataLoaderError as exc:
+                        raise DataLoaderError(f"batches {i - k + 1}..{i}: {exc}" if k > 1
+                                              else f"batch {i}: {exc}") from None
+                elif k == 1:
                     arrays = group[0]
                 else:
                     arrays = []

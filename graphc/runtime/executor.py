@@ -49,7 +49,15 @@ from ..ir.program import Program, Variable, default_main_program
 from ..ir.types import dims_compatible
 from .compile_cache import ensure_compilation_cache
 from .feeds import FeedError, convert_feed
-from .lod import LoDArray, feed_signature, pack_feed, unpack
+from .lod import (
+    LoDArray,
+    PackedLoD,
+    concat_lod,
+    feed_signature,
+    pack_feed,
+    pack_stacked,
+    unpack_fetch,
+)
 from .places import CPUPlace, Place
 from .scope import Scope, global_scope
 from .stacked_state import prepare_for_step as prepare_stacked_state
@@ -314,11 +322,6 @@ class Executor:
                                 "CompiledProgram whose exec_strategy.num_iteration_per_run "
                                 f"is {len(feed)}")
             return self._stack_feeds(prep, program, feed, iterations)
-        lod_feeds = sorted(n for n, v in prep.feeds.items() if v.type.lod_level)
-        if iterations > 1 and lod_feeds:
-            raise FeedError(f"num_iteration_per_run is {iterations} but feeds {lod_feeds} are "
-                            "LoD feeds, whose buckets differ from batch to batch; run LoD "
-                            "programs one iteration per call")
         if iterations > 1 and feed is not None and not isinstance(feed, Mapping):
             raise FeedError(f"num_iteration_per_run is {iterations}: feed must be a list of "
                             f"{iterations} feed dicts or a dict of arrays stacked on a new "
@@ -337,8 +340,14 @@ class Executor:
         for i, feed in enumerate(feeds):
             if not isinstance(feed, dict):
                 raise FeedError(f"feed list item {i} is a {type(feed).__name__}, not a dict")
+        # LoD feeds: the devices' sequences joined, then packed with device i's in block i
+        lod = {n: concat_lod(n, [f[n] for f in feeds]) for n in feeds[0]
+               if n in prep.feeds and prep.feeds[n].type.lod_level}
+        for i, feed in enumerate(feeds):
+            dense = {n: v for n, v in feed.items() if n not in lod} if lod else feed
             try:
-                checked.append(self._check_feed_dict(prep, program, feed, None, split=False))
+                checked.append(self._check_feed_dict(prep, program, dense, None, split=False,
+                                                     elsewhere=tuple(lod)))
             except FeedError as exc:
                 raise FeedError(f"feed dict of device {i}: {exc}") from None
         first = checked[0][1]
@@ -349,7 +358,10 @@ class Executor:
                                 "get the same amount of data")
         arrays = {name: np.concatenate([np.asarray(c[0][name]) for c in checked])
                   for name in checked[0][0]}
-        sig = tuple((n_, a.shape) for n_, a in sorted(arrays.items()))
+        for name, tensor in lod.items():
+            arrays[name] = pack_feed(name, tensor, prep.feeds[name].type,
+                                     prep.feed_dtypes[name], n)
+        sig = tuple((n_, feed_signature(a)) for n_, a in sorted(arrays.items()))
         return arrays, sig
 
     def _stack_feeds(self, prep: _Prepared, program: Program, feeds, iterations: int):
@@ -360,8 +372,13 @@ class Executor:
         for i, feed in enumerate(feeds):
             if not isinstance(feed, dict):
                 raise FeedError(f"feed list item {i} is a {type(feed).__name__}, not a dict")
+        # LoD feeds: the K batches packed into one common bucket and stacked (runtime/lod.py)
+        lod = [n for n in feeds[0] if n in prep.feeds and prep.feeds[n].type.lod_level]
+        for i, feed in enumerate(feeds):
+            dense = {n: v for n, v in feed.items() if n not in lod} if lod else feed
             try:
-                checked.append(self._check_feed_dict(prep, program, feed, None))
+                checked.append(self._check_feed_dict(prep, program, dense, None,
+                                                     elsewhere=tuple(lod)))
             except FeedError as exc:
                 raise FeedError(f"feed dict {i} of {iterations}: {exc}") from None
         first = checked[0][1]
@@ -375,10 +392,19 @@ class Executor:
             items = [c[0][name] for c in checked]
             stack = jnp.stack if any(isinstance(a, jax.Array) for a in items) else np.stack
             arrays[name] = stack(items)
-        return arrays, tuple((n, (iterations, *shape)) for n, shape in first)
+        sig = [(n, (iterations, *shape)) for n, shape in first]
+        for name in lod:
+            if any(name not in f for f in feeds):
+                raise FeedError(f"feed '{name}' is missing from some of the {iterations} "
+                                "feed dicts of one call")
+            arrays[name] = self._lod_feed(prep, name, [f[name] for f in feeds],
+                                          prep.feeds[name].type, True, iterations)
+            sig.append((name, feed_signature(arrays[name])))
+        return arrays, tuple(sorted(sig))
 
     def _check_feed_dict(self, prep: _Prepared, program: Program, feed: dict,
-                         iterations: int | None, split: bool = True) -> tuple[dict, tuple]:
+                         iterations: int | None, split: bool = True,
+                         elsewhere: tuple = ()) -> tuple[dict, tuple]:
         arrays = {}
         for name, value in feed.items():
             target = prep.feeds.get(name)
@@ -390,7 +416,7 @@ class Executor:
                                 f"variables are: {sorted(prep.feeds) or 'none'}")
             want = target.type
             if want.lod_level:  # packed into a size bucket here (runtime/lod.py)
-                arrays[name] = self._lod_feed(prep, name, value, want, split)
+                arrays[name] = self._lod_feed(prep, name, value, want, split, iterations)
                 continue
             if isinstance(value, _ARRAY_TYPES):
                 arr = value
@@ -426,23 +452,33 @@ class Executor:
                                 "needs at least one sample (skip empty batches)")
             arrays[name] = arr
         for name in prep.read_feeds:
-            if name not in arrays:
+            if name not in arrays and name not in elsewhere:  # (LoD feeds of a feed list)
                 raise FeedError(f"missing feed '{name}' ({prep.feeds[name].type}); the "
                                 "program reads it")
         sig = tuple((n, feed_signature(a)) for n, a in sorted(arrays.items()))
         return arrays, sig
 
     @staticmethod
-    def _lod_feed(prep: _Prepared, name: str, value, want, split: bool) -> LoDArray:
+    def _lod_feed(prep: _Prepared, name: str, value, want, split: bool,
+                  iterations: int | None = None) -> LoDArray:
         """A LoD feed as the step's LoDArray; under data parallelism each device gets whole
-        sequences (docs/lod.md)."""
-        if prep.devices and (not split or prep.feed_parts != len(prep.devices)):
-            raise FeedError(f"feed '{name}' is a LoD feed: give one feed dict for all "
-                            "devices of this process (its sequences are split over them); "
-                            "per-device feed lists and multi-process runs do not take LoD "
-                            "feeds yet")
-        return pack_feed(name, value, want, prep.feed_dtypes[name],
-                         prep.feed_parts if prep.devices else 1)
+        sequences; with K iterations per call, K batches share one bucket (docs/lod.md)."""
+        if prep.devices and prep.feed_parts != len(prep.devices):
+            raise FeedError(f"feed '{name}' is a LoD feed: multi-process data-parallel runs "
+                            "do not take LoD feeds yet (the processes would have to agree on "
+                            "a bucket every step); run LoD programs in one process")
+        parts = prep.feed_parts if prep.devices else 1
+        dtype = prep.feed_dtypes[name]
+        if isinstance(value, PackedLoD):  # packed ahead of time by a DataLoader
+            return value.check(name, want, dtype, parts, iterations or 1)
+        if iterations:
+            if not isinstance(value, list | tuple) or len(value) != iterations:
+                raise FeedError(f"feed '{name}' is a LoD feed and num_iteration_per_run is "
+                                f"{iterations}: give a list of {iterations} LoDTensors (or a "
+                                f"list of {iterations} feed dicts), got "
+                                f"{type(value).__name__}")
+            return pack_stacked(name, list(value), want, dtype, parts)
+        return pack_feed(name, value, want, dtype, parts)
 
     # -- run -------------------------------------------------------------------------------
     @with_graphc_x64  # graphc's 64-bit types, in graphc's own work only (backends/precision)
@@ -547,8 +583,8 @@ class Executor:
         if step.created_names:
             state.update(zip(step.created_names, created))
         iterations, blocks = step.num_iterations, guard.blocks
-        return [_fetched(unpack(a, blocks) if isinstance(a, LoDArray) else a, iterations,
-                         return_numpy) if rows is None else
+        return [unpack_fetch(a, blocks, iterations, return_numpy) if isinstance(a, LoDArray)
+                else _fetched(a, iterations, return_numpy) if rows is None else
                 _fetched(from_rows(a, rows), iterations, return_numpy)
                 for a, rows in zip(fetched, guard.fetch_rows)]
 

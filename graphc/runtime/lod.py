@@ -170,65 +170,159 @@ def create_random_int_lodtensor(recursive_seq_lens, base_shape, place=None, low=
 
 # -- the feed boundary ------------------------------------------------------------------------
 
+class _Groups:
+    """A checked LoD feed split into ``parts`` groups of whole sequences: each group's token
+    and sub-sequence ranges, and the buckets they need (packing happens in ``_pack``)."""
+
+    def __init__(self, name: str, value, want: TensorType, dtype, parts: int):
+        if not isinstance(value, LoDTensor):
+            raise FeedError(f"feed '{name}' is declared with lod_level={want.lod_level} "
+                            f"({want}): give a LoDTensor (fluid.create_lod_tensor(data, "
+                            "recursive_seq_lens, place)) or feed through a DataFeeder, not a "
+                            f"{type(value).__name__}")
+        data = value._value()
+        if data.dtype != dtype:  # checked conversion (a fraction for an int feed is refused)
+            data = convert_feed(name, data, dtype)
+        lengths = value._lengths
+        if len(lengths) != want.lod_level:
+            raise FeedError(f"feed '{name}' has {len(lengths)} LoD level(s) "
+                            f"({value.recursive_sequence_lengths()!r:.80}) but the program "
+                            f"declares lod_level={want.lod_level}")
+        problem = lengths_problem(lengths, data.shape[0] if data.ndim else 0)
+        if problem:
+            raise FeedError(f"feed '{name}': its sequence lengths do not describe its data of "
+                            f"shape {list(data.shape)}: {problem}")
+        if not dims_compatible(data.shape, want.shape):
+            raise FeedError(f"feed '{name}' has shape {list(data.shape)} but the program "
+                            f"declares {list(want.shape)} (tokens first; -1 matches any size)")
+        outer = np.asarray(lengths[0], np.int64)
+        n = outer.size
+        if n == 0:
+            raise FeedError(f"feed '{name}' holds no sequences: an empty batch; a step needs "
+                            "at least one sample (skip empty batches)")
+        if n % parts:
+            raise FeedError(f"feed '{name}' has {n} sequences, which do not split evenly over "
+                            f"{parts} devices; every device must get the same number of "
+                            f"sequences (a multiple of {parts})")
+        per = n // parts
+        self.data, self.outer, self.parts = data, outer, parts
+        self.inner = np.asarray(lengths[1], np.int64) if want.lod_level == 2 else None
+        # sub-sequence and token ranges of each device's sequences
+        sub_ends = np.concatenate([[0], np.cumsum(outer)])
+        self.groups_sub = [(int(sub_ends[p * per]), int(sub_ends[(p + 1) * per]))
+                           for p in range(parts)]
+        if self.inner is not None:
+            tok_ends = np.concatenate([[0], np.cumsum(self.inner)])
+            self.groups_tok = [(int(tok_ends[a]), int(tok_ends[b])) for a, b in self.groups_sub]
+        else:
+            self.groups_tok = self.groups_sub
+        self.tokens = max(b - a for a, b in self.groups_tok)  # the largest device's
+        self.subs = max(b - a for a, b in self.groups_sub) if self.inner is not None else 0
+
+    def pack(self, t_cap: int, s_cap: int) -> LoDArray:
+        """One buffer, device blocks of ``t_cap`` rows side by side; padding rows stay zero."""
+        data, parts, inner = self.data, self.parts, self.inner
+        packed = np.zeros((parts * t_cap, *data.shape[1:]), data.dtype)
+        lens = (self.outer.astype(np.int32),)
+        inns = np.zeros(parts * s_cap, np.int32) if inner is not None else None
+        for p, (a, b) in enumerate(self.groups_tok):
+            packed[p * t_cap:p * t_cap + b - a] = data[a:b]
+            if inner is not None:
+                sa, sb = self.groups_sub[p]
+                inns[p * s_cap:p * s_cap + sb - sa] = inner[sa:sb]
+        if inner is not None:
+            lens += (inns,)
+        return LoDArray(packed, lens)
+
+
 def pack_feed(name: str, value, want: TensorType, dtype, parts: int = 1) -> LoDArray:
     """A fed LoDTensor for a LoD feed as the step's LoDArray (numpy): its sequences split
     into ``parts`` equal groups (data-parallel devices), each group's tokens packed into the
     same bucket, groups concatenated (the device split of dim 0 gives each its own)."""
-    if not isinstance(value, LoDTensor):
-        raise FeedError(f"feed '{name}' is declared with lod_level={want.lod_level} ({want}): "
-                        "give a LoDTensor (fluid.create_lod_tensor(data, "
-                        "recursive_seq_lens, place)) or feed through a DataFeeder, not a "
-                        f"{type(value).__name__}")
-    data = value._value()
-    if data.dtype != dtype:  # checked conversion (a fraction for an int feed is refused)
-        data = convert_feed(name, data, dtype)
-    lengths = value._lengths
-    if len(lengths) != want.lod_level:
-        raise FeedError(f"feed '{name}' has {len(lengths)} LoD level(s) "
-                        f"({value.recursive_sequence_lengths()!r:.80}) but the program declares "
-                        "lod_level="
-                        f"{want.lod_level}")
-    problem = lengths_problem(lengths, data.shape[0] if data.ndim else 0)
-    if problem:
-        raise FeedError(f"feed '{name}': its sequence lengths do not describe its data of "
-                        f"shape {list(data.shape)}: {problem}")
-    if not dims_compatible(data.shape, want.shape):
-        raise FeedError(f"feed '{name}' has shape {list(data.shape)} but the program declares "
-                        f"{list(want.shape)} (tokens first; -1 matches any size)")
-    outer = np.asarray(lengths[0], np.int64)
-    n = outer.size
-    if n == 0:
-        raise FeedError(f"feed '{name}' holds no sequences: an empty batch; a step needs at "
-                        "least one sample (skip empty batches)")
-    if n % parts:
-        raise FeedError(f"feed '{name}' has {n} sequences, which do not split evenly over "
-                        f"{parts} devices; every device must get the same number of "
-                        f"sequences (a multiple of {parts})")
-    per = n // parts
-    inner = np.asarray(lengths[1], np.int64) if want.lod_level == 2 else None
-    # sub-sequence and token ranges of each device's sequences
-    sub_ends = np.concatenate([[0], np.cumsum(outer)])
-    groups_sub = [(int(sub_ends[p * per]), int(sub_ends[(p + 1) * per])) for p in range(parts)]
-    tokens_of = inner if inner is not None else outer
-    tok_ends = np.concatenate([[0], np.cumsum(tokens_of)])
-    if inner is not None:
-        groups_tok = [(int(tok_ends[a]), int(tok_ends[b])) for a, b in groups_sub]
-    else:
-        groups_tok = groups_sub
-    t_cap = bucket(max(b - a for a, b in groups_tok))
-    s_cap = bucket(max(b - a for a, b in groups_sub)) if inner is not None else 0
-    # one buffer, device blocks of t_cap rows side by side; padding rows stay zero
-    packed = np.zeros((parts * t_cap, *data.shape[1:]), data.dtype)
-    lens = (outer.astype(np.int32),)
-    inns = np.zeros(parts * s_cap, np.int32) if inner is not None else None
-    for p, (a, b) in enumerate(groups_tok):
-        packed[p * t_cap:p * t_cap + b - a] = data[a:b]
-        if inner is not None:
-            sa, sb = groups_sub[p]
-            inns[p * s_cap:p * s_cap + sb - sa] = inner[sa:sb]
-    if inner is not None:
-        lens += (inns,)
-    return LoDArray(packed, lens)
+    g = _Groups(name, value, want, dtype, parts)
+    return g.pack(bucket(g.tokens), bucket(g.subs) if g.inner is not None else 0)
+
+
+def pack_stacked(name: str, values: list, want: TensorType, dtype, parts: int = 1) -> LoDArray:
+    """K LoDTensors (the K iterations of one ``num_iteration_per_run`` call) packed into one
+    common bucket (the largest batch's) and stacked on a new leading axis: data
+    ``[K, parts * T_cap, ...]``, lengths ``[K, N]`` (every batch must have N sequences)."""
+    groups = []
+    for k, value in enumerate(values):
+        try:
+            groups.append(_Groups(name, value, want, dtype, parts))
+        except FeedError as exc:
+            raise FeedError(f"iteration {k} of {len(values)}: {exc}") from None
+    counts = [g.outer.size for g in groups]
+    if len(set(counts)) != 1:
+        raise FeedError(f"feed '{name}' has {counts} sequences in the {len(values)} "
+                        "iterations of one call; they are stacked, so every iteration needs "
+                        "the same number of sequences")
+    tails = {g.data.shape[1:] for g in groups}
+    if len(tails) != 1:
+        raise FeedError(f"feed '{name}' has tokens of shapes {sorted(map(list, tails))} in the "
+                        "iterations of one call; they are stacked, so they must agree")
+    t_cap = bucket(max(g.tokens for g in groups))
+    s_cap = bucket(max(g.subs for g in groups)) if want.lod_level == 2 else 0
+    packed = [g.pack(t_cap, s_cap) for g in groups]
+    return LoDArray(np.stack([p.data for p in packed]),
+                    tuple(np.stack(level) for level in zip(*(p.lengths for p in packed))))
+
+
+def concat_lod(name: str, values: list) -> LoDTensor:
+    """Per-device LoDTensors (Paddle's per-device feed list) as one LoDTensor, device ``i``'s
+    sequences after device ``i - 1``'s; every device must hold the same number of them, so
+    packing with ``parts = len(values)`` gives device ``i`` exactly its own."""
+    for i, v in enumerate(values):
+        if not isinstance(v, LoDTensor):
+            raise FeedError(f"feed dict of device {i}: feed '{name}' is a LoD feed: give a "
+                            f"LoDTensor, not a {type(v).__name__}")
+    counts = [len(v._lengths[0]) if v._lengths else 0 for v in values]
+    if len(set(counts)) != 1:
+        raise FeedError(f"feed '{name}': the devices' feed dicts hold {counts} sequences; "
+                        "every device must get the same number of sequences")
+    levels = {len(v._lengths) for v in values}
+    if len(levels) != 1:
+        raise FeedError(f"feed '{name}': the devices' LoDTensors have different LoD levels "
+                        f"({sorted(levels)})")
+    arrays = [v._value() for v in values]
+    try:
+        data = np.concatenate(arrays)
+    except ValueError:
+        raise FeedError(f"feed '{name}': the devices' tokens have shapes "
+                        f"{[list(a.shape) for a in arrays]}, which do not stack") from None
+    lengths = [np.concatenate([v._lengths[lvl] for v in values]) for lvl in range(levels.pop())]
+    return LoDTensor(data, lengths)
+
+
+class PackedLoD:
+    """A LoD feed already packed (by a DataLoader's thread, ahead of the step) for ``parts``
+    data-parallel devices, with ``iterations`` stacked batches (1: none); possibly on the
+    device(s). ``Executor.run`` takes it as it is after checking it fits."""
+
+    __slots__ = ("array", "parts", "iterations")
+
+    def __init__(self, array: LoDArray, parts: int = 1, iterations: int = 1):
+        self.array, self.parts, self.iterations = array, parts, iterations
+
+    def check(self, name: str, want: TensorType, dtype, parts: int, iterations: int) -> LoDArray:
+        arr = self.array
+        if arr.lod_level != want.lod_level:
+            raise FeedError(f"feed '{name}' was packed with lod_level={arr.lod_level} but the "
+                            f"program declares lod_level={want.lod_level}")
+        if (self.parts, self.iterations) != (parts, iterations):
+            raise FeedError(f"feed '{name}' was packed for {self.parts} device(s) and "
+                            f"{self.iterations} iteration(s) per run but the step runs on "
+                            f"{parts} and {iterations}; build the DataLoader with the "
+                            "CompiledProgram it feeds as its places")
+        if arr.dtype != dtype:
+            raise FeedError(f"feed '{name}' has dtype {arr.dtype} but the program declares "
+                            f"{want.dtype}")
+        token_shape = arr.shape[1:] if iterations == 1 else arr.shape[2:]
+        if not dims_compatible((-1, *token_shape), want.shape):
+            raise FeedError(f"feed '{name}' has tokens of shape {list(token_shape)} but the "
+                            f"program declares {list(want.shape)}")
+        return LoDArray(arr.data, arr.lengths)  # a new object: never a cached plan's key
 
 
 def feed_signature(arr) -> tuple:
@@ -258,3 +352,17 @@ def unpack(arr: LoDArray, blocks: int = 1) -> LoDTensor:
             count = int(out_p.sum())
         tokens.append(data[p * t_cap:p * t_cap + count])
     return LoDTensor(np.concatenate(tokens), [outer, inner] if len(lens) == 2 else [outer])
+
+
+def unpack_fetch(arr: LoDArray, blocks: int, iterations: int, numpy: bool):
+    """A fetched LoD value as the run returns it: a LoDTensor (its packed tokens as numpy
+    when ``numpy``), or with ``iterations`` > 1 a list of one per iteration (their token
+    counts differ, so they are not stacked)."""
+    def one(a):
+        t = unpack(a, blocks)
+        return np.asarray(t) if numpy else t
+    if iterations == 1:
+        return one(arr)
+    host = arr.numpy()
+    return [one(LoDArray(host.data[k], tuple(x[k] for x in host.lengths)))
+            for k in range(iterations)]
