@@ -172,3 +172,23 @@ def test_dropout_masks_fixed_by_program_and_step():
     main_c, startup_c, _, h_c = build(6, dropout=True)
     other = _dropout_masks(main_c, startup_c, h_c)
     assert any(not np.array_equal(a, b) for a, b in zip(first, other))
+
+
+def test_a_pass_that_rebuilds_a_random_op_keeps_its_numbers():
+    """amp runs a dropout in bfloat16 and renames its output (dropout_0.tmp_0.bf16); with
+    random_seed 0 the numbers are keyed by the output's name as lowered, so the mask stays."""
+    from graphc.backends.interpreter import run_graph
+    from graphc.passes import PassManager, make_pass
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup):
+        x = graphc.data("x", [-1, 64])
+        out = layers.dropout(layers.scale(x, 1.0), 0.5)
+    feeds = {"x": np.ones((4, 64), "float32")}
+    plain = graphc.lower(main)
+    amp = graphc.lower(main)
+    PassManager([make_pass("amp", custom_white_list=["scale"])]).run(
+        amp, keep=[amp.latest(out.name)])
+    assert any(v.name.endswith(".bf16") for v in amp.values.values()), amp.to_text()
+    (want,) = run_graph(plain, {}, feeds, [out.name])[1]
+    (got,) = run_graph(amp, {}, feeds, [out.name])[1]
+    np.testing.assert_array_equal(got != 0, want != 0)

@@ -46,8 +46,7 @@ def random_op_positions(graph: Graph) -> dict[int, int]:
 def op_seed(graph: Graph, op: Op) -> int:
     """The seed ``op`` draws from when it has no ``seed`` attribute of its own
     (``random_op_seed`` states the rule; the attribute is applied by ``RuleContext.rng``)."""
-    outs = op.output_values()
-    name = outs[0].name if outs else op.type
+    name = op.random_stream_key()
     position = random_op_positions(graph).get(op.id) if graph.random_seed else None
     return random_op_seed(graph.random_seed, position, name)
 

@@ -73,13 +73,25 @@ class Value:
 class Op:
     """One op node. Operands live on the graph's edges; ``inputs``/``outputs`` read them."""
 
-    __slots__ = ("id", "type", "attrs", "source", "role", "seq", "provenance", "graph", "_io")
+    __slots__ = ("id", "type", "attrs", "source", "role", "seq", "provenance", "graph", "_io",
+                 "stream_key")
 
     def __init__(self, graph: Graph, id: int, type: str, attrs: dict[str, Any],
                  source: str | None, role: str, seq: tuple, provenance: tuple = ()):
         self.graph, self.id, self.type, self.attrs = graph, id, type, attrs
         self.source, self.role, self.seq, self.provenance = source, role, seq, provenance
         self._io = None  # cached (inputs, outputs); dropped by every edge change
+        # the name a random op's numbers are keyed by when its program has no seed: its first
+        # output's name as lowered, kept by an op a pass rebuilds from it (amp renames the
+        # output of a dropout it runs in bfloat16; the mask must not change)
+        self.stream_key: str | None = None
+
+    def random_stream_key(self) -> str:
+        """``stream_key``, else the first output's name (else the op type)."""
+        if self.stream_key is not None:
+            return self.stream_key
+        outs = self.output_values()
+        return outs[0].name if outs else self.type
 
     @property
     def opdef(self):

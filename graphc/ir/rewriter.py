@@ -154,6 +154,9 @@ class Rewriter:
         else:
             seq = (len(g.ops_by_id) + 10**9,)
         op = g._new_op(type, attrs, source, role, seq, provenance)
+        same = [d for d in derived if d.type == type]
+        if len(same) == 1:  # a rebuilt op keeps its random stream (see Op.stream_key)
+            op.stream_key = same[0].random_stream_key()
         if self.origin:
             op.provenance = op.provenance + (("pass", self.origin),)
         g._connect(op, ins, outs)
