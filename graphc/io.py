@@ -47,7 +47,8 @@ per device for a data-parallel program (Paddle reads one batch per device), K of
 ``num_iteration_per_run = K``. When none is left the run raises ``EOFException``
 (``fluid.core.EOFException``) and changes nothing; ``loader.reset()`` ends the epoch:
 ``loader.start(); try: while True: exe.run(main) except EOFException: loader.reset()``.
-(graphc.io wraps ``Executor.run`` once, at import, to read from bound loaders.)
+(graphc.io registers a feed provider with the executor at import
+(``runtime.executor.add_feed_provider``) that reads from bound loaders.)
 
 ``places`` that name a device more than once (``[CPUPlace()] * 2``) give one batch per
 place: each item is a list of feeds, batch i on place i (a trailing group smaller than the
