@@ -4,8 +4,9 @@ with the DistributeTranspiler. Trainer t trains on its half of each global batch
 takes one step more than trainer 0 (uneven data), which must not hang the job.
 PS_TEST_API=fleet: the same through the parameter-server fleet (PaddleCloudRoleMaker from
 Paddle's variables, DistributedStrategyFactory; PS_TEST_STRATEGY=async for the async one);
-PS_TEST_STEPS=N: N steps on each trainer; PS_TEST_FAIL=trainer1: trainer 1 raises after its
-last step instead of completing."""
+PS_TEST_GEO=k: GEO-SGD pushing every k steps; PS_TEST_STEPS=N: N steps per trainer;
+PS_TEST_LR: the learning rate; PS_TEST_FAIL=trainer1: trainer 1 raises after its last step
+instead of completing."""
 
 from __future__ import annotations
 
@@ -112,7 +113,13 @@ def main(out_dir: str) -> None:
         exe.run(fleet.startup_program)
     else:
         prog, startup, loss = build()
-        t = fluid.DistributeTranspiler()
+        config = fluid.DistributeTranspilerConfig()
+        if os.environ.get("PS_TEST_GEO"):  # GEO-SGD, pushing every PS_TEST_GEO steps
+            config.sync_mode = False
+            config.runtime_split_send_recv = True
+            config.geo_sgd_mode = True
+            config.geo_sgd_need_push_nums = int(os.environ["PS_TEST_GEO"])
+        t = fluid.DistributeTranspiler(config)
         if rank < len(eps):  # a server
             t.transpile(0, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,
                         startup_program=startup)

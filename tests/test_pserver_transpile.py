@@ -234,12 +234,30 @@ def test_async_transpile_has_no_barrier_and_one_feed_per_block():
     assert [op.type for op in server.ops].count("scale") == 2  # L2 decay only, no mean
 
 
+def test_geo_transpile_keeps_the_optimizer_on_trainers_and_adds_deltas_on_servers():
+    main, startup = build()
+    c = fluid.DistributeTranspilerConfig()
+    c.sync_mode = False
+    c.geo_sgd_mode, c.geo_sgd_need_push_nums = True, 5
+    t = fluid.DistributeTranspiler(c)
+    t.transpile(0, program=main, pservers=",".join(EPS), trainers=2, startup_program=startup)
+    ops = [op.type for op in t.get_trainer_program().global_block().ops]
+    assert ops.count("momentum") == 4 and ops[-1] == "geo_sgd_exchange"
+    assert "send" not in ops and "recv" not in ops
+    geo = t.get_trainer_program().global_block().ops[-1]
+    assert geo.attrs["push_nums"] == 5 and geo.attrs["counts"] == [2, 1, 1, 1]
+    server = t.get_pserver_program(EPS[0]).global_block()
+    assert [op.type for op in server.ops] == ["elementwise_add"] * 3
+    assert sorted(v.name for v in server.vars.values() if v.is_data) == [
+        "fc_0.b_0@DELTA", "fc_0.w_0.block0@DELTA", "fc_1.b_0@DELTA"]
+
+
 def test_refusals_name_what_is_unsupported():
     main, startup = build()
     c = fluid.DistributeTranspilerConfig()
-    c.geo_sgd_mode = True
+    c.enable_dc_asgd = True
     t = fluid.DistributeTranspiler(c)
-    with pytest.raises(PServerError, match="GEO-SGD and DC-ASGD"):
+    with pytest.raises(PServerError, match="DC-ASGD"):
         t.transpile(0, program=main, pservers=EPS[0], trainers=1, startup_program=startup)
     with pytest.raises(PServerError, match="transpile"):
         fluid.DistributeTranspiler().get_trainer_program()

@@ -1387,6 +1387,10 @@ PSERVER_CASES = [
          {"Out": [t(4, 8), t(3, 8)]}),
     case("fetch_barrier", {"X": [t(4, 8), t(3)]}, {"endpoints": ["a:1"]},
          {"Out": [t(4, 8), t(3)]}),
+    case("geo_sgd_exchange", {"Old": [t(4, 8), t(3)], "X": [t(4, 8), t(3)]},
+         {"params": ["w", "b"], "blocks": ["w.block0", "w.block1", "b"], "starts": [0, 2, 0],
+          "ends": [2, 4, 3], "counts": [2, 1], "epmap": ["a:1", "b:2", "a:1"], "push_nums": 4,
+          "trainers": 2}, {"Out": [t(4, 8), t(3)]}),
 ]
 CASES.extend(PSERVER_CASES)  # test_every_op_has_a_case reads CASES when it runs
 

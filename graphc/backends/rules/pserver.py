@@ -88,3 +88,19 @@ def _fetch_barrier(c: RuleContext, X):
         return list(blocks)
 
     return {"Out": list(io_callback(host, shapes, *xs, ordered=True))}
+
+
+@lowering("geo_sgd_exchange")
+def _geo_sgd_exchange(c: RuleContext, Old, X):
+    ch = _channel(c)
+    olds, xs = _as_list(Old), _as_list(X)
+    shapes = [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in xs]
+    spec = {k: list(c[k]) for k in ("params", "blocks", "starts", "ends", "counts", "epmap")}
+    spec.update(push_nums=c["push_nums"], trainers=c["trainers"])
+    n = len(xs)
+
+    def host(*arrays):
+        return ch.geo_exchange(spec, [np.asarray(a) for a in arrays[:n]],
+                               [np.asarray(a) for a in arrays[n:]])
+
+    return {"Out": list(io_callback(host, shapes, *olds, *xs, ordered=True))}

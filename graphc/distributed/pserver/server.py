@@ -61,7 +61,7 @@ def serve(program, executor=None, scope=None) -> dict:
     for rank in cluster.trainers:
         comm.send(layout, dest=rank, tag=TAG_LAYOUT)
     stats = {"rounds": 0, "bytes_received": 0, "bytes_sent": 0}
-    if info["sync_mode"]:
+    if info["sync_mode"] and not info.get("geo"):
         _serve_sync(program, exe, scope, cluster, layout, feeds_of, info, stats)
     else:
         _serve_async(program, exe, scope, cluster, layout, info, stats)
@@ -69,8 +69,8 @@ def serve(program, executor=None, scope=None) -> dict:
 
 
 def _serve_async(program, exe, scope, cluster, layout, info, stats) -> None:
-    """Each trainer's gradients are applied as they arrive (no averaging, no waiting for the
-    others); the trainer gets the blocks as they are right after its update."""
+    """Each trainer's gradients (GEO: deltas) are applied as they arrive (no averaging, no
+    waiting for the others); the trainer gets the blocks as they are right after its update."""
     from mpi4py import MPI
     comm, live = cluster.comm, set(range(info["trainers"]))
     trainer_of = {r: t for t, r in enumerate(cluster.trainers)}

@@ -34,6 +34,8 @@ class TrainerChannel:
         self.done = False
         self._grads: dict[str, np.ndarray] = {}
         self._params: dict[str, np.ndarray] | None = None
+        self._geo_old: dict[str, np.ndarray] | None = None
+        self._geo_step = 0
         self._requests: list = []
         self._keep: list = []  # buffers of pending sends
         self.bytes_sent = 0
@@ -100,6 +102,36 @@ class TrainerChannel:
         MPI.Request.Waitall(self._requests)
         self._requests, self._keep, self._params = [], [], None
         self.step += 1
+
+    def geo_exchange(self, spec: dict, olds, xs) -> list[np.ndarray]:
+        """GEO-SGD: every ``push_nums``-th step, send each block's delta (the change since the
+        last sync, divided by the trainer count), take the servers' blocks, and move the
+        local parameters by what the others pushed meanwhile; otherwise return ``xs``."""
+        self._setup()
+        names = spec["params"]
+        if self._geo_old is None:  # the values every trainer and server started from
+            self._geo_old = {n: np.array(o, copy=True) for n, o in zip(names, olds)}
+        self._geo_step += 1
+        if self._geo_step % spec["push_nums"]:
+            return list(xs)
+        local = {n: np.array(x, copy=True) for n, x in zip(names, xs)}
+        old, where, i = self._geo_old, {}, 0
+        for name, count in zip(names, spec["counts"]):
+            for _ in range(count):
+                block, s, e = spec["blocks"][i], spec["starts"][i], spec["ends"][i]
+                i += 1
+                delta = (local[name][s:e] - old[name][s:e]) / spec["trainers"]
+                old[name][s:e] += delta
+                self._grads[f"{block}@DELTA"] = delta.astype(old[name].dtype)
+                where[block] = (name, s, e)
+        self.send_barrier()  # ships the deltas as this step's "gradients"
+        self.recv([], [])  # every server's blocks, in self._params
+        for block, value in self._params.items():
+            name, s, e = where[block]
+            local[name][s:e] += value - old[name][s:e]
+            old[name][s:e] = value
+        self.fetch_barrier()
+        return [local[n] for n in names]
 
     # -- lifetime ------------------------------------------------------------------
     def complete(self) -> None:

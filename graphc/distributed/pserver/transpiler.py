@@ -19,14 +19,17 @@ class Transpiler:
 
     def __init__(self, endpoints: list[str], trainers: int = 1, trainer_id: int = 0,
                  sync_mode: bool = True, slice_var_up: bool = True, min_block_size: int = 8192,
-                 split_method: str = "round_robin", verify: bool = True):
+                 split_method: str = "round_robin", verify: bool = True,
+                 geo_push_nums: int | None = None):
         if not endpoints:
             raise PServerError("a parameter-server job needs at least one server endpoint")
         if trainers < 1 or not 0 <= trainer_id < trainers:
             raise PServerError(f"trainer_id must be in [0, {trainers}), got {trainer_id} "
                                f"(trainers={trainers})")
         self.endpoints, self.trainers, self.trainer_id = list(endpoints), trainers, trainer_id
-        self.sync_mode, self.verify = sync_mode, verify
+        # GEO-SGD (geo_push_nums = k): trainers keep the optimizer, push deltas every k steps
+        self.geo_push_nums = geo_push_nums
+        self.sync_mode, self.verify = sync_mode and geo_push_nums is None, verify
         self.slicer = make_pass("ps-slice-variables", endpoints=self.endpoints,
                                 slice_var_up=slice_var_up, min_block_size=min_block_size,
                                 split_method=split_method)
@@ -49,9 +52,13 @@ class Transpiler:
 
     def transpile(self, main: Program, startup: Program) -> Transpiler:
         self.main, self.startup = main, startup
-        self.trainer_graph, self.trainer_pipeline = self._run(
-            main, self.slicer, make_pass("ps-trainer-graph", trainer_id=self.trainer_id,
-                                         sync_mode=self.sync_mode))
+        if self.geo_push_nums is not None:
+            trainer = make_pass("ps-geo-trainer-graph", trainer_id=self.trainer_id,
+                                trainers=self.trainers, push_nums=self.geo_push_nums)
+        else:
+            trainer = make_pass("ps-trainer-graph", trainer_id=self.trainer_id,
+                                sync_mode=self.sync_mode)
+        self.trainer_graph, self.trainer_pipeline = self._run(main, self.slicer, trainer)
         self._servers.clear()
         return self
 
@@ -71,9 +78,12 @@ class Transpiler:
             raise PServerError(f"endpoint '{endpoint}' is not one of the servers "
                                f"{self.endpoints}")
         if endpoint not in self._servers:
-            graph, _ = self._run(self.main, self.slicer, make_pass(
-                "ps-server-graph", endpoint=endpoint, trainers=self.trainers,
-                sync_mode=self.sync_mode))
+            if self.geo_push_nums is not None:
+                server = make_pass("ps-geo-server-graph", endpoint=endpoint)
+            else:
+                server = make_pass("ps-server-graph", endpoint=endpoint, trainers=self.trainers,
+                                   sync_mode=self.sync_mode)
+            graph, _ = self._run(self.main, self.slicer, server)
             entries = []
             for v in graph.inputs:
                 src = v.var.extra.get(SOURCE_KEY)
@@ -86,7 +96,7 @@ class Transpiler:
     def server_info(self, endpoint: str) -> dict:
         return {"endpoint": endpoint, "endpoints": list(self.endpoints),
                 "server_id": self.endpoints.index(endpoint), "trainers": self.trainers,
-                "sync_mode": self.sync_mode}
+                "sync_mode": self.sync_mode, "geo": self.geo_push_nums is not None}
 
     def server_program(self, endpoint: str) -> Program:
         prog = self._server(endpoint)[0].to_program()

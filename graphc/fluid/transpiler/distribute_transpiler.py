@@ -103,10 +103,14 @@ class DistributeTranspiler:
         # Paddle's mode selection: SYNC if sync_mode or completely_not_async, else ASYNC
         # (half-async with one thread per trainer is async: trainers never wait for each other)
         sync = bool(sync_mode and cfg.sync_mode) or bool(cfg.completely_not_async)
-        if cfg.geo_sgd_mode or cfg.enable_dc_asgd:
-            raise PServerError("GEO-SGD and DC-ASGD parameter-server training do not run in "
-                               "graphc yet (sync and async do; docs/parameter_server.md, "
-                               "Status)")
+        if cfg.enable_dc_asgd:
+            raise PServerError("DC-ASGD parameter-server training does not run in graphc yet "
+                               "(sync, async and GEO-SGD do; docs/parameter_server.md, Status)")
+        geo = None
+        if cfg.geo_sgd_mode:
+            geo = int(cfg.geo_sgd_need_push_nums)
+            if geo < 1:
+                raise ValueError(f"geo_sgd_need_push_nums must be >= 1, got {geo}")
         endpoints = [e.strip() for e in str(pservers).split(",") if e.strip()]
         if not isinstance(trainers, int):
             raise TypeError(f"in pserver mode trainers is the number of trainers (an int), "
@@ -116,7 +120,8 @@ class DistributeTranspiler:
         self._impl = Transpiler(endpoints, trainers, self.trainer_id, sync_mode=sync,
                                 slice_var_up=cfg.slice_var_up,
                                 min_block_size=cfg.min_block_size,
-                                split_method=self._method.method).transpile(program, startup)
+                                split_method=self._method.method,
+                                geo_push_nums=geo).transpile(program, startup)
         if cfg.print_log:
             log.warning("trainer graph:\n%s", self._impl.trainer_graph)
 

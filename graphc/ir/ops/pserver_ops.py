@@ -68,3 +68,23 @@ register("recv", "X*", "Out*", {**_BLOCK_ATTRS, "shapes": "ints", "ranks": "ints
 register("fetch_barrier", "X*", "Out*", {"endpoints": "strs", "trainer_id": ("int", 0)},
          infer=_fetch_barrier, traits=_TRAITS, inplace={"Out": "X"},
          doc="every server has answered this step's receives; Out is X (the received blocks)")
+
+
+def _geo(c: InferContext):
+    olds, news = c.xs("Old"), c.xs("X")
+    c.check(len(olds) == len(news), f"{len(olds)} Old values for {len(news)} parameters")
+    c.check(all(a == b for a, b in zip(olds, news)), "Old and X must pair up by type")
+    c.check(len(c["params"]) == len(news), "params names every parameter")
+    c.check(sum(c["counts"]) == len(c["blocks"]) == len(c["starts"]) == len(c["ends"])
+            == len(c["epmap"]), "counts, blocks, starts, ends and epmap disagree")
+    c.check(c["push_nums"] >= 1, f"push_nums must be >= 1, got {c['push_nums']}")
+    return {"Out": list(news)}
+
+
+register("geo_sgd_exchange", "Old* X*", "Out*",
+         {"params": "strs", "blocks": "strs", "starts": "ints", "ends": "ints", "counts": "ints",
+          "epmap": "strs", "push_nums": "int", "trainers": "int", "trainer_id": ("int", 0)},
+         infer=_geo, traits=_TRAITS,
+         doc="GEO-SGD: every push_nums-th call, push each block's delta (X - the last synced "
+             "value) / trainers to its server and take the server's value back; Out is X "
+             "otherwise. Old: the parameters as the step read them (the first synced value)")
