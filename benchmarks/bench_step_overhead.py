@@ -5,7 +5,9 @@ Run ``python benchmarks/bench_step_overhead.py [--calls 2000] [--rounds 20] [--p
 The model is an MLP 32-32-10 (relu), softmax cross-entropy, Momentum, batch 16, int64
 labels (so the label data check is in the step); both sides feed the same numpy batch and
 bring the loss to host. Prints the median per-call times and their ratio (target <= 1.2).
-``--profile`` prints a cProfile of Executor.run instead, by cumulative time.
+``--profile`` prints a cProfile of Executor.run instead, by cumulative time; ``--breakdown``
+times each part of one run alone (feed checks, state gather and guard, the jitted call,
+the data-check read-back, the commit, the fetch conversion, the x64 context).
 """
 
 from __future__ import annotations
@@ -117,14 +119,90 @@ def profile(calls: int) -> None:
     pstats.Stats(prof).sort_stats("cumulative").print_stats(40)
 
 
+def breakdown() -> dict[str, float]:
+    """Host cost of each part of one Executor.run, timed alone (min of 5 repeats, us): the
+    parts the per-run path does, and what the full feed checks would cost per run."""
+    import timeit
+
+    from graphc.backends.precision import graphc_x64
+    from graphc.runtime import executor as ex
+
+    main, startup, loss = build()
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.standard_normal((BATCH, IN), dtype=np.float32),
+            "label": rng.integers(0, CLASSES, (BATCH, 1), dtype=np.int64)}
+    for _ in range(3):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    fetch = (loss.name,)
+    prep = exe._prepare(main, None, fetch)
+    step = exe.compile(main, feed=feed, fetch_list=[loss])
+    guard, state = prep.state_guards[step], scope._vars
+
+    def t(fn, n=20000):
+        return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
+
+    def x64():
+        with graphc_x64():
+            pass
+
+    out = {"x64 context (enter + exit)": t(x64)}
+    with graphc_x64():
+        out["feed checks: cached plan lookup"] = t(
+            lambda: prep.plans[(fetch, ex._feed_key(feed))])
+        out["feed checks: full (what a plan saves)"] = t(
+            lambda: exe._step(prep, fetch, exe._check_feed_dict(prep, main, feed, None)[1]))
+        out["prepare lookup + fetch names"] = t(
+            lambda: exe._prepare(*exe._unpack(main), tuple([ex._fetch_name(loss)])))
+        out["state gather from scope"] = t(lambda: [state[n] for n in step.state_names])
+        inputs = [state[n] for n in step.state_names]
+        split = len(step.updated_names)
+        updated, readonly = tuple(inputs[:split]), tuple(inputs[split:])
+        out["state type guard (check + ran)"] = t(
+            lambda: (guard.check(scope, inputs), guard.ran(updated, readonly)))
+        box = [updated]
+
+        def call():
+            new, _, fetched, checks = step(box[0], readonly, (feed["x"], feed["label"]), 0)
+            box[0] = new
+            jax.block_until_ready(fetched)
+            return fetched, checks
+
+        out["jitted call incl. feed transfer + device"] = t(call, 3000)
+        fetched, checks = call()
+        state.update(zip(step.updated_names, box[0]))
+        out["data-check read-back"] = t(
+            lambda: any(row[0] for row in np.asarray(checks).tolist()))
+        out["state commit"] = t(lambda: (state.update(zip(step.updated_names, box[0])),
+                                         scope._run_counters.get(main, 0)))
+        out["fetch conversion"] = t(lambda: [np.asarray(a) for a in fetched])
+        # everything but XLA: the run with its jitted call answered at once
+        done = step._jitted(box[0], readonly, (feed["x"], feed["label"]), None)
+        jax.block_until_ready(done)
+    jitted, step._jitted = step._jitted, lambda *args: done
+    try:
+        out["whole run, jitted call stubbed (host only)"] = t(
+            lambda: exe.run(main, feed=feed, fetch_list=[loss], scope=scope))
+    finally:
+        step._jitted = jitted
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--calls", type=int, default=2000, help="timed calls per contender")
     ap.add_argument("--rounds", type=int, default=20, help="interleaved rounds")
     ap.add_argument("--profile", action="store_true", help="cProfile Executor.run instead")
+    ap.add_argument("--breakdown", action="store_true",
+                    help="time each part of one run alone instead")
     args = ap.parse_args(argv)
     if args.profile:
         profile(args.calls)
+        return 0
+    if args.breakdown:
+        for part, us in breakdown().items():
+            print(f"  {part:44s} {us:7.2f} us")
         return 0
     r = bench(args.calls, args.rounds)
     print(f"MLP {IN}-{HIDDEN}-{CLASSES}, batch {BATCH}, Momentum, jax {jax.__version__} "
