@@ -111,7 +111,25 @@ from .math import (
 from .math_op_patch import monkey_patch_variable
 from .metric_op import auc
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
-from .sequence import sequence_first_step, sequence_last_step, sequence_pool
+from .rnn import dynamic_gru, dynamic_lstm, dynamic_lstmp, gru_unit, lstm_unit
+from .sequence import (
+    sequence_concat,
+    sequence_conv,
+    sequence_enumerate,
+    sequence_expand,
+    sequence_expand_as,
+    sequence_first_step,
+    sequence_last_step,
+    sequence_mask,
+    sequence_pad,
+    sequence_pool,
+    sequence_reshape,
+    sequence_reverse,
+    sequence_scatter,
+    sequence_slice,
+    sequence_softmax,
+    sequence_unpad,
+)
 from .tensor import (
     assign,
     cast,
@@ -131,23 +149,27 @@ monkey_patch_variable()
 __all__ = [
     "abs", "accuracy", "arange", "argmax", "argmin", "argsort", "assign", "auc", "batch_norm",
     "bpr_loss", "cast", "clip", "clip_by_norm", "concat", "conv2d", "cos_sim", "cosine_decay",
-    "cross_entropy", "data", "dropout", "elementwise_add", "elementwise_div",
-    "elementwise_floordiv", "elementwise_max", "elementwise_min", "elementwise_mod",
-    "elementwise_mul", "elementwise_pow", "elementwise_sub", "embedding", "equal", "exp", "expand",
-    "expand_as", "exponential_decay", "fc", "fill_constant", "fill_constant_batch_size_like",
-    "flatten", "gather", "gather_nd", "gelu", "get_tensor_from_selected_rows", "greater_equal",
-    "greater_than", "huber_loss", "increment", "inverse_time_decay", "kldiv_loss", "l2_normalize",
-    "layer_norm", "leaky_relu", "less_equal", "less_than", "linear_lr_warmup", "log", "log_loss",
-    "logical_and", "logical_not", "logical_or", "logical_xor", "margin_rank_loss", "matmul", "mean",
+    "cross_entropy", "data", "dropout", "dynamic_gru", "dynamic_lstm", "dynamic_lstmp",
+    "elementwise_add", "elementwise_div", "elementwise_floordiv", "elementwise_max",
+    "elementwise_min", "elementwise_mod", "elementwise_mul", "elementwise_pow", "elementwise_sub",
+    "embedding", "equal", "exp", "expand", "expand_as", "exponential_decay", "fc", "fill_constant",
+    "fill_constant_batch_size_like", "flatten", "gather", "gather_nd", "gelu",
+    "get_tensor_from_selected_rows", "greater_equal", "greater_than", "gru_unit", "huber_loss",
+    "increment", "inverse_time_decay", "kldiv_loss", "l2_normalize", "layer_norm", "leaky_relu",
+    "less_equal", "less_than", "linear_lr_warmup", "log", "log_loss", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "lstm_unit", "margin_rank_loss", "matmul", "mean",
     "merge_selected_rows", "mse_loss", "natural_exp_decay", "noam_decay", "not_equal", "one_hot",
     "ones", "ones_like", "piecewise_decay", "polynomial_decay", "pool2d", "pow", "range",
     "rank_loss", "reduce_all", "reduce_any", "reduce_max", "reduce_mean", "reduce_min",
-    "reduce_prod", "reduce_sum", "relu", "reshape", "scale", "scatter", "sequence_first_step",
-    "sequence_last_step", "sequence_pool", "shape", "sigmoid",
-    "sigmoid_cross_entropy_with_logits", "sign", "slice", "smooth_l1", "softmax",
-    "softmax_with_cross_entropy", "split", "sqrt", "square", "square_error_cost", "squeeze",
-    "stack", "strided_slice", "sums", "tanh", "topk", "transpose", "uniform_random_batch_size_like",
-    "unsqueeze", "unstack", "where", "zeros", "zeros_like",
+    "reduce_prod", "reduce_sum", "relu", "reshape", "scale", "scatter", "sequence_concat",
+    "sequence_conv", "sequence_enumerate", "sequence_expand", "sequence_expand_as",
+    "sequence_first_step", "sequence_last_step", "sequence_mask", "sequence_pad", "sequence_pool",
+    "sequence_reshape", "sequence_reverse", "sequence_scatter", "sequence_slice",
+    "sequence_softmax", "sequence_unpad", "shape", "sigmoid", "sigmoid_cross_entropy_with_logits",
+    "sign", "slice", "smooth_l1", "softmax", "softmax_with_cross_entropy", "split", "sqrt",
+    "square", "square_error_cost", "squeeze", "stack", "strided_slice", "sums", "tanh", "topk",
+    "transpose", "uniform_random_batch_size_like", "unsqueeze", "unstack", "where", "zeros",
+    "zeros_like",
 ]
 
 

@@ -1,0 +1,251 @@
+"""Lowering of the recurrent ops (lstm, lstmp, gru over LoD sequences; gru_unit, lstm_unit):
+a loop over time on the packed tokens, sequences as rows, finished sequences masked.
+
+The loop (``recur``) runs ``max(lengths)`` steps, a count known only on device
+(``lax.while_loop``), so the compiled step depends on the token bucket alone, and a batch of
+short sequences never pays for the bucket's worst case. Step ``t`` gathers token ``t`` of
+every sequence from the packed buffer (``offsets + t``; reversed: from the end), runs the cell
+on the ``[N, ...]`` rows, keeps the old state of finished sequences and scatters the new one
+back to its token's row, so padding rows stay zero and never feed a state. A while loop has
+no reverse-mode derivative: ``recur`` is a ``jax.custom_vjp`` whose backward pass runs the
+same steps backwards (back-propagation through time with the saved per-token states, the
+vjp of one cell per step), so ``jax.vjp`` of these rules (the generic LoD gradient) works.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ...ir.ops.rnn_ops import UNIT_ACTIVATIONS
+from ..lod import LENGTHS_DTYPE, LoDArray
+from .registry import lowering
+
+ACTS = {"sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "relu": jax.nn.relu,
+        "identity": lambda v: v}
+
+
+def _rows(mask, like):
+    return mask.reshape(mask.shape + (1,) * (like.ndim - 1))
+
+
+def _positions(t, offsets, lengths, reverse: bool):
+    """Row of token ``t`` of every sequence (from the end when reversed), and which
+    sequences are that long."""
+    pos = lengths - 1 - t if reverse else t
+    return offsets + pos, t < lengths
+
+
+def _take(data, idx):
+    return jnp.take(data, jnp.clip(idx, 0, data.shape[0] - 1), axis=0)
+
+
+def _prepare(xs, lengths):
+    lengths = lengths.astype(LENGTHS_DTYPE)
+    return xs[0].shape[0], jnp.cumsum(lengths) - lengths, lengths, \
+        jnp.max(lengths, initial=0).astype(LENGTHS_DTYPE)
+
+
+def _run(step, reverse, params, xs, lengths, init):
+    cap, offsets, lengths, steps = _prepare(xs, lengths)
+    states0 = tuple(jnp.zeros((cap, *s.shape[1:]), s.dtype) for s in init)
+
+    def body(loop):
+        t, carry, states = loop
+        idx, active = _positions(t, offsets, lengths, reverse)
+        new = step(params, tuple(_take(x, idx) for x in xs), carry, t)
+        carry = tuple(jnp.where(_rows(active, c), n.astype(c.dtype), c)
+                      for n, c in zip(new, carry))
+        dest = jnp.where(active, idx, cap)  # finished sequences write nowhere
+        states = tuple(s.at[dest].set(n.astype(s.dtype), mode="drop")
+                       for s, n in zip(states, new))
+        return t + 1, carry, states
+
+    loop = (jnp.zeros((), LENGTHS_DTYPE), tuple(init), states0)
+    _, carry, states = lax.while_loop(lambda lp: lp[0] < steps, body, loop)
+    return states, carry
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0, 1))
+def recur(step, reverse, params, xs, lengths, init):
+    """Per-token states ``[T_cap, ...]`` (one per carry) of ``step(params, x_t, carry, t) ->
+    new carry`` run over each sequence of the packed ``xs`` from the carry ``init``
+    (``[N, ...]`` each). Differentiable in params, xs and init."""
+    return _run(step, reverse, params, xs, lengths, init)[0]
+
+
+def _recur_fwd(step, reverse, params, xs, lengths, init):
+    states = _run(step, reverse, params, xs, lengths, init)[0]
+    return states, (params, xs, lengths, init, states)
+
+
+def _recur_bwd(step, reverse, res, d_states):
+    params, xs, lengths_in, init, states = res
+    cap, offsets, lengths, steps = _prepare(xs, lengths_in)
+    zeros = functools.partial(jax.tree.map, jnp.zeros_like)
+
+    def body(loop):
+        t, dcarry, dparams, dxs = loop
+        idx, active = _positions(t, offsets, lengths, reverse)
+        prev_idx = idx + 1 if reverse else idx - 1
+        x_t = tuple(_take(x, idx) for x in xs)
+        prev = tuple(jnp.where(t == 0, c, _take(s, prev_idx)) for c, s in zip(init, states))
+        cot = tuple(jnp.where(_rows(active, dc), dc + _take(ds, idx), 0).astype(dc.dtype)
+                    for dc, ds in zip(dcarry, d_states))
+        _, vjp = jax.vjp(lambda p, x, c: tuple(step(p, x, c, t)), params, x_t, prev)
+        dp, dx, dprev = vjp(cot)
+        dest = jnp.where(active, idx, cap)
+        dxs = tuple(g.at[dest].add(d.astype(g.dtype), mode="drop") for g, d in zip(dxs, dx))
+        dcarry = tuple(jnp.where(_rows(active, dc), d.astype(dc.dtype), dc)
+                       for dc, d in zip(dcarry, dprev))
+        dparams = jax.tree.map(jnp.add, dparams, dp)
+        return t - 1, dcarry, dparams, dxs
+
+    loop = (steps - 1, zeros(tuple(init)), zeros(params), zeros(tuple(xs)))
+    _, dinit, dparams, dxs = lax.while_loop(lambda lp: lp[0] >= 0, body, loop)
+    dlengths = np.zeros(np.shape(lengths_in), jax.dtypes.float0)
+    return dparams, dxs, dlengths, dinit
+
+
+recur.defvjp(_recur_fwd, _recur_bwd)
+
+
+def _zeros_state(x: LoDArray, width: int):
+    return jnp.zeros((x.num_sequences, width), x.dtype)
+
+
+# -- cells --------------------------------------------------------------------------------------
+
+def _lstm_cell(gates, c_prev, peep, acts):
+    """Paddle's LSTM cell on pre-activations ordered candidate, input, forget, output."""
+    gate, cell, cand = acts
+    g_c, g_i, g_f, g_o = jnp.split(gates, 4, axis=-1)
+    if peep is not None:
+        w_ic, w_fc, w_oc = peep
+        g_i, g_f = g_i + w_ic * c_prev, g_f + w_fc * c_prev
+    c = gate(g_f) * c_prev + gate(g_i) * cand(g_c)
+    if peep is not None:
+        g_o = g_o + w_oc * c
+    return gate(g_o) * cell(c), c
+
+
+def _lstm_acts(c):
+    return ACTS[c["gate_activation"]], ACTS[c["cell_activation"]], \
+        ACTS[c["candidate_activation"]]
+
+
+def _peepholes(bias, hidden, use):
+    return tuple(bias[:, k * hidden:(k + 1) * hidden] for k in (4, 5, 6)) if use else None
+
+
+@lowering("lstm")
+def _lstm(c, Input, H0, C0, Weight, Bias):
+    hidden = Weight.shape[0]
+    acts = _lstm_acts(c)
+    use_peep = c["use_peepholes"]
+
+    def step(p, x_t, carry, t):
+        w, b = p
+        h, cell = carry
+        gates = x_t[0] + h @ w + b[:, :4 * hidden]
+        return _lstm_cell(gates, cell, _peepholes(b, hidden, use_peep), acts)
+
+    init = (H0 if H0 is not None else _zeros_state(Input, hidden),
+            C0 if C0 is not None else _zeros_state(Input, hidden))
+    h, cell = recur(step, c["is_reverse"], (Weight, Bias), (Input.data,),
+                    Input.lengths[0], init)
+    return {"Hidden": Input.with_data(h), "Cell": Input.with_data(cell)}
+
+
+@lowering("lstmp")
+def _lstmp(c, Input, H0, C0, Weight, ProjWeight, Bias):
+    hidden = ProjWeight.shape[0]
+    acts = _lstm_acts(c)
+    proj_act = ACTS[c["proj_activation"]]
+    use_peep, cell_clip, proj_clip = c["use_peepholes"], c["cell_clip"], c["proj_clip"]
+
+    def project(h, pw):
+        r = proj_act(h @ pw)
+        return jnp.clip(r, -proj_clip, proj_clip) if proj_clip > 0 else r
+
+    def step(p, x_t, carry, t):
+        w, pw, b = p
+        r, cell = carry
+        gates = x_t[0] + r @ w + b[:, :4 * hidden]
+        gate, cell_act, cand = acts
+        g_c, g_i, g_f, g_o = jnp.split(gates, 4, axis=-1)
+        peep = _peepholes(b, hidden, use_peep)
+        if peep is not None:
+            g_i, g_f = g_i + peep[0] * cell, g_f + peep[1] * cell
+        new_c = gate(g_f) * cell + gate(g_i) * cand(g_c)
+        if cell_clip > 0:
+            new_c = jnp.clip(new_c, -cell_clip, cell_clip)
+        if peep is not None:
+            g_o = g_o + peep[2] * new_c
+        return project(gate(g_o) * cell_act(new_c), pw), new_c
+
+    proj = ProjWeight.shape[1]
+    r0 = proj_act(H0 @ ProjWeight) if H0 is not None else _zeros_state(Input, proj)
+    init = (r0, C0 if C0 is not None else _zeros_state(Input, hidden))
+    r, cell = recur(step, c["is_reverse"], (Weight, ProjWeight, Bias), (Input.data,),
+                    Input.lengths[0], init)
+    return {"Projection": Input.with_data(r), "Cell": Input.with_data(cell)}
+
+
+def gru_weights(w):
+    """Paddle's GRU weight buffer [H, 3H]: the [H, 2H] update/reset weights, then the
+    [H, H] candidate weights, each contiguous (not column blocks of one matrix)."""
+    h = w.shape[0]
+    flat = w.reshape(-1)
+    return flat[:2 * h * h].reshape(h, 2 * h), flat[2 * h * h:].reshape(h, h)
+
+
+def gru_cell(x, h_prev, w, bias, act, gate_act, origin_mode):
+    """One GRU step on pre-activations ``x`` [N, 3H] (update, reset, candidate); returns
+    (hidden, r * h_prev, activated gates [u, r, m])."""
+    hidden = w.shape[0]
+    w_ur, w_c = gru_weights(w)
+    if bias is not None:
+        x = x + bias
+    ur = gate_act(x[:, :2 * hidden] + h_prev @ w_ur)
+    u, r = ur[:, :hidden], ur[:, hidden:]
+    reset = r * h_prev
+    m = act(x[:, 2 * hidden:] + reset @ w_c)
+    h = u * h_prev + (1 - u) * m if origin_mode else (1 - u) * h_prev + u * m
+    return h, reset, jnp.concatenate([ur, m], axis=-1)
+
+
+@lowering("gru")
+def _gru(c, Input, H0, Weight, Bias):
+    hidden = Weight.shape[0]
+    act, gate_act = ACTS[c["activation"]], ACTS[c["gate_activation"]]
+    origin = c["origin_mode"]
+
+    def step(p, x_t, carry, t):
+        w, b = p
+        return (gru_cell(x_t[0], carry[0], w, b, act, gate_act, origin)[0],)
+
+    init = (H0 if H0 is not None else _zeros_state(Input, hidden),)
+    (h,) = recur(step, c["is_reverse"], (Weight, Bias), (Input.data,), Input.lengths[0],
+                 init)
+    return {"Hidden": Input.with_data(h)}
+
+
+@lowering("gru_unit")
+def _gru_unit(c, Input, HiddenPrev, Weight, Bias):
+    act = ACTS[UNIT_ACTIVATIONS[c["activation"]]]
+    gate_act = ACTS[UNIT_ACTIVATIONS[c["gate_activation"]]]
+    h, reset, gate = gru_cell(Input, HiddenPrev, Weight, Bias, act, gate_act,
+                              c["origin_mode"])
+    return {"Gate": gate, "ResetHiddenPrev": reset, "Hidden": h}
+
+
+@lowering("lstm_unit")
+def _lstm_unit(c, X, C_prev):
+    i, f, o, g = jnp.split(X, 4, axis=-1)
+    cell = jax.nn.sigmoid(f + c["forget_bias"]) * C_prev + jax.nn.sigmoid(i) * jnp.tanh(g)
+    return {"C": cell, "H": jax.nn.sigmoid(o) * jnp.tanh(cell)}
