@@ -265,3 +265,87 @@ def test_refusals_name_what_is_unsupported():
         make_pass("ps-slice-variables", split_method="random")
     with pytest.raises(PServerError, match="not one of the servers"):
         Transpiler(EPS).transpile(main, startup).server_program("10.0.0.1:1")
+
+
+class _LoopbackChannel:
+    """Stands in for the MPI channel: records what send ships; recv answers each parameter
+    block with its gradient block + 1 (so the test can tell what came back)."""
+
+    def __init__(self):
+        self.sent, self.calls, self.geo_calls = {}, [], 0
+
+    def send(self, names, epmap, arrays):
+        self.calls.append("send")
+        self.sent.update(zip(names, arrays))
+
+    def send_barrier(self):
+        self.calls.append("send_barrier")
+
+    def recv(self, names, epmap):
+        self.calls.append("recv")
+        grad = {n: n.replace(".block", "@GRAD.block") if ".block" in n else n + "@GRAD"
+                for n in names}
+        return [self.sent[grad[n]] + 1 for n in names]
+
+    def fetch_barrier(self):
+        self.calls.append("fetch_barrier")
+
+    def geo_exchange(self, spec, olds, xs):
+        self.geo_calls += 1
+        return [x * 0 + self.geo_calls for x in xs]
+
+
+def test_trainer_program_runs_its_exchange_in_order_inside_one_compiled_step():
+    """The trainer program under the ordinary Executor, with a loopback channel: the ordered
+    host callbacks run send x4, send_barrier, recv x4, fetch_barrier, and what recv returns
+    becomes the parameters; a GEO program calls its exchange once per step."""
+    from graphc.backends.rules.pserver import install_channel
+    main, startup = build()
+    ch = _LoopbackChannel()
+    install_channel(ch)
+    try:
+        t = Transpiler(EPS, trainers=2).transpile(main, startup)
+        exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+        exe.run(startup, scope=scope)
+        rng = np.random.default_rng(1)
+        feed = {"x": rng.standard_normal((4, 128)).astype("float32"),
+                "y": rng.standard_normal((4, 1)).astype("float32")}
+        exe.run(t.trainer_program(), feed=feed, scope=scope)
+        assert ch.calls == ["send"] * 4 + ["send_barrier"] + ["recv"] * 4 + ["fetch_barrier"]
+        w = np.asarray(scope["fc_0.w_0"])
+        grad = np.concatenate([ch.sent["fc_0.w_0@GRAD.block0"], ch.sent["fc_0.w_0@GRAD.block1"]])
+        np.testing.assert_array_equal(w, grad + 1)
+        np.testing.assert_array_equal(np.asarray(scope["fc_1.b_0"]), ch.sent["fc_1.b_0@GRAD"] + 1)
+        geo = Transpiler(EPS, trainers=2, geo_push_nums=3).transpile(main, startup)
+        for step in (1, 2):
+            exe.run(geo.trainer_program(), feed=feed, scope=scope)
+            assert ch.geo_calls == step
+            np.testing.assert_array_equal(np.asarray(scope["fc_0.b_0"]), step)
+    finally:
+        install_channel(None)
+
+
+def test_nccl2_mode_is_graphcs_collective_path():
+    """mode="nccl2": the program becomes the collective data-parallel program (every device
+    of every process; here one), and trains as the local program does."""
+    rng = np.random.default_rng(1)
+    feed = {"x": rng.standard_normal((4, 128)).astype("float32"),
+            "y": rng.standard_normal((4, 1)).astype("float32")}
+    results = []
+    for nccl2 in (False, True):
+        with fluid.unique_name.guard():
+            main, startup = build()
+        if nccl2:
+            c = fluid.DistributeTranspilerConfig()
+            c.mode = "nccl2"
+            fluid.DistributeTranspiler(c).transpile(
+                0, program=main, startup_program=startup, trainers="127.0.0.1:6170",
+                current_endpoint="127.0.0.1:6170")
+            assert main._data_parallel is not None
+        exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+        exe.run(startup, scope=scope)
+        for _ in range(2):
+            exe.run(main, feed=feed, scope=scope)
+        results.append((np.asarray(scope["fc_1.w_0"]), np.asarray(scope["fc_0.w_0"])))
+    np.testing.assert_allclose(results[1][0], results[0][0], atol=1e-6)
+    np.testing.assert_allclose(results[1][1], results[0][1], atol=1e-6)

@@ -78,6 +78,17 @@ def _check_config(config: DistributeTranspilerConfig) -> type[PSDispatcher]:
     return method
 
 
+def _loss_name(program: Program) -> str | None:
+    """The loss ``minimize`` differentiated: the variable whose gradient the backward pass
+    seeds with ones (data-parallel scales that seed by 1/replicas)."""
+    for op in program.global_block().ops:
+        if op.type == "fill_constant" and op.role == "backward":
+            out = op.output_arg_names[0]
+            if out.endswith("@GRAD"):
+                return out[:-len("@GRAD")]
+    return None
+
+
 class DistributeTranspiler:
     """``DistributeTranspiler(config).transpile(trainer_id, program=, pservers=, trainers=,
     sync_mode=, startup_program=, current_endpoint=)``, then ``get_trainer_program()`` on a
@@ -128,8 +139,6 @@ class DistributeTranspiler:
     def _transpile_collective(self, trainers, current_endpoint):
         """nccl2 / collective: every trainer keeps the whole model and all-reduces gradients:
         graphc's collective path (data-parallel over every device of every process)."""
-        import jax
-
         from ...distributed import worker_num
         from ...runtime.compiled_program import CompiledProgram
         from ...strategy import BuildStrategy
@@ -140,9 +149,8 @@ class DistributeTranspiler:
         bs.trainer_id = self.trainer_id
         bs.use_hierarchical_allreduce = self.config.use_hierarchical_allreduce
         bs.hierarchical_allreduce_inter_nranks = self.config.hierarchical_allreduce_inter_nranks
-        del jax
         compiled = CompiledProgram(self.origin_program, build_strategy=bs)
-        compiled.with_data_parallel(places=None)
+        compiled.with_data_parallel(loss_name=_loss_name(self.origin_program), places=None)
         self.origin_program._data_parallel = compiled
 
     def _require(self) -> Transpiler:
