@@ -25,6 +25,12 @@ bytes with and without reuse) and reports counts, declines and predicted peak by
 ``batch_size`` in its statistics. ``plan.predict(batch)`` gives the bytes for any batch
 size; every ``-1`` dimension is taken to be the batch. The plan is for the sequential
 schedule; ops run concurrently (the interpreter's thread pool) never share buffers.
+
+LoD values (docs/lod.md) are sized by their token bucket, not the batch: their ``-1`` token
+dimension counts ``lod_tokens`` rows (0: as many as the batch; the real bucket is chosen per
+batch at the feed), reported as ``LoD values (sized at N tokens)``. A LoD output takes its
+input's buffer only through a row-wise op (which keeps the input's bucket); LoD values never
+enter memory-optimize's pool (two feeds' buckets differ): both are reported as declines.
 """
 
 from __future__ import annotations
@@ -64,24 +70,29 @@ def inplace_candidates(op_type: str) -> dict[str, str]:
     return {}
 
 
-def symbolic_bytes(value: Value) -> tuple[int, int]:
-    """(bytes of the known dims, number of -1 dims): bytes = first * batch ** second."""
+def symbolic_bytes(value: Value) -> tuple[int, int, int]:
+    """(bytes of the known dims, number of batch dims, number of token dims): bytes =
+    first * batch ** second * tokens ** third (a LoD value's dim 0 counts tokens)."""
     return _type_bytes(value.type)
 
 
 @functools.lru_cache(maxsize=4096)
-def _type_bytes(type: TensorType) -> tuple[int, int]:
+def _type_bytes(type: TensorType) -> tuple[int, int, int]:
     size, unknown = _ITEMSIZE.get(type.dtype, 4), 0
     if type.sparse:
         # values [n, *shape[1:]] and n int32 row indices; n (one row per id) is taken to
         # grow with the batch like any other -1 dimension
-        return size * math.prod(type.shape[1:]) + _ITEMSIZE[ROWS_DTYPE], 1
-    for d in type.shape:
+        return size * math.prod(type.shape[1:]) + _ITEMSIZE[ROWS_DTYPE], 1, 0
+    shape = type.shape
+    tokens = 0
+    if type.lod_level and shape:  # the packed tokens: the bucket, not the batch
+        tokens, shape = 1, shape[1:]
+    for d in shape:
         if d < 0:
             unknown += 1
         else:
             size *= d
-    return size, unknown
+    return size, unknown, tokens
 
 
 # -- the plan ------------------------------------------------------------------------------
@@ -135,7 +146,7 @@ class _Buffer:
     """One buffer: the values it holds one after another, as live segments [start, end] of
     op positions (-1: before the first op; the op count: returned by the step)."""
 
-    size: tuple[int, int]
+    size: tuple[int, int, int]
     segments: list[list[int]]
     holder: Value  # the value in it now
     holder_end: int  # where the holder dies
@@ -159,14 +170,16 @@ class _Schedule:
     """Buffers with live intervals over op positions, and the step's argument/output sets."""
 
     buffers: list[_Buffer]
-    arguments: list[tuple[int, int]]
-    outputs: list[tuple[int, int]]
-    donated: list[tuple[int, int]]
+    arguments: list[tuple[int, int, int]]
+    outputs: list[tuple[int, int, int]]
+    donated: list[tuple[int, int, int]]
     num_ops: int
 
-    def predict(self, batch: int) -> MemoryPrediction:
-        def nbytes(size: tuple[int, int]) -> int:
-            return size[0] * batch ** size[1]
+    def predict(self, batch: int, tokens: int = 0) -> MemoryPrediction:
+        tokens = tokens or batch
+
+        def nbytes(size: tuple[int, int, int]) -> int:
+            return size[0] * batch ** size[1] * tokens ** size[2]
 
         n = self.num_ops
         live = [0] * (n + 3)
@@ -209,6 +222,8 @@ class MemoryPlan:
     reuse: list[Reuse]
     buffer_of: dict[str, int]
     declined: dict[str, int]
+    lod_values: int  # LoD values planned (sized at ``lod_tokens`` tokens)
+    lod_tokens: int
     with_reuse: MemoryPrediction
     without_reuse: MemoryPrediction
     _schedule: _Schedule = field(repr=False)
@@ -222,9 +237,10 @@ class MemoryPlan:
     def peak_bytes_without_reuse(self) -> int:
         return self.without_reuse.peak
 
-    def predict(self, batch_size: int, reuse: bool = True) -> MemoryPrediction:
-        """Bytes at another batch size (every -1 dimension is the batch)."""
-        return (self._schedule if reuse else self._baseline).predict(batch_size)
+    def predict(self, batch_size: int, reuse: bool = True, tokens: int = 0) -> MemoryPrediction:
+        """Bytes at another batch size (every -1 dimension is the batch; a LoD value's token
+        dimension is ``tokens``, 0: the batch)."""
+        return (self._schedule if reuse else self._baseline).predict(batch_size, tokens)
 
     def is_current(self, graph: Graph) -> bool:
         return getattr(graph, "memory_plan", None) is self and graph._version == \
@@ -258,7 +274,8 @@ class MemoryPlan:
 
 @gc_paused  # it allocates a few objects per value, none of them garbage
 def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool = True,
-                pool: bool = False, pass_name: str = "enable-inplace") -> MemoryPlan:
+                pool: bool = False, pass_name: str = "enable-inplace",
+                lod_tokens: int = 0) -> MemoryPlan:
     """Plan buffers for ``graph`` with ``keep`` (fetched values) live to the end."""
     order = graph.ops()
     n = len(order)
@@ -336,7 +353,7 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
                             candidates = [candidates[pos]]
                         for i in candidates:
                             why = _reusable(i, o, t, reads, buf, buffers, keep,
-                                            donated_now)
+                                            donated_now, op.type)
                             if why is None:
                                 taken = (i, "donated" if i.var.persistable else "inplace",
                                          f"{in_slot} -> {out_slot}")
@@ -345,7 +362,9 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
                             decline(why)
                     if taken is None and donated_now and o.var.persistable:
                         taken = _donated_fallback(o, t, final, buf, buffers, updated_by_var)
-                    if taken is None and pooling and not o.var.persistable \
+                    if taken is None and pooling and o.type.lod_level:
+                        decline(_LOD_POOL)
+                    elif taken is None and pooling and not o.var.persistable \
                             and not o.type.sparse:
                         stack = free.get(symbolic_bytes(o) + (o.dtype,))
                         if stack:
@@ -363,7 +382,7 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
                 for v in data_in + [o for vs in outs.values() for o in vs]:
                     b = buf.get(v)
                     if b is None or buffers[b].holder is not v or buffers[b].start < 0 \
-                            or v.type.sparse:
+                            or v.type.sparse or v.type.lod_level:
                         continue
                     if buffers[b].holder_end == t and v not in live_to_end and b not in pooled:
                         free.setdefault(buffers[b].size + (v.dtype,), []).append(b)
@@ -382,19 +401,28 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
     buffer_of: dict[str, int] = {}
     with_reuse = schedule(True, declined, reuse, buffer_of)
     baseline = schedule(False, None, None, None)
+    lod_values = sum(1 for v in graph.values.values() if v.type.lod_level)
     return MemoryPlan(pass_name, pool, graph._version, batch_size, reuse, buffer_of,
                       dict(sorted(declined.items(), key=lambda kv: (-kv[1], kv[0]))),
-                      with_reuse.predict(batch_size), baseline.predict(batch_size),
-                      with_reuse, baseline)
+                      lod_values, lod_tokens or batch_size,
+                      with_reuse.predict(batch_size, lod_tokens),
+                      baseline.predict(batch_size, lod_tokens), with_reuse, baseline)
+
+
+_LOD_POOL = "LoD value: not pooled (each feed's token bucket is chosen per batch)"
 
 
 def _reusable(i: Value, o: Value, t: int, reads: Counter, buf: dict,
-              buffers: list[_Buffer], keep: set, donated_now: bool) -> str | None:
+              buffers: list[_Buffer], keep: set, donated_now: bool,
+              op_type: str = "") -> str | None:
     """None when ``o`` may take ``i``'s buffer at position ``t``, else why not."""
     if i.type.sparse or o.type.sparse:
         return "row-sparse value (rows and values: two buffers, sized only when run)"
     if i.type != o.type:
         return "input and output types differ"
+    if i.type.lod_level and get_op_def(op_type).lod != "rowwise":
+        return ("LoD value through an op that is not row-wise (its output need not keep the "
+                "input's token bucket)")
     if reads[i] != 1:
         return "the op reads the input more than once"
     if i in keep:
@@ -438,10 +466,11 @@ class EnableInplace(Pass):
     reuse_pool: ClassVar[bool] = False  # memory-optimize also reuses dead buffers across ops
     batch_size: int = Field(1, gt=0)  # the batch the statistics' byte counts are for
     donate_state: bool = True  # the runtime donates updated state (graphc's JAX backend)
+    lod_tokens: int = Field(0, ge=0)  # LoD values' token bucket in the statistics (0: batch)
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         plan = plan_memory(graph, ctx.keep, self.batch_size, self.donate_state,
-                           self.reuse_pool, self.name)
+                           self.reuse_pool, self.name, self.lod_tokens)
         graph.memory_plan = plan
         report(plan, ctx)
 
@@ -454,6 +483,8 @@ def report(plan: MemoryPlan, ctx: PassContext) -> None:
         ctx.count("pool reuses", plan.count("pool"))
     for reason, n in plan.declined.items():
         ctx.decline(reason, n)
+    if plan.lod_values:
+        ctx.count(f"LoD values (sized at {plan.lod_tokens} tokens)", plan.lod_values)
     b = plan.batch_size
     ctx.count(f"predicted peak bytes (batch {b})", plan.with_reuse.peak)
     ctx.count(f"predicted peak bytes without reuse (batch {b})", plan.without_reuse.peak)

@@ -34,6 +34,10 @@ _GRAD_INS = ("X", "Scale", "Bias", "SavedMean", "SavedVariance")
 _GRAD_OUTS = tuple(s + GRAD_SUFFIX for s in ("X", "Scale", "Bias"))
 
 
+# batch_norm has a LoD rule (statistics over the real tokens); the fused op has none
+_LOD = "batch_norm on a LoD value (fused_batch_norm_act takes dense values)"
+
+
 def _frozen_stats(attrs: dict) -> bool:
     return bool(attrs.get("is_test") or attrs.get("use_global_stats"))
 
@@ -78,6 +82,9 @@ class FuseBatchNormAct(Pass):
         users = graph.users(y)
         acts = [u for u, slot, _ in users if slot == "X"
                 and get_op_def(u.type).has_trait(ACTIVATION)]
+        if acts and bn.input("X").type.lod_level:
+            ctx.decline(_LOD)
+            return
         if not acts:
             return  # not a candidate: no activation follows
         act = next((u for u in acts if u.type in self.act_types), None)
@@ -130,6 +137,9 @@ class FuseBatchNormAct(Pass):
             return  # not a candidate
         if act not in self.act_types:
             ctx.decline(f"activation gradient {act_grad.type} not in act_types")
+            return
+        if bn_grad.input("X").type.lod_level:
+            ctx.decline(_LOD)
             return
         if act_grad.output("X" + GRAD_SUFFIX) is not d_inter:
             return

@@ -39,7 +39,8 @@ not updated by one rolled optimizer run in layer order.
 **Declines** (``skipped:`` statistics), the whole run: fewer than ``min_repeats`` layers
 after the shape check; a layer op that draws random numbers (dropout: each layer's mask
 uses its own seed), is a collective or cross-replica op, reads or writes a row-sparse value,
-reads an integer value (ids and labels carry data checks that must stay per op), waits on
+reads an integer value (ids and labels carry data checks that must stay per op), reads or
+writes a LoD value (scan_layers carries dense values; docs/lod.md), waits on
 control dependencies, or is itself a scan; optimizer ops when ``roll_optimizer`` is false
 (data-parallel training: the data-parallel pass must see each optimizer op).
 
@@ -81,6 +82,8 @@ def _decline_reason(graph: Graph, op: Op, roll_optimizer: bool) -> str | None:
         for v in vals:
             if v.type.sparse:
                 return "layer reads or writes a row-sparse value"
+            if v.type.lod_level:  # scan_layers carries dense values only (docs/lod.md)
+                return "layer reads or writes a LoD value (variable-length sequences)"
     for vals in ins.values():
         for v in vals:
             if v.type.dtype.startswith(("int", "uint")):

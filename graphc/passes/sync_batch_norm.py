@@ -42,6 +42,9 @@ class SyncBatchNorm(Pass):
             if _frozen_stats(bn):
                 ctx.decline("is_test or use_global_stats: running statistics, nothing to sync")
                 continue
+            if bn.input("X").type.lod_level:  # sync_batch_norm has no LoD rule (docs/lod.md)
+                ctx.decline("batch_norm on a LoD value: statistics stay per replica")
+                continue
             saved = [v for v in (bn.output("SavedMean"), bn.output("SavedVariance")) if v]
             grads = [u for v in saved for u in graph.user_ops(v) if u.type == "batch_norm_grad"]
             self._replace(ctx, bn, "sync_batch_norm", nranks)
@@ -52,7 +55,8 @@ class SyncBatchNorm(Pass):
             synced.update(saved)
         for op in graph.ops():
             if op.type == "batch_norm_grad" and not _frozen_stats(op) and not (
-                    {op.input("SavedMean"), op.input("SavedVariance")} & synced):
+                    {op.input("SavedMean"), op.input("SavedVariance")} & synced) \
+                    and not op.input("X").type.lod_level:
                 ctx.decline("batch_norm_grad without its forward batch_norm")
 
     @staticmethod
