@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from .. import layers
 from ..ir.errors import ProgramError
-from ._missing import advice_for, missing
-from .core import LoDError
+from ._missing import missing
 
 __all__ = ["glu", "img_conv_group", "scaled_dot_product_attention", "sequence_conv_pool",
            "simple_img_conv_pool"]
@@ -111,7 +110,11 @@ def scaled_dot_product_attention(queries, keys, values, num_heads=1, dropout_rat
 
 def sequence_conv_pool(input, num_filters, filter_size, param_attr=None, act="sigmoid",
                        pool_type="max", bias_attr=None):
-    raise LoDError(f"nets.sequence_conv_pool: {advice_for('nets.sequence_conv_pool')}")
+    """sequence_conv (bias and ``act``) over a LoD ``input``, then sequence_pool of each
+    sequence (``pool_type``): one dense row per sequence."""
+    conv = layers.sequence_conv(input, num_filters, filter_size, param_attr=param_attr,
+                                bias_attr=bias_attr, act=act)
+    return layers.sequence_pool(conv, pool_type)
 
 
 def __getattr__(name: str):
