@@ -152,6 +152,9 @@ def main(out_dir: str) -> None:
         (out / "failed_at").write_text(repr(time.time()))
         raise RuntimeError(f"trainer {tid} fails on purpose after step {step}")
     if use_fleet:
+        if tid == 0:  # the parameters a worker holds export as a local model's would
+            fleet.save_inference_model(exe, str(out / "model"), ["x", "y"], [loss])
+            np.savez(out / "trainer0.final.npz", **params(prog, fluid.global_scope()))
         fleet.stop_worker()
     else:
         pserver.complete()

@@ -101,6 +101,12 @@ def test_async_fleet_job_converges_and_a_failing_trainer_ends_it(tmp_path):
     t0 = np.array(json.loads((tmp_path / "trainer0.losses.json").read_text()))
     t1 = np.array(json.loads((tmp_path / "trainer1.losses.json").read_text()))
     assert len(t0) == len(t1) == ASYNC_STEPS
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    with fluid.scope_guard(scope):
+        fluid.io.load_inference_model(str(tmp_path / "model"), exe)
+    final = np.load(tmp_path / "trainer0.final.npz")
+    for name in final.files:  # fleet.save_inference_model on worker 0
+        np.testing.assert_array_equal(np.asarray(scope[name]), final[name])
     local = local_run(ASYNC_STEPS)[0]
     mean = (t0 + t1) / 2  # half the learning rate: 2 trainers make 2 updates per step
     async_final, local_final = mean[-4:].mean(), np.mean(local[-4:])

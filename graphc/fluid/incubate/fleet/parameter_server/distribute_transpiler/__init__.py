@@ -122,6 +122,24 @@ class FleetTranspiler:
         """This worker takes no more steps: the servers stop waiting for it."""
         pserver.complete()
 
+    # -- saving -------------------------------------------------------------------------
+    def save_inference_model(self, executor, dirname, feeded_var_names, target_vars,
+                             main_program=None, export_for_deployment=True):
+        """On a worker: the parameters it holds are the servers' latest (sync mode: after
+        every step), so the origin program exports as a local one would."""
+        from ......saving import save_inference_model
+        if not self.is_worker():
+            raise FleetError("save_inference_model is for workers (they hold every "
+                             "parameter); this process is a server")
+        return save_inference_model(dirname, feeded_var_names, target_vars, executor,
+                                    main_program or self._origin_main,
+                                    export_for_deployment=export_for_deployment)
+
+    def save_persistables(self, executor, dirname, main_program=None, **kwargs):
+        raise FleetError("save_persistables in parameter-server mode would need the optimizer "
+                         "state, which lives on the servers: not supported yet (use "
+                         "save_inference_model for the parameters; docs/parameter_server.md)")
+
 
 class ParameterServerOptimizer:
     """``minimize`` adds backward and update ops as usual, then transpiles the program for
