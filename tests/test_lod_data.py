@@ -368,3 +368,29 @@ def test_per_device_feed_lists_take_lod_feeds():
     uneven = [_ragged_feed(rng, 2) for _ in range(3)] + [_ragged_feed(rng, 1)]
     with pytest.raises(FeedError, match="same number of sequences"):
         exe.run(cp, feed=uneven, fetch_list=[loss], scope=scope)
+
+
+def test_non_iterable_loader_feeds_lod_batches_one_per_device():
+    """iterable=False: exe.run(program) takes one batch per device; LoD batches stay
+    LoDTensors until the executor joins them by sequences and packs them."""
+    batches = _ctr_sample_batches(4, 2, np.random.default_rng(9))
+    m = _ctr(0.01, "adam")
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(m.startup, scope=scope)
+    cp = graphc.CompiledProgram(m.main).with_data_parallel(
+        loss_name=m.loss.name, places=graphc.cpu_places(2))
+    loader = DataLoader.from_generator(feed_list=m.feeds, capacity=2, iterable=False)
+    loader.set_sample_list_generator(lambda: iter(batches))
+    loader.start()
+    got = []
+    with pytest.raises(graphc.io.EOFException):
+        while True:
+            got.append(float(np.mean(exe.run(cp, fetch_list=[m.loss], scope=scope)[0])))
+    loader.reset()
+    # the same as one device fed two batches' samples at a time
+    joined = [batches[0] + batches[1], batches[2] + batches[3]]
+    one, p1 = _ctr_loader_run(joined, 0)
+    np.testing.assert_allclose(got, one, rtol=1e-5)
+    for name, value in p1.items():
+        np.testing.assert_allclose(np.asarray(scope[name]), value, rtol=1e-5, atol=1e-6,
+                                   err_msg=name)
