@@ -1235,3 +1235,142 @@ def sequence_pool_lod(c, pooltype):
     loss = layers.reduce_sum(layers.elementwise_mul(out, w))
     feeds = {"x": create_lod_tensor(c.randn(6, 3), [lengths]), "w": c.randn(4, 3)}
     lod_grad_check(c.program, loss, feeds, ["x"], c.rng)
+
+
+# -- LoD sequence ops beyond sequence_pool (issue 16, tests/test_lod_sequence_ops.py) --------------
+# graphc.testing.lod_checks.fd_check perturbs LoD feeds token by token on the ragged data, dense
+# feeds and parameters element by element; the loss weighs every token differently.
+_SEQ_LENGTHS = [[2, 0, 1, 3]]
+
+
+def _seq_check(c, out, feeds, wrt, state=None):
+    from graphc.testing.lod_checks import fd_check, token_loss
+    loss, w = token_loss(out, c.rng)
+    fd_check(c.program, loss, {**feeds, **w}, wrt, c.rng, state, coords=8)
+
+
+def _seq_x(c, name="x", width=2, lengths=None):
+    from graphc.runtime.lod import create_lod_tensor
+    lengths = lengths or _SEQ_LENGTHS
+    x = graphc.data(name, [-1, width], "float64", lod_level=len(lengths))
+    x.stop_gradient = False
+    return x, create_lod_tensor(c.randn(sum(lengths[-1]), width), lengths)
+
+
+@grad_case("sequence_softmax", params=[{"level": 1}, {"level": 2}])
+def sequence_softmax_lod(c, level):
+    x, t = _seq_x(c, width=1, lengths=_SEQ_LENGTHS if level == 1 else [[1, 2], [2, 0, 3]])
+    _seq_check(c, layers.sequence_softmax(x), {"x": t}, ["x"])
+
+
+@grad_case("sequence_conv", params=[{"n": 3, "start": None}, {"n": 2, "start": -2}])
+def sequence_conv_lod(c, n, start):
+    import graphc.fluid as fluid
+    x, t = _seq_x(c)
+    out = layers.sequence_conv(x, 2, n, padding_start=start, bias_attr=False,
+                               param_attr=fluid.ParamAttr(name="seq_f"))
+    _seq_check(c, out, {"x": t}, ["x", "seq_f"], {"seq_f": c.randn(2 * n, 2)})
+
+
+@grad_case("sequence_expand", params=[{"ref_level": -1}, {"ref_level": 0}])
+def sequence_expand_lod(c, ref_level):
+    from graphc.runtime.lod import create_lod_tensor
+    lengths = [[1, 2], [2, 0, 3]]
+    rows = 2 if ref_level == 0 else 3
+    d = graphc.data("d", [-1, 2], "float64")
+    d.stop_gradient = False
+    y = graphc.data("y", [-1, 1], "float64", lod_level=2)
+    out = layers.sequence_expand(d, y, ref_level)
+    _seq_check(c, out, {"d": c.randn(rows, 2), "y": create_lod_tensor(c.randn(5, 1), lengths)},
+               ["d"])
+
+
+@grad_case("sequence_expand_as")
+def sequence_expand_as_lod(c):
+    d = graphc.data("d", [-1, 2], "float64")
+    d.stop_gradient = False
+    y, t = _seq_x(c, "y", 1)
+    _seq_check(c, layers.sequence_expand_as(d, y), {"d": c.randn(4, 2), "y": t}, ["d"])
+
+
+@grad_case("sequence_concat")
+def sequence_concat_lod(c):
+    from graphc.runtime.lod import create_lod_tensor
+    a, ta = _seq_x(c, "a")
+    b = graphc.data("b", [-1, 2], "float64", lod_level=1)
+    b.stop_gradient = False
+    tb = create_lod_tensor(c.randn(4, 2), [[0, 3, 1, 0]])
+    _seq_check(c, layers.sequence_concat([a, b, a]), {"a": ta, "b": tb}, ["a", "b"])
+
+
+@grad_case("sequence_reshape")
+def sequence_reshape_lod(c):
+    x, t = _seq_x(c, width=4)
+    _seq_check(c, layers.sequence_reshape(x, 2), {"x": t}, ["x"])
+
+
+@grad_case("sequence_pad", "sequence_unpad")
+def sequence_pad_unpad_lod(c):
+    x, t = _seq_x(c)
+    out, length = layers.sequence_pad(x, layers.fill_constant([1], "float64", 0.5), maxlen=4)
+    back = layers.sequence_unpad(layers.scale(out, 3.0), length)
+    loss_in = layers.concat([layers.reshape(out, [-1, 8]),
+                             layers.reshape(layers.sequence_pool(back, "sqrt"), [-1, 2])], 1)
+    _seq_check(c, loss_in, {"x": t}, ["x"])
+
+
+@grad_case("sequence_reverse", params=[{"level": 1}, {"level": 2}])
+def sequence_reverse_lod(c, level):
+    x, t = _seq_x(c, lengths=_SEQ_LENGTHS if level == 1 else [[1, 2], [2, 0, 3]])
+    _seq_check(c, layers.sequence_reverse(x), {"x": t}, ["x"])
+
+
+@grad_case("sequence_slice")
+def sequence_slice_lod(c):
+    x, t = _seq_x(c)
+    offset = graphc.data("o", [-1, 1], "int64")
+    length = graphc.data("n", [-1, 1], "int64")
+    _seq_check(c, layers.sequence_slice(x, offset, length),
+               {"x": t, "o": np.array([[1], [0], [0], [1]]), "n": np.array([[1], [0], [1], [2]])},
+               ["x"])
+
+
+@grad_case("sequence_scatter")
+def sequence_scatter_lod(c):
+    from graphc.runtime.lod import create_lod_tensor
+    d = graphc.data("d", [-1, 3], "float64")
+    d.stop_gradient = False
+    ids = graphc.data("ids", [-1, 1], "int64", lod_level=1)
+    upd, tu = _seq_x(c, "u", 1)
+    ti = create_lod_tensor(np.array([[2], [0], [1], [1], [0], [2]]), _SEQ_LENGTHS)
+    _seq_check(c, layers.sequence_scatter(d, ids, upd), {"d": c.randn(4, 3), "ids": ti, "u": tu},
+               ["d", "u"])
+
+
+@grad_case("reduce_mean", "reduce_max", "reduce_min", "batch_norm", "layer_norm",
+           params=[{"dims": [0]}, {"dims": [1]}, {"dims": None}])
+def reductions_and_norms_lod(c, dims):
+    import graphc.fluid as fluid
+    x, t = _seq_x(c, width=3)
+    kw = {"dim": dims} if dims is not None else {}
+    bn = layers.batch_norm(x, param_attr=fluid.ParamAttr(name="bn_s"),
+                           bias_attr=fluid.ParamAttr(name="bn_b"), moving_mean_name="bn_m",
+                           moving_variance_name="bn_v")
+    ln = layers.layer_norm(x, param_attr=fluid.ParamAttr(name="ln_s"),
+                           bias_attr=fluid.ParamAttr(name="ln_b"))
+    parts = [layers.reduce_mean(x, **kw), layers.reduce_max(bn, **kw),
+             layers.reduce_min(ln, **kw)]
+    parts = [layers.reshape(layers.sequence_pool(p, "sum"), [-1]) if p.lod_level else p
+             for p in parts]
+    state = {"bn_s": c.uniform(0.5, 1.5, 3), "bn_b": c.randn(3), "bn_m": np.zeros(3),
+             "bn_v": np.ones(3), "ln_s": c.uniform(0.5, 1.5, 3), "ln_b": c.randn(3)}
+    _seq_check(c, layers.reshape(layers.concat(parts, 0), [-1, 1]), {"x": t},
+               ["x", "bn_s", "bn_b", "ln_s", "ln_b"], state)
+
+
+@grad_case("reverse", params=[{"axis": [0]}, {"axis": [0, 2]}, {"axis": [-1]}])
+def reverse_axes(c, axis):
+    x = c.data("x", c.randn(2, 3, 2))
+    out = c.program.global_block().create_var("reverse_out", None, "float64")
+    c.program.global_block().append_op("reverse", {"X": x}, {"Out": out}, {"axis": axis})
+    return out
