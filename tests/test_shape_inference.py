@@ -1398,3 +1398,65 @@ CASES.extend(PSERVER_CASES)  # test_every_op_has_a_case reads CASES when it runs
 @pytest.mark.parametrize("op_type, ins, attrs, outs", PSERVER_CASES)
 def test_pserver_op_inferred_types(op_type, ins, attrs, outs):
     assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+# -- LoD sequence ops (issue 16): token dims -1, LoD levels in the types ------------------------
+def lod(*shape: int, level: int = 1, dtype: str = "float32") -> TensorType:
+    return TensorType(tuple(shape), dtype, False, level)
+
+
+SEQUENCE_CASES = [
+    case("sequence_pool", {"X": lod(-1, 3)}, {"pooltype": "SUM"}, {"Out": t(-1, 3)}),
+    case("sequence_pool", {"X": lod(-1, 3, level=2)}, {"pooltype": "MAX"},
+         {"Out": lod(-1, 3)}, "level2"),
+    case("sequence_softmax", {"X": lod(-1, 1)}, {}, {"Out": lod(-1, 1)}),
+    case("sequence_conv", {"X": lod(-1, 4), "Filter": t(12, 5)}, {"contextLength": 3,
+                                                                  "contextStart": -1},
+         {"Out": lod(-1, 5)}),
+    case("sequence_expand", {"X": t(-1, 4), "Y": lod(-1, 1, level=2)}, {"ref_level": 0},
+         {"Out": lod(-1, 4)}),
+    case("sequence_expand", {"X": t(-1, 4), "Y": lod(-1, 1, level=2)}, {},
+         {"Out": lod(-1, 4, level=2)}, "last_level"),
+    case("sequence_expand_as", {"X": t(-1, 4), "Y": lod(-1, 1)}, {}, {"Out": lod(-1, 4)}),
+    case("sequence_concat", {"X": [lod(-1, 3), lod(-1, 3)]}, {}, {"Out": lod(-1, 3)}),
+    case("sequence_reshape", {"X": lod(-1, 6)}, {"new_dim": 4}, {"Out": lod(-1, 4)}),
+    case("sequence_pad", {"X": lod(-1, 3), "PadValue": t(1)}, {"padded_length": 7},
+         {"Out": t(-1, 7, 3), "Length": i64(-1)}),
+    case("sequence_pad", {"X": lod(-1, 3), "PadValue": t(3)}, {},
+         {"Out": t(-1, -1, 3), "Length": i64(-1)}, "bucket"),
+    case("sequence_unpad", {"X": t(4, 7, 3), "Length": i64(4)}, {}, {"Out": lod(-1, 3)}),
+    case("sequence_mask", {"X": i64(4)}, {"maxlen": 6, "out_dtype": "float32"},
+         {"Y": t(4, 6)}),
+    case("sequence_reverse", {"X": lod(-1, 2, level=2)}, {}, {"Y": lod(-1, 2, level=2)}),
+    case("sequence_slice", {"X": lod(-1, 2), "Offset": i64(-1, 1), "Length": i64(-1, 1)}, {},
+         {"Out": lod(-1, 2)}),
+    case("sequence_enumerate", {"X": lod(-1, 1, dtype="int64")}, {"win_size": 3},
+         {"Out": lod(-1, 3, dtype="int64")}),
+    case("sequence_scatter", {"X": t(4, 9), "Ids": lod(-1, 1, dtype="int64"),
+                              "Updates": lod(-1, 1)}, {}, {"Out": t(4, 9)}),
+    case("reduce_mean", {"X": lod(-1, 3)}, {"dim": [1]}, {"Out": lod(-1)}, "lod_rows"),
+    case("reduce_max", {"X": lod(-1, 3)}, {"dim": [0]}, {"Out": t(3)}, "lod_tokens"),
+    case("batch_norm", {"X": lod(-1, 3), "Scale": t(3), "Bias": t(3), "Mean": t(3),
+                        "Variance": t(3)}, {},
+         {"Y": lod(-1, 3), "MeanOut": t(3), "VarianceOut": t(3), "SavedMean": t(3),
+          "SavedVariance": t(3)}, "lod"),
+]
+CASES.extend(SEQUENCE_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", SEQUENCE_CASES)
+def test_sequence_op_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("sequence_conv", {"X": lod(-1, 4), "Filter": t(8, 5)}, {"contextLength": 3},
+     "Filter must be \\[contextLength \\* D"),
+    ("sequence_expand", {"X": lod(-1, 4), "Y": lod(-1, 1)}, {}, "X is the LoD value"),
+    ("sequence_concat", {"X": [lod(-1, 3), lod(-1, 2)]}, {}, "differs from X\\[0\\]"),
+    ("sequence_pad", {"X": lod(-1, 3), "PadValue": t(2)}, {}, "PadValue must be \\[1\\]"),
+    ("sequence_mask", {"X": i64(4)}, {}, "maxlen must be given"),
+    ("sequence_softmax", {"X": t(-1, 1)}, {}, "X must be a LoD value"),
+])
+def test_sequence_op_bad_inputs(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
