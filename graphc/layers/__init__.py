@@ -3,6 +3,7 @@
 Each layer appends Paddle's ops with Paddle's names; see helper.LayerHelper.
 """
 
+from .crf import chunk_eval, crf_decoding, linear_chain_crf
 from .learning_rate_scheduler import (
     cosine_decay,
     exponential_decay,
@@ -148,15 +149,17 @@ monkey_patch_variable()
 
 __all__ = [
     "abs", "accuracy", "arange", "argmax", "argmin", "argsort", "assign", "auc", "batch_norm",
-    "bpr_loss", "cast", "clip", "clip_by_norm", "concat", "conv2d", "cos_sim", "cosine_decay",
-    "cross_entropy", "data", "dropout", "dynamic_gru", "dynamic_lstm", "dynamic_lstmp",
+    "bpr_loss", "cast", "chunk_eval", "clip", "clip_by_norm", "concat", "conv2d", "cos_sim",
+    "cosine_decay", "crf_decoding", "cross_entropy", "data", "dropout", "dynamic_gru",
+    "dynamic_lstm", "dynamic_lstmp",
     "elementwise_add", "elementwise_div", "elementwise_floordiv", "elementwise_max",
     "elementwise_min", "elementwise_mod", "elementwise_mul", "elementwise_pow", "elementwise_sub",
     "embedding", "equal", "exp", "expand", "expand_as", "exponential_decay", "fc", "fill_constant",
     "fill_constant_batch_size_like", "flatten", "gather", "gather_nd", "gelu",
     "get_tensor_from_selected_rows", "greater_equal", "greater_than", "gru_unit", "huber_loss",
     "increment", "inverse_time_decay", "kldiv_loss", "l2_normalize", "layer_norm", "leaky_relu",
-    "less_equal", "less_than", "linear_lr_warmup", "log", "log_loss", "logical_and", "logical_not",
+    "less_equal", "less_than", "linear_chain_crf", "linear_lr_warmup", "log", "log_loss",
+    "logical_and", "logical_not",
     "logical_or", "logical_xor", "lstm_unit", "margin_rank_loss", "matmul", "mean",
     "merge_selected_rows", "mse_loss", "natural_exp_decay", "noam_decay", "not_equal", "one_hot",
     "ones", "ones_like", "piecewise_decay", "polynomial_decay", "pool2d", "pow", "range",
