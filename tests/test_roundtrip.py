@@ -709,3 +709,83 @@ for _layer, _build in LOSS_CASES.items():
 @pytest.mark.parametrize("case_id", sorted(LOSS_CASES))
 def test_loss_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
+
+
+# -- LoD sequence layers (issue 16) --------------------------------------------------------------
+def _seq(name="seq", width=3, level=1, dtype="float32"):
+    return graphc.data(name, [-1, width], dtype, lod_level=level)
+
+
+def _sequence_conv_pool():
+    from graphc.fluid import nets
+    nets.sequence_conv_pool(_seq(), 4, 3, act="tanh", pool_type="sum")
+
+
+SEQUENCE_LAYER_CASES = {
+    "sequence_softmax": lambda: layers.sequence_softmax(_seq(width=1, level=2)),
+    "sequence_conv": lambda: layers.sequence_conv(_seq(), 4, 3, padding_start=-2, act="relu"),
+    "sequence_expand": lambda: layers.sequence_expand(graphc.data("rows", [-1, 3]),
+                                                      _seq(level=2), ref_level=0),
+    "sequence_expand_as": lambda: layers.sequence_expand_as(graphc.data("rows", [-1, 3]),
+                                                            _seq()),
+    "sequence_concat": lambda: layers.sequence_concat([_seq("a"), _seq("b")]),
+    "sequence_reshape": lambda: layers.sequence_reshape(_seq(width=4), 2),
+    "sequence_pad": lambda: layers.sequence_pad(_seq(), layers.fill_constant([1], "float32",
+                                                                             0.0), maxlen=8),
+    "sequence_unpad": lambda: layers.sequence_unpad(graphc.data("padded", [-1, 5, 3]),
+                                                    graphc.data("len", [-1], "int64")),
+    "sequence_mask": lambda: layers.sequence_mask(graphc.data("len", [-1], "int64"), maxlen=6,
+                                                  dtype="float32"),
+    "sequence_reverse": lambda: layers.sequence_reverse(_seq(level=2)),
+    "sequence_slice": lambda: layers.sequence_slice(_seq(), graphc.data("o", [-1, 1], "int64"),
+                                                    graphc.data("n", [-1, 1], "int64")),
+    "sequence_enumerate": lambda: layers.sequence_enumerate(_seq(width=1, dtype="int64"), 3,
+                                                            pad_value=-1),
+    "sequence_scatter": lambda: layers.sequence_scatter(graphc.data("rows", [-1, 6]),
+                                                        _seq("ids", 1, dtype="int64"),
+                                                        _seq("upd", 1)),
+}
+for _layer, _build in SEQUENCE_LAYER_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+case("sequence_pool", "nets.sequence_conv_pool")(_sequence_conv_pool)
+
+
+@pytest.mark.parametrize("case_id", [*sorted(SEQUENCE_LAYER_CASES), "nets.sequence_conv_pool"])
+def test_sequence_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+
+
+# -- recurrent and sequence-labelling layers over LoD sequences (issue 16) -----------------------
+def _seq(width, name="seq", dtype="float32"):
+    return graphc.data(name, [-1, width], dtype, lod_level=1)
+
+
+def _tags(name="tags"):
+    return graphc.data(name, [-1, 1], "int64", lod_level=1)
+
+
+RNN_CASES = {
+    "dynamic_lstm": lambda: layers.dynamic_lstm(_seq(8), 8, h_0=_x((-1, 2), "h0"),
+                                                c_0=_x((-1, 2), "c0"), is_reverse=True),
+    "dynamic_lstmp": lambda: layers.dynamic_lstmp(_seq(8), 8, 3, use_peepholes=False,
+                                                  cell_clip=2.0),
+    "dynamic_gru": lambda: layers.dynamic_gru(_seq(6), 2, origin_mode=True),
+    "gru_unit": lambda: layers.gru_unit(_x((-1, 6)), _x((-1, 2), "h"), 6,
+                                        activation="relu"),
+    "lstm_unit": lambda: layers.lstm_unit(_x((-1, 3)), _x((-1, 2), "h"), _x((-1, 2), "c"),
+                                          forget_bias=1.0),
+    "linear_chain_crf": lambda: layers.linear_chain_crf(_seq(3), _tags(),
+                                                        graphc.ParamAttr(name="crfw")),
+    "crf_decoding": lambda: layers.crf_decoding(
+        _seq(3), "crfw", label=_tags()) if layers.linear_chain_crf(
+            _seq(3, "em"), _tags("gold"), graphc.ParamAttr(name="crfw")) else None,
+    "chunk_eval": lambda: layers.chunk_eval(_tags("inf"), _tags(), "IOBES", 3,
+                                            excluded_chunk_types=[1]),
+}
+for _layer, _build in RNN_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("case_id", sorted(RNN_CASES))
+def test_rnn_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
