@@ -118,7 +118,7 @@ def pack_lod_batches(feed_list: list, group: list, parts: int) -> list:
                           else pack_stacked(var.name, items, var.type, dtype, parts))
             except FeedError as exc:
                 raise DataLoaderError(str(exc)) from None
-            out.append(PackedLoD(packed, parts, k))
+            out.append(PackedLoD(packed, parts, k, items[0] if k == 1 else items))
         elif k == 1:
             out.append(items[0])
         else:
@@ -184,7 +184,8 @@ class _Placement:
                      if not isinstance(a, LoDTensor)]
             placed = iter(self.put(dense, device))
             return [a if isinstance(a, LoDTensor) else
-                    PackedLoD(next(placed), a.parts, a.iterations) if isinstance(a, PackedLoD)
+                    PackedLoD(next(placed), a.parts, a.iterations, a.source)
+                    if isinstance(a, PackedLoD)
                     else next(placed) for a in arrays]
         if device is not None:
             placed = jax.device_put(arrays, device)

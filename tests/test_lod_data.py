@@ -394,3 +394,35 @@ def test_non_iterable_loader_feeds_lod_batches_one_per_device():
     for name, value in p1.items():
         np.testing.assert_allclose(np.asarray(scope[name]), value, rtol=1e-5, atol=1e-6,
                                    err_msg=name)
+
+
+def test_a_loader_packed_for_one_device_feeds_a_data_parallel_program():
+    """Batches packed for the default device are packed again for a 4-device step (the
+    PackedLoD keeps its LoDTensor), so the result equals a loader built for the step."""
+    batches = _ctr_sample_batches(2, 8, np.random.default_rng(10))
+    want, p_want = _ctr_loader_run(batches, 4)
+    m = _ctr(0.01, "adam")
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(m.startup, scope=scope)
+    cp = graphc.CompiledProgram(m.main).with_data_parallel(
+        loss_name=m.loss.name, places=graphc.cpu_places(4))
+    loader = DataLoader.from_generator(feed_list=m.feeds, capacity=2)
+    loader.set_sample_list_generator(lambda: iter(batches))  # places=None: one device
+    got = [float(np.mean(exe.run(cp, feed=f, fetch_list=[m.loss], scope=scope)[0]))
+           for f in loader()]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    for name, value in p_want.items():
+        np.testing.assert_allclose(np.asarray(scope[name]), value, rtol=1e-6, err_msg=name)
+
+
+def test_multi_process_runs_refuse_lod_feeds_with_the_reason():
+    from types import SimpleNamespace
+
+    from graphc.runtime.executor import Executor
+    x = graphc.data("x", [-1, 2], lod_level=1)
+    prep = SimpleNamespace(devices=["d0", "d1", "d2", "d3"], feed_parts=2,
+                           feed_dtypes={"x": np.dtype("float32")})
+    t = lod_tensor(np.zeros((3, 2), "float32"), [[1, 2]])
+    with pytest.raises(FeedError, match="multi-process data-parallel runs do not take LoD "
+                                        "feeds yet"):
+        Executor._lod_feed(prep, "x", t, x.type, True)

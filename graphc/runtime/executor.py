@@ -470,7 +470,10 @@ class Executor:
         parts = prep.feed_parts if prep.devices else 1
         dtype = prep.feed_dtypes[name]
         if isinstance(value, PackedLoD):  # packed ahead of time by a DataLoader
-            return value.check(name, want, dtype, parts, iterations or 1)
+            packed = value.check(name, want, dtype, parts, iterations or 1)
+            if packed is not None:
+                return packed
+            value = value.source  # packed for another placement: pack its batches again
         if iterations:
             if not isinstance(value, list | tuple) or len(value) != iterations:
                 raise FeedError(f"feed '{name}' is a LoD feed and num_iteration_per_run is "

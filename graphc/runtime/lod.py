@@ -298,19 +298,25 @@ def concat_lod(name: str, values: list) -> LoDTensor:
 class PackedLoD:
     """A LoD feed already packed (by a DataLoader's thread, ahead of the step) for ``parts``
     data-parallel devices, with ``iterations`` stacked batches (1: none); possibly on the
-    device(s). ``Executor.run`` takes it as it is after checking it fits."""
+    device(s). ``Executor.run`` takes it as it is after checking it fits; ``source`` (the
+    LoDTensor, or the list of K) is packed again for a step with other devices/iterations."""
 
-    __slots__ = ("array", "parts", "iterations")
+    __slots__ = ("array", "parts", "iterations", "source")
 
-    def __init__(self, array: LoDArray, parts: int = 1, iterations: int = 1):
+    def __init__(self, array: LoDArray, parts: int = 1, iterations: int = 1, source=None):
         self.array, self.parts, self.iterations = array, parts, iterations
+        self.source = source
 
-    def check(self, name: str, want: TensorType, dtype, parts: int, iterations: int) -> LoDArray:
+    def check(self, name: str, want: TensorType, dtype, parts: int,
+              iterations: int) -> LoDArray | None:
+        """The array for the step, or None when ``source`` must be packed again for it."""
         arr = self.array
         if arr.lod_level != want.lod_level:
             raise FeedError(f"feed '{name}' was packed with lod_level={arr.lod_level} but the "
                             f"program declares lod_level={want.lod_level}")
         if (self.parts, self.iterations) != (parts, iterations):
+            if self.source is not None:
+                return None
             raise FeedError(f"feed '{name}' was packed for {self.parts} device(s) and "
                             f"{self.iterations} iteration(s) per run but the step runs on "
                             f"{parts} and {iterations}; build the DataLoader with the "
