@@ -55,6 +55,11 @@ place: each item is a list of feeds, batch i on place i (a trailing group smalle
 number of places is dropped when ``drop_last``). ``PyReader`` is the same loader with the
 ``decorate_*`` spellings; ``save_*``/``load_*`` are documented in graphc.saving.
 
+LoD variables (``lod_level`` 1 or 2) take, per batch, a LoDTensor or a list of
+variable-length samples (as DataFeeder); the thread packs them into size buckets
+(runtime/lod.py, split by whole sequences over the devices, K batches in one bucket) and
+places them like dense arrays; docs/lod.md.
+
 ``loader.last_epoch_stats`` says how long the loop waited for data (``wait_s``) in the last
 epoch, over how many items.
 """
