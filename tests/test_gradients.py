@@ -1374,3 +1374,35 @@ def reverse_axes(c, axis):
     out = c.program.global_block().create_var("reverse_out", None, "float64")
     c.program.global_block().append_op("reverse", {"X": x}, {"Out": out}, {"axis": axis})
     return out
+
+
+# -- recurrent and CRF ops over LoD sequences (issue 16; more in tests/test_lod_rnn.py) -----------
+@grad_case("lstm", "lstmp", "gru", "linear_chain_crf")
+def recurrent_lod(c):
+    from graphc.runtime.lod import create_lod_tensor
+    from graphc.testing.lod import lod_grad_check
+    lengths = [2, 0, 1, 3]
+    x = graphc.data("x", [-1, 8], "float64", lod_level=1)
+    x.stop_gradient = False
+    h, cell = layers.dynamic_lstm(x, 8, is_reverse=True, dtype="float64")
+    p, _ = layers.dynamic_lstmp(x, 8, 3, dtype="float64")
+    g = layers.dynamic_gru(layers.fc(layers.concat([h, cell, p], axis=1), 6), 2)
+    nll = layers.linear_chain_crf(g, graphc.data("lab", [-1, 1], "int64", lod_level=1))
+    w = graphc.data("w", [-1, 2], "float64", lod_level=1)
+    loss = layers.elementwise_add(layers.reduce_sum(layers.elementwise_mul(g, w)),
+                                  layers.mean(nll))
+    feeds = {"x": create_lod_tensor(c.randn(6, 8), [lengths]),
+             "w": create_lod_tensor(c.randn(6, 2), [lengths]),
+             "lab": create_lod_tensor(c.rng.integers(0, 2, (6, 1)), [lengths])}
+    state = c._default_state(graphc.lower(c.program))
+    lod_grad_check(c.program, loss, feeds, ["x"], c.rng, state=state)
+
+
+@grad_case("gru_unit", "lstm_unit", params=[{"origin": False}, {"origin": True}])
+def recurrent_units(c, origin):
+    x = c.data("x", c.randn(3, 6))
+    hp = c.data("hp", c.randn(3, 2))
+    cp = c.data("cp", c.randn(3, 2))
+    out, reset, gate = layers.gru_unit(x, hp, 6, origin_mode=origin)
+    h, cell = graphc.layers.lstm_unit(x, out, cp, forget_bias=0.5)
+    return [out, reset, gate, h, cell]

@@ -1460,3 +1460,53 @@ def test_sequence_op_inferred_types(op_type, ins, attrs, outs):
 ])
 def test_sequence_op_bad_inputs(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+
+
+# -- recurrent and sequence-labelling ops over LoD sequences (issue 16) --------------------------
+def lod1(*shape: int, dtype: str = "float32") -> TensorType:
+    return TensorType(tuple(shape), dtype, False, 1)
+
+
+RNN_CASES = [
+    case("lstm", {"Input": lod1(-1, 8), "Weight": t(2, 8), "Bias": t(1, 14)}, None,
+         {"Hidden": lod1(-1, 2), "Cell": lod1(-1, 2)}, "peepholes"),
+    case("lstm", {"Input": lod1(-1, 8), "H0": t(-1, 2), "C0": t(-1, 2), "Weight": t(2, 8),
+                  "Bias": t(1, 8)}, {"use_peepholes": False},
+         {"Hidden": lod1(-1, 2), "Cell": lod1(-1, 2)}, "init"),
+    case("lstmp", {"Input": lod1(-1, 8), "Weight": t(3, 8), "ProjWeight": t(2, 3),
+                   "Bias": t(1, 14)}, None,
+         {"Projection": lod1(-1, 3), "Cell": lod1(-1, 2)}),
+    case("gru", {"Input": lod1(-1, 6), "Weight": t(2, 6), "Bias": t(1, 6)}, None,
+         {"Hidden": lod1(-1, 2)}),
+    case("gru_unit", {"Input": t(4, 6), "HiddenPrev": t(4, 2), "Weight": t(2, 6)}, None,
+         {"Gate": t(4, 6), "ResetHiddenPrev": t(4, 2), "Hidden": t(4, 2)}),
+    case("lstm_unit", {"X": t(4, 8), "C_prev": t(4, 2)}, None, {"C": t(4, 2), "H": t(4, 2)}),
+    case("linear_chain_crf", {"Emission": lod1(-1, 3), "Transition": t(5, 3),
+                              "Label": lod1(-1, 1, dtype="int64")}, None,
+         {"Alpha": lod1(-1, 3), "EmissionExps": lod1(-1, 3), "TransitionExps": t(5, 3),
+          "LogLikelihood": t(-1, 1)}),
+    case("crf_decoding", {"Emission": lod1(-1, 3), "Transition": t(5, 3)}, None,
+         {"ViterbiPath": lod1(-1, 1, dtype="int64")}),
+    case("chunk_eval", {"Inference": lod1(-1, 1, dtype="int64"),
+                        "Label": lod1(-1, 1, dtype="int64")}, {"num_chunk_types": 2},
+         {"Precision": t(1), "Recall": t(1), "F1Score": t(1), "NumInferChunks": i64(1),
+          "NumLabelChunks": i64(1), "NumCorrectChunks": i64(1)}),
+]
+CASES.extend(RNN_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", RNN_CASES)
+def test_rnn_op_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("lstm", {"Input": lod1(-1, 8), "Weight": t(2, 8), "Bias": t(1, 8)}, None,
+     "Bias must be [1, 14]"),
+    ("gru", {"Input": t(-1, 6), "Weight": t(2, 6)}, None, "Input must be a LoD value"),
+    ("linear_chain_crf", {"Emission": lod1(-1, 3), "Transition": t(3, 3),
+                          "Label": lod1(-1, 1, dtype="int64")}, None,
+     "Transition must be [tags + 2, tags]"),
+])
+def test_rnn_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs or {}, message)

@@ -67,7 +67,7 @@ def chunk_eval(input, label, chunk_scheme, num_chunk_types, excluded_chunk_types
     helper = LayerHelper("chunk_eval")
     outs = {}
     for slot, dtype in (("Precision", "float32"), ("Recall", "float32"),
-                        ("F1-Score", "float32"), ("NumInferChunks", "int64"),
+                        ("F1Score", "float32"), ("NumInferChunks", "int64"),
                         ("NumLabelChunks", "int64"), ("NumCorrectChunks", "int64")):
         outs[slot] = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
     helper.append_op("chunk_eval", {"Inference": input, "Label": label}, outs,

@@ -139,5 +139,5 @@ def _chunk_eval(c, Inference, Label):
     f1 = jnp.where(n_ok > 0, 2 * precision * recall / jnp.maximum(precision + recall, 1e-30),
                    0).astype(f32)
     return {"Precision": precision.reshape(1), "Recall": recall.reshape(1),
-            "F1-Score": f1.reshape(1), "NumInferChunks": n_inf.reshape(1),
+            "F1Score": f1.reshape(1), "NumInferChunks": n_inf.reshape(1),
             "NumLabelChunks": n_lab.reshape(1), "NumCorrectChunks": n_ok.reshape(1)}

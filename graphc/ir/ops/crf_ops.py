@@ -68,11 +68,12 @@ def _chunk_eval(c: InferContext):
     c.check(c["num_chunk_types"] >= 1, f"num_chunk_types must be >= 1, got "
                                        f"{c['num_chunk_types']}")
     f, i = TensorType((1,), "float32"), TensorType((1,), "int64")
-    return {"Precision": f, "Recall": f, "F1-Score": f, "NumInferChunks": i,
+    return {"Precision": f, "Recall": f, "F1Score": f, "NumInferChunks": i,
             "NumLabelChunks": i, "NumCorrectChunks": i}
 
 
-register("chunk_eval", "Inference Label", "Precision Recall F1-Score NumInferChunks "
+# Paddle's output "F1-Score" is F1Score here: slot names in the text form are identifiers
+register("chunk_eval", "Inference Label", "Precision Recall F1Score NumInferChunks "
          "NumLabelChunks NumCorrectChunks",
          {"num_chunk_types": "int", "chunk_scheme": ("str", "IOB"),
           "excluded_chunk_types": ("ints", [])},
