@@ -268,7 +268,7 @@ def test_fluid_one_hot_appends_depth():
     (fluid, "WeightNormParamAttr", "weight normalisation"),
     (fluid, "LoDTensorArray", "LoD"),
     (fluid, "no_such_api", "graphc does not provide it"),
-    (fluid.layers, "sequence_softmax", "LoD"),
+    (fluid.layers, "beam_search", "LoD"),
     (fluid.layers, "While", "control flow"),
     (fluid.layers, "no_such_layer", "graphc does not provide it"),
     (fluid.param_attr, "WeightNormParamAttr", "weight normalisation"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .. import layers
 from ..ir.errors import ProgramError
 from ._missing import missing
+from .core import LoDError
 
 __all__ = ["glu", "img_conv_group", "scaled_dot_product_attention", "sequence_conv_pool",
            "simple_img_conv_pool"]
@@ -112,6 +113,10 @@ def sequence_conv_pool(input, num_filters, filter_size, param_attr=None, act="si
                        pool_type="max", bias_attr=None):
     """sequence_conv (bias and ``act``) over a LoD ``input``, then sequence_pool of each
     sequence (``pool_type``): one dense row per sequence."""
+    if getattr(input, "lod_level", 0) != 1:
+        raise LoDError(f"nets.sequence_conv_pool: input {getattr(input, 'name', input)!r} must "
+                       "be a LoD value of lod_level 1 (variable-length sequences, e.g. "
+                       "layers.data(..., lod_level=1)); see docs/lod.md")
     conv = layers.sequence_conv(input, num_filters, filter_size, param_attr=param_attr,
                                 bias_attr=bias_attr, act=act)
     return layers.sequence_pool(conv, pool_type)
