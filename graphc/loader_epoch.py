@@ -96,10 +96,34 @@ def to_lod_tensor(value, var: Variable, what: str):
         raise DataLoaderError(f"{what}: variable '{var.name}' is a LoD variable (lod_level="
                               f"{var.lod_level}): give a LoDTensor or a list of "
                               f"variable-length samples, not a {type(value).__name__}")
+    value = list(value)
+    fast = _flat_sequences(value, var, what)
+    if fast is not None:
+        return fast
     try:
-        return _LoDColumn(var).batch(list(value))
+        return _LoDColumn(var).batch(value)
     except (FeedError, ValueError, TypeError) as exc:
         raise DataLoaderError(f"{what}: variable '{var.name}': {exc}") from None
+
+
+def _flat_sequences(samples: list, var: Variable, what: str):
+    """The common case fast (lod_level 1, one number per token: id slots): the samples'
+    tokens joined in one pass; None for anything else (the DataFeeder's general walk)."""
+    from .runtime.lod import LoDTensor
+    shape = tuple(var.shape or ())
+    if var.lod_level != 1 or math.prod(d for d in shape[1:]) != 1 or any(
+            d < 0 for d in shape[1:]):
+        return None
+    try:
+        lengths = [len(s) for s in samples]
+    except TypeError:
+        return None
+    if not sum(lengths) or any(isinstance(s, str | bytes) for s in samples):
+        return None
+    flat = np.asarray(list(itertools.chain.from_iterable(samples)))
+    if flat.ndim != 1 or flat.dtype.kind not in "biuf":
+        return None  # nested tokens or odd values: the general walk explains
+    return LoDTensor(to_feed_array(flat.reshape((-1, *shape[1:])), var, what), [lengths])
 
 
 def pack_lod_batches(feed_list: list, group: list, parts: int) -> list:
