@@ -240,8 +240,9 @@ class BuildStrategy(_Strategy):
     gradient_scale_strategy: GradientScaleStrategy = GradientScaleStrategy.CoeffNumDevice
     enable_sequential_execution: bool = False
     fuse_elewise_add_act_ops: bool = False
-    # graphc's own: roll runs of repeated layers into one lax.scan (roll-repeated-layers)
-    roll_repeated_layers: bool = False
+    # graphc's own: roll runs of repeated layers into one lax.scan (roll-repeated-layers),
+    # their parameters kept stacked in the scope; exact (1e-6 under XLA), so on by default
+    roll_repeated_layers: bool = True
     fuse_bn_act_ops: bool = False
     fuse_relu_depthwise_conv: bool = False
     fuse_broadcast_ops: bool = False

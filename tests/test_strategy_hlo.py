@@ -90,8 +90,9 @@ XLA_EFFECT: dict[str, Claim] = {
     "enable_sequential_execution": _on("enable_sequential_execution", True, IR_ONLY, "mlp_bn",
                                        BOTH),
     "fuse_elewise_add_act_ops": _on("fuse_elewise_add_act_ops", True, IR_ONLY, where=BOTH),
-    "roll_repeated_layers": _on("roll_repeated_layers", True, CHANGES, "deep_mlp",
-                                (("sgd", 1),), _while_loops),
+    # on by default: the claim compares it off against on
+    "roll_repeated_layers": Claim(CHANGES, "deep_mlp", {"roll_repeated_layers": False},
+                                  {"roll_repeated_layers": True}, (("sgd", 1),), _while_loops),
     "fuse_bn_act_ops": _on("fuse_bn_act_ops", True, IR_ONLY, "mlp_bn", BOTH),
     "fuse_relu_depthwise_conv": _on("fuse_relu_depthwise_conv", True, IR_ONLY, "depthwise"),
     "fuse_broadcast_ops": Claim(CHANGES, "mlp", REDUCE, {**REDUCE, "fuse_broadcast_ops": True},

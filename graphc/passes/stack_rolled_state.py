@@ -83,8 +83,9 @@ def stack_state(graph: Graph, ctx: PassContext) -> None:
         graph._touch()
         rw._emit("new_value", value=stacked_in)
         xs = list(op.inputs["X"])
-        if any(x in outputs for x in xs):  # a read-only family the graph returns as is
-            outputs = [o for o in outputs if o not in xs] + [stacked_in]
+        if any(map(graph.is_output, xs)):  # a read-only family the graph returns as is
+            members_in = set(xs)
+            outputs = [o for o in outputs if o not in members_in] + [stacked_in]
         rw.replace_all_uses(op.output("Y"), stacked_in)
         rw.erase_op(op)
         for r, v in enumerate(xs):
@@ -94,8 +95,8 @@ def stack_state(graph: Graph, ctx: PassContext) -> None:
                                     "decrease_axis": [0]}, after=graph.user_ops(v)[0],
                                    role=graph.user_ops(v)[0].role).output("Out")
                 rw.replace_all_uses(v, row)
-            if graph.is_output(v):
-                rw.set_outputs([o for o in graph.outputs if o is not v])
+            if graph.is_output(v):  # (read-only) the stacked input is returned instead
+                rw.set_outputs([o for o in graph.outputs if o not in members_in])
             rw.erase_value(v)
         if unstack is not None:
             # the scan's stacked output becomes the stacked variable's last version (an
