@@ -426,3 +426,73 @@ def test_run_time_checks_raise_data_errors():
                                      maxlen=3)
     with pytest.raises(DataError, match="padded_length 3"):
         graphc.Executor().run(main, feed={"x": x}, fetch_list=[out])
+
+
+def test_random_lengths_through_sequence_ops_compile_a_bounded_number_of_steps():
+    import math
+
+    from graphc.runtime import lod as rlod
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup):
+        x = graphc.data("x", [-1, 2], "float32", lod_level=1)
+        conv = layers.sequence_conv(x, 3, 3, act="tanh")
+        rev = layers.sequence_reverse(conv)
+        both = layers.sequence_concat([rev, layers.sequence_softmax(
+            layers.reduce_sum(conv, dim=[1], keep_dim=True)) * 1.0 + conv])
+        padded, _ = layers.sequence_pad(both, layers.fill_constant([1], "float32", 0.0))
+        loss = layers.mean(layers.batch_norm(both)) + layers.reduce_mean(padded)
+        fluid.optimizer.SGD(0.01).minimize(loss)
+    exe = graphc.Executor()
+    scope = graphc.Scope()
+    rng = np.random.default_rng(7)
+    most = 0
+    with graphc.scope_guard(scope):
+        exe.run(startup)
+        for _ in range(40):
+            lens = rng.integers(0, 41, 4).tolist()
+            most = max(most, sum(lens))
+            t = create_lod_tensor(rng.standard_normal((sum(lens), 2)).astype("float32"), [lens])
+            got_rev, got_conv = exe.run(main, feed={"x": t}, fetch_list=[rev, conv],
+                                        return_numpy=False)
+            assert got_rev.recursive_sequence_lengths() == [lens]
+            np.testing.assert_allclose(np.array(got_rev), ref_reverse(np.array(got_conv), lens))
+    (prep,) = exe._prepared[main][1].values()
+    # the concatenated buffer doubles the capacity but follows the same buckets
+    bound = math.ceil(math.log2(max(most, 1) / rlod.MIN_BUCKET)) + 1
+    assert 1 < len(prep.steps) <= bound, (len(prep.steps), bound)
+
+
+def _text_model_losses(batches, places):
+    main, startup = graphc.Program(), graphc.Program()
+    main.random_seed = startup.random_seed = 5
+    with graphc.program_guard(main, startup):
+        words = graphc.data("words", [-1, 1], "int64", lod_level=1)
+        label = graphc.data("label", [-1, 1], "int64")
+        emb = layers.embedding(words, [20, 4])
+        h = layers.layer_norm(layers.sequence_reverse(emb))
+        conv = fluid.nets.sequence_conv_pool(h, 3, 3, act="tanh", pool_type="max")
+        attn = layers.sequence_softmax(layers.fc(h, 1))
+        weighted = layers.sequence_pool(layers.elementwise_mul(h, attn), "sum")
+        logits = layers.fc(layers.concat([conv, weighted], 1), 2)
+        loss = layers.mean(layers.softmax_with_cross_entropy(logits, label))
+        fluid.optimizer.Adam(0.05).minimize(loss)
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    prog = main if not places else graphc.CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, places=graphc.cpu_places(places))
+    return [float(np.mean(exe.run(prog, feed=b, fetch_list=[loss], scope=scope)[0]))
+            for b in batches]
+
+
+def test_text_model_on_four_devices_equals_one():
+    rng = np.random.default_rng(2)
+    batches = []
+    for _ in range(3):
+        lens = rng.integers(0, 6, 8).tolist()
+        lens[0] = 1
+        batches.append({"words": create_lod_tensor(rng.integers(0, 20, (sum(lens), 1)), [lens]),
+                        "label": rng.integers(0, 2, (8, 1))})
+    one = _text_model_losses(batches, 0)
+    four = _text_model_losses(batches, 4)
+    np.testing.assert_allclose(four, one, rtol=1e-5)
+    assert one[-1] < one[0]
