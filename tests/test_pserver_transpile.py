@@ -272,7 +272,7 @@ class _LoopbackChannel:
     block with its gradient block + 1 (so the test can tell what came back)."""
 
     def __init__(self):
-        self.sent, self.calls, self.geo_calls = {}, [], 0
+        self.sent, self.calls, self.geo_calls, self.shapes = {}, [], 0, {}
 
     def send(self, names, epmap, arrays):
         self.calls.append("send")
@@ -281,7 +281,9 @@ class _LoopbackChannel:
     def send_barrier(self):
         self.calls.append("send_barrier")
 
-    def recv(self, names, epmap):
+    def recv(self, names, epmap, initial=False):
+        if initial:  # the servers' initial blocks: 100 + the block's index
+            return [np.full(self.shapes[n], 100.0 + i, "float32") for i, n in enumerate(names)]
         self.calls.append("recv")
         grad = {n: n.replace(".block", "@GRAD.block") if ".block" in n else n + "@GRAD"
                 for n in names}
@@ -349,3 +351,31 @@ def test_nccl2_mode_is_graphcs_collective_path():
         results.append((np.asarray(scope["fc_1.w_0"]), np.asarray(scope["fc_0.w_0"])))
     np.testing.assert_allclose(results[1][0], results[0][0], atol=1e-6)
     np.testing.assert_allclose(results[1][1], results[0][1], atol=1e-6)
+
+
+def test_trainer_startup_pulls_the_initial_parameters_from_the_servers():
+    """Transpiler.trainer_startup (fleet's worker startup_program): after the initialisers,
+    recv (initial) + fetch_barrier + concat replace each parameter by the servers' blocks."""
+    from graphc.backends.rules.pserver import install_channel
+    main, startup = build()
+    t = Transpiler(EPS, trainers=2).transpile(main, startup)
+    ch = _LoopbackChannel()
+    for name, blocks in t.blocks().items():
+        shape = main.global_block().var(name).shape
+        for b in blocks:
+            ch.shapes[b[1]] = (b[4] - b[3], *shape[1:])
+    install_channel(ch)
+    try:
+        prog = t.trainer_startup()
+        ops = [op.type for op in prog.global_block().ops]
+        tail = ops[ops.index("recv"):]
+        assert tail == ["recv"] * 4 + ["fetch_barrier"] + ["concat"] * 4
+        scope = fluid.Scope()
+        fluid.Executor(fluid.CPUPlace()).run(prog, scope=scope)
+        w = np.asarray(scope["fc_0.w_0"])
+        np.testing.assert_array_equal(w[:64], 100.0)  # block 0
+        np.testing.assert_array_equal(w[64:], 101.0)  # block 1
+        np.testing.assert_array_equal(np.asarray(scope["fc_1.b_0"]), 100.0)
+        assert float(np.asarray(scope["learning_rate_0"])[0]) == pytest.approx(0.05)
+    finally:
+        install_channel(None)

@@ -20,7 +20,8 @@ _TOKEN = jax.ShapeDtypeStruct((1,), np.int32)
 
 def install_channel(channel) -> None:
     """Route this process's send/recv ops to ``channel`` (``send(names, epmap, arrays)``,
-    ``send_barrier()``, ``recv(names, epmap) -> arrays``, ``fetch_barrier()``); None: none."""
+    ``send_barrier()``, ``recv(names, epmap, initial=False) -> arrays``, ``fetch_barrier()``,
+    ``geo_exchange(spec, olds, xs)``); None: none."""
     _CHANNEL[0] = channel
 
 
@@ -67,11 +68,11 @@ def _send_barrier(c: RuleContext, X):
 @lowering("recv")
 def _recv(c: RuleContext, X):
     ch, names, epmap = _channel(c), list(c["varnames"]), list(c["epmap"])
-    types = c.out_types["Out"]
+    types, initial = c.out_types["Out"], bool(c["initial"])
     shapes = [jax.ShapeDtypeStruct(t.shape, np.dtype(t.dtype)) for t in types]
 
     def host(*tokens):
-        arrays = ch.recv(names, epmap)
+        arrays = ch.recv(names, epmap, initial=initial)
         return [np.asarray(a, s.dtype).reshape(s.shape) for a, s in zip(arrays, shapes)]
 
     return {"Out": list(io_callback(host, shapes, *_as_list(X or []), ordered=True))}

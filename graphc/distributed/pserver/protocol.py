@@ -10,8 +10,9 @@ one-off layout at setup):
   ``BARRIER`` (this step's gradients follow) or ``COMPLETE`` (no more steps);
 - ``TAG_GRADS`` (42), trainer -> server, per step: uint8, the gradient blocks the server
   owns, in ``Layout.grads`` order;
-- ``TAG_PARAMS`` (43), server -> trainer, per step: uint8, the server's parameter blocks
-  after its update, in ``Layout.params`` order.
+- ``TAG_PARAMS`` (43), server -> trainer, once after the layout (the initial blocks, which
+  a trainer's startup program pulls) and then per step: uint8, the server's parameter
+  blocks after its update, in ``Layout.params`` order.
 
 Setup is one ``allgather`` of ``(role, index)`` over every rank (all ranks of the job take
 part), then the layouts. MPI keeps messages of one tag between two ranks in order, so a

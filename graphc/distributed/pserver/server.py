@@ -60,6 +60,10 @@ def serve(program, executor=None, scope=None) -> dict:
     watchdog.start(comm.Get_rank(), watchdog.parse_timeout(os.environ.get(watchdog.ENV)))
     for rank in cluster.trainers:
         comm.send(layout, dest=rank, tag=TAG_LAYOUT)
+    initial = pack([np.asarray(scope[n]) for n, _, _ in layout.params])
+    from mpi4py import MPI
+    MPI.Request.Waitall([comm.Isend(initial, dest=rank, tag=TAG_PARAMS)  # trainers pull these
+                         for rank in cluster.trainers])
     stats = {"rounds": 0, "bytes_received": 0, "bytes_sent": 0}
     if info["sync_mode"] and not info.get("geo"):
         _serve_sync(program, exe, scope, cluster, layout, feeds_of, info, stats)

@@ -46,6 +46,13 @@ class TrainerChannel:
         self.cluster = Cluster.join(TRAINER, self.trainer_id, len(self.endpoints), self.trainers)
         comm = self.cluster.comm
         self.layouts = [comm.recv(source=r, tag=TAG_LAYOUT) for r in self.cluster.servers]
+        # every server sends its initial blocks once (Paddle's trainers pull their initial
+        # parameters): the trainer's startup program reads them (recv with initial=True)
+        self._initial = {}
+        for layout, rank in zip(self.layouts, self.cluster.servers):
+            buf = np.empty(layout.nbytes("params"), np.uint8)
+            comm.Recv(buf, source=rank, tag=TAG_PARAMS)
+            self._initial.update(unpack(buf, layout.params))
         atexit.register(self.complete)
 
     def _server(self, endpoint: str) -> int:
@@ -80,8 +87,10 @@ class TrainerChannel:
             self.bytes_sent += buf.nbytes
         self._grads.clear()
 
-    def recv(self, names, epmap) -> list[np.ndarray]:
+    def recv(self, names, epmap, initial: bool = False) -> list[np.ndarray]:
         self._setup()
+        if initial:
+            return self._lookup(self._initial, names)
         if self._grads:  # async graphs have no send_barrier: the first recv ships
             self.send_barrier()
         if self._params is None:
@@ -91,8 +100,11 @@ class TrainerChannel:
                 comm.Recv(buf, source=rank, tag=TAG_PARAMS)
                 params.update(unpack(buf, layout.params))
             self._params = params
+        return self._lookup(self._params, names)
+
+    def _lookup(self, blocks: dict, names) -> list[np.ndarray]:
         try:
-            return [self._params[n] for n in names]
+            return [blocks[n] for n in names]
         except KeyError as exc:
             raise PServerError(f"trainer {self.trainer_id}: no server returned the parameter "
                                f"block {exc}") from None

@@ -107,6 +107,16 @@ class Transpiler:
         return self._server(endpoint)[1].to_program()
 
     # -- trainer ---------------------------------------------------------------------
+    def trainer_startup(self) -> Program:
+        """The startup program with the parameters' initial values pulled from the servers
+        (Paddle's trainer startup: recv, fetch_barrier, concat)."""
+        params = [[name, [[b[1], b[5], b[4] - b[3]] for b in blocks]]
+                  for name, blocks in self.blocks().items()]
+        graph, _ = self._run(self.startup, make_pass("ps-trainer-startup", params=params,
+                                                     trainer_id=self.trainer_id))
+        self.trainer_startup_graph = graph
+        return graph.to_program()
+
     def trainer_program(self) -> Program:
         prog = self.trainer_graph.to_program()
         prog._ps_trainer = {"trainer_id": self.trainer_id, "endpoints": list(self.endpoints),

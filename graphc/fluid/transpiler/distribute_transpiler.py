@@ -164,6 +164,14 @@ class DistributeTranspiler:
         start_trainer(impl.trainer_id, impl.endpoints, impl.trainers)
         return impl.trainer_program()
 
+    def get_trainer_startup_program(self) -> Program:
+        """graphc's addition: the startup program that pulls the initial parameters from the
+        servers (Paddle appends these ops to the default startup program in place; graphc
+        leaves the user's program alone, whose local values equal the servers' anyway)."""
+        impl = self._require()
+        start_trainer(impl.trainer_id, impl.endpoints, impl.trainers)
+        return impl.trainer_startup()
+
     def get_pserver_program(self, endpoint: str) -> Program:
         """The server program of ``endpoint``: run it with graphc.distributed.pserver.serve
         (or fleet.run_server)."""

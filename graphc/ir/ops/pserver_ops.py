@@ -60,11 +60,12 @@ register("send_barrier", "X*", "Out", {"endpoints": "strs", "trainer_id": ("int"
          infer=_barrier, traits=_TRAITS,
          doc="tell every server this trainer has sent all its blocks of the step (sync mode); "
              "X are the send tokens")
-register("recv", "X*", "Out*", {**_BLOCK_ATTRS, "shapes": "ints", "ranks": "ints",
-                                "dtype": ("dtype", "float32")},
+register("recv", "X*?", "Out*", {**_BLOCK_ATTRS, "shapes": "ints", "ranks": "ints",
+                                 "dtype": ("dtype", "float32"), "initial": ("bool", False)},
          infer=_recv, traits=_TRAITS,
          doc="the parameter blocks varnames[i] from the servers epmap[i] after their update; "
-             "X: tokens it waits for (the send barrier)")
+             "X: tokens it waits for (the send barrier); initial: the servers' initial "
+             "blocks instead (a trainer's startup program)")
 register("fetch_barrier", "X*", "Out*", {"endpoints": "strs", "trainer_id": ("int", 0)},
          infer=_fetch_barrier, traits=_TRAITS, inplace={"Out": "X"},
          doc="every server has answered this step's receives; Out is X (the received blocks)")

@@ -93,7 +93,9 @@ class FleetTranspiler:
             self.main_program, self.startup_program = t.get_pserver_programs(ep)
         else:
             self.main_program = t.get_trainer_program()
-            self.startup_program = startup
+            # GEO keeps optimizer state on the trainer: its startup initialises it; every
+            # mode pulls the parameters' initial values from the servers
+            self.startup_program = t.get_trainer_startup_program()
 
     # -- running ------------------------------------------------------------------------
     def init_worker(self) -> None:
