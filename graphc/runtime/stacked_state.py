@@ -27,6 +27,16 @@ def _set_row(stack, row, value):
     return stack.at[row].set(value)
 
 
+def _placer(like):
+    """How to put host arrays where ``like`` lives. On the default device they stay
+    uncommitted, as the arrays a step returns are: a committed input would make jit compile
+    the step a second time on the next run."""
+    if isinstance(like, jax.Array) and getattr(like, "committed", False):
+        sharding = like.sharding
+        return lambda a: jax.device_put(a, sharding)
+    return jnp.asarray
+
+
 class StateDict(dict):
     """A scope's name -> array dict: a write under a member's name lands in its stack's row
     (or splits the stack when it does not fit), so no value ever lives in two places.
@@ -88,12 +98,12 @@ class StackedState:
         """Give the members of stack ``name`` their own arrays again and drop the stack."""
         members = self.stacks.pop(name)
         stack = vars_.pop(name)
-        device = next(iter(stack.devices()))
+        place = _placer(stack)
         # one transfer and k plain copies (eager slicing would dispatch k XLA calls)
         rows = np.asarray(stack)
         for r, m in enumerate(members):
             del self.rows[m]
-            dict.__setitem__(vars_, m, jax.device_put(rows[r], device))
+            dict.__setitem__(vars_, m, place(rows[r]))
 
     def build(self, scope, name: str, members: tuple[str, ...], type_) -> None:
         """Stack the members (from wherever the scope holds them) into ``name``."""
@@ -108,9 +118,8 @@ class StackedState:
                                   f"the program declares {type_.dtype}{list(want)} (it is "
                                   f"row {members.index(m)} of stacked state '{name}')")
         # stacked on the host: jnp.stack of k arrays would compile a k-operand concatenate
-        device = next(iter(arrays[0].devices())) if isinstance(arrays[0], jax.Array) else None
-        dict.__setitem__(vars_, name, jax.device_put(np.stack([np.asarray(a) for a in arrays]),
-                                                     device))
+        place = _placer(arrays[0])
+        dict.__setitem__(vars_, name, place(np.stack([np.asarray(a) for a in arrays])))
         for r, m in enumerate(members):
             del vars_[m]
             scope._shards.pop(m, None)
