@@ -712,38 +712,38 @@ def test_loss_layers_round_trip(case_id):
 
 
 # -- LoD sequence layers (issue 16) --------------------------------------------------------------
-def _seq(name="seq", width=3, level=1, dtype="float32"):
+def _seq_in(name="seq", width=3, level=1, dtype="float32"):
     return graphc.data(name, [-1, width], dtype, lod_level=level)
 
 
 def _sequence_conv_pool():
     from graphc.fluid import nets
-    nets.sequence_conv_pool(_seq(), 4, 3, act="tanh", pool_type="sum")
+    nets.sequence_conv_pool(_seq_in(), 4, 3, act="tanh", pool_type="sum")
 
 
 SEQUENCE_LAYER_CASES = {
-    "sequence_softmax": lambda: layers.sequence_softmax(_seq(width=1, level=2)),
-    "sequence_conv": lambda: layers.sequence_conv(_seq(), 4, 3, padding_start=-2, act="relu"),
+    "sequence_softmax": lambda: layers.sequence_softmax(_seq_in(width=1, level=2)),
+    "sequence_conv": lambda: layers.sequence_conv(_seq_in(), 4, 3, padding_start=-2, act="relu"),
     "sequence_expand": lambda: layers.sequence_expand(graphc.data("rows", [-1, 3]),
-                                                      _seq(level=2), ref_level=0),
+                                                      _seq_in(level=2), ref_level=0),
     "sequence_expand_as": lambda: layers.sequence_expand_as(graphc.data("rows", [-1, 3]),
-                                                            _seq()),
-    "sequence_concat": lambda: layers.sequence_concat([_seq("a"), _seq("b")]),
-    "sequence_reshape": lambda: layers.sequence_reshape(_seq(width=4), 2),
-    "sequence_pad": lambda: layers.sequence_pad(_seq(), layers.fill_constant([1], "float32",
+                                                            _seq_in()),
+    "sequence_concat": lambda: layers.sequence_concat([_seq_in("a"), _seq_in("b")]),
+    "sequence_reshape": lambda: layers.sequence_reshape(_seq_in(width=4), 2),
+    "sequence_pad": lambda: layers.sequence_pad(_seq_in(), layers.fill_constant([1], "float32",
                                                                              0.0), maxlen=8),
     "sequence_unpad": lambda: layers.sequence_unpad(graphc.data("padded", [-1, 5, 3]),
                                                     graphc.data("len", [-1], "int64")),
     "sequence_mask": lambda: layers.sequence_mask(graphc.data("len", [-1], "int64"), maxlen=6,
                                                   dtype="float32"),
-    "sequence_reverse": lambda: layers.sequence_reverse(_seq(level=2)),
-    "sequence_slice": lambda: layers.sequence_slice(_seq(), graphc.data("o", [-1, 1], "int64"),
+    "sequence_reverse": lambda: layers.sequence_reverse(_seq_in(level=2)),
+    "sequence_slice": lambda: layers.sequence_slice(_seq_in(), graphc.data("o", [-1, 1], "int64"),
                                                     graphc.data("n", [-1, 1], "int64")),
-    "sequence_enumerate": lambda: layers.sequence_enumerate(_seq(width=1, dtype="int64"), 3,
+    "sequence_enumerate": lambda: layers.sequence_enumerate(_seq_in(width=1, dtype="int64"), 3,
                                                             pad_value=-1),
     "sequence_scatter": lambda: layers.sequence_scatter(graphc.data("rows", [-1, 6]),
-                                                        _seq("ids", 1, dtype="int64"),
-                                                        _seq("upd", 1)),
+                                                        _seq_in("ids", 1, dtype="int64"),
+                                                        _seq_in("upd", 1)),
 }
 for _layer, _build in SEQUENCE_LAYER_CASES.items():
     case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
