@@ -21,8 +21,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
+from ...ir.ops import GRAD_SUFFIX
 from ...ir.ops.rnn_ops import UNIT_ACTIVATIONS
-from ..lod import LENGTHS_DTYPE, LoDArray
+from ..lod import LENGTHS_DTYPE, LoDArray, unwrap
 from .registry import lowering
 
 ACTS = {"sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh, "relu": jax.nn.relu,
@@ -120,19 +121,6 @@ def _zeros_state(x: LoDArray, width: int):
 
 # -- cells --------------------------------------------------------------------------------------
 
-def _lstm_cell(gates, c_prev, peep, acts):
-    """Paddle's LSTM cell on pre-activations ordered candidate, input, forget, output."""
-    gate, cell, cand = acts
-    g_c, g_i, g_f, g_o = jnp.split(gates, 4, axis=-1)
-    if peep is not None:
-        w_ic, w_fc, w_oc = peep
-        g_i, g_f = g_i + w_ic * c_prev, g_f + w_fc * c_prev
-    c = gate(g_f) * c_prev + gate(g_i) * cand(g_c)
-    if peep is not None:
-        g_o = g_o + w_oc * c
-    return gate(g_o) * cell(c), c
-
-
 def _lstm_acts(c):
     return ACTS[c["gate_activation"]], ACTS[c["cell_activation"]], \
         ACTS[c["candidate_activation"]]
@@ -142,42 +130,20 @@ def _peepholes(bias, hidden, use):
     return tuple(bias[:, k * hidden:(k + 1) * hidden] for k in (4, 5, 6)) if use else None
 
 
-@lowering("lstm")
-def _lstm(c, Input, H0, C0, Weight, Bias):
-    hidden = Weight.shape[0]
-    acts = _lstm_acts(c)
+def _lstm_setup(c, Input, H0, C0, Weight, Bias, ProjWeight=None):
+    """(step, params, initial-state inputs, init(params, h0, c0)) of lstm, or of lstmp
+    when ``ProjWeight`` is given (its recurrent state is r = proj_activation(h ProjWeight))."""
+    hidden = Weight.shape[1] // 4
+    gate, cell_act, cand = _lstm_acts(c)
     use_peep = c["use_peepholes"]
+    proj = ProjWeight is not None
+    proj_act = ACTS[c["proj_activation"]] if proj else None
+    cell_clip, proj_clip = (c["cell_clip"], c["proj_clip"]) if proj else (0.0, 0.0)
 
     def step(p, x_t, carry, t):
-        w, b = p
+        w, b = p[0], p[-1]
         h, cell = carry
-        gates = x_t[0] + h @ w + b[:, :4 * hidden]
-        return _lstm_cell(gates, cell, _peepholes(b, hidden, use_peep), acts)
-
-    init = (H0 if H0 is not None else _zeros_state(Input, hidden),
-            C0 if C0 is not None else _zeros_state(Input, hidden))
-    h, cell = recur(step, c["is_reverse"], (Weight, Bias), (Input.data,),
-                    Input.lengths[0], init)
-    return {"Hidden": Input.with_data(h), "Cell": Input.with_data(cell)}
-
-
-@lowering("lstmp")
-def _lstmp(c, Input, H0, C0, Weight, ProjWeight, Bias):
-    hidden = ProjWeight.shape[0]
-    acts = _lstm_acts(c)
-    proj_act = ACTS[c["proj_activation"]]
-    use_peep, cell_clip, proj_clip = c["use_peepholes"], c["cell_clip"], c["proj_clip"]
-
-    def project(h, pw):
-        r = proj_act(h @ pw)
-        return jnp.clip(r, -proj_clip, proj_clip) if proj_clip > 0 else r
-
-    def step(p, x_t, carry, t):
-        w, pw, b = p
-        r, cell = carry
-        gates = x_t[0] + r @ w + b[:, :4 * hidden]
-        gate, cell_act, cand = acts
-        g_c, g_i, g_f, g_o = jnp.split(gates, 4, axis=-1)
+        g_c, g_i, g_f, g_o = jnp.split(x_t[0] + h @ w + b[:, :4 * hidden], 4, axis=-1)
         peep = _peepholes(b, hidden, use_peep)
         if peep is not None:
             g_i, g_f = g_i + peep[0] * cell, g_f + peep[1] * cell
@@ -186,14 +152,90 @@ def _lstmp(c, Input, H0, C0, Weight, ProjWeight, Bias):
             new_c = jnp.clip(new_c, -cell_clip, cell_clip)
         if peep is not None:
             g_o = g_o + peep[2] * new_c
-        return project(gate(g_o) * cell_act(new_c), pw), new_c
+        new_h = gate(g_o) * cell_act(new_c)
+        if proj:
+            new_h = proj_act(new_h @ p[1])
+            if proj_clip > 0:
+                new_h = jnp.clip(new_h, -proj_clip, proj_clip)
+        return new_h, new_c
 
-    proj = ProjWeight.shape[1]
-    r0 = proj_act(H0 @ ProjWeight) if H0 is not None else _zeros_state(Input, proj)
-    init = (r0, C0 if C0 is not None else _zeros_state(Input, hidden))
-    r, cell = recur(step, c["is_reverse"], (Weight, ProjWeight, Bias), (Input.data,),
-                    Input.lengths[0], init)
+    width = ProjWeight.shape[1] if proj else hidden
+
+    def init(p, h0, c0):
+        if h0 is None:
+            r0 = _zeros_state(Input, width)
+        else:
+            r0 = proj_act(h0 @ p[1]) if proj else h0
+        return r0, (c0 if c0 is not None else _zeros_state(Input, hidden))
+
+    params = (Weight, ProjWeight, Bias) if proj else (Weight, Bias)
+    return step, params, (H0, C0), init
+
+
+def _gru_setup(c, Input, H0, Weight, Bias):
+    hidden = Weight.shape[0]
+    act, gate_act = ACTS[c["activation"]], ACTS[c["gate_activation"]]
+    origin = c["origin_mode"]
+
+    def step(p, x_t, carry, t):
+        return (gru_cell(x_t[0], carry[0], p[0], p[1], act, gate_act, origin)[0],)
+
+    def init(p, h0):
+        return (h0 if h0 is not None else _zeros_state(Input, hidden),)
+
+    return step, (Weight, Bias), (H0,), init
+
+
+def _forward(c, x: LoDArray, setup):
+    step, params, init_ins, init = setup
+    return recur(step, c["is_reverse"], params, (x.data,), x.lengths[0],
+                 tuple(init(params, *init_ins)))
+
+
+def _backward(c, kw, setup, state_slots, param_slots, init_slots):
+    """Gradients of a recurrent op from its saved per-token states (its outputs), by the
+    backward loop of ``recur``: no second forward loop."""
+    x = kw["Input"]
+    step, params, init_ins, init = setup
+    init_val, init_vjp = jax.vjp(lambda p, *ins: tuple(init(p, *ins)), params, *init_ins)
+    states = tuple(kw[s].data for s in state_slots)
+    d_states = tuple(jnp.zeros_like(st) if kw.get(s + GRAD_SUFFIX) is None
+                     else unwrap(kw[s + GRAD_SUFFIX]).astype(st.dtype).reshape(st.shape)
+                     for s, st in zip(state_slots, states))
+    dparams, dxs, _, dinit = _recur_bwd(step, c["is_reverse"],
+                                        (params, (x.data,), x.lengths[0], init_val, states),
+                                        d_states)
+    dp_init, *dins = init_vjp(tuple(dinit))
+    dparams = jax.tree.map(jnp.add, dparams, dp_init)
+    grads = {"Input": x.masked(dxs[0]), **dict(zip(param_slots, dparams)),
+             **dict(zip(init_slots, dins))}
+    return {s + GRAD_SUFFIX: g for s, g in grads.items() if s + GRAD_SUFFIX in c.out_types}
+
+
+@lowering("lstm")
+def _lstm(c, Input, H0, C0, Weight, Bias):
+    h, cell = _forward(c, Input, _lstm_setup(c, Input, H0, C0, Weight, Bias))
+    return {"Hidden": Input.with_data(h), "Cell": Input.with_data(cell)}
+
+
+@lowering("lstm_grad")
+def _lstm_grad(c, **kw):
+    setup = _lstm_setup(c, kw["Input"], kw["H0"], kw["C0"], kw["Weight"], kw["Bias"])
+    return _backward(c, kw, setup, ("Hidden", "Cell"), ("Weight", "Bias"), ("H0", "C0"))
+
+
+@lowering("lstmp")
+def _lstmp(c, Input, H0, C0, Weight, ProjWeight, Bias):
+    r, cell = _forward(c, Input, _lstm_setup(c, Input, H0, C0, Weight, Bias, ProjWeight))
     return {"Projection": Input.with_data(r), "Cell": Input.with_data(cell)}
+
+
+@lowering("lstmp_grad")
+def _lstmp_grad(c, **kw):
+    setup = _lstm_setup(c, kw["Input"], kw["H0"], kw["C0"], kw["Weight"], kw["Bias"],
+                        kw["ProjWeight"])
+    return _backward(c, kw, setup, ("Projection", "Cell"), ("Weight", "ProjWeight", "Bias"),
+                     ("H0", "C0"))
 
 
 def gru_weights(w):
@@ -221,18 +263,14 @@ def gru_cell(x, h_prev, w, bias, act, gate_act, origin_mode):
 
 @lowering("gru")
 def _gru(c, Input, H0, Weight, Bias):
-    hidden = Weight.shape[0]
-    act, gate_act = ACTS[c["activation"]], ACTS[c["gate_activation"]]
-    origin = c["origin_mode"]
-
-    def step(p, x_t, carry, t):
-        w, b = p
-        return (gru_cell(x_t[0], carry[0], w, b, act, gate_act, origin)[0],)
-
-    init = (H0 if H0 is not None else _zeros_state(Input, hidden),)
-    (h,) = recur(step, c["is_reverse"], (Weight, Bias), (Input.data,), Input.lengths[0],
-                 init)
+    (h,) = _forward(c, Input, _gru_setup(c, Input, H0, Weight, Bias))
     return {"Hidden": Input.with_data(h)}
+
+
+@lowering("gru_grad")
+def _gru_grad(c, **kw):
+    setup = _gru_setup(c, kw["Input"], kw["H0"], kw["Weight"], kw["Bias"])
+    return _backward(c, kw, setup, ("Hidden",), ("Weight", "Bias"), ("H0",))
 
 
 @lowering("gru_unit")

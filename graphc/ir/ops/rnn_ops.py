@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..types import FLOAT_DTYPES, TensorType
+from .grad_ops import GRAD_READS
 from .registry import InferContext, register
 
 ACTIVATIONS = ("sigmoid", "tanh", "relu", "identity")
@@ -160,3 +161,11 @@ def _lstm_unit(c: InferContext):
 register("lstm_unit", "X C_prev", "C H", {"forget_bias": ("float", 0.0)}, infer=_lstm_unit,
          doc="one LSTM step of pre-activations X [N, 4D] ordered i, f, o, g: C = sigmoid(f + "
              "forget_bias) C_prev + sigmoid(i) tanh(g), H = sigmoid(o) tanh(C)")
+
+
+# The grad ops read the per-token states the forward op produced (its outputs are its
+# carries): back-propagation through time then needs no second forward loop.
+GRAD_READS["lstm"] = ("Input", "H0", "C0", "Weight", "Bias", "Hidden", "Cell")
+GRAD_READS["lstmp"] = ("Input", "H0", "C0", "Weight", "ProjWeight", "Bias", "Projection",
+                       "Cell")
+GRAD_READS["gru"] = ("Input", "H0", "Weight", "Bias", "Hidden")
