@@ -14,10 +14,10 @@ from graphc.ir.text import parse
 from graphc.runtime import checkpoint
 
 
-def deep(k=5, size=3, opt="momentum"):
+def deep(k=5, size=3, opt="momentum", first=None):
     main, startup = graphc.Program(), graphc.Program()
     with program_guard(main, startup), unique_name.guard():
-        h = layers.data("x", [size])
+        h = layers.data("x", [first or size])
         for _ in range(k):
             h = layers.fc(h, size, act="tanh")
         loss = layers.mean(h)
@@ -195,3 +195,19 @@ def test_verifier_checks_stacked_state():
         parse(good.replace('["w", "v"]', '["w", "v", "u"]')).verify()
     with pytest.raises(VerifyError, match="one row per member"):
         parse(good.replace('stack_of=["w", "v"]', 'stack_of=["w", "y"]')).verify()
+
+
+def test_stacking_does_not_make_the_step_compile_twice():
+    """Stacks the runtime builds are placed as the step's own outputs are, so the second
+    run finds the compiled step for the same argument placement (the first layer's own
+    parameters, not stacked, are updated too)."""
+    main, startup, _, loss = deep(k=6, opt="sgd", first=4)
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    cp = compiled(main, True)
+    x = np.random.default_rng(0).uniform(-1, 1, (4, 4)).astype("float32")
+    for _ in range(3):
+        exe.run(cp, feed={"x": x}, fetch_list=[loss], scope=scope)
+    step = exe.compile(cp, feed={"x": x}, fetch_list=[loss])
+    assert any("@STACK" in n for n in step.state_names)
+    assert step._jitted._cache_size() == 1
