@@ -5,8 +5,9 @@ takes one step more than trainer 0 (uneven data), which must not hang the job.
 PS_TEST_API=fleet: the same through the parameter-server fleet (PaddleCloudRoleMaker from
 Paddle's variables, DistributedStrategyFactory; PS_TEST_STRATEGY=async for the async one);
 PS_TEST_GEO=k: GEO-SGD pushing every k steps; PS_TEST_STEPS=N: N steps per trainer;
-PS_TEST_LR: the learning rate; PS_TEST_FAIL=trainer1: trainer 1 raises after its last step
-instead of completing."""
+PS_TEST_LR: the learning rate; PS_TEST_SAVE=1: trainer 0 checkpoints after 2 steps (into
+OUT/ckpt); PS_TEST_RESUME=DIR: servers load DIR, trainers pull and go on from its step;
+PS_TEST_FAIL=trainer1: trainer 1 raises after its last step instead of completing."""
 
 from __future__ import annotations
 
@@ -83,6 +84,7 @@ def main(out_dir: str) -> None:
     out = Path(out_dir)
     eps = ENDPOINTS.split(",")
     use_fleet = os.environ.get("PS_TEST_API") == "fleet"
+    first = 0  # the first step to take (a resumed job skips the checkpoint's)
     if use_fleet:
         import graphc.fluid.incubate.fleet.parameter_server.distribute_transpiler as ps
         from graphc.fluid.incubate.fleet.base import role_maker
@@ -126,6 +128,8 @@ def main(out_dir: str) -> None:
             server_prog, server_startup = t.get_pserver_programs(eps[rank])
             exe = fluid.Executor(fluid.CPUPlace())
             exe.run(server_startup)
+            if os.environ.get("PS_TEST_RESUME"):  # this server's blocks from the checkpoint
+                pserver.load_checkpoint(server_prog, os.environ["PS_TEST_RESUME"])
             stats = pserver.serve(server_prog, exe)
             (out / f"server{rank}.json").write_text(json.dumps(stats))
             return
@@ -134,12 +138,17 @@ def main(out_dir: str) -> None:
                     startup_program=startup)
         trainer_prog = t.get_trainer_program()
         exe = fluid.Executor(fluid.CPUPlace())
-        exe.run(startup)
+        if os.environ.get("PS_TEST_RESUME"):  # pull the resumed values; skip the steps taken
+            exe.run(t.get_trainer_startup_program())
+            from graphc.distributed.pserver.checkpoint import load_meta
+            first = load_meta(os.environ["PS_TEST_RESUME"])["step"]
+        else:
+            exe.run(startup)
     losses = []
     steps = int(os.environ.get("PS_TEST_STEPS", "0"))
     data = batches(max(steps, STEPS + 1))
     fail = os.environ.get("PS_TEST_FAIL") == f"trainer{tid}"
-    for step in range(steps or STEPS + tid):  # trainer 1 takes one extra step by default
+    for step in range(first, steps or STEPS + tid):  # trainer 1: one extra step by default
         b = data[step]
         part = {k: v[tid * HALF:(tid + 1) * HALF] for k, v in b.items()}
         value, = exe.run(trainer_prog, feed=part, fetch_list=[loss.name])
@@ -148,6 +157,9 @@ def main(out_dir: str) -> None:
         if step == STEPS - 1:
             np.savez(out / f"trainer{tid}.npz", losses=np.array(losses),
                      **params(prog, fluid.global_scope()))
+        if os.environ.get("PS_TEST_SAVE") and tid == 0 and step == 1:  # after 2 steps
+            pserver.save_checkpoint(str(out / "ckpt"))
+    np.savez(out / f"trainer{tid}.final.npz", **params(prog, fluid.global_scope()))
     if fail:  # instead of completing: the servers wait for this trainer
         (out / "failed_at").write_text(repr(time.time()))
         raise RuntimeError(f"trainer {tid} fails on purpose after step {step}")

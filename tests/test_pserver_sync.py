@@ -55,8 +55,8 @@ def local_run(steps: int = job.STEPS):
 
 
 @pytest.mark.slow
-def test_two_trainers_two_servers_equal_local_training(tmp_path):
-    proc = launch(tmp_path)
+def test_two_trainers_two_servers_equal_local_training_and_resume(tmp_path):
+    proc = launch(tmp_path, PS_TEST_SAVE="1")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     t0, t1 = np.load(tmp_path / "trainer0.npz"), np.load(tmp_path / "trainer1.npz")
     losses, params = local_run()
@@ -69,6 +69,19 @@ def test_two_trainers_two_servers_equal_local_training(tmp_path):
         stats = json.loads((tmp_path / f"server{server}.json").read_text())
         assert stats["rounds"] == job.STEPS + 1
         assert stats["bytes_received"] > 0
+    # trainer 0 checkpointed after 2 steps; a new job resumes from the servers' files (their
+    # blocks and velocities) and ends where the uninterrupted one did, bit for bit
+    ckpt = tmp_path / "ckpt"
+    assert sorted(p.name for p in ckpt.iterdir()) == [
+        "pserver_0.safetensors", "pserver_1.safetensors", "pserver_checkpoint.json"]
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    proc = launch(resumed, PS_TEST_RESUME=str(ckpt))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for tid in (0, 1):
+        whole, again = (np.load(d / f"trainer{tid}.final.npz") for d in (tmp_path, resumed))
+        for name in whole.files:
+            np.testing.assert_array_equal(again[name], whole[name], err_msg=name)
 
 
 ASYNC_STEPS = 16

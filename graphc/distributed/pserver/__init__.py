@@ -43,10 +43,35 @@ def start_trainer(trainer_id: int, endpoints: list[str], trainers: int):
     return ch
 
 
+def save_checkpoint(dirname: str) -> None:
+    """From a trainer (usually the first), between steps: every server writes its blocks
+    and optimizer state to ``dirname`` (``pserver_<id>.safetensors``), this trainer the step
+    count (``pserver_checkpoint.json``). Resume: ``load_checkpoint`` on each server after
+    its startup program; trainers pull the values with their startup program."""
+    if _TRAINER[0] is None:
+        raise PServerError("save_checkpoint() runs on a trainer (after get_trainer_program)")
+    _TRAINER[0].save(dirname)
+
+
+def load_checkpoint(pserver_program, dirname: str, scope=None) -> dict:
+    """On a server, after its startup program: its blocks from ``dirname``; returns the
+    checkpoint's metadata (``step``: how many steps the trainers had taken)."""
+    from ...runtime.scope import global_scope
+    from .checkpoint import load_meta, load_server
+    info = getattr(pserver_program, "_ps_server", None)
+    if info is None:
+        raise PServerError("load_checkpoint() takes a server program")
+    meta = load_meta(dirname)
+    load_server(dirname, pserver_program, global_scope() if scope is None else scope,
+                info["server_id"])
+    return meta
+
+
 def complete() -> None:
     """This trainer takes no more steps (Paddle's ``exe.close()`` / ``fleet.stop_worker()``)."""
     if _TRAINER[0] is not None:
         _TRAINER[0].complete()
 
 
-__all__ = ["PServerError", "Transpiler", "complete", "serve", "start_trainer"]
+__all__ = ["PServerError", "Transpiler", "complete", "load_checkpoint", "save_checkpoint",
+           "serve", "start_trainer"]

@@ -12,7 +12,10 @@ one-off layout at setup):
   owns, in ``Layout.grads`` order;
 - ``TAG_PARAMS`` (43), server -> trainer, once after the layout (the initial blocks, which
   a trainer's startup program pulls) and then per step: uint8, the server's parameter
-  blocks after its update, in ``Layout.params`` order.
+  blocks after its update, in ``Layout.params`` order;
+- ``TAG_SAVE`` (44), trainer -> server, after a ``SAVE`` control message: the pickled
+  checkpoint directory; the server writes its blocks there before it reads that trainer's
+  next message (sync mode: at a round boundary).
 
 Setup is one ``allgather`` of ``(role, index)`` over every rank (all ranks of the job take
 part), then the layouts. MPI keeps messages of one tag between two ranks in order, so a
@@ -28,8 +31,8 @@ import numpy as np
 
 from ...ir.errors import GraphcError
 
-TAG_LAYOUT, TAG_CONTROL, TAG_GRADS, TAG_PARAMS = 40, 41, 42, 43
-BARRIER, COMPLETE = 1, 2
+TAG_LAYOUT, TAG_CONTROL, TAG_GRADS, TAG_PARAMS, TAG_SAVE = 40, 41, 42, 43, 44
+BARRIER, COMPLETE, SAVE = 1, 2, 3
 TRAINER, SERVER = "TRAINER", "PSERVER"
 
 

@@ -11,11 +11,13 @@ from .. import watchdog
 from .protocol import (
     BARRIER,
     COMPLETE,
+    SAVE,
     SERVER,
     TAG_CONTROL,
     TAG_GRADS,
     TAG_LAYOUT,
     TAG_PARAMS,
+    TAG_SAVE,
     Cluster,
     Layout,
     PServerError,
@@ -85,11 +87,14 @@ def _serve_async(program, exe, scope, cluster, layout, info, stats) -> None:
             comm.Recv(ctrl, source=MPI.ANY_SOURCE, tag=TAG_CONTROL, status=status)
         rank = status.Get_source()
         t = trainer_of.get(rank)
-        if t is None or int(ctrl[0]) not in (BARRIER, COMPLETE):
+        if t is None or int(ctrl[0]) not in (BARRIER, COMPLETE, SAVE):
             raise PServerError(f"server {info['server_id']}: unexpected control message "
                                f"{ctrl.tolist()} from rank {rank}")
         if int(ctrl[0]) == COMPLETE:
             live.discard(t)
+            continue
+        if int(ctrl[0]) == SAVE:
+            _save(program, scope, rank, cluster, info)
             continue
         buf = np.empty(nbytes, np.uint8)
         comm.Recv(buf, source=rank, tag=TAG_GRADS)
@@ -113,9 +118,13 @@ def _serve_sync(program, exe, scope, cluster, layout, feeds_of, info, stats) -> 
     while live:
         feeds, arrived = {}, []
         for t in sorted(live):
-            with watchdog.waiting(f"pserver {info['endpoint']} waiting for trainer {t}"):
-                comm.Recv(ctrl, source=cluster.trainers[t], tag=TAG_CONTROL)
-            kind = int(ctrl[0])
+            kind = SAVE
+            while kind == SAVE:  # a checkpoint request comes between a trainer's steps
+                with watchdog.waiting(f"pserver {info['endpoint']} waiting for trainer {t}"):
+                    comm.Recv(ctrl, source=cluster.trainers[t], tag=TAG_CONTROL)
+                kind = int(ctrl[0])
+                if kind == SAVE:
+                    _save(program, scope, cluster.trainers[t], cluster, info)
             if kind == COMPLETE:
                 live.discard(t)
                 continue
@@ -145,3 +154,9 @@ def _serve_sync(program, exe, scope, cluster, layout, feeds_of, info, stats) -> 
             MPI.Request.Waitall(requests)
         stats["rounds"] += 1
         stats["bytes_sent"] += out.nbytes * len(arrived)
+
+
+def _save(program, scope, rank: int, cluster, info) -> None:
+    from .checkpoint import save_server
+    dirname = cluster.comm.recv(source=rank, tag=TAG_SAVE)
+    save_server(dirname, program, scope, info["server_id"])

@@ -10,10 +10,12 @@ import numpy as np
 from .protocol import (
     BARRIER,
     COMPLETE,
+    SAVE,
     TAG_CONTROL,
     TAG_GRADS,
     TAG_LAYOUT,
     TAG_PARAMS,
+    TAG_SAVE,
     TRAINER,
     Cluster,
     PServerError,
@@ -144,6 +146,21 @@ class TrainerChannel:
             old[name][s:e] = value
         self.fetch_barrier()
         return [local[n] for n in names]
+
+    def save(self, dirname: str) -> None:
+        """Ask every server to write its blocks to ``dirname`` now (between steps); the
+        step count goes beside them."""
+        from mpi4py import MPI
+
+        from .checkpoint import save_meta
+        self._setup()
+        MPI.Request.Waitall(self._requests)
+        comm = self.cluster.comm
+        for rank in self.cluster.servers:
+            comm.Send(np.array([SAVE, self.step, self.trainer_id], np.int64), dest=rank,
+                      tag=TAG_CONTROL)
+            comm.send(str(dirname), dest=rank, tag=TAG_SAVE)
+        save_meta(dirname, self.step, len(self.endpoints), self.trainers)
 
     # -- lifetime ------------------------------------------------------------------
     def complete(self) -> None:

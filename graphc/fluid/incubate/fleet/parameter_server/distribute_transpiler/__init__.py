@@ -110,10 +110,9 @@ class FleetTranspiler:
             raise FleetError("init_server() is for servers; this process is a worker")
         if self.startup_program is None:
             raise FleetError("call distributed_optimizer(...).minimize(loss) first")
-        if model_dir is not None:
-            raise FleetError("init_server(model_dir=...) (loading a checkpoint into the "
-                             "servers) is not supported yet (docs/parameter_server.md, Status)")
         Executor().run(self.startup_program)
+        if model_dir is not None:  # a checkpoint fleet.save_persistables wrote
+            pserver.load_checkpoint(self.main_program, model_dir)
 
     def run_server(self) -> dict:
         if not self.is_server():
@@ -138,9 +137,12 @@ class FleetTranspiler:
                                     export_for_deployment=export_for_deployment)
 
     def save_persistables(self, executor, dirname, main_program=None, **kwargs):
-        raise FleetError("save_persistables in parameter-server mode would need the optimizer "
-                         "state, which lives on the servers: not supported yet (use "
-                         "save_inference_model for the parameters; docs/parameter_server.md)")
+        """From a worker, between steps: every server writes its blocks and optimizer state
+        to ``dirname`` (the shard owners' checkpoint); ``init_server(dirname)`` resumes."""
+        if not self.is_worker():
+            raise FleetError("save_persistables is called on a worker (usually the first); "
+                             "the servers then write their own blocks")
+        pserver.save_checkpoint(dirname)
 
 
 class ParameterServerOptimizer:
