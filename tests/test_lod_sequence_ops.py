@@ -301,16 +301,17 @@ def test_nets_sequence_conv_pool():
 
 # -- gradients (finite differences over the ragged tokens) --------------------------------------
 
-@settings(max_examples=4, deadline=None)
-@given(lengths=lod_lengths(1, max_sequences=3, max_length=4), seed=seeds,
-       op=st.sampled_from(["softmax", "conv", "reverse", "concat", "pad", "reduce_max", "bn"]))
-def test_gradients_over_random_lods(lengths, seed, op):
+@pytest.mark.parametrize("op", ["softmax", "conv", "reverse", "concat", "pad", "reduce_max",
+                                "bn", "ln", "expand_as", "slice", "scatter", "reshape"])
+@settings(max_examples=3, deadline=None)
+@given(lengths=lod_lengths(1, max_sequences=3, max_length=4), seed=seeds)
+def test_gradients_over_random_lods(op, lengths, seed):
     rng = np.random.default_rng(seed)
     with graphc.program_guard(graphc.Program(), graphc.Program()):
         x = lod_in("x", 1 if op == "softmax" else 2)
         x.stop_gradient = False
         feeds = {"x": random_lod_tensor(rng, lengths, (x.shape[1],))}
-        state = {}
+        state, wrt = {}, ["x"]
         if op == "softmax":
             out = layers.sequence_softmax(x)
         elif op == "conv":
@@ -325,6 +326,34 @@ def test_gradients_over_random_lods(lengths, seed, op):
             out, _ = layers.sequence_pad(x, layers.fill_constant([1], "float64", 0.5), maxlen=5)
         elif op == "reduce_max":
             out = layers.reduce_max(x, dim=[0])
+        elif op == "ln":
+            out = layers.layer_norm(x, param_attr=fluid.ParamAttr(name="s"),
+                                    bias_attr=fluid.ParamAttr(name="b"))
+            state = {"s": rng.uniform(0.5, 1.5, 2), "b": rng.standard_normal(2)}
+        elif op == "expand_as":  # the gradient of the dense rows, summed over their copies
+            d = graphc.data("d", [-1, 3], "float64")
+            d.stop_gradient = False
+            feeds["d"] = rng.standard_normal((len(lengths[0]), 3))
+            wrt = ["d"]
+            out = layers.elementwise_add(layers.sequence_expand_as(d, x), layers.reduce_sum(
+                x, dim=[1], keep_dim=True))
+        elif op == "slice":
+            n = lengths[0]
+            feeds["o"] = np.array([[rng.integers(0, k + 1)] for k in n])
+            feeds["n"] = np.array([[rng.integers(0, k - o + 1)] for k, (o,) in
+                                   zip(n, feeds["o"])])
+            out = layers.sequence_slice(x, graphc.data("o", [-1, 1], "int64"),
+                                        graphc.data("n", [-1, 1], "int64"))
+        elif op == "scatter":
+            d = graphc.data("d", [-1, 3], "float64")
+            d.stop_gradient = False
+            feeds["d"] = rng.standard_normal((len(lengths[0]), 3))
+            feeds["ids"] = random_lod_tensor(rng, lengths, (1,), "int64", 0, 3)
+            wrt = ["d", "x"]
+            out = layers.sequence_scatter(d, lod_in("ids", 1, "int64"),
+                                          layers.reduce_sum(x, dim=[1], keep_dim=True))
+        elif op == "reshape":
+            out = layers.sequence_reshape(x, 1)
         else:
             out = layers.batch_norm(x, param_attr=fluid.ParamAttr(name="s"),
                                     bias_attr=fluid.ParamAttr(name="b"), moving_mean_name="m",
@@ -334,7 +363,7 @@ def test_gradients_over_random_lods(lengths, seed, op):
         loss, w = token_loss(out, rng)
         if op == "bn" and sum(lengths[0]) < 2:
             return  # one token: batch statistics make every output the bias
-        fd_check(graphc.default_main_program(), loss, {**feeds, **w}, ["x"], rng, state,
+        fd_check(graphc.default_main_program(), loss, {**feeds, **w}, wrt, rng, state,
                  rtol=1e-5, atol=1e-6)
 
 
