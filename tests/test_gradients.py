@@ -1406,3 +1406,24 @@ def recurrent_units(c, origin):
     out, reset, gate = layers.gru_unit(x, hp, 6, origin_mode=origin)
     h, cell = graphc.layers.lstm_unit(x, out, cp, forget_bias=0.5)
     return [out, reset, gate, h, cell]
+
+
+@grad_case("dynamic_rnn")
+def dynamic_rnn_lod(c):
+    from graphc.runtime.lod import create_lod_tensor
+    from graphc.testing.lod import lod_grad_check
+    lengths = [2, 0, 1, 3]
+    x = graphc.data("x", [-1, 3], "float64", lod_level=1)
+    x.stop_gradient = False
+    drnn = layers.DynamicRNN()
+    with drnn.block():
+        prev = drnn.memory(shape=[2], value=0.1, dtype="float64")
+        h = layers.fc([drnn.step_input(x), prev], 2, act="tanh")
+        drnn.update_memory(prev, h)
+        drnn.output(h)
+    w = graphc.data("w", [-1, 2], "float64", lod_level=1)
+    loss = layers.reduce_sum(layers.elementwise_mul(drnn(), w))
+    feeds = {"x": create_lod_tensor(c.randn(6, 3), [lengths]),
+             "w": create_lod_tensor(c.randn(6, 2), [lengths])}
+    state = c._default_state(graphc.lower(c.program))
+    lod_grad_check(c.program, loss, feeds, ["x"], c.rng, state=state)

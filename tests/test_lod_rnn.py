@@ -324,3 +324,135 @@ def test_bad_inputs_name_the_layer_or_op():
         layers.dynamic_lstm(x, 8, h_0=dense)
     with pytest.raises(ProgramError, match="lstm_unit: hidden_t_prev is"):
         layers.lstm_unit(dense, graphc.data("h", [-1, 3]), graphc.data("c", [-1, 2]))
+
+
+# -- DynamicRNN --------------------------------------------------------------------------------
+
+def _drnn_program(hidden=2, width=3):
+    """h_t = tanh(fc([x_t, h_{t-1}, pooled static])) from h_0; a counter memory doubling from
+    1; outputs h_t and the counter's value before its update."""
+    x = graphc.data("x", [-1, width], "float64", lod_level=1)
+    x.stop_gradient = False
+    h0 = graphc.data("h0", [-1, hidden], "float64")
+    h0.stop_gradient = False
+    enc = graphc.data("enc", [-1, 2], "float64", lod_level=1)
+    drnn = layers.DynamicRNN()
+    with drnn.block():
+        word = drnn.step_input(x)
+        context = layers.sequence_pool(drnn.static_input(enc), "sum")
+        prev = drnn.memory(init=h0)
+        count = drnn.memory(shape=[1], value=1.0, dtype="float64")
+        h = layers.fc([word, prev, context], hidden, act="tanh",
+                      param_attr=["wx", "wh", "wc"], bias_attr="b")
+        drnn.update_memory(prev, h)
+        drnn.update_memory(count, layers.scale(count, 2.0))
+        drnn.output(h, count)
+    return drnn()
+
+
+def drnn_reference(tokens, lengths, h0, enc, enc_lengths, p):
+    pooled = [s.sum(0) for s in split(enc, enc_lengths)]
+    outs, counts = [], []
+    for n, seq in enumerate(split(tokens, lengths)):
+        h, count = h0[n], 1.0
+        for x in seq:
+            h = np.tanh(x @ p["wx"] + h @ p["wh"] + pooled[n] @ p["wc"] + p["b"])
+            outs.append(h)
+            counts.append([count])
+            count *= 2
+    return np.array(outs).reshape(-1, h0.shape[1]), np.array(counts).reshape(-1, 1)
+
+
+@settings(max_examples=6, deadline=None)
+@given(lengths=lod_lengths(1, max_sequences=4, max_length=5), seed=st.integers(0, 2 ** 16))
+def test_dynamic_rnn_matches_the_step_by_step_reference(lengths, seed):
+    rng = np.random.default_rng(seed)
+    (lens,) = lengths
+    n = len(lens)
+    enc_lens = rng.integers(0, 3, n).tolist()
+    with graphc.program_guard(graphc.Program(), graphc.Program()), unique_name.guard():
+        out, count = _drnn_program()
+        assert out.lod_level == 1 and tuple(out.shape) == (-1, 2)
+        prog = graphc.default_main_program()
+        graph = graphc.lower(prog)
+    state = params_of(graph, rng, 1.0)
+    tokens, h0 = rng.standard_normal((sum(lens), 3)), rng.standard_normal((n, 2))
+    enc = rng.standard_normal((sum(enc_lens), 2))
+    feed = {"x": as_feed(prog, "x", lod(tokens, [lens])), "h0": h0,
+            "enc": as_feed(prog, "enc", lod(enc, [enc_lens]))}
+    got = run_graph(graph, state, feed, [out.name, count.name])[1]
+    want = drnn_reference(tokens, lens, h0, enc, enc_lens, state)
+    for g, w in zip(got, want):
+        assert rlod.unpack(g).recursive_sequence_lengths() == [lens]
+        np.testing.assert_allclose(np.asarray(rlod.unpack(g)), w, rtol=1e-10, atol=1e-12)
+
+
+def test_dynamic_rnn_gradients_by_finite_differences():
+    rng = np.random.default_rng(8)
+    lens = [3, 0, 1, 2]
+    out, count = _drnn_program()
+    w = graphc.data("w", [-1, 2], "float64", lod_level=1)
+    loss = layers.elementwise_add(layers.reduce_sum(layers.elementwise_mul(out, w)),
+                                  layers.reduce_sum(count))
+    prog = graphc.default_main_program()
+    fwd = graphc.lower(prog)
+    state = params_of(fwd, rng, 1.0)
+    feeds = {"x": lod(rng.standard_normal((6, 3)), [lens]), "h0": rng.standard_normal((4, 2)),
+             "enc": lod(rng.standard_normal((3, 2)), [[1, 0, 2, 0]]),
+             "w": lod(rng.standard_normal((6, 2)), [lens])}
+    lod_grad_check(prog, loss, feeds, ["x"], rng, state=state)
+    full = graphc.lower(prog)
+    packed = {k: as_feed(prog, k, v) for k, v in feeds.items()}
+    param_grad_check(fwd, full, state, packed, loss.name, ["wx", "wh", "wc", "b", "h0"], rng)
+
+
+def test_dynamic_rnn_of_gru_units_equals_dynamic_gru_and_trains_like_the_interpreter():
+    ids = layers.data("ids", [1], dtype="int64", lod_level=1)
+    emb = layers.embedding(ids, [20, 4])
+    gates = layers.fc(emb, 6, bias_attr=False, param_attr="proj")
+    drnn = layers.DynamicRNN()
+    with drnn.block():
+        g_t = drnn.step_input(gates)
+        prev = drnn.memory(shape=[2], value=0.0)
+        h, _, _ = layers.gru_unit(g_t, prev, 6, param_attr="gru_w", bias_attr="gru_b")
+        drnn.update_memory(prev, h)
+        drnn.output(h)
+    stepped = drnn()
+    whole = layers.dynamic_gru(gates, 2, param_attr="gru_w", bias_attr="gru_b")
+    loss = layers.mean(layers.sequence_pool(stepped, "last"))
+    graphc.optimizer.SGD(0.5).minimize(loss)
+    main = graphc.default_main_program()
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(graphc.default_startup_program(), scope=scope)
+    graph = graphc.lower(main)
+    names = [v.var.name for v in graph.inputs if v.var.kind in ("param", "persistable")]
+    before = {n: np.asarray(scope[n]) for n in names}
+    t = create_lod_tensor([[1, 4, 2], [7], [], [3, 3, 9, 1, 0]], [[3, 1, 0, 5]])
+    a, b, loss_j = exe.run(main, feed={"ids": t}, fetch_list=[stepped, whole, loss],
+                           scope=scope)
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    new_state, (loss_i,) = run_graph(graph, before, {"ids": as_feed(main, "ids", t)},
+                                     [loss.name])
+    np.testing.assert_allclose(loss_j, loss_i, rtol=1e-5)
+    for n in names:
+        np.testing.assert_allclose(np.asarray(scope[n]), new_state[n], rtol=1e-4, atol=1e-6,
+                                   err_msg=n)
+    for v in graph.inputs:  # every parameter trained, the step's too
+        if v.var.kind == "param":
+            assert not np.allclose(new_state[v.var.name], before[v.var.name]), v.var.name
+
+
+def test_dynamic_rnn_misuse_is_refused():
+    x = graphc.data("x", [-1, 3], lod_level=1)
+    drnn = layers.DynamicRNN()
+    with pytest.raises(ProgramError, match="step_input\\(\\) must be called inside block"):
+        drnn.step_input(x)
+    with pytest.raises(ProgramError, match="memory '.*' is never updated"):
+        with drnn.block():
+            drnn.step_input(x)
+            m = drnn.memory(shape=[2])
+            drnn.output(m)
+    other = layers.DynamicRNN()
+    with pytest.raises(ProgramError, match="must be a LoD value of lod_level 1"):
+        with other.block():
+            other.step_input(graphc.data("d", [-1, 3]))

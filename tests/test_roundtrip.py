@@ -789,3 +789,21 @@ for _layer, _build in RNN_CASES.items():
 @pytest.mark.parametrize("case_id", sorted(RNN_CASES))
 def test_rnn_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
+
+
+def _dynamic_rnn():
+    drnn = layers.DynamicRNN()
+    with drnn.block():
+        word = drnn.step_input(_seq(3, "words"))
+        prev = drnn.memory(shape=[2], value=0.5)
+        h = layers.fc([word, prev], 2, act="tanh")
+        drnn.update_memory(prev, h)
+        drnn.output(h, layers.sequence_pool(drnn.static_input(_seq(2, "enc")), "max"))
+    return drnn()
+
+
+case("DynamicRNN")(_dynamic_rnn)  # test_every_layer_function_has_a_case reads CASES
+
+
+def test_dynamic_rnn_round_trips():
+    test_layer_round_trips("DynamicRNN")

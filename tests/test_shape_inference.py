@@ -1511,3 +1511,20 @@ def test_rnn_op_inferred_types(op_type, ins, attrs, outs):
 ])
 def test_rnn_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs or {}, message)
+
+
+STEP_BODY = ("graph @step {\n  input %m: f32[-1,2] {feed}\n  input %x: f32[-1,2] {feed}\n"
+             "  %y: f32[-1,2] = elementwise_add(X=%m, Y=%x)\n  output %y\n  output %y\n}\n")
+DYNAMIC_RNN_CASES = [
+    case("dynamic_rnn", {"Init": [t(-1, 2)], "Xs": [lod1(-1, 2)]},
+         {"body": STEP_BODY, "init_from": [0], "init_values": [0.0]},
+         {"Out": [lod1(-1, 2)]}),
+]
+CASES.extend(DYNAMIC_RNN_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", DYNAMIC_RNN_CASES)
+def test_dynamic_rnn_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    with pytest.raises(graphc.ShapeError, match="step inputs must be LoD values"):
+        infer(op_type, {**ins, "Xs": [t(-1, 2)]}, attrs)

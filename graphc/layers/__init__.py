@@ -4,6 +4,7 @@ Each layer appends Paddle's ops with Paddle's names; see helper.LayerHelper.
 """
 
 from .crf import chunk_eval, crf_decoding, linear_chain_crf
+from .dynamic_rnn import DynamicRNN
 from .learning_rate_scheduler import (
     cosine_decay,
     exponential_decay,
@@ -148,7 +149,8 @@ from .tensor import (
 monkey_patch_variable()
 
 __all__ = [
-    "abs", "accuracy", "arange", "argmax", "argmin", "argsort", "assign", "auc", "batch_norm",
+    "DynamicRNN", "abs", "accuracy", "arange", "argmax", "argmin", "argsort", "assign", "auc",
+    "batch_norm",
     "bpr_loss", "cast", "chunk_eval", "clip", "clip_by_norm", "concat", "conv2d", "cos_sim",
     "cosine_decay", "crf_decoding", "cross_entropy", "data", "dropout", "dynamic_gru",
     "dynamic_lstm", "dynamic_lstmp",

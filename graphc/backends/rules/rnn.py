@@ -84,32 +84,62 @@ def _recur_fwd(step, reverse, params, xs, lengths, init):
     return states, (params, xs, lengths, init, states)
 
 
+def _inexact(a) -> bool:
+    return jnp.issubdtype(jnp.result_type(a), jnp.inexact)
+
+
+def _fill(leaves, picks, values):
+    out = list(leaves)
+    for i, v in zip(picks, values):
+        out[i] = v
+    return out
+
+
 def _recur_bwd(step, reverse, res, d_states):
     params, xs, lengths_in, init, states = res
     cap, offsets, lengths, steps = _prepare(xs, lengths_in)
-    zeros = functools.partial(jax.tree.map, jnp.zeros_like)
+    # integer leaves (ids, a LoD constant's lengths, back-pointers) get no gradient
+    p_leaves, p_def = jax.tree.flatten(params)
+    p_diff = [i for i, a in enumerate(p_leaves) if _inexact(a)]
+    x_diff = [i for i, a in enumerate(xs) if _inexact(a)]
+    c_diff = [i for i, a in enumerate(init) if _inexact(a)]
 
     def body(loop):
         t, dcarry, dparams, dxs = loop
         idx, active = _positions(t, offsets, lengths, reverse)
         prev_idx = idx + 1 if reverse else idx - 1
-        x_t = tuple(_take(x, idx) for x in xs)
-        prev = tuple(jnp.where(t == 0, c, _take(s, prev_idx)) for c, s in zip(init, states))
-        cot = tuple(jnp.where(_rows(active, dc), dc + _take(ds, idx), 0).astype(dc.dtype)
-                    for dc, ds in zip(dcarry, d_states))
-        _, vjp = jax.vjp(lambda p, x, c: tuple(step(p, x, c, t)), params, x_t, prev)
+        x_t = [_take(x, idx) for x in xs]
+        prev = [jnp.where(t == 0, c, _take(s, prev_idx)) for c, s in zip(init, states)]
+
+        def one_step(pd, xd, cd):
+            p = jax.tree.unflatten(p_def, _fill(p_leaves, p_diff, pd))
+            new = step(p, tuple(_fill(x_t, x_diff, xd)), tuple(_fill(prev, c_diff, cd)), t)
+            return tuple(new[i] for i in c_diff)
+
+        cot = tuple(jnp.where(_rows(active, dc), dc + _take(d_states[i], idx), 0)
+                    .astype(dc.dtype) for dc, i in zip(dcarry, c_diff))
+        _, vjp = jax.vjp(one_step, [p_leaves[i] for i in p_diff], [x_t[i] for i in x_diff],
+                         [prev[i] for i in c_diff])
         dp, dx, dprev = vjp(cot)
         dest = jnp.where(active, idx, cap)
         dxs = tuple(g.at[dest].add(d.astype(g.dtype), mode="drop") for g, d in zip(dxs, dx))
         dcarry = tuple(jnp.where(_rows(active, dc), d.astype(dc.dtype), dc)
                        for dc, d in zip(dcarry, dprev))
-        dparams = jax.tree.map(jnp.add, dparams, dp)
+        dparams = tuple(a + b.astype(a.dtype) for a, b in zip(dparams, dp))
         return t - 1, dcarry, dparams, dxs
 
-    loop = (steps - 1, zeros(tuple(init)), zeros(params), zeros(tuple(xs)))
+    loop = (steps - 1, tuple(jnp.zeros_like(init[i]) for i in c_diff),
+            tuple(jnp.zeros_like(p_leaves[i]) for i in p_diff),
+            tuple(jnp.zeros_like(xs[i]) for i in x_diff))
     _, dinit, dparams, dxs = lax.while_loop(lambda lp: lp[0] >= 0, body, loop)
-    dlengths = np.zeros(np.shape(lengths_in), jax.dtypes.float0)
-    return dparams, dxs, dlengths, dinit
+
+    def none(a):
+        return np.zeros(np.shape(a), jax.dtypes.float0)
+
+    dparams = jax.tree.unflatten(p_def, _fill([none(a) for a in p_leaves], p_diff, dparams))
+    dxs = tuple(_fill([none(a) for a in xs], x_diff, dxs))
+    dinit = tuple(_fill([none(a) for a in init], c_diff, dinit))
+    return dparams, dxs, none(lengths_in), dinit
 
 
 recur.defvjp(_recur_fwd, _recur_bwd)
