@@ -211,3 +211,24 @@ def test_stacking_does_not_make_the_step_compile_twice():
     step = exe.compile(cp, feed={"x": x}, fetch_list=[loss])
     assert any("@STACK" in n for n in step.state_names)
     assert step._jitted._cache_size() == 1
+
+
+def test_delete_by_name_splits_the_stack():
+    main, startup, _, loss = deep(opt="sgd")
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    exe.run(compiled(main, True), feed=feeds(1)[0], fetch_list=[loss], scope=scope)
+    keep = scope["fc_3.w_0"]
+    stack = next(n for n in scope._vars if n.startswith("fc_0.w_0@STACK"))
+    del scope["fc_1.w_0"]
+    assert "fc_1.w_0" not in scope and "fc_1.w_0" not in scope.keys()
+    np.testing.assert_array_equal(scope["fc_3.w_0"], keep)
+    with pytest.raises(GraphcError, match=r"'fc_1\.w_0' \(row 1 of stacked state"):
+        exe.run(compiled(main, True), feed=feeds(1)[0], fetch_list=[loss], scope=scope)
+    scope["fc_1.w_0"] = np.zeros((3, 3), "float32")
+    exe.run(compiled(main, True), feed=feeds(1)[0], fetch_list=[loss], scope=scope)
+    assert stack in scope._vars
+    del scope[stack]  # the stack goes, its members stay by name
+    assert stack not in scope._vars and "fc_1.w_0" in scope._vars
+    assert {"fc_0.w_0", "fc_4.w_0", "fc_2.b_0"} <= set(scope.keys())
+    assert not any("@STACK" in n for n in scope.keys())

@@ -125,9 +125,13 @@ class Scope:
         stacked = self._stacked
         if name in stacked.rows:
             stacked.split(self._vars, stacked.rows[name][0])
-        elif name in stacked.stacks:
+        elif name in stacked.stacks:  # the stack goes; its members stay, each on its own
             stacked.split(self._vars, name)
-        del self._vars[name]
+            return
+        try:
+            del self._vars[name]
+        except KeyError:
+            raise ScopeError(f"scope has no variable '{name}'") from None
         self._shards.pop(name, None)
 
     def keys(self):

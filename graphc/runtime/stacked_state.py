@@ -146,5 +146,12 @@ def prepare_for_step(step, scope) -> None:
             held.split(vars_, held.rows[v.var.name][0])
     for v in values:
         members = v.var.extra.get("stack_of")
-        if members and v.var.name not in vars_ and all(m in scope for m in members):
+        if members and v.var.name not in vars_:
+            missing = [m for m in members if m not in scope]
+            if missing:
+                more = f", and {len(missing) - 1} more" if len(missing) > 1 else ""
+                raise GraphcError(
+                    f"variable '{missing[0]}' (row {members.index(missing[0])} of stacked "
+                    f"state '{v.var.name}'{more}) is not initialised in the scope; run the "
+                    "startup program first (exe.run(startup_program))")
             held.build(scope, v.var.name, tuple(members), v.type)
