@@ -88,6 +88,28 @@ def test_two_trainers_two_servers_equal_local_training_and_resume(tmp_path):
 ASYNC_STEPS = 16
 
 
+def evaluate(p, steps: int) -> float:
+    """The model's mean squared error over the first ``steps`` global batches with
+    parameters ``p`` (NumPy: tanh(x W0 + b0) W1 + b1)."""
+    losses = []
+    for b in job.batches(steps):
+        h = np.tanh(b["x"] @ p["fc_0.w_0"] + p["fc_0.b_0"])
+        losses.append(np.mean((h @ p["fc_1.w_0"] + p["fc_1.b_0"] - b["y"]) ** 2))
+    return float(np.mean(losses))
+
+
+def losses_over_data(out: Path, steps: int) -> tuple[float, float, float]:
+    """(initial parameters, local training's, trainer 0's final) losses over the data: the
+    trainers' own per-batch losses are too noisy to judge an async run by."""
+    with fluid.unique_name.guard():
+        main, startup, _ = job.build()
+    init = fluid.Scope()
+    fluid.Executor(fluid.CPUPlace()).run(startup, scope=init)
+    final = np.load(out / "trainer0.final.npz")
+    return (evaluate(job.params(main, init), steps), evaluate(local_run(steps)[1], steps),
+            evaluate({name: final[name] for name in final.files}, steps))
+
+
 @pytest.mark.slow
 def test_async_fleet_job_converges_and_a_failing_trainer_ends_it(tmp_path):
     """``graphc launch --server_num 2 --worker_num 2`` sets Paddle's role variables per rank;
@@ -121,22 +143,7 @@ def test_async_fleet_job_converges_and_a_failing_trainer_ends_it(tmp_path):
     for name in final.files:  # fleet.save_inference_model on worker 0
         np.testing.assert_array_equal(np.asarray(scope[name]), final[name])
 
-    def evaluate(p) -> float:
-        """The model's mean squared error over every global batch with parameters ``p``
-        (NumPy: tanh(x W0 + b0) W1 + b1)."""
-        losses = []
-        for b in job.batches(ASYNC_STEPS):
-            h = np.tanh(b["x"] @ p["fc_0.w_0"] + p["fc_0.b_0"])
-            losses.append(np.mean((h @ p["fc_1.w_0"] + p["fc_1.b_0"] - b["y"]) ** 2))
-        return float(np.mean(losses))
-
-    with fluid.unique_name.guard():
-        main, startup, _ = job.build()
-    init = fluid.Scope()
-    exe.run(startup, scope=init)
-    start = evaluate(job.params(main, init))
-    local = evaluate(local_run(ASYNC_STEPS)[1])
-    trained = evaluate({name: final[name] for name in final.files})
+    start, local, trained = losses_over_data(tmp_path, ASYNC_STEPS)
     # half the learning rate: 2 trainers make 2 updates per step; arrival order varies
     assert trained < 2 * local + 0.05, (trained, local, start)
     assert trained < 0.7 * start, (trained, local, start)  # it learns
@@ -148,19 +155,17 @@ GEO_STEPS, GEO_K = 32, 4
 @pytest.mark.slow
 def test_geo_sgd_converges_and_sends_a_kth_of_the_bytes(tmp_path):
     """GEO-SGD (geo_sgd_need_push_nums = 4): trainers train locally and push parameter
-    deltas every 4 steps. The loss falls as local training's does (mean of the last 8 steps
-    within 2x + 0.05 of local training; seen 0.13 against 0.10), and each server receives one
-    message of its blocks per 4 trainer steps: a quarter of sync mode's bytes per step."""
+    deltas every 4 steps. Trainer 0's final parameters have a loss over the data within
+    2x + 0.05 of local training's (seen 0.07-0.08 against 0.054, from 0.34) and below 0.7x
+    the initial one; each server receives one message of its blocks per 4 trainer steps: a
+    quarter of sync mode's bytes per step."""
     from graphc.distributed.pserver import Transpiler
     proc = launch(tmp_path, PS_TEST_GEO=str(GEO_K), PS_TEST_STEPS=str(GEO_STEPS),
                   PS_TEST_LR="0.05")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    t0 = np.array(json.loads((tmp_path / "trainer0.losses.json").read_text()))
-    t1 = np.array(json.loads((tmp_path / "trainer1.losses.json").read_text()))
-    mean = (t0 + t1) / 2
-    local = local_run(GEO_STEPS)[0]
-    assert mean[-8:].mean() < 2 * np.mean(local[-8:]) + 0.05, (mean, local)
-    assert mean[-8:].mean() < 0.6 * mean[:8].mean(), mean  # it learns
+    start, local, trained = losses_over_data(tmp_path, GEO_STEPS)
+    assert trained < 2 * local + 0.05, (trained, local, start)
+    assert trained < 0.7 * start, (trained, local, start)  # it learns
     with fluid.unique_name.guard():
         main, startup, _ = job.build()
     plan = Transpiler(job.ENDPOINTS.split(","), trainers=2).transpile(main, startup).blocks()
