@@ -242,3 +242,36 @@ def test_bad_inputs():
         layers.chunk_eval(lab, lab, "BIO", 2)
     with pytest.raises(ProgramError, match="length= .* is not supported"):
         layers.linear_chain_crf(x, lab, length=lab)
+
+
+def _train_tagger(batches, places):
+    """embedding -> fc -> dynamic_lstm -> fc -> linear_chain_crf, Adam; per-step losses."""
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), unique_name.guard():
+        ids = layers.data("ids", [1], dtype="int64", lod_level=1)
+        lab = layers.data("lab", [1], dtype="int64", lod_level=1)
+        h, _ = layers.dynamic_lstm(layers.fc(layers.embedding(ids, [12, 4]), 8), 8)
+        loss = layers.mean(layers.linear_chain_crf(layers.fc(h, 3), lab, "crfw"))
+        graphc.optimizer.Adam(0.05).minimize(loss)
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    prog = main if not places else graphc.CompiledProgram(main).with_data_parallel(
+        loss_name=loss.name, places=graphc.cpu_places(places))
+    losses = [float(np.mean(exe.run(prog, feed=b, fetch_list=[loss], scope=scope)[0]))
+              for b in batches]
+    return losses, {p.name: np.asarray(scope[p.name]) for p in main.all_parameters()}
+
+
+def test_lstm_crf_tagger_four_devices_equal_one():
+    rng = np.random.default_rng(12)
+    batches = []
+    for _ in range(3):
+        lens = rng.integers(0, 5, 8).tolist()
+        lens[0] = 1
+        batches.append({"ids": create_lod_tensor(rng.integers(0, 12, (sum(lens), 1)), [lens]),
+                        "lab": create_lod_tensor(rng.integers(0, 3, (sum(lens), 1)), [lens])})
+    one, params1 = _train_tagger(batches, 0)
+    four, params4 = _train_tagger(batches, 4)
+    np.testing.assert_allclose(four, one, rtol=1e-5)
+    for name, value in params1.items():
+        np.testing.assert_allclose(params4[name], value, rtol=1e-4, atol=1e-6, err_msg=name)
