@@ -558,3 +558,29 @@ def test_the_hung_message_names_who_waits_and_who_never_arrived():
         for c in clients:
             c.close()
         server.close()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--devices", "a,b"], "--devices must be comma-separated GPU ids"),
+    (["--devices", "0,0"], "--devices names a GPU twice"),
+    (["--log_dir", "/proc/graphc-no-such-dir"], "--log_dir '/proc/graphc-no-such-dir' cannot"),
+])
+def test_bad_device_and_log_dir_flags_are_launch_errors(tmp_path, flags, message):
+    import argparse
+
+    from graphc.distributed.launch import add_arguments
+    script = tmp_path / "t.py"
+    script.write_text("")
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    with pytest.raises(LaunchError, match=message):
+        build_command(p.parse_args(["--mpirun", "mpirun", *flags, str(script)]))
+
+
+def test_an_mpirun_that_does_not_exist_is_a_launch_error(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("print('started')\n")
+    proc = subprocess.run([*GRAPHC, "launch", "--mpirun", str(tmp_path / "no-mpirun"),
+                           str(script)], capture_output=True, text=True, timeout=60, env=_env())
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "LaunchError: cannot start mpirun" in proc.stderr, proc.stderr

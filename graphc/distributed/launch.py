@@ -106,6 +106,20 @@ def _seconds(raw, flag: str) -> float | None:
     return value
 
 
+def _device_ids(raw: str | None) -> list[str]:
+    """``--devices 0,1``: distinct GPU ids (whole numbers >= 0), or LaunchError."""
+    if not raw:
+        return []
+    ids = [d.strip() for d in raw.split(",") if d.strip()]
+    bad = [d for d in ids if not d.isdigit()]
+    if bad or not ids:
+        raise LaunchError(f"--devices must be comma-separated GPU ids such as '0,1', got "
+                          f"'{raw}'")
+    if len(set(map(int, ids))) != len(ids):
+        raise LaunchError(f"--devices names a GPU twice: '{raw}'")
+    return ids
+
+
 def check_arguments(args) -> None:
     """Turn the text values of ``args`` into numbers, or raise LaunchError naming the flag."""
     args.nproc_per_node = _count(args.nproc_per_node, "--nproc_per_node")
@@ -143,7 +157,7 @@ def _server_roles(args, hosts) -> tuple[int, int] | None:
 def build_command(args) -> tuple[list[str], dict[str, str]]:
     """The mpirun command line and environment for ``args`` (checked first)."""
     check_arguments(args)
-    devices = [d.strip() for d in args.devices.split(",") if d.strip()] if args.devices else []
+    devices = _device_ids(args.devices)
     nproc = args.nproc_per_node if args.nproc_per_node is not None else (len(devices) or 1)
     if nproc < 1:
         raise LaunchError(f"--nproc_per_node must be at least 1, got {nproc}")
@@ -177,7 +191,11 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
     if args.log_dir:
         if Path(args.log_dir).exists() and not Path(args.log_dir).is_dir():
             raise LaunchError(f"--log_dir '{args.log_dir}' is a file, not a directory")
-        Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+        try:
+            Path(args.log_dir).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise LaunchError(f"--log_dir '{args.log_dir}' cannot be created: "
+                              f"{exc.strerror or exc}") from None
         env["GRAPHC_LAUNCH_LOG_DIR"] = str(Path(args.log_dir).resolve())
     env[watchdog.ENV] = f"{args.collective_timeout:g}"
     for name in FORWARDED + LAUNCH_VARS:
@@ -208,10 +226,14 @@ def launch(args) -> int:
     previous = {s: signal.signal(s, _raise_signalled) for s in handled}
     proc = None
     try:
-        proc = subprocess.Popen(cmd, env=env, start_new_session=True,
-                                # mpirun gets SIGTERM when this launcher dies, and then
-                                # stops its ranks
-                                preexec_fn=parent_death_signal(signal.SIGTERM))
+        try:
+            proc = subprocess.Popen(cmd, env=env, start_new_session=True,
+                                    # mpirun gets SIGTERM when this launcher dies, and then
+                                    # stops its ranks
+                                    preexec_fn=parent_death_signal(signal.SIGTERM))
+        except OSError as exc:  # --mpirun names nothing runnable: nothing has started
+            raise LaunchError(f"cannot start mpirun '{cmd[0]}': {exc.strerror or exc} "
+                              "(check --mpirun)") from None
         return _watch(proc, server, args)
     except _Signalled as sig:
         name = signal.Signals(sig.signum).name
