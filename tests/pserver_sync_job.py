@@ -7,7 +7,8 @@ Paddle's variables, DistributedStrategyFactory; PS_TEST_STRATEGY=async for the a
 PS_TEST_GEO=k: GEO-SGD pushing every k steps; PS_TEST_STEPS=N: N steps per trainer;
 PS_TEST_LR: the learning rate; PS_TEST_SAVE=1: trainer 0 checkpoints after 2 steps (into
 OUT/ckpt); PS_TEST_RESUME=DIR: servers load DIR, trainers pull and go on from its step;
-PS_TEST_FAIL=trainer1: trainer 1 raises after its last step instead of completing."""
+PS_TEST_DC_ASGD=1: async with DC-ASGD; PS_TEST_FAIL=trainer1: trainer 1 raises after its
+last step instead of completing."""
 
 from __future__ import annotations
 
@@ -121,6 +122,9 @@ def main(out_dir: str) -> None:
             config.runtime_split_send_recv = True
             config.geo_sgd_mode = True
             config.geo_sgd_need_push_nums = int(os.environ["PS_TEST_GEO"])
+        if os.environ.get("PS_TEST_DC_ASGD"):  # async with delay compensation
+            config.sync_mode = False
+            config.enable_dc_asgd = True
         t = fluid.DistributeTranspiler(config)
         if rank < len(eps):  # a server
             t.transpile(0, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,

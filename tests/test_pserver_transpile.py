@@ -252,12 +252,40 @@ def test_geo_transpile_keeps_the_optimizer_on_trainers_and_adds_deltas_on_server
         "fc_0.b_0@DELTA", "fc_0.w_0.block0@DELTA", "fc_1.b_0@DELTA"]
 
 
+def test_dc_asgd_server_update_compensates_the_delay():
+    """enable_dc_asgd (async): a server applies SGD to g + g*g*(w - w_bak), w_bak the block as
+    the sending trainer last received it (fed by the server loop)."""
+    main, startup = build(optimizer="sgd", l2=False)
+    c = fluid.DistributeTranspilerConfig()
+    c.sync_mode = False
+    c.enable_dc_asgd = True
+    t = fluid.DistributeTranspiler(c)
+    t.transpile(0, program=main, pservers=",".join(EPS), trainers=2, startup_program=startup)
+    prog, server_startup = t.get_pserver_programs(EPS[0])
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe.run(server_startup, scope=scope)
+    rng = np.random.default_rng(2)
+    feed, expected = {}, {}
+    for v in prog.global_block().vars.values():
+        if v.is_data and not v.name.endswith("@BAK"):
+            block = v.name.replace("@GRAD", "")
+            w = np.asarray(scope[block])
+            g = rng.standard_normal(w.shape).astype("float32")
+            bak = (w + rng.standard_normal(w.shape) * 0.1).astype("float32")
+            feed[v.name], feed[f"{block}@BAK"] = g, bak
+            expected[block] = w - 0.1 * (g + g * g * (w - bak))
+    assert len(expected) == 3  # fc_0.w_0.block0, fc_0.b_0, fc_1.b_0
+    exe.run(prog, feed=feed, scope=scope)
+    for block, value in expected.items():
+        np.testing.assert_allclose(np.asarray(scope[block]), value, rtol=1e-5, atol=1e-6)
+
+
 def test_refusals_name_what_is_unsupported():
     main, startup = build()
     c = fluid.DistributeTranspilerConfig()
     c.enable_dc_asgd = True
     t = fluid.DistributeTranspiler(c)
-    with pytest.raises(PServerError, match="DC-ASGD"):
+    with pytest.raises(PServerError, match="enable_dc_asgd needs async"):
         t.transpile(0, program=main, pservers=EPS[0], trainers=1, startup_program=startup)
     with pytest.raises(PServerError, match="transpile"):
         fluid.DistributeTranspiler().get_trainer_program()

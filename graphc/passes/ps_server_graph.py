@@ -11,6 +11,8 @@ op on the block, whose optimizer state of the parameter's shape is cut to the bl
 parameter (learning-rate arithmetic) are cloned once. Every other op leaves the graph. Each
 new state variable records ``extra["ps_source"] = [variable, start row, end row]`` (end -1:
 whole), from which ps-server-startup cuts its initial value.
+``dc_asgd`` (async): each block's gradient becomes ``g + g*g*(w - w_bak)`` before the
+update, ``w_bak`` fed as ``w.block0@BAK`` (the block as the sending trainer last received it).
 Refuses (PassError): an update reading another parameter's gradient (global-norm clipping),
 learning-rate schedules that keep state (step counters), both not supported yet.
 """
@@ -68,6 +70,7 @@ class PsServerGraph(Pass):
     endpoint: str = "127.0.0.1:6174"
     trainers: int = 1
     sync_mode: bool = True
+    dc_asgd: bool = False  # async only: delay-compensated gradients (Zheng et al., lambda 1)
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         work = []  # (optimizer snapshot, cone snapshots, param, grad, blocks here)
@@ -112,6 +115,8 @@ class PsServerGraph(Pass):
                         env[s] = new_input(ctx, f"{s.var.name}.block{b.index}", s.type,
                                            "persistable", [s.var.name, 0, -1])
                 env[grad] = self._mean_gradient(ctx, b.grad, TensorType(rows, grad.dtype))
+                if self.dc_asgd:
+                    env[grad] = self._compensate(ctx, env[grad], env[param], b.param)
                 for snap in cone:
                     self._clone(ctx, snap, env, shared_env, shared_inputs, b.index, split)
                 outputs.append(graph.latest(env[param].var.name))
@@ -148,6 +153,25 @@ class PsServerGraph(Pass):
                 if s not in get_op_def(opt.type).inplace.values() and s not in ("Param", "Grad"):
                     shared.extend(v for v in vs if v in inputs and v not in shared)
         return shared
+
+    @staticmethod
+    def _compensate(ctx: PassContext, g: Value, param: Value, block: str) -> Value:
+        """DC-ASGD: g + g * g * (w - w_bak), w_bak the block as the sending trainer last got
+        it (fed by the server loop as ``block@BAK``)."""
+        rw = ctx.rewriter
+        bak = new_input(ctx, f"{block}@BAK", param.type, "feed", None)
+        diff = rw.create_op("elementwise_sub", {"X": param, "Y": bak},
+                            {"Out": f"{block}@DELAY"}, {"axis": -1}, role="optimize"
+                            ).output("Out")
+        sq = rw.create_op("elementwise_mul", {"X": g, "Y": g}, {"Out": f"{g.var.name}@SQ"},
+                          {"axis": -1}, role="optimize").output("Out")
+        comp = rw.create_op("elementwise_mul", {"X": sq, "Y": diff},
+                            {"Out": f"{g.var.name}@COMP"}, {"axis": -1}, role="optimize"
+                            ).output("Out")
+        ctx.count("delay-compensated blocks")
+        return rw.create_op("elementwise_add", {"X": g, "Y": comp},
+                            {"Out": f"{g.var.name}@DC"}, {"axis": -1}, role="optimize"
+                            ).output("Out")
 
     def _mean_gradient(self, ctx: PassContext, name: str, type: TensorType) -> Value:
         if not self.sync_mode or self.trainers == 1:

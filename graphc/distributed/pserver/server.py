@@ -34,6 +34,7 @@ def server_layout(program, info: dict) -> tuple[Layout, dict[str, list[str]]]:
     feeds = [v for v in block.vars.values() if v.is_data]
     per_trainer = info["sync_mode"] and info["trainers"] > 1
     grads: dict[str, list[str]] = {}
+    feeds = [v for v in feeds if not v.name.endswith("@BAK")]  # DC-ASGD's backups: local
     for v in feeds:
         base = v.name.rsplit(".trainer_", 1)[0] if per_trainer else v.name
         grads.setdefault(base, []).append(v.name)
@@ -82,6 +83,9 @@ def _serve_async(program, exe, scope, cluster, layout, info, stats) -> None:
     trainer_of = {r: t for t, r in enumerate(cluster.trainers)}
     nbytes = layout.nbytes("grads")
     ctrl, status = np.empty(3, np.int64), MPI.Status()
+    # DC-ASGD: each trainer's copy of the blocks as it last received them
+    initial = {n: np.array(scope[n], copy=True) for n, _, _ in layout.params}
+    backup = {t: dict(initial) for t in live} if info.get("dc_asgd") else None
     while live:
         with watchdog.waiting(f"pserver {info['endpoint']} waiting for any trainer"):
             comm.Recv(ctrl, source=MPI.ANY_SOURCE, tag=TAG_CONTROL, status=status)
@@ -99,9 +103,15 @@ def _serve_async(program, exe, scope, cluster, layout, info, stats) -> None:
         buf = np.empty(nbytes, np.uint8)
         comm.Recv(buf, source=rank, tag=TAG_GRADS)
         stats["bytes_received"] += nbytes
+        feeds = unpack(buf, layout.grads)
+        if backup is not None:
+            feeds.update({f"{n}@BAK": a for n, a in backup[t].items()})
         if layout.grads:
-            exe.run(program, feed=unpack(buf, layout.grads), scope=scope)
-        out = pack([np.asarray(scope[n]) for n, _, _ in layout.params])
+            exe.run(program, feed=feeds, scope=scope)
+        blocks = [np.asarray(scope[n]) for n, _, _ in layout.params]
+        if backup is not None:
+            backup[t] = {n: np.array(a, copy=True) for (n, _, _), a in zip(layout.params, blocks)}
+        out = pack(blocks)
         comm.Send(out, dest=rank, tag=TAG_PARAMS)
         stats["rounds"] += 1
         stats["bytes_sent"] += out.nbytes

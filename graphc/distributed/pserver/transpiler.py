@@ -20,7 +20,7 @@ class Transpiler:
     def __init__(self, endpoints: list[str], trainers: int = 1, trainer_id: int = 0,
                  sync_mode: bool = True, slice_var_up: bool = True, min_block_size: int = 8192,
                  split_method: str = "round_robin", verify: bool = True,
-                 geo_push_nums: int | None = None):
+                 geo_push_nums: int | None = None, dc_asgd: bool = False):
         if not endpoints:
             raise PServerError("a parameter-server job needs at least one server endpoint")
         if trainers < 1 or not 0 <= trainer_id < trainers:
@@ -30,6 +30,10 @@ class Transpiler:
         # GEO-SGD (geo_push_nums = k): trainers keep the optimizer, push deltas every k steps
         self.geo_push_nums = geo_push_nums
         self.sync_mode, self.verify = sync_mode and geo_push_nums is None, verify
+        if dc_asgd and (self.sync_mode or geo_push_nums is not None):
+            raise PServerError("DC-ASGD compensates stale gradients: it needs async mode "
+                               "(sync_mode=False, no GEO)")
+        self.dc_asgd = dc_asgd
         self.slicer = make_pass("ps-slice-variables", endpoints=self.endpoints,
                                 slice_var_up=slice_var_up, min_block_size=min_block_size,
                                 split_method=split_method)
@@ -82,7 +86,7 @@ class Transpiler:
                 server = make_pass("ps-geo-server-graph", endpoint=endpoint)
             else:
                 server = make_pass("ps-server-graph", endpoint=endpoint, trainers=self.trainers,
-                                   sync_mode=self.sync_mode)
+                                   sync_mode=self.sync_mode, dc_asgd=self.dc_asgd)
             graph, _ = self._run(self.main, self.slicer, server)
             entries = []
             for v in graph.inputs:
@@ -96,7 +100,8 @@ class Transpiler:
     def server_info(self, endpoint: str) -> dict:
         return {"endpoint": endpoint, "endpoints": list(self.endpoints),
                 "server_id": self.endpoints.index(endpoint), "trainers": self.trainers,
-                "sync_mode": self.sync_mode, "geo": self.geo_push_nums is not None}
+                "sync_mode": self.sync_mode, "geo": self.geo_push_nums is not None,
+                "dc_asgd": self.dc_asgd}
 
     def server_program(self, endpoint: str) -> Program:
         prog = self._server(endpoint)[0].to_program()

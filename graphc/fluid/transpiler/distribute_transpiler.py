@@ -114,9 +114,9 @@ class DistributeTranspiler:
         # Paddle's mode selection: SYNC if sync_mode or completely_not_async, else ASYNC
         # (half-async with one thread per trainer is async: trainers never wait for each other)
         sync = bool(sync_mode and cfg.sync_mode) or bool(cfg.completely_not_async)
-        if cfg.enable_dc_asgd:
-            raise PServerError("DC-ASGD parameter-server training does not run in graphc yet "
-                               "(sync, async and GEO-SGD do; docs/parameter_server.md, Status)")
+        if cfg.enable_dc_asgd and (sync or cfg.geo_sgd_mode):
+            raise PServerError("enable_dc_asgd needs async training (sync_mode=False, "
+                               "geo_sgd_mode=False), as in Paddle")
         geo = None
         if cfg.geo_sgd_mode:
             geo = int(cfg.geo_sgd_need_push_nums)
@@ -132,7 +132,8 @@ class DistributeTranspiler:
                                 slice_var_up=cfg.slice_var_up,
                                 min_block_size=cfg.min_block_size,
                                 split_method=self._method.method,
-                                geo_push_nums=geo).transpile(program, startup)
+                                geo_push_nums=geo,
+                                dc_asgd=bool(cfg.enable_dc_asgd)).transpile(program, startup)
         if cfg.print_log:
             log.warning("trainer graph:\n%s", self._impl.trainer_graph)
 
