@@ -35,8 +35,7 @@ def lstm_reference(tokens, lengths, w, b, h0=None, c0=None, peep=True, reverse=F
     outs, cells = [], []
     for n, seq in enumerate(split(tokens, lengths)):
         width = proj.shape[1] if proj is not None else hidden
-        h = np.zeros(width) if h0 is None else (
-            ACT[proj_act](h0[n] @ proj) if proj is not None else h0[n])
+        h = np.zeros(width) if h0 is None else h0[n]  # lstmp: h0 is r_0, [N, P]
         c = np.zeros(hidden) if c0 is None else c0[n]
         o_seq, c_seq = [None] * len(seq), [None] * len(seq)
         for t in (reversed(range(len(seq))) if reverse else range(len(seq))):
@@ -111,8 +110,10 @@ def test_lstm_lstmp_gru_match_the_ragged_references(lengths, reverse, peep, with
         init = {"h_0": h0, "c_0": c0} if with_init else {}
         h, c = layers.dynamic_lstm(x, 4 * hidden, use_peepholes=peep, is_reverse=reverse,
                                    dtype="float64", **init)
+        p0 = graphc.data("p0", [-1, 2], "float64")
         p, pc = layers.dynamic_lstmp(x, 4 * hidden, 2, use_peepholes=peep, is_reverse=reverse,
-                                     dtype="float64", **init)
+                                     dtype="float64", **({"h_0": p0, "c_0": c0}
+                                                         if with_init else {}))
         gx = graphc.data("gx", [-1, 3 * hidden], "float64", lod_level=1)
         g = layers.dynamic_gru(gx, hidden, is_reverse=reverse, origin_mode=origin,
                                h_0=h0 if with_init else None)
@@ -121,7 +122,8 @@ def test_lstm_lstmp_gru_match_the_ragged_references(lengths, reverse, peep, with
     state = params_of(graph, rng)
     h0v, c0v = rng.standard_normal((n, hidden)), rng.standard_normal((n, hidden))
     gtokens = rng.standard_normal((sum(lens), 3 * hidden))
-    feed = {"x": as_feed(prog, "x", lod(tokens, [lens])), "h0": h0v, "c0": c0v,
+    p0v = rng.standard_normal((n, 2))
+    feed = {"x": as_feed(prog, "x", lod(tokens, [lens])), "h0": h0v, "c0": c0v, "p0": p0v,
             "gx": as_feed(prog, "gx", lod(gtokens, [lens]))}
     fetch = [h.name, c.name, p.name, pc.name, g.name]
     got = [np.asarray(rlod.unpack(v)) for v in run_graph(graph, state, feed, fetch)[1]]
@@ -131,8 +133,8 @@ def test_lstm_lstmp_gru_match_the_ragged_references(lengths, reverse, peep, with
     np.testing.assert_allclose(got[0], want_h, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(got[1], want_c, rtol=1e-10, atol=1e-12)
     want_p, want_pc = lstm_reference(tokens, lens, state["lstmp_0.w_0"], state["lstmp_0.b_0"],
-                                     *inits, peep=peep, reverse=reverse,
-                                     proj=state["lstmp_0.w_1"])
+                                     *((p0v, c0v) if with_init else (None, None)),
+                                     peep=peep, reverse=reverse, proj=state["lstmp_0.w_1"])
     np.testing.assert_allclose(got[2], want_p, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(got[3], want_pc, rtol=1e-10, atol=1e-12)
     want_g = gru_reference(gtokens, lens, state["gru_0.w_0"], state["gru_0.b_0"],
@@ -219,7 +221,7 @@ def test_recurrent_gradients_by_finite_differences(kind, reverse):
     width = (3 if kind == "gru" else 4) * hidden
     x = graphc.data("x", [-1, width], "float64", lod_level=1)
     x.stop_gradient = False
-    h0 = graphc.data("h0", [-1, hidden], "float64")
+    h0 = graphc.data("h0", [-1, 3 if kind == "lstmp" else hidden], "float64")
     h0.stop_gradient = False
     c0 = graphc.data("c0", [-1, hidden], "float64")
     c0.stop_gradient = False
@@ -239,7 +241,7 @@ def test_recurrent_gradients_by_finite_differences(kind, reverse):
     fwd = graphc.lower(prog)
     state = params_of(fwd, rng, scale=1.0)
     tokens = rng.standard_normal((sum(lens), width))
-    feeds = {"x": lod(tokens, [lens]), "h0": rng.standard_normal((n, hidden)),
+    feeds = {"x": lod(tokens, [lens]), "h0": rng.standard_normal((n, h0.shape[1])),
              "c0": rng.standard_normal((n, hidden))}
     feeds.update({f"w{i}": lod(rng.standard_normal((sum(lens), o.shape[1])), [lens])
                   for i, o in enumerate(outs)})

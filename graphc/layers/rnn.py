@@ -71,8 +71,8 @@ def dynamic_lstmp(input, size, proj_size, param_attr=None, bias_attr=None,
                   cell_clip=None, proj_clip=None):
     """LSTM with a recurrent projection (LSTMP): r_t = proj_activation(h_t W_proj) is the
     recurrent state. Weight [proj_size, 4 * hidden], projection weight [hidden, proj_size];
-    h_0 [N, hidden] enters projected. Returns (projection [T, proj_size], cell
-    [T, hidden]), both with the input's LoD."""
+    h_0 [N, proj_size] is the initial projection r_0, c_0 [N, hidden]. Returns (projection
+    [T, proj_size], cell [T, hidden]), both with the input's LoD."""
     check_variable("dynamic_lstmp", "input", input)
     hidden = _check_size("dynamic_lstmp", size, 4)
     if isinstance(proj_size, bool) or not isinstance(proj_size, int) or proj_size <= 0:

@@ -162,7 +162,8 @@ def _peepholes(bias, hidden, use):
 
 def _lstm_setup(c, Input, H0, C0, Weight, Bias, ProjWeight=None):
     """(step, params, initial-state inputs, init(params, h0, c0)) of lstm, or of lstmp
-    when ``ProjWeight`` is given (its recurrent state is r = proj_activation(h ProjWeight))."""
+    when ``ProjWeight`` is given (its recurrent state is r = proj_activation(h ProjWeight),
+    starting from h0 = r_0)."""
     hidden = Weight.shape[1] // 4
     gate, cell_act, cand = _lstm_acts(c)
     use_peep = c["use_peepholes"]
@@ -192,10 +193,8 @@ def _lstm_setup(c, Input, H0, C0, Weight, Bias, ProjWeight=None):
     width = ProjWeight.shape[1] if proj else hidden
 
     def init(p, h0, c0):
-        if h0 is None:
-            r0 = _zeros_state(Input, width)
-        else:
-            r0 = proj_act(h0 @ p[1]) if proj else h0
+        # lstmp's h0 is the initial projection r_0 ([N, P], as Paddle 1.8's layer asserts)
+        r0 = _zeros_state(Input, width) if h0 is None else h0
         return r0, (c0 if c0 is not None else _zeros_state(Input, hidden))
 
     params = (Weight, ProjWeight, Bias) if proj else (Weight, Bias)

@@ -86,7 +86,7 @@ def _lstmp(c: InferContext):
     width = (7 if c["use_peepholes"] else 4) * hidden
     c.check(b.shape == (1, width), f"Bias must be [1, {width}] (use_peepholes="
                                    f"{c['use_peepholes']}), got {b}")
-    _check_state(c, "H0", hidden)
+    _check_state(c, "H0", proj)  # Paddle 1.8: the initial projection r_0, [N, P]
     _check_state(c, "C0", hidden)
     c.check(c.has("H0") == c.has("C0"), "H0 and C0 must be given together")
     _check_activations(c, "gate_activation", "cell_activation", "candidate_activation",
@@ -100,8 +100,8 @@ register("lstmp", "Input H0? C0? Weight ProjWeight Bias", "Projection Cell",
           "proj_clip": ("float", 0.0)},
          infer=_lstmp, lod_inputs=("Input",), lod="aware",
          doc="LSTM with a recurrent projection: r_t = proj_activation(h_t ProjWeight) feeds "
-             "the next step through Weight [P, 4H]; H0 [N, H] enters projected; clips apply "
-             "when > 0")
+             "the next step through Weight [P, 4H]; H0 [N, P] is r_0, C0 [N, H]; clips "
+             "apply when > 0")
 
 
 def _gru(c: InferContext):
