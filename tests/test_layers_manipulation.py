@@ -118,7 +118,7 @@ def test_stack_unstack_one_hot_argmax_argsort():
     parts = layers.unstack(a, axis=-1)
     srt, order = layers.argsort(a, axis=0, descending=True)
     outs = [layers.stack([a, b]), layers.stack([a, b], axis=-1), *parts,
-            layers.one_hot(ids, 4), one_hot_v2(ids2, 3),
+            layers.one_hot(ids, 4, allow_out_of_range=True), one_hot_v2(ids2, 3),
             layers.argmax(a), layers.argmin(a, axis=-1), srt, order,
             *layers.argsort(b)]
     r = run_both({"a": av, "b": bv, "ids": idsv, "ids2": ids2v}, outs)

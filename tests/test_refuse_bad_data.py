@@ -352,3 +352,31 @@ def test_fc_on_an_int64_input_is_refused_at_the_call_site():
                                                r"'ids' is int64"):
             layers.fc(x, 3)
     assert not main.global_block().ops
+
+
+# -- one_hot ids out of range (Paddle raises unless allow_out_of_range) -----------------------
+def _one_hot_program(allow_out_of_range):
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup):
+        ids = graphc.data("ids", [-1, 1], "int64")
+        out = layers.one_hot(ids, 3, allow_out_of_range=allow_out_of_range)
+    return main, startup, out
+
+
+@pytest.mark.parametrize("bad", [3, -1])
+def test_one_hot_id_outside_depth_is_refused(bad):
+    main, startup, out = _one_hot_program(False)
+    scope, exe = started(startup)
+    feed = {"ids": np.array([[0], [bad]], np.int64)}
+    with pytest.raises(DataError, match=f"holds {bad}"):
+        exe.run(main, feed=feed, fetch_list=[out], scope=scope)
+    with pytest.raises(DataError, match=f"holds {bad}"):  # the interpreter agrees
+        run_graph(lower(main), {}, feed)
+
+
+def test_one_hot_allow_out_of_range_gives_zero_rows():
+    main, startup, out = _one_hot_program(True)
+    scope, exe = started(startup)
+    got, = exe.run(main, feed={"ids": np.array([[2], [3], [-1]], np.int64)}, fetch_list=[out],
+                   scope=scope)
+    np.testing.assert_array_equal(got, [[0, 0, 1], [0, 0, 0], [0, 0, 0]])

@@ -149,7 +149,8 @@ def _depth(layer, depth) -> int:
 
 def one_hot(input, depth, allow_out_of_range: bool = False):
     """Fluid 1.x's one_hot: ids [..., 1] -> float32 [..., depth] (the trailing 1 replaced).
-    An out-of-range id gives a row of zeros (Paddle raises unless allow_out_of_range)."""
+    An id outside [0, depth) refuses the run with a DataError, as Paddle raises, unless
+    ``allow_out_of_range`` (then it gives a row of zeros)."""
     return _one("one_hot", "one_hot", {"X": input},
                 {"depth": _depth("one_hot", depth), "allow_out_of_range": allow_out_of_range},
                 dtype="float32", stop_gradient=True)

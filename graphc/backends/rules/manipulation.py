@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...ir.ops.manipulation_ops import slice_bounds, squeeze_shape, unsqueeze_shape
+from ..data_checks import report_invalid
 from .registry import LoweringError, lowering
 
 
@@ -133,9 +134,13 @@ def _unstack(c, X):
 @lowering("one_hot", "one_hot_v2")
 def _one_hot(c, X):
     ids = X[..., 0] if c.op_type == "one_hot" else X
-    # out-of-range ids give rows of zeros (Paddle raises unless allow_out_of_range; a
-    # compiled step cannot raise on a value)
-    return {"Out": jax.nn.one_hot(ids, c["depth"], dtype=c["dtype"])}
+    depth = c["depth"]
+    if not c["allow_out_of_range"]:
+        # Paddle raises for an id outside [0, depth); jax.nn.one_hot would give a row of
+        # zeros, so the step is refused instead (backends/data_checks.py)
+        report_invalid(c, "X", (X < 0) | (X >= depth), X, f"ids in [0, {depth}) (depth; "
+                       "allow_out_of_range=True gives rows of zeros instead)")
+    return {"Out": jax.nn.one_hot(ids, depth, dtype=c["dtype"])}
 
 
 @lowering("where_index")
