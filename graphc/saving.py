@@ -56,7 +56,24 @@ def get_program_persistable_vars(program: Program) -> list[Variable]:
     return [v for v in program.list_vars() if is_persistable(v)]
 
 
+def _program(main_program, who: str) -> Program:
+    program = main_program if main_program is not None else default_main_program()
+    if not isinstance(program, Program):
+        raise GraphcError(f"{who}: main_program must be a Program, got "
+                          f"{type(program).__name__}")
+    return program
+
+
+def _path(path, who: str, what: str = "dirname") -> str:
+    if not isinstance(path, str | os.PathLike):
+        raise CheckpointError(f"{who}: {what} must be a path, got {type(path).__name__}")
+    return os.fspath(path)
+
+
 def _resolve(program: Program, vars, predicate) -> list[Variable]:
+    if vars is not None and (isinstance(vars, str | Variable) or not hasattr(vars, "__iter__")):
+        raise CheckpointError(f"vars must be a list of Variables or names, got "
+                              f"{type(vars).__name__}")
     if vars is None:
         if predicate is None:
             raise CheckpointError("give vars= (a list of Variables or names) or predicate=")
@@ -106,16 +123,17 @@ def save_vars(executor, dirname: str, main_program: Program | None = None, vars=
               predicate=None, filename: str | None = None) -> None:
     """Save ``vars`` (or the program's variables for which ``predicate`` holds) from the
     global scope into ``dirname`` (``dirname/filename`` when given)."""
-    program = main_program if main_program is not None else default_main_program()
-    _save(_resolve(program, vars, predicate), _where(dirname, filename))
+    program = _program(main_program, "save_vars")
+    _save(_resolve(program, vars, predicate), _where(_path(dirname, "save_vars"), filename))
 
 
 def load_vars(executor, dirname: str, main_program: Program | None = None, vars=None,
               predicate=None, filename: str | None = None) -> None:
     """Load what ``save_vars`` saved into the global scope; nothing changes on error."""
-    program = main_program if main_program is not None else default_main_program()
+    program = _program(main_program, "load_vars")
     staged = Scope()
-    _stage(_resolve(program, vars, predicate), _where(dirname, filename), staged)
+    _stage(_resolve(program, vars, predicate), _where(_path(dirname, "load_vars"), filename),
+           staged)
     _commit(staged, None)
 
 
@@ -190,10 +208,11 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor,
                          program_only: bool = False) -> list[str]:
     """Save the program pruned to what ``target_vars`` need from ``feeded_var_names`` (test
     mode) and the persistables it reads; returns the fetch names. See the module doc."""
-    program = main_program if main_program is not None else default_main_program()
-    if not isinstance(program, Program):
-        raise GraphcError("save_inference_model: main_program must be a Program (give the "
-                          f"Program, not a {type(program).__name__})")
+    program = _program(main_program, "save_inference_model")
+    dirname = _path(dirname, "save_inference_model")
+    if feeded_var_names is None or not hasattr(feeded_var_names, "__iter__"):
+        raise GraphcError("save_inference_model: feeded_var_names must be a list of names, "
+                          f"got {type(feeded_var_names).__name__}")
     feeds = [feeded_var_names] if isinstance(feeded_var_names, str) else list(feeded_var_names)
     targets = target_vars if isinstance(target_vars, list | tuple) else [target_vars]
     fetch = [t.name if isinstance(t, Variable) else t for t in targets]
@@ -241,6 +260,7 @@ def load_inference_model(dirname: str, executor, model_filename=None, params_fil
     into the global scope (all or nothing)."""
     from .ir.errors import ParseError
     from .ir.text import parse
+    dirname = _path(dirname, "load_inference_model")
     if not os.path.isdir(dirname):
         raise CheckpointError(f"no inference model at '{dirname}' (not a directory)")
     model = os.path.join(dirname, model_filename or MODEL_FILENAME)
@@ -286,7 +306,7 @@ def save(program: Program, model_path: str) -> None:
     and ``.pdmodel`` (the program as text IR)."""
     if not isinstance(program, Program):
         raise GraphcError(f"io.save expects a Program, got {type(program).__name__}")
-    prefix = _prefix(model_path)
+    prefix = _prefix(_path(model_path, "io.save", "model_path"))
     if os.path.basename(prefix) == "":
         raise CheckpointError(f"io.save: model_path '{model_path}' names a directory; give "
                               "a path prefix such as 'out/model'")
@@ -304,7 +324,7 @@ def load(program: Program, model_path: str, executor=None, var_list=None) -> Non
     nothing; ``var_list`` limits it to those variables."""
     if not isinstance(program, Program):
         raise GraphcError(f"io.load expects a Program, got {type(program).__name__}")
-    prefix = _prefix(model_path)
+    prefix = _prefix(_path(model_path, "io.load", "model_path"))
     params, opt = get_program_parameter(program), _optimizer_vars(program)
     if var_list is not None:
         wanted = {v.name for v in _resolve(program, var_list, None)}

@@ -208,3 +208,30 @@ def test_io_save_load_params_and_optimizer_state(tmp_path):
         after = snapshot(scope)
     for n in before:
         np.testing.assert_array_equal(before[n], after[n])
+
+
+def test_wrong_argument_types_are_graphc_errors_naming_the_argument(tmp_path):
+    scope = fluid.Scope()
+    exe, main, _, pred, _ = trained(scope, steps=0, opt="sgd")
+    d = str(tmp_path / "out")
+    cases = [
+        (lambda: io.save_inference_model(d, None, [pred], exe, main_program=main),
+         "feeded_var_names must be a list of names, got NoneType"),
+        (lambda: io.save_inference_model(None, ["x"], [pred], exe, main_program=main),
+         "dirname must be a path, got NoneType"),
+        (lambda: io.load_inference_model(None, exe), "dirname must be a path"),
+        (lambda: io.save_vars(exe, d, main_program=main, vars=5),
+         "vars must be a list of Variables or names, got int"),
+        (lambda: io.save_vars(exe, None, main_program=main, predicate=io.is_parameter),
+         "save_vars: dirname must be a path"),
+        (lambda: io.save_params(exe, d, main_program="main"),
+         "main_program must be a Program, got str"),
+        (lambda: io.load_params(exe, d, main_program=3), "main_program must be a Program"),
+        (lambda: io.save(main, None), "io.save: model_path must be a path"),
+        (lambda: io.load(main, 7), "io.load: model_path must be a path"),
+    ]
+    with fluid.scope_guard(scope):
+        for call, message in cases:
+            with pytest.raises(GraphcError, match=message):
+                call()
+    assert not os.path.exists(d)
