@@ -1528,3 +1528,38 @@ def test_dynamic_rnn_inferred_types(op_type, ins, attrs, outs):
     assert infer(op_type, ins, attrs) == _as_lists(outs)
     with pytest.raises(graphc.ShapeError, match="step inputs must be LoD values"):
         infer(op_type, {**ins, "Xs": [t(-1, 2)]}, attrs)
+
+
+# -- roll-repeated-layers' ops (issue 18) ---------------------------------------------------------
+LAYER_BODY = """graph @layer {
+  input %h: f32[-1,4] {feed}
+  input %w: f32[4,4] {feed}
+  input %b: f32[4] {feed}
+  %m: f32[-1,4] = mul(X=%h, Y=%w)
+  %a: f32[-1,4] = elementwise_add(X=%m, Y=%b) {axis=1}
+  %r: f32[-1,4] = relu(X=%a)
+  output %r
+}
+"""
+SCAN_CASES = [
+    case("scan_layers", {"Init": t(-1, 4), "Xs": [t(3, 4, 4), t(3, 4)]},
+         {"body": LAYER_BODY, "iterations": 3}, {"Out": t(-1, 4), "Ys": []}),
+    case("reverse", {"X": t(2, 3, 4)}, {"axis": [0, -1]}, {"Out": t(2, 3, 4)}),
+]
+CASES.extend(SCAN_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", SCAN_CASES)
+def test_scan_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("scan_layers", {"Init": t(-1, 4), "Xs": [t(2, 4, 4), t(3, 4)]},
+     {"body": LAYER_BODY, "iterations": 3}, "expected [3] + the body's"),
+    ("scan_layers", {"Init": t(-1, 5), "Xs": [t(3, 4, 4), t(3, 4)]},
+     {"body": LAYER_BODY, "iterations": 3}, "but the body reads"),
+    ("reverse", {"X": t(2, 3)}, {"axis": [2]}, "out of range"),
+])
+def test_scan_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
