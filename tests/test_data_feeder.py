@@ -154,3 +154,18 @@ def test_fit_a_line_idiom_through_the_fluid_surface(tmp_path):
         program, feed_names, fetch_targets = fluid.io.load_inference_model(str(tmp_path), exe)
         got = exe.run(program, feed={feed_names[0]: probe["x"]}, fetch_list=fetch_targets)[0]
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+def test_wrong_argument_types_are_feed_errors():
+    main, _, img, _, _ = build()
+    with pytest.raises(FeedError, match="feed_list must be a list of feed Variables"):
+        DataFeeder(None, fluid.CPUPlace(), program=main)
+    with pytest.raises(FeedError, match="program must be a Program, got str"):
+        DataFeeder([img], fluid.CPUPlace(), program="main")
+    feeder = DataFeeder([img], fluid.CPUPlace(), program=main)
+    with pytest.raises(FeedError, match="takes a minibatch .* got int"):
+        feeder.feed(5)
+    for bad in ("abc", 0, True, 1.5):
+        with pytest.raises(FeedError, match="num_places must be a whole number >= 1"):
+            list(feeder.feed_parallel([], num_places=bad))
+    assert feeder._get_number_of_places_(np.int64(2)) == 2

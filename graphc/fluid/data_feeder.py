@@ -4,6 +4,7 @@ converted to each feed variable's declared dtype and shape."""
 from __future__ import annotations
 
 import math
+import operator
 import os
 
 import numpy as np
@@ -135,6 +136,12 @@ class DataFeeder:
 
     def __init__(self, feed_list, place, program: Program | None = None):
         program = program if program is not None else default_main_program()
+        if isinstance(feed_list, str | Variable) or not hasattr(feed_list, "__iter__"):
+            raise FeedError("DataFeeder: feed_list must be a list of feed Variables (or "
+                            f"their names), got {type(feed_list).__name__}")
+        if not isinstance(program, Program):
+            raise FeedError(f"DataFeeder: program must be a Program, got "
+                            f"{type(program).__name__}")
         self.feed_vars = [_feed_var(v, program) for v in feed_list]
         self.feed_names = [v.name for v in self.feed_vars]
         self.feed_dtypes = [v.dtype for v in self.feed_vars]
@@ -146,6 +153,9 @@ class DataFeeder:
     def feed(self, iterable) -> dict[str, np.ndarray]:
         """One minibatch (a list of samples) -> ``{feed name: array}``; a LoD feed variable's
         samples (variable-length sequences) become one LoDTensor (docs/lod.md)."""
+        if not hasattr(iterable, "__iter__"):
+            raise FeedError("DataFeeder.feed takes a minibatch (a list of samples), got "
+                            f"{type(iterable).__name__}")
         samples = list(iterable)
         if not samples:
             raise FeedError("DataFeeder.feed: the minibatch has no samples")
@@ -159,7 +169,14 @@ class DataFeeder:
 
     def _get_number_of_places_(self, num_places=None) -> int:
         if num_places is not None:
-            return int(num_places)
+            try:
+                count = None if isinstance(num_places, bool) else operator.index(num_places)
+            except TypeError:
+                count = None
+            if count is None or count < 1:
+                raise FeedError(f"DataFeeder: num_places must be a whole number >= 1, got "
+                                f"{num_places!r}")
+            return count
         if isinstance(self.place, CUDAPlace):
             import jax
             try:
