@@ -223,6 +223,9 @@ def test_four_devices_equal_one_device_with_global_norm_clipping(fuse):
 @pytest.mark.parametrize("make, message", [
     (lambda: GradientClipByValue(-1.0), "max must be > 0"),
     (lambda: GradientClipByValue(1.0, min=2.0), "min 2.0 must not exceed max 1.0"),
+    (lambda: GradientClipByValue("a"), "max must be a finite number, got 'a'"),
+    (lambda: GradientClipByValue(float("nan")), "max must be a finite number, got nan"),
+    (lambda: GradientClipByValue(1.0, min="x"), "min must be a finite number"),
     (lambda: GradientClipByNorm(0), "clip_norm must be a positive number"),
     (lambda: GradientClipByGlobalNorm("1"), "clip_norm must be a positive number"),
     (lambda: GradientClipByGlobalNorm(1.0, need_clip=True), "need_clip must be a function"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import math
+import numbers
 import warnings
 
 from ..ir import unique_name
@@ -61,13 +62,13 @@ class GradientClipByValue(GradientClipBase):
 
     def __init__(self, max, min=None, need_clip=None):
         super().__init__(need_clip)
-        max = float(max)
+        max = _finite("GradientClipByValue", "max", max)
         if min is None:
             if max <= 0:
                 raise ProgramError(f"GradientClipByValue: max must be > 0 when min is not "
                                    f"given, got {max}")
             min = -max
-        min = float(min)
+        min = _finite("GradientClipByValue", "min", min)
         if min > max:
             raise ProgramError(f"GradientClipByValue: min {min} must not exceed max {max}")
         self.max, self.min = max, min
@@ -133,6 +134,12 @@ class ErrorClipByValue:
         raise ProgramError("ErrorClipByValue is not supported by graphc: clip gradients with "
                            "GradientClipByValue / ByNorm / ByGlobalNorm (optimizer grad_clip= "
                            "or set_gradient_clip)")
+
+
+def _finite(who: str, what: str, value) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
+        raise ProgramError(f"{who}: {what} must be a finite number, got {value!r}")
+    return float(value)
 
 
 def _positive(who: str, value) -> float:
