@@ -11,8 +11,8 @@ from ..ir.errors import GraphcError
 
 _DYGRAPH = ("graphc runs static programs only (no dygraph / imperative mode): build the model "
             "inside fluid.program_guard(main, startup) and run it with fluid.Executor")
-_LOD = ("this LoD (ragged sequence) API is not implemented yet; LoD inputs, embedding, fc, "
-        "sequence_pool, sequence_first_step/last_step and mean are (docs/lod.md)")
+_LOD = ("this LoD (ragged sequence) API is not implemented yet; LoD values, the sequence_* "
+        "layers, dynamic_lstm/gru, CRF and DynamicRNN are (docs/lod.md)")
 _PSERVER = ("parameter-server fleet is not supported yet (graphc's parameter-server "
             "issue): use fluid.DistributeTranspiler (sync mode, docs/parameter_server.md) or "
             "collective training: fleet.init(is_collective=True) from "
@@ -41,7 +41,6 @@ ADVICE: dict[str, str] = {
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
     "transpiler": _PSERVER,  # what fleet's parameter-server role refers to
     "LoDTensorArray": _LOD,
-    "create_random_int_lodtensor": _LOD,
     "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
                             "ParamAttr"),
     "CUDAPinnedPlace": "graphc has no pinned host memory place; use CPUPlace or CUDAPlace",
@@ -57,7 +56,6 @@ ADVICE: dict[str, str] = {
     "layers.IfElse": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.Switch": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.StaticRNN": "control flow (StaticRNN/DynamicRNN) is not supported yet",
-    "layers.DynamicRNN": _LOD,
     "layers.Print": ("layers.Print is not supported: fetch the variable, or print the IR with "
                      "print(fluid.lower(main).to_text())"),
     "layers.py_func": "layers.py_func is not supported: an XLA step cannot call Python",
@@ -67,16 +65,11 @@ ADVICE: dict[str, str] = {
     "layers.read_file": "use fluid.io.DataLoader.from_generator",
     "layers.lod_reset": _LOD,
     "layers.lod_append": _LOD,
-    "layers.dynamic_lstm": _LOD,
-    "layers.dynamic_gru": _LOD,
-    "layers.linear_chain_crf": _LOD,
-    "layers.crf_decoding": _LOD,
     "layers.beam_search": _LOD,
     "layers.beam_search_decode": _LOD,
     "layers.array_write": _LOD,
     "layers.array_read": _LOD,
     "layers.create_array": _LOD,
-    "nets.sequence_conv_pool": _LOD,
     # ``import graphc as paddle``: Paddle 2.x's dynamic-graph top level
     "paddle.nn": _DYGRAPH + "; use paddle.fluid.layers",
     "paddle.to_tensor": _DYGRAPH,
@@ -86,11 +79,6 @@ ADVICE: dict[str, str] = {
     "paddle.static": ("graphc's static API is paddle.fluid (import graphc.fluid as fluid); "
                       "paddle.static.data is fluid.data"),
 }
-for _op in ("sequence_conv", "sequence_pool", "sequence_softmax", "sequence_expand",
-            "sequence_expand_as", "sequence_pad", "sequence_unpad", "sequence_reshape",
-            "sequence_concat", "sequence_first_step", "sequence_last_step", "sequence_slice",
-            "sequence_scatter", "sequence_enumerate", "sequence_mask", "sequence_reverse"):
-    ADVICE[f"layers.{_op}"] = _LOD
 
 # Modules whose import is refused (relative to graphc.fluid): ``import paddle.fluid.dygraph``
 # and ``from paddle.fluid.contrib.mixed_precision import decorate`` meet the advice at once.
