@@ -120,6 +120,10 @@ def set_flags(flags: dict) -> None:
 
 
 def get_flags(flags) -> dict:
+    """The values set_flags kept, for a flag name or a list/tuple of them (as Paddle)."""
+    if not isinstance(flags, str | list | tuple):
+        raise FlagError(f"get_flags: flags must be a name or a list/tuple of names, got "
+                        f"{type(flags).__name__}")
     names = [flags] if isinstance(flags, str) else list(flags)
     unknown = [n for n in names if n not in _flags]
     if unknown:
