@@ -372,6 +372,38 @@ def test_reader_decorators():
     assert importlib.import_module("graphc.reader") is R
 
 
+def test_abandoned_threaded_readers_leave_no_thread_and_cache_keeps_no_partial_read():
+    import threading
+    import time
+    R = graphc.reader
+    names = ("graphc-reader-buffered", "graphc-reader-multi")
+
+    def alive():
+        return [t for t in threading.enumerate() if t.name in names]
+
+    for _ in range(3):  # a consumer that stops early (firstn, a break) each epoch
+        assert list(R.firstn(R.buffered(_numbers(1000), 2), 3)()) == [0, 1, 2]
+        for _sample in R.multiprocess_reader([_numbers(1000), _numbers(1000)], queue_size=2)():
+            break
+    deadline = time.monotonic() + 5
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert alive() == []
+    attempts = []
+
+    def flaky():
+        attempts.append(1)
+        yield 1
+        if len(attempts) == 1:
+            raise OSError("first read fails part-way")
+        yield 2
+
+    cached = R.cache(flaky)
+    with pytest.raises(OSError):
+        list(cached())
+    assert list(cached()) == [1, 2] and list(cached()) == [1, 2]
+
+
 def test_weighted_average_backward_io_decorators_and_memory_optimize(caplog):
     avg = fluid.average.WeightedAverage()
     avg.add(np.array([1.0, 2.0]), 1)

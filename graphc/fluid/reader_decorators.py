@@ -113,6 +113,27 @@ _MISSING = object()
 _END = object()
 
 
+def _pump(reader, q: queue.Queue, stop: threading.Event, failure: list) -> None:
+    """Put ``reader()``'s samples, then _END, into ``q`` (a thread's body); returns early once
+    ``stop`` is set (the consumer went away), so no thread is left blocked on a full queue."""
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    try:
+        for sample in reader():
+            if not put(sample):
+                return
+    except BaseException as exc:  # handed to the consumer
+        failure.append(exc)
+    put(_END)
+
+
 def buffered(reader, size: int):
     """Read ahead up to ``size`` samples in a background thread."""
     size = _positive_int(size, "size", "buffered")
@@ -120,18 +141,14 @@ def buffered(reader, size: int):
     def buffered_reader():
         q: queue.Queue = queue.Queue(maxsize=size)
         failure: list[BaseException] = []
-
-        def fill():
-            try:
-                for sample in reader():
-                    q.put(sample)
-            except BaseException as exc:  # handed to the consumer below
-                failure.append(exc)
-            q.put(_END)
-
-        threading.Thread(target=fill, daemon=True, name="graphc-reader-buffered").start()
-        while (sample := q.get()) is not _END:
-            yield sample
+        stop = threading.Event()
+        threading.Thread(target=_pump, args=(reader, q, stop, failure), daemon=True,
+                         name="graphc-reader-buffered").start()
+        try:
+            while (sample := q.get()) is not _END:
+                yield sample
+        finally:  # also when the consumer stops early: the thread ends instead of blocking
+            stop.set()
         if failure:
             raise ReaderError(f"buffered: the reader failed: {failure[0]!r}") from failure[0]
 
@@ -185,7 +202,8 @@ def cache(reader):
 
     def cached():
         if not filled[0]:
-            saved.extend(reader())
+            samples = list(reader())  # a reader that fails part-way leaves nothing saved
+            saved.extend(samples)
             filled[0] = True
         return iter(saved)
 
@@ -202,25 +220,20 @@ def multiprocess_reader(readers, use_pipe: bool = True, queue_size: int = 1000):
     def merged():
         q: queue.Queue = queue.Queue(maxsize=queue_size)
         failure: list[BaseException] = []
-
-        def fill(r):
-            try:
-                for sample in r():
-                    q.put(sample)
-            except BaseException as exc:
-                failure.append(exc)
-            q.put(_END)
-
+        stop = threading.Event()
         for r in readers:
-            threading.Thread(target=fill, args=(r,), daemon=True,
+            threading.Thread(target=_pump, args=(r, q, stop, failure), daemon=True,
                              name="graphc-reader-multi").start()
         finished = 0
-        while finished < len(readers):
-            sample = q.get()
-            if sample is _END:
-                finished += 1
-            else:
-                yield sample
+        try:
+            while finished < len(readers):
+                sample = q.get()
+                if sample is _END:
+                    finished += 1
+                else:
+                    yield sample
+        finally:
+            stop.set()
         if failure:
             raise ReaderError(f"multiprocess_reader: a reader failed: {failure[0]!r}") \
                 from failure[0]
