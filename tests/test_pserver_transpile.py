@@ -407,3 +407,51 @@ def test_trainer_startup_pulls_the_initial_parameters_from_the_servers():
         assert float(np.asarray(scope["learning_rate_0"])[0]) == pytest.approx(0.05)
     finally:
         install_channel(None)
+
+
+def test_row_sparse_gradients_travel_dense_and_update_as_locally():
+    """An is_sparse embedding's gradient is made dense before it is cut and sent (so far);
+    the servers' SGD update of the table's blocks equals the local one."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 3
+    with fluid.program_guard(main, startup):
+        ids = fluid.data("ids", [-1, 1], "int64")
+        y = fluid.data("y", [-1, 1], "float32")
+        emb = fluid.layers.embedding(ids, size=[300, 64], is_sparse=True)  # 19200: 2 blocks
+        pred = fluid.layers.fc(emb, 1)
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
+        fluid.optimizer.SGD(0.5).minimize(loss)
+    table = main.global_block().all_parameters()[0].name
+    t = Transpiler(EPS, trainers=2).transpile(main, startup)
+    ops = [op.type for op in t.trainer_program().global_block().ops]
+    cut = ops.index("split")
+    assert ops[cut - 1:cut + 2] == ["get_tensor_from_selected_rows", "split", "send"]
+    exe = fluid.Executor(fluid.CPUPlace())
+    rng = np.random.default_rng(0)
+    feeds = [{"ids": rng.integers(0, 300, (4, 1)).astype("int64"),
+              "y": rng.standard_normal((4, 1)).astype("float32")} for _ in range(2)]
+    grads = []
+    for f in feeds:
+        s = fluid.Scope()
+        exe.run(startup, scope=s)
+        names = [f"{p.name}@GRAD" for p in main.global_block().all_parameters()]
+        grads.append({n: np.asarray(g) for n, g in
+                      zip(names, exe.run(main, feed=f, fetch_list=names, scope=s))})
+    local = fluid.Scope()
+    exe.run(startup, scope=local)
+    exe.run(main, feed={k: np.concatenate([f[k] for f in feeds]) for k in ("ids", "y")},
+            scope=local)
+    plan = t.blocks()
+    assert len(plan[table]) == 2
+    for ep in EPS:
+        scope = fluid.Scope()
+        exe.run(t.server_startup(ep), scope=scope)
+        feed = {f"{b[2]}.trainer_{i}": grads[i][f"{name}@GRAD"][b[3]:b[4]]
+                for name, blocks in plan.items() for b in blocks if b[5] == ep
+                for i in range(2)}
+        exe.run(t.server_program(ep), feed=feed, scope=scope)
+        for name, blocks in plan.items():
+            for b in blocks:
+                if b[5] == ep:
+                    np.testing.assert_allclose(np.asarray(scope[b[1]]),
+                                               np.asarray(local[name])[b[3]:b[4]], atol=1e-6)

@@ -86,11 +86,13 @@ def updated_pairs(graph: Graph) -> list[tuple[Op, Value, Value]]:
         if len(params) != 1 or len(grads) != 1:
             raise PassError(f"{op.where}: a fused optimizer op cannot be split over parameter "
                             "servers; transpile before fuse-all-optimizer-ops")
-        if grads[0].type.sparse:
-            raise PassError(f"{op.where}: the gradient of '{params[0].var.name}' is row-sparse "
-                            "(is_sparse embedding); the parameter-server mode handles dense "
-                            "gradients only so far (docs/parameter_server.md, Status)")
-        pairs.append((op, params[0], backward_gradient(graph, grads[0])))
+        bg = backward_gradient(graph, grads[0])
+        if bg.type.sparse and bg is not grads[0]:
+            raise PassError(f"{op.where}: the row-sparse gradient of '{params[0].var.name}' "
+                            "(is_sparse embedding) is regularised or clipped before its "
+                            "update: not supported on parameter servers yet "
+                            "(docs/parameter_server.md, Status)")
+        pairs.append((op, params[0], bg))
     return pairs
 
 

@@ -39,6 +39,14 @@ class PsTrainerGraph(Pass):
         for op, param, grad in pairs:
             blocks = blocks_of(graph, param.var.name)
             producer = graph.producer(grad)
+            if grad.type.sparse:
+                # a row-sparse gradient (is_sparse embedding) travels dense so far: its
+                # blocks are row ranges of the whole table (docs/parameter_server.md)
+                dense = rw.create_op("get_tensor_from_selected_rows", {"X": grad},
+                                     {"Out": f"{grad.var.name}@DENSE"}, role="backward",
+                                     after=producer)
+                grad, producer = dense.output("Out"), dense
+                ctx.count("row-sparse gradients sent dense")
             if len(blocks) > 1:
                 split = rw.create_op("split", {"X": grad}, {"Out": [b.grad for b in blocks]},
                                      {"sections": [b.end - b.start for b in blocks], "axis": 0},
