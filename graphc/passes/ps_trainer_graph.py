@@ -7,7 +7,8 @@ Produces, in place of them: per parameter, ``split`` of the backward gradient in
 (when cut) and one ``send`` right after the backward op that finishes it; then (sync mode) one
 ``send_barrier`` over every send's token, one ``recv`` per parameter waiting on the barrier,
 one ``fetch_barrier`` over every received block, and a ``concat`` (axis 0) per parameter whose
-result is the parameter's new value. Optimizer state and learning-rate variables no longer
+result is the parameter's new value. A row-sparse gradient (is_sparse embedding) is made dense
+first (``get_tensor_from_selected_rows``). Optimizer state and learning-rate variables no longer
 read by the trainer leave the graph. Async mode (sync_mode false) omits the barriers: each recv
 waits on its own send only.
 Declines: a graph without optimizer ops.
