@@ -102,6 +102,16 @@ def _where(dirname: str, filename: str | None) -> str:
     return dirname if filename is None else os.path.join(dirname, filename)
 
 
+def _require_values(variables) -> None:
+    """Before any directory is made: every variable to save has a value (else the failed
+    save would leave empty directories behind)."""
+    scope = global_scope()
+    for v in variables:
+        if v.name not in scope:
+            raise CheckpointError(f"cannot save '{v.name}': it has no value in the scope "
+                                  "(run the startup program first)")
+
+
 def _save(variables, dirname: str, scope: Scope | None = None) -> None:
     checkpoint.save(_view(variables), dirname, global_scope() if scope is None else scope)
 
@@ -222,6 +232,8 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor,
     if not export_for_deployment:
         # Paddle 1.8: the whole program, unpruned, as <model>.main_program, with every
         # persistable it has; a training snapshot, not something load_inference_model reads
+        if not program_only:
+            _require_values(get_program_persistable_vars(program))
         checkpoint.prepare_directory(dirname)
         if not program_only:
             _save(get_program_persistable_vars(program), _where(dirname, params_filename))
@@ -233,6 +245,8 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor,
                           "the inference model computes (as in Paddle, only "
                           "export_for_deployment=False saves a program without targets)")
     pruned = prune_for_inference(program, feeds, fetch)
+    if not program_only:
+        _require_values(get_program_persistable_vars(pruned))
     checkpoint.prepare_directory(dirname)
     if not program_only:
         _save(get_program_persistable_vars(pruned), _where(dirname, params_filename))
@@ -310,9 +324,10 @@ def save(program: Program, model_path: str) -> None:
     if os.path.basename(prefix) == "":
         raise CheckpointError(f"io.save: model_path '{model_path}' names a directory; give "
                               "a path prefix such as 'out/model'")
+    opt = _optimizer_vars(program)
+    _require_values(get_program_parameter(program) + opt)
     checkpoint.prepare_directory(os.path.dirname(prefix) or ".")
     _save(get_program_parameter(program), prefix + ".pdparams")
-    opt = _optimizer_vars(program)
     if opt:
         _save(opt, prefix + ".pdopt")
     _write_text(prefix + ".pdmodel", program.to_text())

@@ -235,3 +235,19 @@ def test_wrong_argument_types_are_graphc_errors_naming_the_argument(tmp_path):
             with pytest.raises(GraphcError, match=message):
                 call()
     assert not os.path.exists(d)
+
+
+def test_a_save_without_values_leaves_no_directory_behind(tmp_path):
+    main, _, pred, _ = build()  # the startup program never ran: no parameter has a value
+    exe = fluid.Executor()
+    with fluid.scope_guard(fluid.Scope()):
+        for call in (
+                lambda: io.save_inference_model(str(tmp_path / "m"), ["x"], [pred], exe,
+                                                main_program=main),
+                lambda: io.save_inference_model(str(tmp_path / "w"), ["x"], [pred], exe,
+                                                main_program=main,
+                                                export_for_deployment=False),
+                lambda: io.save(main, str(tmp_path / "s" / "sub" / "model"))):
+            with pytest.raises(fluid.CheckpointError, match="has no value in the scope"):
+                call()
+    assert list(tmp_path.iterdir()) == []
