@@ -320,6 +320,18 @@ def test_fleet_import_paths():
     assert fleet.is_worker() and not fleet.is_server()
 
 
+def test_fleet_rejects_what_is_not_a_role_maker_or_an_optimizer(monkeypatch):
+    from graphc.distributed import fleet as graphc_fleet
+    from graphc.fluid.incubate.fleet.collective import DistributedStrategy, fleet
+    with pytest.raises(graphc.GraphcError, match="role_maker must be a role maker.*got int"):
+        fleet.init(3)
+    monkeypatch.setitem(graphc_fleet._FLEET, "initialized", True)  # as after fleet.init()
+    with pytest.raises(graphc.GraphcError, match="optimizer must be an optimizer.*NoneType"):
+        fleet.distributed_optimizer(None, DistributedStrategy())
+    opt = fleet.distributed_optimizer(fluid.optimizer.SGD(0.1), DistributedStrategy())
+    assert callable(opt.minimize)
+
+
 # -- reader decorators and paddle.batch ----------------------------------------------------------
 
 def _numbers(n):

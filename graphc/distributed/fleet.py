@@ -95,6 +95,9 @@ class DistributedOptimizer:
 def distributed_optimizer(optimizer, strategy: DistributedStrategy | None = None
                           ) -> DistributedOptimizer:
     _require_init()
+    if not callable(getattr(optimizer, "minimize", None)):
+        raise FleetError("distributed_optimizer: optimizer must be an optimizer (e.g. "
+                         f"fluid.optimizer.SGD(0.1)), got {type(optimizer).__name__}")
     strategy = strategy if strategy is not None else DistributedStrategy()
     if not isinstance(strategy, DistributedStrategy):
         raise FleetError("strategy must be a fleet.DistributedStrategy, got "

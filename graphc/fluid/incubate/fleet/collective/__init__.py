@@ -72,6 +72,11 @@ class Collective:
     ``fleet.distributed_optimizer(opt, strategy).minimize(loss)``, ``fleet.main_program``."""
 
     def init(self, role_maker=None) -> None:
+        from ..base.role_maker import RoleMakerBase
+        if role_maker is not None and not isinstance(role_maker, RoleMakerBase):
+            raise _fleet.FleetError(f"fleet.init: role_maker must be a role maker (e.g. "
+                                    "role_maker.PaddleCloudRoleMaker(is_collective=True)), "
+                                    f"got {type(role_maker).__name__}")
         if role_maker is not None and not getattr(role_maker, "_is_collective", True):
             raise _fleet.FleetError(
                 f"fleet.init({type(role_maker).__name__}(is_collective=False)): "
