@@ -86,14 +86,14 @@ def main(out_dir: str) -> None:
     eps = ENDPOINTS.split(",")
     use_fleet = os.environ.get("PS_TEST_API") == "fleet"
     first = 0  # the first step to take (a resumed job skips the checkpoint's)
+    given = {k: v for k, v in os.environ.items() if k.startswith(("PADDLE_", "TRAINING_",
+                                                                   "POD_IP", "FLAGS_selected"))}
+    (out / f"rank{rank}.env.json").write_text(json.dumps(given))  # what graphc launch set
     if use_fleet:
         import graphc.fluid.incubate.fleet.parameter_server.distribute_transpiler as ps
         from graphc.fluid.incubate.fleet.base import role_maker
         factory = ps.distributed_strategy_factory.DistributedStrategyFactory
         fleet = ps.fleet
-        given = {k: v for k, v in os.environ.items() if k.startswith(("PADDLE_", "TRAINING_",
-                                                                       "POD_IP"))}
-        (out / f"rank{rank}.env.json").write_text(json.dumps(given))
         if "TRAINING_ROLE" not in os.environ:  # not launched with --server_num/--worker_num
             fleet_roles(rank)
         fleet.init(role_maker.PaddleCloudRoleMaker())

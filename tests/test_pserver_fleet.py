@@ -3,6 +3,8 @@ variables or arguments, the strategy factory's configs, fleet's order and role c
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import graphc.fluid as fluid
@@ -124,3 +126,25 @@ def test_launch_server_num_worker_num(tmp_path):
             build_command(p.parse_args([*bad, str(script)]))
     assert role_env(1, 2, 3)["PADDLE_PORT"] == "6171"
     assert role_env(4, 2, 3)["PADDLE_TRAINER_ID"] == "2"
+
+
+def test_collective_role_variables():
+    """Outside a parameter-server launch each rank gets fleetrun's collective variables;
+    a variable the user set is kept; --hosts gives the endpoints of every node's ranks."""
+    import argparse
+
+    from graphc.distributed.launch import add_arguments, build_command
+    from graphc.distributed.pserver.roles import from_environ
+    env = from_environ(1, {"CUDA_VISIBLE_DEVICES": "3"}, 2)
+    assert env == {"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2",
+                   "PADDLE_TRAINER_ENDPOINTS": "127.0.0.1:6170,127.0.0.1:6171",
+                   "PADDLE_CURRENT_ENDPOINT": "127.0.0.1:6171", "FLAGS_selected_gpus": "3"}
+    assert "PADDLE_TRAINER_ID" not in from_environ(1, {"PADDLE_TRAINER_ID": "7"}, 2)
+    hosts = {"GRAPHC_LAUNCH_ENDPOINTS": "a:6170,a:6171,b:6170,b:6171"}
+    assert from_environ(2, hosts, 4)["PADDLE_CURRENT_ENDPOINT"] == "b:6170"
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    script = Path(__file__)
+    _, launched = build_command(p.parse_args(["--hosts", "a,b", "--nproc_per_node", "2",
+                                              str(script)]))
+    assert launched["GRAPHC_LAUNCH_ENDPOINTS"] == "a:6170,a:6171,b:6170,b:6171"

@@ -37,6 +37,9 @@ def launch(out: Path, timeout: int = 150, roles: bool = False,
                 JAX_COMPILATION_CACHE_DIR=str(ROOT / ".pytest_cache" / "jax-compilation"),
                 **env)
     full.pop("XLA_FLAGS", None)
+    for name in [n for n in full if n.startswith(("PADDLE_", "TRAINING_ROLE", "POD_IP",
+                                                   "FLAGS_selected", "CUDA_VISIBLE"))]:
+        del full[name]  # the launcher's role variables only
     size = ["--server_num", "2", "--worker_num", "2"] if roles else ["--nproc_per_node", "4"]
     return subprocess.run([sys.executable, "-m", "graphc", "launch", *size,
                            "--timeout", str(timeout - 20), str(ROOT / "tests" /
@@ -70,6 +73,11 @@ def test_two_trainers_two_servers_equal_local_training_and_resume(tmp_path):
         stats = json.loads((tmp_path / f"server{server}.json").read_text())
         assert stats["rounds"] == job.STEPS + 1
         assert stats["bytes_received"] > 0
+    # graphc launch --nproc_per_node exports Paddle's collective variables (fleetrun's)
+    assert json.loads((tmp_path / "rank2.env.json").read_text()) == {
+        "PADDLE_TRAINER_ID": "2", "PADDLE_TRAINERS_NUM": "4",
+        "PADDLE_TRAINER_ENDPOINTS": ",".join(f"127.0.0.1:{6170 + i}" for i in range(4)),
+        "PADDLE_CURRENT_ENDPOINT": "127.0.0.1:6172"}
     # trainer 0 checkpointed after 2 steps; a new job resumes from the servers' files (their
     # blocks and velocities) and ends where the uninterrupted one did, bit for bit
     ckpt = tmp_path / "ckpt"

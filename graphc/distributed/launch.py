@@ -39,7 +39,8 @@ class LaunchError(GraphcError):
 FORWARDED = ("CPU_NUM", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "XLA_FLAGS", "JAX_PLATFORMS",
              "JAX_ENABLE_X64", "GRAPHC_LOG_LEVEL", "OMP_NUM_THREADS")
 LAUNCH_VARS = ("GRAPHC_LAUNCH_DEVICES", "GRAPHC_LAUNCH_LOG_DIR", "GRAPHC_LAUNCH_CONTROL",
-               watchdog.ENV, "GRAPHC_PS_SERVER_NUM", "GRAPHC_PS_WORKER_NUM")
+               watchdog.ENV, "GRAPHC_PS_SERVER_NUM", "GRAPHC_PS_WORKER_NUM",
+               "GRAPHC_LAUNCH_ENDPOINTS")
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -182,6 +183,9 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
     elif hosts:
         cmd += ["--host", ",".join(f"{h}:{nproc}" for h in hosts)]
         cmd += ["-n", str(nproc * len(hosts))]
+        # ranks fill a node's slots in order: Paddle's PADDLE_TRAINER_ENDPOINTS per rank
+        env["GRAPHC_LAUNCH_ENDPOINTS"] = ",".join(f"{h}:{6170 + i}" for h in hosts
+                                                  for i in range(nproc))
     else:
         cmd += ["-n", str(nproc)]
     # the processes of a node may outnumber its cores (several XLA CPU devices each)

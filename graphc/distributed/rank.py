@@ -120,8 +120,8 @@ def main(argv: list[str]) -> int:
         per = max(len(ids) // max(env.local_size, 1), 1)
         child_env["CUDA_VISIBLE_DEVICES"] = ",".join(
             ids[env.local_rank * per:(env.local_rank + 1) * per])
-    from .pserver.roles import from_environ  # parameter servers: Paddle's role variables
-    child_env.update(from_environ(env.rank, child_env))
+    from .pserver.roles import from_environ  # Paddle's role variables (fleetrun's)
+    child_env.update(from_environ(env.rank, child_env, env.size))
     log_dir = child_env.get("GRAPHC_LAUNCH_LOG_DIR")
     log = open(os.path.join(log_dir, f"workerlog.{env.rank}"), "ab") if log_dir else None
     status_r = status_w = None

@@ -29,9 +29,32 @@ def role_env(rank: int, servers: int, workers: int) -> dict[str, str]:
     return env
 
 
-def from_environ(rank: int, environ) -> dict[str, str]:
-    """The role variables when the launcher asked for servers and workers, else {}."""
+ENDPOINTS_ENV = "GRAPHC_LAUNCH_ENDPOINTS"  # every rank's host:port, set by the launcher
+
+
+def collective_env(rank: int, size: int, environ) -> dict[str, str]:
+    """Paddle's collective variables (fleetrun's): PADDLE_TRAINER_ID, PADDLE_TRAINERS_NUM,
+    PADDLE_TRAINER_ENDPOINTS, PADDLE_CURRENT_ENDPOINT, and FLAGS_selected_gpus when the rank
+    has GPUs. Endpoints come from the launcher (its --hosts), else this node's."""
+    listed = environ.get(ENDPOINTS_ENV, "")
+    eps = [e for e in listed.split(",") if e] or [f"{HOST}:{FIRST_PORT + i}"
+                                                  for i in range(size)]
+    env = {"PADDLE_TRAINER_ID": str(rank), "PADDLE_TRAINERS_NUM": str(size)}
+    if len(eps) == size:
+        env.update(PADDLE_TRAINER_ENDPOINTS=",".join(eps), PADDLE_CURRENT_ENDPOINT=eps[rank])
+    if environ.get("CUDA_VISIBLE_DEVICES"):
+        env["FLAGS_selected_gpus"] = environ["CUDA_VISIBLE_DEVICES"]
+    return env
+
+
+def from_environ(rank: int, environ, size: int = 0) -> dict[str, str]:
+    """The role variables for this rank: a parameter-server job's when the launcher asked
+    for servers and workers, else the collective ones; a variable the user set is kept."""
     s, w = environ.get(SERVER_NUM_ENV), environ.get(WORKER_NUM_ENV)
-    if not s or not w:
+    if s and w:
+        env = role_env(rank, int(s), int(w))
+    elif size > 0:
+        env = collective_env(rank, size, environ)
+    else:
         return {}
-    return role_env(rank, int(s), int(w))
+    return {k: v for k, v in env.items() if k not in environ}
