@@ -148,3 +148,16 @@ def test_collective_role_variables():
     _, launched = build_command(p.parse_args(["--hosts", "a,b", "--nproc_per_node", "2",
                                               str(script)]))
     assert launched["GRAPHC_LAUNCH_ENDPOINTS"] == "a:6170,a:6171,b:6170,b:6171"
+
+
+def test_mpi_symetric_role_maker(monkeypatch):
+    import graphc.fluid.incubate.fleet.base.role_maker as rm
+    monkeypatch.setattr(rm, "_mpi_rank_size", lambda: (3, 4))
+    role = rm.MPISymetricRoleMaker()
+    assert role.is_worker() and role.worker_index() == 1 and role.worker_num() == 2
+    assert role.get_pserver_endpoints() == ["127.0.0.1:60001", "127.0.0.1:60002"]
+    monkeypatch.setattr(rm, "_mpi_rank_size", lambda: (2, 4))
+    assert rm.MPISymetricRoleMaker().server_index() == 1
+    monkeypatch.setattr(rm, "_mpi_rank_size", lambda: (0, 3))
+    with pytest.raises(RoleError, match="even number of ranks"):
+        rm.MPISymetricRoleMaker().generate_role()

@@ -73,10 +73,12 @@ class _ServerRoles(RoleMakerBase):
     def worker_index(self) -> int:
         if self._is_collective:
             return super().worker_index()
-        return self._roles()._index if self._role == Role.WORKER else -1
+        me = self._roles()
+        return me._index if me._role == Role.WORKER else -1
 
     def server_index(self) -> int:
-        return self._roles()._index if self._role == Role.SERVER else -1
+        me = self._roles()
+        return me._index if me._role == Role.SERVER else -1
 
     def worker_num(self) -> int:
         return super().worker_num() if self._is_collective else self._roles()._worker_num
@@ -181,11 +183,27 @@ class UserDefinedRoleMaker(_ServerRoles):
         """The role was given by hand."""
 
 
-class MPISymetricRoleMaker(RoleMakerBase):
-    """Paddle's MPI parameter-server role maker: refused by fleet.init."""
+def _mpi_rank_size() -> tuple[int, int]:
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+
+
+class MPISymetricRoleMaker(_ServerRoles):
+    """Paddle's MPI parameter-server role maker: two processes per node, even ranks servers
+    and odd ranks workers, index ``rank // 2`` (an int: Paddle's ``/`` gave a float). The
+    servers' endpoints are names only (MPI carries the messages): ``127.0.0.1:60001+i``."""
 
     def __init__(self):
         super().__init__(False)
+
+    def generate_role(self) -> None:
+        rank, size = _mpi_rank_size()
+        if size < 2 or size % 2:
+            raise RoleError(f"MPISymetricRoleMaker needs an even number of ranks (a server "
+                            f"and a worker per pair), got {size}")
+        endpoints = [f"127.0.0.1:{60001 + i}" for i in range(size // 2)]
+        self._set(Role.SERVER if rank % 2 == 0 else Role.WORKER, rank // 2, size // 2,
+                  endpoints)
 
 
 def __getattr__(name: str):
