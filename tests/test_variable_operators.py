@@ -68,3 +68,16 @@ def test_unsupported_operands_are_type_errors():
         _ = x + "a"
     with pytest.raises(graphc.ProgramError, match="by the constant 0"):
         _ = x / 0
+
+
+def test_integer_variable_with_a_fractional_constant_is_refused():
+    """Paddle 1.8 asserts here: the constant, made in the variable's integer dtype, would be
+    truncated (a * 1.5 computing a * 1, a + 0.5 computing a + 0)."""
+    a = layers.data("a", [-1, 3], dtype="int64", append_batch_size=False)
+    for make in (lambda: a * 1.5, lambda: a + 0.5, lambda: 2.5 - a, lambda: a / 0.5,
+                 lambda: a * float("nan")):
+        with pytest.raises(graphc.ProgramError, match="'a' is int64: the constant"):
+            make()
+    ints = np.array([[7, -7, 9]], "int64")
+    got, = graphc.Executor().run(feed={"a": ints}, fetch_list=[a * 2.0])  # whole: fine
+    np.testing.assert_array_equal(got, ints * 2)

@@ -7,6 +7,8 @@ patches them: scalars become ``scale`` ops where one suffices, else a ``[1]`` co
 
 from __future__ import annotations
 
+import math
+
 from ..ir.errors import ProgramError
 from ..ir.program import Variable
 from .math import _elementwise, scale
@@ -41,6 +43,13 @@ def _binary(op_type: str, reverse: bool = False, name: str | None = None):
             return NotImplemented
         if not isinstance(other, Variable):
             value = float(other)
+            if not self.dtype.startswith("float") and not (math.isfinite(value)
+                                                           and value == int(value)):
+                # Paddle refuses this too: the [1] constant of x's integer dtype would
+                # silently truncate it (i * 1.5 computing i * 1)
+                raise ProgramError(f"'{self.name}' is {self.dtype}: the constant {other!r} "
+                                   "does not convert to it without loss; cast the variable "
+                                   "to a float dtype first (layers.cast)")
             if self.dtype.startswith("float"):
                 out = _scale_form(op_type, self, value, reverse)
                 if out is not None:
