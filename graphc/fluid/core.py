@@ -6,7 +6,6 @@ from __future__ import annotations
 import jax
 
 from .. import io as _io
-from ..ir.errors import GraphcError
 from ..runtime.lod import (  # the host LoD value and its checks live in the runtime
     LoDError,
     LoDTensor,
@@ -22,13 +21,9 @@ __all__ = ["CPUPlace", "CUDAPlace", "EOFException", "LoDError", "LoDTensor", "Pl
            "get_cuda_device_count", "is_compiled_with_cuda"]
 
 
-# The DataLoader's end-of-epoch signal (``except fluid.core.EOFException: loader.reset()``).
-# graphc.io owns it where it defines one, so both spellings catch the same exception.
-if hasattr(_io, "EOFException"):
-    EOFException = _io.EOFException
-else:
-    class EOFException(GraphcError):
-        """A non-iterable DataLoader (``iterable=False``) ran out of batches."""
+# The DataLoader's end-of-epoch signal (``except fluid.core.EOFException: loader.reset()``):
+# graphc.io's own class, so both spellings catch the same exception.
+EOFException = _io.EOFException
 
 
 def get_cuda_device_count() -> int:
