@@ -115,8 +115,9 @@ def test_data_and_program_guard_errors():
     with pytest.raises(fluid.ProgramError, match="expects a Program"):
         with fluid.program_guard("main"):
             pass
-    with pytest.raises(fluid.ProgramError, match="invalid variable name"):
+    with pytest.raises(fluid.ProgramError, match="invalid variable name") as info:
         fluid.data("bad name", [-1])
+    assert "[ ] { } =" in str(info.value)  # the characters as written, not '{{ }}'
 
 
 def test_to_program_renames_a_version_written_while_the_old_one_is_live():

@@ -25,7 +25,7 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise ProgramError(
             f"invalid variable name {name!r}: names are non-empty and contain no whitespace "
-            "or any of , : ( ) [ ] {{ }} = # % \"")
+            "or any of , : ( ) [ ] { } = # % \"")
     return name
 
 
