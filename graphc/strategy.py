@@ -119,7 +119,8 @@ class _Strategy(BaseModel):
     def load(cls, name_or_path: str | os.PathLike):
         """Load a preset by name (``strategies/NAME.toml``) or a .toml/.json file path."""
         path = Path(name_or_path)
-        if not path.suffix:
+        # a bare name is a preset; anything with a directory part (or a suffix) is a path
+        if not path.suffix and os.sep not in str(name_or_path):
             path = PRESETS_DIR / f"{name_or_path}.toml"
             if not path.exists():
                 names = sorted(p.stem for p in PRESETS_DIR.glob("*.toml"))

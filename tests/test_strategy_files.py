@@ -49,6 +49,10 @@ def test_a_directory_is_not_a_strategy_file(tmp_path, loader):
     path.mkdir()
     with pytest.raises(StrategyError, match="dir.toml' is a directory"):
         LOADERS[loader](str(path))
+    plain = tmp_path / "strategies_dir"  # no suffix: a path, not a preset name
+    plain.mkdir()
+    with pytest.raises(StrategyError, match="strategies_dir' is a directory"):
+        LOADERS[loader](str(plain))
 
 
 def test_a_misspelt_table_in_a_preset_is_named(tmp_path):
