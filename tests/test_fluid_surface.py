@@ -506,3 +506,20 @@ def test_the_missing_api_table_names_nothing_graphc_has():
         if value is not None and not isinstance(value, types.ModuleType):  # shims are modules
             present.append(key)
     assert not present, f"remove from graphc/fluid/_missing.py: {present}"
+
+
+def test_collective_fleet_save_persistables_honours_filename(tmp_path):
+    from graphc.fluid.incubate.fleet.collective import fleet
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        fluid.layers.fc(fluid.data("x", [-1, 3]), 2)
+    scope = fluid.Scope()
+    with fluid.scope_guard(scope):
+        exe = fluid.Executor()
+        exe.run(startup)
+        fleet.save_persistables(exe, str(tmp_path), main_program=main, filename="combined")
+        assert (tmp_path / "combined").is_dir()  # as fluid.io.save_persistables puts it
+        want = np.asarray(scope["fc_0.w_0"]).copy()
+        scope["fc_0.w_0"] = np.zeros_like(want)
+        fluid.io.load_persistables(exe, str(tmp_path), main_program=main, filename="combined")
+        np.testing.assert_array_equal(np.asarray(scope["fc_0.w_0"]), want)

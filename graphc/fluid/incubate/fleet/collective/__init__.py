@@ -119,8 +119,11 @@ class Collective:
         """Nothing to stop: collective workers need no servers."""
 
     def save_persistables(self, executor, dirname, main_program=None, filename=None):
-        from .....runtime.checkpoint import save_persistables
-        return save_persistables(executor, dirname, main_program or self.main_program)
+        """As ``fluid.io.save_persistables`` (``filename``: the ``dirname/filename``
+        sub-checkpoint), of the fleet's main program by default."""
+        from .....saving import save_persistables
+        return save_persistables(executor, dirname, main_program or self.main_program,
+                                 filename=filename)
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
