@@ -254,17 +254,3 @@ def load(program: Program, dirname: str, scope: Scope | None = None) -> None:
         staged[var.name] = arr
     for name, arr in staged.items():
         scope[name] = arr
-
-
-def save_persistables(executor, dirname: str, main_program: Program | None = None,
-                      filename=None) -> str:
-    """Paddle's spelling of ``save``."""
-    from ..ir.program import default_main_program
-    return save(main_program or default_main_program(), dirname)
-
-
-def load_persistables(executor, dirname: str, main_program: Program | None = None,
-                      filename=None) -> None:
-    """Paddle's spelling of ``load``."""
-    from ..ir.program import default_main_program
-    load(main_program or default_main_program(), dirname)
