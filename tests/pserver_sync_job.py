@@ -134,7 +134,7 @@ def main(out_dir: str) -> None:
             exe.run(server_startup)
             if os.environ.get("PS_TEST_RESUME"):  # this server's blocks from the checkpoint
                 pserver.load_checkpoint(server_prog, os.environ["PS_TEST_RESUME"])
-            stats = pserver.serve(server_prog, exe)
+            stats = exe.run(server_prog)  # Paddle's idiom: serves until trainers complete
             (out / f"server{rank}.json").write_text(json.dumps(stats))
             return
         tid = rank - len(eps)

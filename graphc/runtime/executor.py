@@ -497,6 +497,11 @@ class Executor:
         leading axis of K, and each fetched value comes back stacked per step, ``[K, ...]``.
         The result equals K single runs (state, fetches and dropout masks alike).
         """
+        runner = getattr(program, "run_in_executor", None)
+        if runner is not None and feed is None and not fetch_list:
+            # a program that is a loop of its own: exe.run(pserver_program) serves until the
+            # trainers complete (the loop runs the same program with feeds: its update step)
+            return runner(self, scope)
         if feed is None and _FEED_PROVIDERS:
             feed = _provided_feed(program)
         wait = _COLLECTIVE_WAIT[0]

@@ -3,6 +3,8 @@ and hand back the trainer program and each server's program and startup program.
 
 from __future__ import annotations
 
+import functools
+
 from ...ir.graph import lower
 from ...ir.program import Program
 from ...passes import PassContext, make_pass
@@ -106,6 +108,8 @@ class Transpiler:
     def server_program(self, endpoint: str) -> Program:
         prog = self._server(endpoint)[0].to_program()
         prog._ps_server = self.server_info(endpoint)
+        # exe.run(pserver_program) serves until every trainer completes, as in Paddle
+        prog.run_in_executor = functools.partial(_serve, prog)
         return prog
 
     def server_startup(self, endpoint: str) -> Program:
@@ -127,3 +131,8 @@ class Transpiler:
         prog._ps_trainer = {"trainer_id": self.trainer_id, "endpoints": list(self.endpoints),
                             "trainers": self.trainers, "sync_mode": self.sync_mode}
         return prog
+
+
+def _serve(program, executor, scope):
+    from .server import serve
+    return serve(program, executor, scope)
