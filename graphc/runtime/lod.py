@@ -39,8 +39,9 @@ def set_min_bucket(n: int) -> None:
 
 # -- the host value ---------------------------------------------------------------------------
 
-def lengths_problem(lengths, rows: int) -> str | None:
-    """Why ``lengths`` (recursive sequence lengths) cannot describe ``rows`` rows, or None."""
+def lengths_problem(lengths, rows: int | None) -> str | None:
+    """Why ``lengths`` (recursive sequence lengths) cannot describe ``rows`` rows, or None;
+    ``rows=None`` checks only that the levels agree with each other."""
     if not isinstance(lengths, list | tuple) or len(lengths) > MAX_LOD_LEVEL:
         return f"expected a list of at most {MAX_LOD_LEVEL} levels of lengths"
     expect = None
@@ -56,7 +57,7 @@ def lengths_problem(lengths, rows: int) -> str | None:
             return (f"level {i} has {arr.size} lengths but level {i - 1}'s lengths sum to "
                     f"{expect}")
         expect = int(arr.sum(dtype=np.int64))
-    if lengths and expect != rows:
+    if lengths and rows is not None and expect != rows:
         return f"the last level's lengths sum to {expect} but the tensor has {rows} rows"
     return None
 
@@ -76,7 +77,11 @@ class LoDTensor:
         if place is not None and not isinstance(place, Place):
             raise GraphcError(f"LoDTensor.set: place must be a CPUPlace/CUDAPlace, got "
                               f"{type(place).__name__}")
-        self._array = np.array(array)
+        try:
+            self._array = np.array(array)
+        except ValueError as e:  # ragged nested lists: numpy's message names no tensor
+            raise LoDError(f"LoDTensor.set: the value is not a rectangular array ({e}); give "
+                           "the packed tokens as one array and the lengths separately") from None
 
     def _value(self) -> np.ndarray:
         if self._array is None:
@@ -109,6 +114,15 @@ class LoDTensor:
             if arr.size and (arr.ndim != 1 or arr.dtype.kind not in "iu"):
                 raise LoDError(f"sequence lengths must be lists of integers, got {level!r:.60}")
             levels.append(arr.astype(np.int64).reshape(-1))
+        # as Paddle, each level must count the sequences the level above makes now; the rest
+        # (signs, rows) is checked when fed (has_valid_recursive_sequence_lengths): the data
+        # may come later
+        for i in range(1, len(levels)):
+            above = int(levels[i - 1].sum())
+            if levels[i].size != above:
+                raise LoDError(f"recursive sequence lengths {lengths!r:.80} are invalid: level "
+                               f"{i} has {levels[i].size} lengths but level {i - 1}'s lengths "
+                               f"sum to {above}")
         self._lengths = levels
 
     def recursive_sequence_lengths(self) -> list[list[int]]:
@@ -123,6 +137,12 @@ class LoDTensor:
                 raise LoDError(f"set_lod: level {i} offsets {level} must start at 0 and "
                                "never decrease")
             lengths.append([b - a for a, b in zip(level, level[1:])])
+        # as Paddle, set_lod checks the offsets against the data already set
+        rows = None if self._array is None else (self._array.shape[0] if self._array.ndim
+                                                 else 0)
+        problem = lengths_problem(lengths, rows)
+        if problem:
+            raise LoDError(f"set_lod: offsets {lod!r:.80} do not describe the tensor: {problem}")
         self.set_recursive_sequence_lengths(lengths)
 
     def lod(self) -> list[list[int]]:
@@ -163,6 +183,9 @@ def create_lod_tensor(data, recursive_seq_lens, place=None) -> LoDTensor:
 def create_random_int_lodtensor(recursive_seq_lens, base_shape, place=None, low=0,
                                 high=1) -> LoDTensor:
     """Random int64 tokens in ``[low, high]`` of shape ``[total, *base_shape]``."""
+    if low > high:  # numpy's randint would say only "low >= high"
+        raise LoDError(f"create_random_int_lodtensor: low={low} is greater than high={high} "
+                       "(the range [low, high] is inclusive)")
     total = int(sum(recursive_seq_lens[-1])) if recursive_seq_lens else 0
     data = np.random.randint(low, high + 1, size=[total, *base_shape]).astype(np.int64)
     return create_lod_tensor(data, recursive_seq_lens, place)

@@ -1,0 +1,61 @@
+"""Bad input to LoDTensor, DataLoader, scopes and the parameter-server modules raises a graphc
+error naming the culprit, never a raw numpy/jax ValueError or TypeError.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from graphc.runtime.lod import LoDError, LoDTensor, create_random_int_lodtensor
+
+# -- LoDTensor --------------------------------------------------------------------------------
+
+
+def test_lodtensor_set_ragged_list_is_a_lod_error():
+    t = LoDTensor()
+    with pytest.raises(LoDError, match="LoDTensor.set: the value is not a rectangular"):
+        t.set([[1, 2], [3]])
+
+
+@pytest.mark.parametrize("lengths, says", [
+    ([[1], [2, 3]], "level 1 has 2 lengths but level 0's lengths sum to 1"),
+    ([[], [1]], "level 1 has 1 lengths but level 0's lengths sum to 0"),
+])
+def test_set_recursive_sequence_lengths_refuses_levels_that_disagree(lengths, says):
+    t = LoDTensor()
+    with pytest.raises(LoDError, match=says):
+        t.set_recursive_sequence_lengths(lengths)
+    assert t.recursive_sequence_lengths() == []
+
+
+def test_rows_are_checked_later_as_paddle():
+    # Paddle's test_lod_tensor: lengths are accepted before the data, then judged against it
+    t = LoDTensor()
+    t.set_recursive_sequence_lengths([[2, 3], [1, 3, 1, 2, 2]])
+    t.set(np.zeros([8, 1], np.float32))
+    assert not t.has_valid_recursive_sequence_lengths()
+    t.set_recursive_sequence_lengths([[2, 3], [1, 3, 1, 2, 1]])
+    assert t.has_valid_recursive_sequence_lengths()
+    assert t.recursive_sequence_lengths() == [[2, 3], [1, 3, 1, 2, 1]]
+
+
+def test_set_lod_checks_offsets_against_the_data():
+    t = LoDTensor()
+    t.set(np.zeros([5, 1], np.float32))
+    with pytest.raises(LoDError, match="last level's lengths sum to 6 but the tensor has 5"):
+        t.set_lod([[0, 2, 6]])
+    with pytest.raises(LoDError, match="must start at 0"):
+        t.set_lod([[1, 2, 5]])
+    with pytest.raises(LoDError, match="level 1 has 2 lengths but level 0's lengths sum to 1"):
+        t.set_lod([[0, 1], [0, 2, 5]])
+    t.set_lod([[0, 2, 5]])
+    assert t.recursive_sequence_lengths() == [[2, 3]]
+    assert t.has_valid_recursive_sequence_lengths()
+
+
+def test_create_random_int_lodtensor_low_above_high():
+    with pytest.raises(LoDError, match="low=5 is greater than high=1"):
+        create_random_int_lodtensor([[2, 3]], [1], low=5, high=1)
+    t = create_random_int_lodtensor([[2, 3]], [1], low=4, high=4)  # inclusive, as Paddle
+    np.testing.assert_array_equal(np.array(t), np.full([5, 1], 4, np.int64))
