@@ -108,6 +108,14 @@ __all__ = ["CheckpointError", "DataLoader", "DataLoaderError", "EOFException", "
            "load_inference_model", "load_params", "load_persistables", "load_vars", "save",
            "save_inference_model", "save_params", "save_persistables", "save_vars"]
 
+
+def _check_reader(reader, method: str) -> None:
+    # refused here, not at the first epoch, where the error would name no call
+    if not callable(reader):
+        raise DataLoaderError(f"{method}: reader must be a callable returning an iterator "
+                              f"(a generator function), got a {type(reader).__name__}")
+
+
 class DataLoader:
     """Prepares batches on a background thread and places them on the device(s) ahead of the
     step (see the module doc). Build with ``DataLoader.from_generator``."""
@@ -119,8 +127,12 @@ class DataLoader:
         if not feed_list or not all(isinstance(v, Variable) for v in feed_list):
             raise DataLoaderError("feed_list must be a non-empty list of data Variables "
                                   "(from graphc.data)")
-        if int(capacity) < 1:
-            raise DataLoaderError(f"capacity must be at least 1, got {capacity}")
+        try:
+            ok = int(capacity) >= 1
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise DataLoaderError(f"capacity must be an int of at least 1, got {capacity!r}")
         self.feed_list = feed_list
         self.iterable = bool(iterable)
         self.capacity = int(capacity)
@@ -147,6 +159,7 @@ class DataLoader:
     # -- sources ----------------------------------------------------------------------
     def set_batch_generator(self, reader, places=None) -> DataLoader:
         """``reader()`` yields batches: arrays in ``feed_list`` order, or dicts by name."""
+        _check_reader(reader, "set_batch_generator")
         names = [v.name for v in self.feed_list]
 
         def batches():
@@ -169,6 +182,7 @@ class DataLoader:
     def set_sample_list_generator(self, reader, places=None) -> DataLoader:
         """``reader()`` yields lists of samples (each list one batch); a sample is a tuple of
         per-variable values in ``feed_list`` order."""
+        _check_reader(reader, "set_sample_list_generator")
         def batches():
             for i, samples in enumerate(reader()):
                 yield self._stack(list(samples), f"batch {i}")
@@ -178,6 +192,7 @@ class DataLoader:
     def set_sample_generator(self, reader, batch_size: int, drop_last: bool = True,
                              places=None) -> DataLoader:
         """``reader()`` yields single samples, batched by ``batch_size`` here."""
+        _check_reader(reader, "set_sample_generator")
         if int(batch_size) < 1:
             raise DataLoaderError(f"batch_size must be at least 1, got {batch_size}")
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import graphc as fluid
+from graphc.io import DataLoader, DataLoaderError
 from graphc.runtime.lod import LoDError, LoDTensor, create_random_int_lodtensor
 
 # -- LoDTensor --------------------------------------------------------------------------------
@@ -59,3 +61,25 @@ def test_create_random_int_lodtensor_low_above_high():
         create_random_int_lodtensor([[2, 3]], [1], low=5, high=1)
     t = create_random_int_lodtensor([[2, 3]], [1], low=4, high=4)  # inclusive, as Paddle
     np.testing.assert_array_equal(np.array(t), np.full([5, 1], 4, np.int64))
+
+
+# -- DataLoader -------------------------------------------------------------------------------
+
+def _feed_list():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        return [fluid.data("x", [-1, 4])]
+
+
+def test_dataloader_capacity_not_an_int():
+    with pytest.raises(DataLoaderError, match="capacity must be an int of at least 1, got 'a'"):
+        DataLoader.from_generator(_feed_list(), capacity="a")
+
+
+@pytest.mark.parametrize("method", ["set_batch_generator", "set_sample_list_generator",
+                                    "set_sample_generator"])
+def test_dataloader_reader_must_be_callable(method):
+    loader = DataLoader.from_generator(_feed_list(), capacity=2)
+    args = (3, 2) if method == "set_sample_generator" else (3,)
+    with pytest.raises(DataLoaderError, match=f"{method}: reader must be a callable.*got a int"):
+        getattr(loader, method)(*args)
