@@ -9,7 +9,9 @@ import pytest
 
 import graphc as fluid
 from graphc.io import DataLoader, DataLoaderError
+from graphc.ir.errors import GraphcError
 from graphc.runtime.lod import LoDError, LoDTensor, create_random_int_lodtensor
+from graphc.runtime.scope import Scope, ScopeError
 
 # -- LoDTensor --------------------------------------------------------------------------------
 
@@ -83,3 +85,23 @@ def test_dataloader_reader_must_be_callable(method):
     args = (3, 2) if method == "set_sample_generator" else (3,)
     with pytest.raises(DataLoaderError, match=f"{method}: reader must be a callable.*got a int"):
         getattr(loader, method)(*args)
+
+
+# -- scopes -----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, kind", [("x", "str"), ([[1, 2], [3]], "list"),
+                                         (object(), "object")])
+def test_scope_setitem_non_numeric_is_a_scope_error(value, kind):
+    scope = Scope()
+    scope["w"] = np.ones([2], np.float32)
+    with pytest.raises(ScopeError, match=f"variable 'w': cannot hold a {kind}"):
+        scope["w"] = value
+    np.testing.assert_array_equal(scope["w"], np.ones([2], np.float32))  # unchanged
+
+
+def test_tensor_set_non_numeric_is_a_scope_error():
+    scope = Scope()
+    with pytest.raises(ScopeError, match="variable 'b': cannot hold a str"):
+        scope.var("b").get_tensor().set("abc", fluid.CPUPlace())
+    assert "b" not in scope
+    assert issubclass(ScopeError, GraphcError)

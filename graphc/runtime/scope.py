@@ -18,7 +18,7 @@ from .stacked_state import StateDict
 
 
 class ScopeError(GraphcError):
-    """A variable is missing from a scope."""
+    """A variable is missing from a scope, or is given a value that is not a numeric array."""
 
 
 class Tensor:
@@ -111,11 +111,16 @@ class Scope:
         # buffer under two names cannot be donated twice), so a jax array is copied. numpy
         # values and lists become new device buffers anyway; the executor's own outputs go
         # into _vars directly and are donated as they are.
-        if name in self._stacked.stacks:  # a stack replaced whole: its members split out
-            self._stacked.split(self._vars, name)
         if isinstance(array, jax.Array):
             array = array.copy()
-        self._vars[name] = jax.numpy.asarray(array)
+        try:
+            value = jax.numpy.asarray(array)
+        except (TypeError, ValueError) as e:  # strings, objects, ragged lists
+            raise ScopeError(f"variable '{name}': cannot hold a {type(array).__name__} "
+                             f"({array!r:.60}); give a numeric array ({e})") from None
+        if name in self._stacked.stacks:  # a stack replaced whole: its members split out
+            self._stacked.split(self._vars, name)
+        self._vars[name] = value
         self._shards.pop(name, None)
 
     def __contains__(self, name: str) -> bool:
