@@ -153,3 +153,115 @@ def test_understand_sentiment_trains_saves_and_infers(net, tmp_path, fresh_scope
     _, probs = book["infer"](word_dict, use_cuda=False, save_dirname=save_dir, tensor=tensor)
     assert probs.shape == (len(reviews), 2)
     assert np.mean(probs.argmax(axis=1) == [lab for _, lab in reviews]) > 0.8
+
+
+# -- 07 label_semantic_roles ---------------------------------------------------------------
+SRL_VOCAB, SRL_VERBS, SRL_WORD_DIM = 40, 10, 8
+SRL_LR = float(os.environ.get("SRL_LR", "0.05"))
+SRL_LABELS = ["B-A0", "I-A0", "B-A1", "I-A1", "B-A2", "I-A2", "O"]
+
+
+def srl_sentence(rng):
+    """One conll05-shaped sample: nine per-token lists (word, ctx_n2..ctx_p2, predicate,
+    mark, label ids). Word w > 0 belongs to argument type (w - 1) % 4, type 3 being O; a run
+    of one type is one chunk (B- then I- tags, IOB). Id 0 pads the context at the edges."""
+    length = rng.randint(1, 11)
+    words = list(rng.randint(1, SRL_VOCAB, size=length))
+    p = rng.randint(length)
+    ctx = [words[i] if 0 <= i < length else 0 for i in range(p - 2, p + 3)]
+    mark = [int(abs(i - p) <= 2) for i in range(length)]
+    labels, previous = [], None
+    for w in words:
+        kind = (w - 1) % 4
+        if kind == 3:
+            labels.append(6)
+        else:
+            labels.append(2 * kind + (kind == previous))
+        previous = kind
+    verb = int(rng.randint(SRL_VERBS))
+    return (words, *[[c] * length for c in ctx], [verb] * length, mark, labels)
+
+
+def synthetic_conll05(root, samples=192, seed=7):
+    """A stand-in for paddle.dataset.conll05: get_dict(), get_embedding() (a pretrained
+    table file in conll05's layout: a 16-byte header, then float32 rows) and test()."""
+    rng = np.random.RandomState(seed)
+    path = root / "emb"
+    with open(path, "wb") as f:
+        f.write(b"\0" * 16)
+        # pretrained rows say something of a word: its type in the first four coordinates
+        table = rng.normal(0, 0.3, (SRL_VOCAB, SRL_WORD_DIM))
+        table[np.arange(1, SRL_VOCAB), (np.arange(1, SRL_VOCAB) - 1) % 4] += 2.0
+        table.astype("float32").tofile(f)
+
+    def reader(n, offset):
+        def read():
+            r = np.random.RandomState(seed + offset)
+            for _ in range(n):
+                yield srl_sentence(r)
+        return read
+
+    return types.SimpleNamespace(
+        get_dict=lambda: ({f"w{i}": i for i in range(SRL_VOCAB)},
+                          {f"v{i}": i for i in range(SRL_VERBS)},
+                          {tag: i for i, tag in enumerate(SRL_LABELS)}),
+        get_embedding=lambda: str(path), test=lambda: reader(samples, 1),
+        held_out=reader(32, 2))
+
+
+def viterbi(emissions, transition):
+    """The best tag path of one sequence under graphc's (and Paddle's) CRF layout: row 0
+    start weights, row 1 end weights, rows 2.. tag-to-tag weights."""
+    start, end, trans = transition[0], transition[1], transition[2:]
+    score, back = start + emissions[0], []
+    for row in emissions[1:]:
+        total = score[:, None] + trans
+        back.append(total.argmax(axis=0))
+        score = total.max(axis=0) + row
+    path = [int((score + end).argmax())]
+    for pointers in reversed(back):
+        path.append(int(pointers[path[-1]]))
+    return path[::-1]
+
+
+@pytest.mark.slow  # ~30 s: four LSTMs fwd+bwd, compiled per token bucket
+def test_label_semantic_roles_trains_saves_and_infers(tmp_path, fresh_scope):
+    conll05 = synthetic_conll05(tmp_path)
+    book = run_book_program(
+        "label_semantic_roles",
+        data={"import paddle.dataset.conll05 as conll05": "conll05 = synthetic_conll05",
+              "paddle.dataset.conll05.test()": "synthetic_conll05.test()"},
+        inject={"synthetic_conll05": conll05})
+    save_dir = str(tmp_path / "label_semantic_roles.inference.model")
+    losses, f1s = book["train"](use_cuda=False, save_dirname=save_dir, learning_rate=SRL_LR)
+    report("label_semantic_roles", losses)
+    report("label_semantic_roles chunk F1", f1s)
+    # 192 sentences in batches of 16: 12 steps a pass, four passes
+    assert len(losses) == 48 and all(np.isfinite(losses))
+    assert mean(losses[-6:]) < mean(losses[:6]) * 0.5, losses
+    assert mean(f1s[-6:]) > mean(f1s[:6]) + 0.2, f1s
+    scope = graphc.global_scope()
+    # the six word embeddings are one frozen table: the pretrained one, untouched
+    params = [p.name for p in graphc.default_main_program().global_block().all_parameters()]
+    assert params.count("emb") == 1 and params.count("crfw") == 1
+    with open(conll05.get_embedding(), "rb") as f:
+        f.read(16)
+        pretrained = np.fromfile(f, dtype=np.float32).reshape(SRL_VOCAB, SRL_WORD_DIM)
+    np.testing.assert_array_equal(np.asarray(scope["emb"]), pretrained)
+
+    names, out = book["infer"](use_cuda=False, save_dirname=save_dir)
+    assert out.recursive_sequence_lengths() == [[3, 4, 2]]
+    assert np.array(out).shape == (9, len(SRL_LABELS))
+    # held-out sentences as one LoD batch: Viterbi over the loaded model's emissions and
+    # the trained transitions tags them as labelled
+    sentences = list(conll05.held_out())
+    lens = [[len(s[0]) for s in sentences]]
+    feed = {name: fluid.create_lod_tensor([s[k] for s in sentences], lens, fluid.CPUPlace())
+            for k, name in zip([0, 6, 1, 2, 3, 4, 5, 7], names)}
+    _, out = book["infer"](use_cuda=False, save_dirname=save_dir, feed=feed)
+    assert out.recursive_sequence_lengths() == lens
+    emissions, transition = np.array(out), np.asarray(scope["crfw"])
+    offsets = np.cumsum([0] + lens[0])
+    tagged = [viterbi(emissions[a:b], transition) for a, b in zip(offsets, offsets[1:])]
+    hits = np.concatenate([np.equal(t, s[8]) for t, s in zip(tagged, sentences)])
+    assert hits.mean() > 0.8, hits.mean()
