@@ -105,3 +105,16 @@ def test_tensor_set_non_numeric_is_a_scope_error():
         scope.var("b").get_tensor().set("abc", fluid.CPUPlace())
     assert "b" not in scope
     assert issubclass(ScopeError, GraphcError)
+
+
+# -- the parameter-server package -------------------------------------------------------------
+
+def test_pserver_fleet_errors_are_graphcs_own():
+    import graphc.distributed.fleet as dfleet
+    import graphc.strategy as gstrategy
+    from graphc.fluid.incubate.fleet.parameter_server import distribute_transpiler as ps
+    assert ps.FleetError is dfleet.FleetError
+    assert ps.distributed_strategy.StrategyError is gstrategy.StrategyError
+    with pytest.raises(gstrategy.StrategyError, match="block_size"):
+        ps.StrategyFactory.create_sync_strategy().set_program_config({"block_size": 1})
+

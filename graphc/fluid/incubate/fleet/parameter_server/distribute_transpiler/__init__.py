@@ -4,16 +4,12 @@ script for servers and workers, on graphc's DistributeTranspiler and MPI runtime
 from __future__ import annotations
 
 from ......distributed import pserver
+from ......distributed.fleet import FleetError  # noqa: F401  importable from here, as before
 from ......fluid.transpiler import DistributeTranspiler
-from ......ir.errors import GraphcError
 from ......ir.program import default_main_program, default_startup_program
 from ...base.role_maker import RoleMakerBase
 from . import distributed_strategy, distributed_strategy_factory  # noqa: F401
 from .distributed_strategy import DistributedStrategy, StrategyFactory
-
-
-class FleetError(GraphcError):
-    """The parameter-server fleet is used out of order or with what it cannot run."""
 
 
 class FleetTranspiler:

@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 
 from ......fluid.transpiler import DistributeTranspilerConfig
-from ......ir.errors import GraphcError
-from ......strategy import BuildStrategy, ExecutionStrategy, ReduceStrategy
-
-
-class StrategyError(GraphcError):
-    """A parameter-server strategy was given a config of the wrong kind (names it)."""
+from ......strategy import (  # noqa: F401  StrategyError: Paddle scripts import it from here
+    BuildStrategy,
+    ExecutionStrategy,
+    ReduceStrategy,
+    StrategyError,
+)
 
 
 def _cpu_num() -> int:
