@@ -118,3 +118,15 @@ def test_pserver_fleet_errors_are_graphcs_own():
     with pytest.raises(gstrategy.StrategyError, match="block_size"):
         ps.StrategyFactory.create_sync_strategy().set_program_config({"block_size": 1})
 
+
+def test_pserver_bad_collective_timeout_is_a_pserver_error(monkeypatch):
+    from graphc.distributed import watchdog
+    from graphc.distributed.pserver.protocol import PServerError
+    from graphc.distributed.pserver.server import serve
+
+    class ServerProgram:  # what the transpiler marks a server program with
+        _ps_server = {"server_id": 0, "endpoints": ["127.0.0.1:1"], "trainers": 1}
+
+    monkeypatch.setenv(watchdog.ENV, "soon")
+    with pytest.raises(PServerError, match=f"{watchdog.ENV} must be a number of seconds.*'soon'"):
+        serve(ServerProgram())

@@ -55,12 +55,16 @@ def serve(program, executor=None, scope=None) -> dict:
     if info is None:
         raise PServerError("serve() takes a server program from "
                            "DistributeTranspiler.get_pserver_program(endpoint)")
+    try:  # refused before joining the cluster, as distributed.init() does
+        timeout = watchdog.parse_timeout(os.environ.get(watchdog.ENV))
+    except ValueError as exc:
+        raise PServerError(str(exc)) from None
     exe = executor or Executor()
     scope = global_scope() if scope is None else scope
     layout, feeds_of = server_layout(program, info)
     cluster = Cluster.join(SERVER, info["server_id"], len(info["endpoints"]), info["trainers"])
     comm = cluster.comm
-    watchdog.start(comm.Get_rank(), watchdog.parse_timeout(os.environ.get(watchdog.ENV)))
+    watchdog.start(comm.Get_rank(), timeout)
     for rank in cluster.trainers:
         comm.send(layout, dest=rank, tag=TAG_LAYOUT)
     initial = pack([np.asarray(scope[n]) for n, _, _ in layout.params])
