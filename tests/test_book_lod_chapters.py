@@ -265,3 +265,36 @@ def test_label_semantic_roles_trains_saves_and_infers(tmp_path, fresh_scope):
     tagged = [viterbi(emissions[a:b], transition) for a, b in zip(offsets, offsets[1:])]
     hits = np.concatenate([np.equal(t, s[8]) for t, s in zip(tagged, sentences)])
     assert hits.mean() > 0.8, hits.mean()
+
+
+# -- 08 machine_translation (training only: graphc has no beam_search) ---------------------
+def synthetic_wmt14(samples=192, seed=8):
+    """A stand-in for paddle.dataset.wmt14: train(dict_size) reads (source ids, target ids
+    after <s>, target ids then <e>). A source is a run of 1-8 consecutive word ids; its
+    translation maps each word w to (w + 7) in ids 2.. (0 is <s>, 1 <e>)."""
+    def train(dict_size):
+        def read():
+            rng = np.random.RandomState(seed)
+            words = dict_size - 2
+            for _ in range(samples):
+                start, length = rng.randint(words), rng.randint(1, 9)
+                src = [2 + (start + k) % words for k in range(length)]
+                trg = [2 + (w - 2 + 7) % words for w in src]
+                yield src, [0] + trg, trg + [1]
+        return read
+    return types.SimpleNamespace(train=train)
+
+
+@pytest.mark.parametrize("encoder", ["lstm", "gru"])
+def test_machine_translation_trains(encoder, fresh_scope):
+    book = run_book_program("machine_translation",
+                            data={"paddle.dataset.wmt14": "synthetic_wmt14"},
+                            inject={"synthetic_wmt14": synthetic_wmt14()})
+    losses = book["train_main"](use_cuda=False, is_sparse=True, encoder=encoder)
+    report(f"machine_translation {encoder} encoder", losses)
+    # 192 pairs in batches of 16: 12 steps a pass, three passes
+    assert len(losses) == 36 and all(np.isfinite(losses))
+    assert mean(losses[-6:]) < mean(losses[:6]) * 0.6, losses
+    # the encoder and decoder embeddings are one table, named twice
+    params = [p.name for p in graphc.default_main_program().global_block().all_parameters()]
+    assert params.count("vemb") == 1
