@@ -83,7 +83,7 @@ def to_lod_tensor(value, var: Variable, what: str):
     """A LoD variable's batch as a LoDTensor: given one (its level must match) or built from
     a list of variable-length samples (sequences of tokens; nested two deep for
     ``lod_level=2``), as a DataFeeder does. DataLoaderError names ``var`` and ``what``."""
-    from .fluid.data_feeder import _LoDColumn
+    from .runtime.feed_columns import LoDColumn
     from .runtime.feeds import FeedError
     from .runtime.lod import LoDTensor
     if isinstance(value, LoDTensor):
@@ -101,7 +101,7 @@ def to_lod_tensor(value, var: Variable, what: str):
     if fast is not None:
         return fast
     try:
-        return _LoDColumn(var).batch(value)
+        return LoDColumn(var).batch(value)
     except (FeedError, ValueError, TypeError) as exc:
         raise DataLoaderError(f"{what}: variable '{var.name}': {exc}") from None
 

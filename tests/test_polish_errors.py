@@ -130,3 +130,27 @@ def test_pserver_bad_collective_timeout_is_a_pserver_error(monkeypatch):
     monkeypatch.setenv(watchdog.ENV, "soon")
     with pytest.raises(PServerError, match=f"{watchdog.ENV} must be a number of seconds.*'soon'"):
         serve(ServerProgram())
+
+
+# -- the batch converters DataFeeder and the DataLoader share ---------------------------------
+
+def test_lod_column_is_public_and_shared():
+    from graphc.loader_epoch import to_lod_tensor
+    from graphc.runtime.feed_columns import Column, LoDColumn, column_for
+    from graphc.runtime.feeds import FeedError
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        words = fluid.data("words", [-1, 2], "float32", lod_level=2)
+        label = fluid.data("label", [-1, 1], "int64")
+    assert isinstance(column_for(words), LoDColumn) and type(column_for(label)) is Column
+    samples = [[[[1, 2], [3, 4]], [[5, 6]]], [[[7, 8]]]]  # 2 sequences of sub-sequences
+    direct = column_for(words).batch(samples)
+    fed = fluid.DataFeeder([words, label], fluid.CPUPlace(), program=main).feed(
+        [(s, [i]) for i, s in enumerate(samples)])["words"]
+    loaded = to_lod_tensor(samples, words, "batch 0")
+    want = np.arange(1, 9, dtype=np.float32).reshape(4, 2)
+    for t in (direct, fed, loaded):
+        np.testing.assert_array_equal(np.array(t), want)
+        assert t.recursive_sequence_lengths() == [[2, 1], [2, 1, 1]]
+    with pytest.raises(FeedError, match="'words', sample 0: lod_level=2 expects nested seq"):
+        column_for(words).batch([[1.0, 2.0]])
