@@ -224,7 +224,7 @@ def viterbi(emissions, transition):
     return path[::-1]
 
 
-@pytest.mark.slow  # ~30 s: four LSTMs fwd+bwd, compiled per token bucket
+@pytest.mark.slow  # ~30 s compiling on a busy 2-core machine: four LSTMs fwd+bwd per bucket
 def test_label_semantic_roles_trains_saves_and_infers(tmp_path, fresh_scope):
     conll05 = synthetic_conll05(tmp_path)
     book = run_book_program(
@@ -285,7 +285,7 @@ def synthetic_wmt14(samples=192, seed=8):
     return types.SimpleNamespace(train=train)
 
 
-@pytest.mark.parametrize("encoder", ["lstm", "gru"])
+@pytest.mark.parametrize("encoder", ["lstm", "gru", "attention"])
 def test_machine_translation_trains(encoder, fresh_scope):
     book = run_book_program("machine_translation",
                             data={"paddle.dataset.wmt14": "synthetic_wmt14"},

@@ -101,8 +101,8 @@ def train(use_cuda, save_dirname, num_passes=4, learning_rate=0.2):
 
 
 def infer(use_cuda, save_dirname, sample):
-    """One user and one movie, as Paddle's test feeds them: ids as [1, 1] arrays, the
-    categories and the title as LoDTensors of one sequence."""
+    """One user and one movie, fed as Paddle's test feeds them: every input a LoDTensor of
+    one sequence (one id each, the categories and the title's words)."""
     place = fluid.CUDAPlace(0) if use_cuda else fluid.CPUPlace()
     exe = fluid.Executor(place)
     inference_scope = fluid.core.Scope()
@@ -111,10 +111,8 @@ def infer(use_cuda, save_dirname, sample):
             fluid.io.load_inference_model(save_dirname, exe))
         feed = {}
         for name, value in zip(FEED_ORDER[:-1], sample):
-            if name in ("category_id", "movie_title"):
-                feed[name] = fluid.create_lod_tensor([value], [[len(value)]], place)
-            else:
-                feed[name] = np.array([[value]], dtype="int64")
+            value = [int(v) for v in value] if isinstance(value, list) else [int(value)]
+            feed[name] = fluid.create_lod_tensor([value], [[len(value)]], place)
         results = exe.run(inference_program, feed=feed, fetch_list=fetch_targets,
                           return_numpy=False)
     return feed_target_names, np.array(results[0])
