@@ -36,9 +36,9 @@ def mean(values):
     return float(np.mean(values))
 
 
-def report(what, losses):
+def report(what, values, name="loss"):
     """Visible with -s: the numbers these chapters reach."""
-    print(f"{what}: {len(losses)} steps, loss {losses[0]:.4f} -> {losses[-1]:.4f}")
+    print(f"{what}: {len(values)} steps, {name} {values[0]:.4f} -> {values[-1]:.4f}")
 
 
 # -- 05 recommender_system -----------------------------------------------------------------
@@ -80,7 +80,7 @@ def test_recommender_system_trains_saves_and_infers(tmp_path, fresh_scope):
     save_dir = str(tmp_path / "recommender_system.inference.model")
     losses, test_losses = book["train"](use_cuda=False, save_dirname=save_dir)
     report("recommender_system", losses)
-    report("recommender_system test loss per pass", test_losses)
+    report("recommender_system test loss per pass", test_losses, name="test loss")
     # 256 ratings in batches of 16: 16 steps a pass, four passes
     assert len(losses) == 64 and all(np.isfinite(losses))
     assert mean(losses[-6:]) < mean(losses[:6]) * 0.6, losses
@@ -235,7 +235,7 @@ def test_label_semantic_roles_trains_saves_and_infers(tmp_path, fresh_scope):
     save_dir = str(tmp_path / "label_semantic_roles.inference.model")
     losses, f1s = book["train"](use_cuda=False, save_dirname=save_dir, learning_rate=SRL_LR)
     report("label_semantic_roles", losses)
-    report("label_semantic_roles chunk F1", f1s)
+    report("label_semantic_roles", f1s, name="chunk F1")
     # 192 sentences in batches of 16: 12 steps a pass, four passes
     assert len(losses) == 48 and all(np.isfinite(losses))
     assert mean(losses[-6:]) < mean(losses[:6]) * 0.5, losses
@@ -291,7 +291,7 @@ def test_machine_translation_trains(encoder, fresh_scope):
                             data={"paddle.dataset.wmt14": "synthetic_wmt14"},
                             inject={"synthetic_wmt14": synthetic_wmt14()})
     losses = book["train_main"](use_cuda=False, is_sparse=True, encoder=encoder)
-    report(f"machine_translation {encoder} encoder", losses)
+    report(f"machine_translation ({encoder})", losses)
     # 192 pairs in batches of 16: 12 steps a pass, three passes
     assert len(losses) == 36 and all(np.isfinite(losses))
     assert mean(losses[-6:]) < mean(losses[:6]) * 0.6, losses
