@@ -146,7 +146,7 @@ def test_compiled_step_is_cached_per_feed_shape(trained):
     model, exe, scope, feed = trained
     for _ in range(3):
         exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
-    prep = exe._prepared[model.main][1][None]
+    prep = exe._prepared[model.main][1][(model.loss.name,)]
     assert len(prep.steps) == 1
     (step,) = prep.steps.values()
     assert step._jitted._cache_size() == 1
@@ -159,7 +159,7 @@ def test_compiled_step_is_cached_per_feed_shape(trained):
     with fluid.program_guard(model.main, model.startup):
         layers.relu(model.loss)
     exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
-    assert exe._prepared[model.main][1][None] is not prep
+    assert exe._prepared[model.main][1][(model.loss.name,)] is not prep
 
 
 def test_clone_for_test_shares_parameters_through_the_scope():
@@ -318,6 +318,6 @@ def test_inspecting_the_compiled_step(trained):
     assert mem.alias_size_in_bytes > 0 and mem.argument_size_in_bytes > 0
     # the same step object that run() then uses: compiling did not add another
     exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
-    assert list(exe._prepared[model.main][1][None].steps.values()) == [step]
+    assert list(exe._prepared[model.main][1][(model.loss.name,)].steps.values()) == [step]
     with pytest.raises(ValueError, match="concrete shape for feed 'x'"):
         step.lower({"x": (-1, 6)})

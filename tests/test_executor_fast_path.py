@@ -67,7 +67,7 @@ def test_cached_runs_equal_fully_checked_runs():
     exe.run(startup, scope=scope)
     ours = [exe.run(main, feed=f, fetch_list=[loss], scope=scope)[0].item() for f in feeds]
     np.testing.assert_allclose(ours, reference_losses(feeds), rtol=1e-6)
-    prep = exe._prepared[main][1][None]
+    prep = exe._prepared[main][1][(loss.name,)]  # prepared per fetch list
     assert len(prep.plans) == 2  # batch 5 and batch 7: one plan per accepted key
 
 

@@ -44,7 +44,7 @@ from ..backends.jax import CompiledStep, DataParallelStep, from_rows
 from ..backends.precision import is_narrowed, with_graphc_x64
 from ..backends.selected_rows import SelectedRows
 from ..ir.errors import GraphcError
-from ..ir.graph import Graph, lower
+from ..ir.graph import Graph
 from ..ir.program import Program, Variable, default_main_program
 from ..ir.types import dims_compatible
 from .compile_cache import ensure_compilation_cache
@@ -246,6 +246,12 @@ def _raise_if_refused(step: CompiledStep, prep: _Prepared, checks: np.ndarray) -
                     "refused: nothing in the scope changed")
 
 
+def _one_device(program: Program):
+    """The CompiledProgram a plain Program runs as: the default strategies, one device."""
+    from .compiled_program import CompiledProgram
+    return CompiledProgram(program)
+
+
 class Executor:
     """``Executor(place).run(program, feed={...}, fetch_list=[...], scope=None)``."""
 
@@ -271,10 +277,13 @@ class Executor:
         if entry is None or entry[0] != program.version:
             entry = (program.version, {})
             self._prepared[owner] = entry
-        key = fetch_names if compiled is not None else None
+        key = fetch_names
         prep = entry[1].get(key)
         if prep is None:
-            graph = lower(program) if compiled is None else compiled._build_graph(fetch_names)
+            # a plain Program compiles as CompiledProgram(program) would on one device: the
+            # default BuildStrategy's passes, all exact (dce, roll-repeated-layers: a deep
+            # stack compiles as one loop), keeping the fetched values
+            graph = (compiled or _one_device(program))._build_graph(fetch_names)
             feeds = {v.var.name: v for v in graph.inputs if v.var.kind == "feed"}
             prep = _Prepared(program.version, graph, feeds)
             if compiled is not None and compiled.devices:
