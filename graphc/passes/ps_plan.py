@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from ..ir.graph import Graph, Op, Value
 from ..ir.ops import OPTIMIZER, get_op_def
 from .base import PassError
+from .data_parallel import backward_gradient  # the gradient before optimize-role rewrites
 
 SPLIT_METHODS = ("round_robin", "hash_name")
 PLAN_KEY = "ps_blocks"  # VarInfo.extra key of a parameter's blocks (set by ps-slice-variables)
@@ -62,20 +63,6 @@ def endpoint_of(name: str, k: int, endpoints: list[str], method: str) -> str:
 
 def optimizer_ops(graph: Graph) -> list[Op]:
     return [op for op in graph.ops() if get_op_def(op.type).has_trait(OPTIMIZER)]
-
-
-def backward_gradient(graph: Graph, grad: Value) -> Value:
-    """The gradient as backward finished it, before optimize-role ops that rewrite it in
-    place (regularisation, clipping)."""
-    v = grad
-    while True:
-        op = graph.producer(v)
-        if op is None or op.role != "optimize":
-            return v
-        same = [x for x in op.input_values() if x.var is v.var]
-        if not same:
-            return v
-        v = same[0]
 
 
 def updated_pairs(graph: Graph) -> list[tuple[Op, Value, Value]]:
