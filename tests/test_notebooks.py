@@ -70,5 +70,5 @@ def test_notebook_runs_cleanly(name, tmp_path):
     assert not errors, errors
     text = _outputs_text(nb)
     missing = [t for t in EXPECTED[name] if t not in text]
-    assert not missing, f"{name}: outputs lack {missing}"
+    assert not missing, f"{name}: outputs lack {missing}; its outputs end:\n{text[-4000:]}"
     assert "Traceback" not in text
