@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.interpreter import run_graph
-from ..ir.graph import lower
-from ..runtime.lod import LoDTensor, create_lod_tensor, pack_feed, unpack
+from ..runtime.lod import LoDTensor, create_lod_tensor, pack_feed
 
 
 def split(tokens: np.ndarray, lengths) -> list[np.ndarray]:
@@ -40,42 +38,13 @@ def as_feed(program, name: str, value):
 
 def lod_grad_check(program, loss, feeds: dict, wrt: list[str], rng, eps=1e-6,
                    rtol=1e-5, atol=1e-6, coords: int = 6, state: dict | None = None) -> dict:
-    """append_backward(loss), then compare the analytic gradient of each feed in ``wrt``
-    (fetched as a LoD value, unpacked to its tokens) with central differences of the loss
-    over its tokens, both on the interpreter (``state``: parameter values by name).
+    """append_backward(loss), then compare the analytic gradient of each LoD feed in ``wrt``
+    (over its tokens) with central differences of the loss, on the interpreter (``state``:
+    parameter values by name): ``lod_checks.fd_check`` for LoD feeds.
     Returns {name: analytic token gradient}."""
-    state = dict(state or {})
-    from ..backward import append_backward
-    forward = lower(program)
-    append_backward(loss)
-    full = lower(program)
-
-    def packed(fd):
-        return {k: as_feed(program, k, v) for k, v in fd.items()}
-
-    _, fetched = run_graph(full, state, packed(feeds), [loss.name, *(w + "@GRAD" for w in wrt)])
-    grads = {}
-    for name, g in zip(wrt, fetched[1:]):
-        tensor = feeds[name]
-        g_tokens = np.asarray(unpack(g)) if not isinstance(g, np.ndarray) else g
-        data = np.array(tensor)
-        assert g_tokens.shape == data.shape, (name, g_tokens.shape, data.shape)
-        flat = data.reshape(-1)
-        picks = rng.choice(flat.size, min(coords, flat.size), replace=False) if flat.size else []
-        for i in picks:
-            numeric = []
-            for sign in (1, -1):
-                moved = flat.copy()
-                moved[i] += sign * eps
-                moved_t = create_lod_tensor(moved.reshape(data.shape),
-                                            tensor.recursive_sequence_lengths())
-                out = run_graph(forward, state, packed({**feeds, name: moved_t}), [loss.name])
-                numeric.append(float(np.asarray(out[1][0]).reshape(-1)[0]))
-            slope = (numeric[0] - numeric[1]) / (2 * eps)
-            np.testing.assert_allclose(g_tokens.reshape(-1)[i], slope, rtol=rtol, atol=atol,
-                                       err_msg=f"d loss / d {name} at token element {i}")
-        grads[name] = g_tokens
-    return grads
+    from .lod_checks import fd_check  # it imports this module
+    return fd_check(program, loss, feeds, wrt, rng, state=state, eps=eps, rtol=rtol,
+                    atol=atol, coords=coords)
 
 
 def lod_lengths(level: int = 1, max_sequences: int = 5, max_length: int = 5):
