@@ -1,5 +1,5 @@
 """The `graphc` command: `graphc demo`, `graphc passes`, `graphc compile`, `graphc
-explain-buckets`, `graphc launch` (several processes).
+explain-buckets`, `graphc launch` (several processes), `graphc fleetrun` (fleetrun's flags).
 
 Errors print as one line and exit non-zero; `--debug` shows the traceback.
 """
@@ -198,6 +198,11 @@ def _launch(args) -> int:
 
 
 def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    at = 1 if argv[:1] == ["--debug"] else 0
+    if argv[at:at + 1] == ["fleetrun"]:  # fleetrun's own flags, parsed (and refused) there
+        from .distributed.fleetrun import main as fleetrun_main
+        return fleetrun_main(argv[at + 1:])
     parser = argparse.ArgumentParser(
         prog="graphc", description=__doc__.split("\n\n")[0].replace("\n", " "),
         epilog=MODEL_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -246,6 +251,9 @@ def main(argv=None) -> int:
                             "(mpirun), like fleetrun")
     add_arguments(launch)
     launch.set_defaults(run=_launch)
+    # listed for --help only: main() hands `graphc fleetrun ...` to fleetrun.main first
+    sub.add_parser("fleetrun", add_help=False, help="Paddle's fleetrun flags (--server_num, "
+                   "--workers, --ips, ...), run as graphc launch")
     args = parser.parse_args(argv)
     try:
         return args.run(args)
