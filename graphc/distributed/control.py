@@ -3,12 +3,14 @@ wrapper (rank.py) carrying its hello, the script's collective status and its exi
 (and the keepalive and parent-death helpers that the launcher and the wrappers share).
 
 From these the launcher knows which rank failed first, which ranks wait in a collective and
-which never arrived; closing the connections tells every wrapper to kill its script.
+which never arrived, and (in a parameter-server job) each rank's role and whether a server is
+stuck outside any wait; closing the connections tells every wrapper to kill its script.
 """
 
 from __future__ import annotations
 
 import ctypes
+import re
 import secrets
 import selectors
 import signal
@@ -38,6 +40,10 @@ def parent_death_signal(sig: int):
     return lambda: libc.prctl(1, sig)
 
 
+# the peers a wait's name mentions: "trainer 1", "trainers [0, 1]", "pserver 0"
+_ROLE_IN_NAME = re.compile(r"\b(pserver|trainer)s? (\d+\b|\[[\d, ]*\])")
+
+
 @dataclass
 class RankInfo:
     rank: int
@@ -51,9 +57,17 @@ class RankInfo:
     stopped: bool = False  # ended from outside (the job was being stopped)
     lost: bool = False  # its connection closed without an exit report
     lost_at: float = 0.0
+    role: str = ""  # "pserver I" / "trainer I" in a parameter-server job, else ""
+    run_episode: int = -1  # the waits begun when it was last seen running (-1: waiting)
+    run_since: float = 0.0  # monotonic time since which it runs with no new wait
+
+    @property
+    def who(self) -> str:
+        """``rank R (HOST)``, or ``rank R (ROLE, HOST)`` when its role is known."""
+        return f"rank {self.rank} ({self.role + ', ' if self.role else ''}{self.host})"
 
     def describe_exit(self) -> str:
-        where = f"rank {self.rank} ({self.host})"
+        where = self.who
         if self.lost:
             return f"{where}: its wrapper process died without reporting a status"
         if self.code is not None and self.code > 128:
@@ -85,7 +99,8 @@ class _Conn:
 class ControlServer:
     """Accepts the wrappers' connections; ``poll`` reads what they sent."""
 
-    def __init__(self, multinode: bool = False):
+    def __init__(self, multinode: bool = False, roles: dict[int, str] | None = None):
+        self.roles = dict(roles or {})  # rank -> role label, known from the launch
         self.token = secrets.token_hex(8)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("" if multinode else "127.0.0.1", 0))
@@ -139,12 +154,17 @@ class ControlServer:
                     return
                 state.rank = int(rank)
                 self.ranks[state.rank] = RankInfo(state.rank, host, int(wrapper_pid),
-                                                  int(script_pid))
+                                                  int(script_pid),
+                                                  role=self.roles.get(state.rank, ""))
             elif state.rank is None:
                 return  # nothing is believed from a connection that did not say hello
+            elif kind == "role":  # the script announced its role: "role RANK LABEL"
+                _rank, _, label = rest.partition(" ")
+                self.ranks[state.rank].role = label.strip()
             elif kind == "state":
                 info = self.ranks[state.rank]
                 info.state, info.state_at = rest.partition(" ")[2], now
+                self._track_progress(info, now)
             elif kind == "exit":
                 _rank, code, ended, how = rest.split(" ")
                 info = self.ranks[state.rank]
@@ -155,6 +175,20 @@ class ControlServer:
                     self.first_failure_at = now
         except (ValueError, KeyError):
             pass  # a malformed line: ignored, the connection's end still counts
+
+    @staticmethod
+    def _track_progress(info: RankInfo, now: float) -> None:
+        """A running rank whose count of waits changes makes progress (its run_since moves)."""
+        kind, _, rest = info.state.partition(" ")
+        if kind != "run":
+            info.run_episode = -1
+            return
+        try:
+            episode = int(rest.split(" ", 1)[0])
+        except ValueError:
+            episode = -1
+        if info.run_episode < 0 or episode != info.run_episode:
+            info.run_episode, info.run_since = episode, now
 
     def _closed(self, conn: socket.socket, state: _Conn) -> None:
         self.selector.unregister(conn)
@@ -186,11 +220,15 @@ class ControlServer:
         return Failure(first, 1 if first.lost else first.code)
 
     def hung(self, timeout: float) -> str | None:
-        """Who waits and who never arrived, when a rank waited in a collective longer than
-        ``timeout`` seconds (0: never)."""
+        """Who hangs, who waits and who never arrived, when a rank waited in a collective
+        longer than ``timeout`` seconds, or a parameter server ran that long without waiting
+        for any trainer (its loop is stuck: it always waits between its updates); 0: never."""
         if timeout <= 0:
             return None
         now = time.monotonic()
+        stuck = self._stuck_servers(timeout, now)
+        if stuck:
+            return "; ".join(stuck)
         waiting, late = [], False
         for info in self.ranks.values():
             if info.code is None and info.state.startswith("wait "):
@@ -198,30 +236,60 @@ class ControlServer:
                 waited = float(seconds) + now - info.state_at
                 late = late or waited > timeout
                 name, _, where = rest.partition(" | ")
-                waiting.append((info, f"rank {info.rank} ({info.host}) waited {waited:.0f} s "
-                                      f"in {name} at {where}"))
+                waiting.append((info, name, waited,
+                                f"{info.who} waited {waited:.0f} s in {name} at {where}"))
         if not late:
             return None
-        waiters = {info.rank for info, _ in waiting}
+        waiters = {info.rank for info, *_ in waiting}
         others = [self._whereabouts(i) for i in sorted(self.ranks.values(), key=lambda i: i.rank)
                   if i.rank not in waiters]
-        text = "; ".join(t for _, t in sorted(waiting, key=lambda w: w[0].rank))
-        return text + ("; never arrived: " + "; ".join(others) if others else
-                       "; every rank is waiting")
+        text = "; ".join(t for *_, t in sorted(waiting, key=lambda w: w[0].rank))
+        text += ("; never arrived: " + "; ".join(others) if others else
+                 "; every rank is waiting")
+        culprit = self._awaited(waiting, waiters)
+        if culprit is not None:
+            longest = max(w for _, _, w, _ in waiting)
+            text = f"{culprit.who} hung: no progress for {longest:.0f} s; {text}"
+        return text
+
+    def _stuck_servers(self, timeout: float, now: float) -> list[str]:
+        out = []
+        for info in sorted(self.ranks.values(), key=lambda i: i.rank):
+            if (info.role.startswith("pserver") and info.code is None and info.run_episode >= 0
+                    and now - info.run_since > timeout):
+                where = info.state.partition(" | ")[2]
+                out.append(f"{info.who} hung: no progress for {now - info.run_since:.0f} s, "
+                           f"still running at {where} without waiting for any trainer")
+        return out
+
+    def _awaited(self, waiting, waiters: set[int]) -> RankInfo | None:
+        """The one rank, not waiting itself, whose role every waiting rank names in what it
+        waits for ("... waiting for trainer 1"), if there is exactly one."""
+        by_role = {i.role: i for i in self.ranks.values() if i.role}
+        named = None
+        for _info, name, _waited, _text in waiting:
+            roles = {f"{k} {n}" for k, ids in _ROLE_IN_NAME.findall(name)
+                     for n in re.findall(r"\d+", ids)}
+            named = roles if named is None else named & roles
+        candidates = [by_role[r] for r in (named or ()) if r in by_role
+                      and by_role[r].rank not in waiters and by_role[r].code is None]
+        return candidates[0] if len(candidates) == 1 else None
 
     @staticmethod
     def _whereabouts(info: RankInfo) -> str:
-        who = f"rank {info.rank} ({info.host})"
+        who = info.who
         if info.code is not None:
             return f"{who}, which exited with status {info.code}"
         if info.state.startswith("run "):
             return f"{who}, still running at {info.state.partition(' | ')[2]}"
+        if info.role:  # a parameter-server rank reports only where it waits on its peers
+            return f"{who}, which reported no status"
         return f"{who}, which reported no status (no graphc.distributed.init()?)"
 
     def progress_summary(self) -> str:
         def waiting(info: RankInfo) -> str:
             name, _, where = info.state.split(" ", 3)[3].partition(" | ")
-            return f"rank {info.rank} ({info.host}) waiting in {name} at {where}"
+            return f"{info.who} waiting in {name} at {where}"
 
         parts = [self._whereabouts(i) if not i.state.startswith("wait ") else waiting(i)
                  for i in sorted(self.ranks.values(), key=lambda i: i.rank)

@@ -6,7 +6,9 @@ Each rank runs ``python -m graphc.distributed.rank SCRIPT ARGS`` (rank.py), whic
 script in a process group it owns and reports to this launcher over a TCP connection
 (control.py): the first rank to exit non-zero ends the job, and the launcher exits with that
 rank's status and names it; a rank waiting in a collective past the collective deadline ends
-it too, naming the ranks that never arrived; ``--timeout`` bounds the whole job. A signal to
+it too, naming the ranks that never arrived, as does a parameter server that runs that long
+without waiting for any trainer; every rank is named with its role in a parameter-server job
+(``rank 0 (pserver 0, HOST)``); ``--timeout`` bounds the whole job. A signal to
 the launcher (TERM, HUP, INT) stops the job; a launcher that dies (even SIGKILL) closes the
 connections, and every wrapper then kills its script.
 """
@@ -26,6 +28,7 @@ from pathlib import Path
 from ..ir.errors import GraphcError
 from . import watchdog
 from .control import ControlServer, parent_death_signal
+from .pserver.roles import labels_from_environ
 
 EXIT_TIMEOUT = 124  # as timeout(1)
 GRACE_S = 5.0  # SIGTERM, then SIGKILL
@@ -65,7 +68,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="stop the whole job after this many seconds (exit 124; default: none)")
     p.add_argument("--collective_timeout", default=None,
                    help="end the job when a rank waits longer than this many seconds in a "
-                   f"collective (exit 124; default: ${watchdog.ENV}, else "
+                   "collective, or a parameter server runs that long without waiting for a "
+                   f"trainer (exit 124; default: ${watchdog.ENV}, else "
+                   f"${watchdog.RPC_DEADLINE_ENV} / 1000, else "
                    f"{watchdog.DEFAULT_TIMEOUT:g}; 0: no deadline)")
     p.add_argument("--mpirun", default=None, help="the mpirun to use (default: the one "
                    "installed with graphc[mpi], else on PATH)")
@@ -130,9 +135,13 @@ def check_arguments(args) -> None:
     if raw is None:
         raw, what = os.environ.get(watchdog.ENV), watchdog.ENV
     try:
-        args.collective_timeout = watchdog.parse_timeout(raw, what)
+        args.collective_timeout, source = watchdog.setting(raw, what)
     except ValueError as exc:
         raise LaunchError(str(exc)) from None
+    # what the hung message names: the variable every rank gets, or Paddle's FLAGS_rpc_deadline
+    # when the deadline came from it
+    args.deadline_source = (source if source.startswith(watchdog.RPC_DEADLINE_ENV) else
+                            f"{watchdog.ENV}={args.collective_timeout:g} s")
     if not Path(args.script).is_file():
         raise LaunchError(f"training script '{args.script}' does not exist")
 
@@ -224,7 +233,7 @@ def launch(args) -> int:
     or the collective deadline stopped it, 128 + signal when the launcher was signalled."""
     cmd, env = build_command(args)
     multinode = bool(args.hosts or args.hostfile)
-    server = ControlServer(multinode=multinode)
+    server = ControlServer(multinode=multinode, roles=labels_from_environ(env))
     env["GRAPHC_LAUNCH_CONTROL"] = server.address
     handled = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     previous = {s: signal.signal(s, _raise_signalled) for s in handled}
@@ -266,8 +275,9 @@ def _watch(proc: subprocess.Popen, server: ControlServer, args) -> int:
             return failure.code
         hung = server.hung(args.collective_timeout)
         if hung is not None:
-            print(f"graphc launch: the job hung ({watchdog.ENV}="
-                  f"{args.collective_timeout:g} s): {hung}; stopping every rank",
+            source = getattr(args, "deadline_source",
+                             f"{watchdog.ENV}={args.collective_timeout:g} s")
+            print(f"graphc launch: the job hung ({source}): {hung}; stopping every rank",
                   file=sys.stderr)
             return EXIT_TIMEOUT
         code = proc.poll()

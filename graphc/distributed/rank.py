@@ -6,8 +6,9 @@ end of the script, or the launcher going away (its control connection closes, ev
 was SIGKILLed, on any node) kills that whole group, so no training process outlives the job.
 The script also dies with this wrapper (Linux parent-death signal). Under ``graphc launch``
 the wrapper reports to the launcher over that connection: its rank and host, the script's
-collective status (watchdog.py) and its exit status, so the launcher can end the job as soon
-as one rank fails and say which. A child killed by a signal exits here as 128 + signal.
+collective status (watchdog.py), its role when it announces one (a parameter-server rank) and
+its exit status, so the launcher can end the job as soon as one rank fails and say which.
+A child killed by a signal exits here as 128 + signal.
 """
 
 from __future__ import annotations
@@ -31,8 +32,10 @@ GRACE_S = 3.0  # SIGTERM, then SIGKILL for what is left of the script's group
 
 
 
-def _pump(stream, out, log, prefix: bytes) -> None:
+def _pump(stream, out, log, prefix: bytes, on_line=None) -> None:
     for line in iter(stream.readline, b""):
+        if on_line is not None:
+            on_line(line)
         out.write(prefix + line)
         out.flush()
         if log is not None:
@@ -120,7 +123,7 @@ def main(argv: list[str]) -> int:
         per = max(len(ids) // max(env.local_size, 1), 1)
         child_env["CUDA_VISIBLE_DEVICES"] = ",".join(
             ids[env.local_rank * per:(env.local_rank + 1) * per])
-    from .pserver.roles import from_environ  # Paddle's role variables (fleetrun's)
+    from .pserver.roles import announced_role, from_environ  # Paddle's role variables
     child_env.update(from_environ(env.rank, child_env, env.size))
     log_dir = child_env.get("GRAPHC_LAUNCH_LOG_DIR")
     log = open(os.path.join(log_dir, f"workerlog.{env.rank}"), "ab") if log_dir else None
@@ -148,10 +151,20 @@ def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, forward)
     signal.signal(signal.SIGHUP, forward)
     prefix = f"[rank {env.rank}] ".encode()
+
+    def role_line(line: bytes) -> None:
+        # a parameter-server rank says which role it took (protocol.py); the launcher then
+        # names it by role, also in a job launched without --server_num/--worker_num
+        if b"graphc pserver: rank " in line:
+            found = announced_role(line.decode(errors="replace"))
+            if found is not None and found[0] == env.rank:
+                control.send(f"role {env.rank} {found[1]}")
+
+    on_err = role_line if control.sock is not None else None
     threads = [threading.Thread(target=_pump, args=(proc.stdout, sys.stdout.buffer, log, prefix),
                                 daemon=True),
-               threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, log, prefix),
-                                daemon=True)]
+               threading.Thread(target=_pump, args=(proc.stderr, sys.stderr.buffer, log, prefix,
+                                                    on_err), daemon=True)]
     if control.sock is not None:
         def relay():  # the script's watchdog lines, to the launcher
             with os.fdopen(status_r, "r", errors="replace") as lines:

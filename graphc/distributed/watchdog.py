@@ -1,6 +1,9 @@
 """The collective deadline: a rank that waits in a collective (a multi-process step, a barrier)
 longer than ``GRAPHC_COLLECTIVE_TIMEOUT`` seconds (default 1800; 0: none) ends the job.
 
+Paddle's ``FLAGS_rpc_deadline`` (milliseconds) is the deadline where GRAPHC_COLLECTIVE_TIMEOUT
+is not set: in Paddle a parameter-server RPC that waits longer fails, here the wait does.
+
 A thread reports this rank's state (waiting in which collective for how long, or where its
 main thread is) to its ``graphc launch`` wrapper every second, so the launcher can name the
 rank that never arrived; without a launcher the thread itself ends a rank that waited too long.
@@ -18,6 +21,7 @@ ENV = "GRAPHC_COLLECTIVE_TIMEOUT"
 DEFAULT_TIMEOUT = 1800.0  # torch.distributed's default; a big model's first step compiles
 STATUS_FD_ENV = "GRAPHC_LAUNCH_STATUS_FD"  # set by the rank wrapper (rank.py)
 EXIT_HUNG = 124  # as timeout(1) and --timeout
+RPC_DEADLINE_ENV = "FLAGS_rpc_deadline"  # Paddle's, in milliseconds
 
 _GRAPHC_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), sys.prefix, sys.base_prefix,
@@ -25,16 +29,32 @@ _LIBRARY_DIRS = tuple({os.path.dirname(os.__file__), sys.prefix, sys.base_prefix
 
 
 def parse_timeout(raw: str | None, what: str = ENV) -> float:
-    """Seconds from ``raw`` (None or empty: the default; 0: no deadline); ValueError names
-    ``what`` when it is not a number >= 0."""
+    """Seconds from ``raw`` (None or empty: ``FLAGS_rpc_deadline``'s milliseconds if set, else
+    the default; 0: no deadline); ValueError names ``what`` (or FLAGS_rpc_deadline) when it is
+    not a number >= 0."""
+    return setting(raw, what)[0]
+
+
+def setting(raw: str | None, what: str = ENV, environ=None) -> tuple[float, str]:
+    """(seconds, where they came from: ``WHAT=S s``, ``FLAGS_rpc_deadline=MS ms`` or ``default
+    S s``) of the deadline ``raw`` (as parse_timeout)."""
     if raw is None or not str(raw).strip():
-        return DEFAULT_TIMEOUT
+        rpc = (os.environ if environ is None else environ).get(RPC_DEADLINE_ENV, "")
+        if not rpc.strip():
+            return DEFAULT_TIMEOUT, f"default {DEFAULT_TIMEOUT:g} s"
+        ms = _number(rpc, RPC_DEADLINE_ENV, "milliseconds")
+        return ms / 1000.0, f"{RPC_DEADLINE_ENV}={ms:g} ms"
+    value = _number(raw, what, "seconds")
+    return value, f"{what}={value:g} s"
+
+
+def _number(raw, what: str, unit: str) -> float:
     try:
         value = float(raw)
     except ValueError:
         value = float("nan")
     if not value >= 0 or value == float("inf"):
-        raise ValueError(f"{what} must be a number of seconds >= 0 (0: no deadline), "
+        raise ValueError(f"{what} must be a number of {unit} >= 0 (0: no deadline), "
                          f"got '{raw}'")
     return value
 
@@ -82,12 +102,13 @@ def user_location(frame) -> str:
 
 def _report(main_ident: int) -> tuple[str, float, str, str]:
     """(status line, seconds waited, collective, where): the line is ``wait EPISODE SECONDS
-    NAME | WHERE`` in a collective, else ``run 0 0 - | WHERE``."""
+    NAME | WHERE`` in a collective, else ``run EPISODES 0 - | WHERE`` (EPISODES: how many
+    waits began so far, so the launcher can tell a rank that goes on from one that is stuck)."""
     frame = sys._current_frames().get(main_ident)
     where = user_location(frame) if frame is not None else "main thread gone"
     name, episode, since = _STATE.name, _STATE.episode, _STATE.since
     if name is None:
-        return f"run 0 0 - | {where}", 0.0, "-", where
+        return f"run {episode} 0 - | {where}", 0.0, "-", where
     waited = time.monotonic() - since
     return f"wait {episode} {waited:.1f} {name} | {where}", waited, name, where
 

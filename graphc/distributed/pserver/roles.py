@@ -6,12 +6,39 @@ Light on purpose (no jax, no graphc IR): the launcher's per-rank wrapper imports
 
 from __future__ import annotations
 
+import re
+
 SERVER_NUM_ENV, WORKER_NUM_ENV = "GRAPHC_PS_SERVER_NUM", "GRAPHC_PS_WORKER_NUM"
 HOST, FIRST_PORT = "127.0.0.1", 6170  # endpoints name servers; MPI carries the messages
 
 
 def endpoints(servers: int) -> list[str]:
     return [f"{HOST}:{FIRST_PORT + i}" for i in range(servers)]
+
+
+def role_label(rank: int, servers: int, workers: int) -> str:
+    """``pserver I`` or ``trainer I``: what the launcher calls ``rank`` in its messages."""
+    if not 0 <= rank < servers + workers:
+        return ""
+    return f"pserver {rank}" if rank < servers else f"trainer {rank - servers}"
+
+
+def labels_from_environ(environ) -> dict[int, str]:
+    """Each rank's role label in a ``--server_num/--worker_num`` launch (else empty)."""
+    s, w = environ.get(SERVER_NUM_ENV), environ.get(WORKER_NUM_ENV)
+    if not (s and w and s.isdigit() and w.isdigit()):
+        return {}
+    return {r: role_label(r, int(s), int(w)) for r in range(int(s) + int(w))}
+
+
+# the line every parameter-server rank prints when it joins (protocol.Cluster.join)
+_ANNOUNCED = re.compile(r"graphc pserver: rank (\d+) is (pserver|trainer) (\d+)\b")
+
+
+def announced_role(line: str) -> tuple[int, str] | None:
+    """(rank, ``pserver I`` / ``trainer I``) from a rank's line announcing its role."""
+    m = _ANNOUNCED.search(line)
+    return (int(m.group(1)), f"{m.group(2)} {m.group(3)}") if m else None
 
 
 def role_env(rank: int, servers: int, workers: int) -> dict[str, str]:
