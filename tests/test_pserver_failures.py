@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "tests" / "pserver_failure_job.py"
 HAVE_MPI = Path(sys.executable).with_name("mpirun").exists() or shutil.which("mpirun")
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun")
-HANG_S = 10  # the hang deadline of the hang cases: long enough for a first step's compile
+HANG_S = 12  # the hang deadline of the hang cases: longer than a first step's compile
 HOST = socket.gethostname()
 
 
