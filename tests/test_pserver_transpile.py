@@ -409,9 +409,10 @@ def test_trainer_startup_pulls_the_initial_parameters_from_the_servers():
         install_channel(None)
 
 
-def test_row_sparse_gradients_travel_dense_and_update_as_locally():
-    """An is_sparse embedding's gradient is made dense before it is cut and sent (so far);
-    the servers' SGD update of the table's blocks equals the local one."""
+def test_row_sparse_gradients_travel_as_rows_and_update_as_locally():
+    """An is_sparse embedding's gradient is pushed as rows, each block's rows to its server
+    (which adds them into the block's gradient); the servers' SGD update of the table's
+    blocks equals the local one."""
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = 3
     with fluid.program_guard(main, startup):
@@ -424,8 +425,10 @@ def test_row_sparse_gradients_travel_dense_and_update_as_locally():
     table = main.global_block().all_parameters()[0].name
     t = Transpiler(EPS, trainers=2).transpile(main, startup)
     ops = [op.type for op in t.trainer_program().global_block().ops]
-    cut = ops.index("split")
-    assert ops[cut - 1:cut + 2] == ["get_tensor_from_selected_rows", "split", "send"]
+    assert "split" not in ops and "get_tensor_from_selected_rows" not in ops
+    (push,) = [op for op in t.trainer_program().global_block().ops if op.type == "send_rows"]
+    assert push.attr("split") == "range" and sum(push.attr("sections")) == 300
+    assert push.attr("varnames") == [f"{table}@GRAD.block0", f"{table}@GRAD.block1"]
     exe = fluid.Executor(fluid.CPUPlace())
     rng = np.random.default_rng(0)
     feeds = [{"ids": rng.integers(0, 300, (4, 1)).astype("int64"),

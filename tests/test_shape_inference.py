@@ -969,7 +969,7 @@ def test_parameters_live_in_main_and_their_initializers_in_startup():
     limit = math.sqrt(6.0 / (4 + 3))  # Xavier (Glorot) uniform: fan_in 4, fan_out 3
     assert inits == {
         "fc_0.w_0": ("uniform_random", {"shape": [4, 3], "dtype": "float32", "min": -limit,
-                                        "max": limit, "seed": 0}),
+                                        "max": limit, "seed": 0, "row_keyed": False}),
         "fc_0.b_0": ("fill_constant", {"shape": [3], "dtype": "float32", "value": 0.0,
                                        "force_cpu": False}),
         "batch_norm_0.w_0": ("fill_constant", {"shape": [3], "dtype": "float32", "value": 1.0,
@@ -1392,6 +1392,16 @@ PSERVER_CASES = [
          {"params": ["w", "b"], "blocks": ["w.block0", "w.block1", "b"], "starts": [0, 2, 0],
           "ends": [2, 4, 3], "counts": [2, 1], "epmap": ["a:1", "b:2", "a:1"], "push_nums": 4,
           "trainers": 2}, {"Out": [t(4, 8), t(3)]}),
+    case("distributed_lookup_table", {"Ids": t(5, 1, dtype="int64")},
+         {"table_name": "tab", "height": 1000, "width": 8, "epmap": ["a:1", "b:2"]},
+         {"Out": t(5, 8)}),
+    case("distributed_lookup_table_grad", {"Ids": t(5, 1, dtype="int64"),
+                                           "Out@GRAD": t(5, 8)},
+         {"table_name": "tab", "height": 1000, "width": 8},
+         {"W@GRAD": TensorType((1000, 8), "float32", True)}),
+    case("send_rows", {"X": TensorType((300, 8), "float32", True)},
+         {"epmap": ["a:1", "b:2"], "varnames": ["w@GRAD.block0", "w@GRAD.block1"],
+          "split": "range", "sections": [150, 150]}, {"Out": TOKEN}),
 ]
 CASES.extend(PSERVER_CASES)  # test_every_op_has_a_case reads CASES when it runs
 

@@ -198,6 +198,14 @@ def dropout(x, dropout_prob: float, is_test: bool = False, seed=None, name=None,
     return out
 
 
+def _row_keyed(startup, name: str) -> None:
+    """A distributed table's random initializer draws each row from its own key (row_keyed),
+    so parameter servers draw only the rows trainers ask for, equal to a local run's."""
+    for op in startup.global_block().ops:
+        if name in op.output("Out") and op.type in ("uniform_random", "gaussian_random"):
+            op.set_attr("row_keyed", True)
+
+
 def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False,
               padding_idx=None, param_attr=None, dtype="float32"):
     """Lookup rows of a [vocab, width] table; ``is_sparse`` asks for row-sparse gradients."""
@@ -207,10 +215,15 @@ def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False
         raise ProgramError(f"embedding: size must be [vocab, width], got {size}")
     helper = LayerHelper("embedding")
     w = helper.create_parameter(param_attr, size, dtype)
+    if is_distributed:
+        _row_keyed(helper.startup_program, w.name)
     out = helper.create_variable_for_type_inference(dtype)
     pad = -1 if padding_idx is None else (padding_idx if padding_idx >= 0
                                            else size[0] + padding_idx)
+    # a distributed table's gradient is always rows (they travel to the servers as rows);
+    # its update is SGD, for which rows and the dense gradient agree
     helper.append_op("lookup_table", {"W": w, "Ids": input}, {"Out": out},
-                     {"is_sparse": is_sparse, "is_distributed": is_distributed,
+                     {"is_sparse": is_sparse or is_distributed,
+                      "is_distributed": is_distributed,
                       "padding_idx": pad})
     return out

@@ -8,6 +8,11 @@ the rest. Placement walks the blocks in optimizer order: ``round_robin`` gives t
 block the endpoint ``k % #servers``; ``hash_name`` the endpoint ``crc32(param block name) %
 #servers`` (stable across processes and runs, unlike Python's salted ``hash``). Gradient
 block i and parameter block i share one placement, so they always meet on one server.
+
+A *distributed table* (an embedding looked up with ``is_distributed``) is not cut in blocks:
+its rows live on every server, row ``r`` on server ``r % #servers`` (Paddle's sharding), are
+drawn when first asked for, and travel as rows: trainers pull the rows a batch needs and
+push row gradients (``distributed_tables``).
 """
 
 from __future__ import annotations
@@ -23,6 +28,9 @@ from .data_parallel import backward_gradient  # the gradient before optimize-rol
 
 SPLIT_METHODS = ("round_robin", "hash_name")
 PLAN_KEY = "ps_blocks"  # VarInfo.extra key of a parameter's blocks (set by ps-slice-variables)
+TABLE_KEY = "ps_table"  # VarInfo.extra key of a distributed table's shard endpoints
+# what a server can do with a table's rows: the update it applies per row
+TABLE_OPTIMIZERS = ("sgd",)
 
 
 @dataclass(frozen=True)
@@ -90,3 +98,65 @@ def blocks_of(graph: Graph, param_name: str) -> list[Block]:
         raise PassError(f"parameter '{param_name}' has no block plan: run ps-slice-variables "
                         "first")
     return [Block(*b) for b in plan]
+
+
+@dataclass(frozen=True)
+class Table:
+    """A distributed table: the optimizer op updating it, its lookups and their gradients."""
+
+    name: str
+    height: int
+    width: int
+    dtype: str
+    padding_idx: int
+    optimizer: Op
+    lookups: tuple  # forward lookup_table ops
+    grads: tuple  # their lookup_table_grad ops
+    learning_rate: Value
+
+
+def distributed_tables(graph: Graph) -> dict[str, Table]:
+    """Every parameter looked up with ``is_distributed`` (and updated by an optimizer), by
+    name. Refuses (PassError) a table another op reads, lookups that disagree on
+    ``is_distributed`` or ``padding_idx``, an update other than SGD, or a computed
+    learning rate."""
+    found: dict[str, list[Op]] = {}
+    for op in graph.ops():
+        if op.type == "lookup_table" and op.attrs.get("is_distributed"):
+            found.setdefault(op.inputs["W"][0].var.name, []).append(op)
+    tables = {}
+    for opt in optimizer_ops(graph):
+        params = opt.inputs.get("Param", [])
+        if len(params) != 1 or params[0].var.name not in found:
+            continue
+        w = params[0]
+        lookups, grads = [], []
+        for op, _slot, _pos in graph.users(w):
+            if op is opt:
+                continue
+            if op.type == "lookup_table" and op.attrs.get("is_distributed"):
+                lookups.append(op)
+            elif op.type == "lookup_table_grad" and op.attrs.get("is_distributed"):
+                grads.append(op)
+            else:
+                raise PassError(f"{op.where}: reads the distributed table '{w.var.name}', "
+                                "whose rows live on the parameter servers: only "
+                                "is_distributed lookups may read it")
+        pads = {op.attrs["padding_idx"] for op in lookups}
+        if len(pads) > 1:
+            raise PassError(f"lookups of the distributed table '{w.var.name}' disagree on "
+                            f"padding_idx ({sorted(pads)})")
+        if opt.type not in TABLE_OPTIMIZERS:
+            raise PassError(f"{opt.where}: the distributed table '{w.var.name}' is updated "
+                            f"by {opt.type}; its servers apply {list(TABLE_OPTIMIZERS)} to "
+                            "rows (Paddle forces SGD): use fluid.optimizer.SGD, or "
+                            "is_distributed=False")
+        lr = opt.inputs["LearningRate"][0]
+        if graph.producer(lr) is not None:
+            raise PassError(f"{opt.where}: the distributed table '{w.var.name}' has a "
+                            "computed learning rate (a schedule or ParamAttr learning_rate): "
+                            "its servers take a constant one")
+        height, width = w.shape
+        tables[w.var.name] = Table(w.var.name, height, width, w.dtype, pads.pop() if pads
+                                   else -1, opt, tuple(lookups), tuple(grads), lr)
+    return tables

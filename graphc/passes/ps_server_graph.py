@@ -13,6 +13,9 @@ new state variable records ``extra["ps_source"] = [variable, start row, end row]
 whole), from which ps-server-startup cuts its initial value.
 ``dc_asgd`` (async): each block's gradient becomes ``g + g*g*(w - w_bak)`` before the
 update, ``w_bak`` fed as ``w.block0@BAK`` (the block as the sending trainer last received it).
+A distributed table has no block: its rows are updated by the server loop outside the graph
+(graphc/distributed/pserver/table.py), which reads the table's learning rate from the scope;
+the graph keeps that learning rate as an output, so the server's startup initialises it.
 Refuses (PassError): an update reading another parameter's gradient (global-norm clipping),
 learning-rate schedules that keep state (step counters), both not supported yet.
 """
@@ -23,7 +26,7 @@ from ..ir.graph import Graph, Op, Value
 from ..ir.ops import get_op_def
 from ..ir.types import TensorType
 from .base import Pass, PassContext, PassError, register_pass
-from .ps_plan import blocks_of, updated_pairs
+from .ps_plan import blocks_of, distributed_tables, updated_pairs
 
 SOURCE_KEY = "ps_source"
 
@@ -74,7 +77,13 @@ class PsServerGraph(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         work = []  # (optimizer snapshot, cone snapshots, param, grad, blocks here)
+        tables = distributed_tables(graph)
+        table_lrs = []
         for op, param, grad in updated_pairs(graph):
+            if param.var.name in tables:
+                if self.endpoint in graph.vars[param.var.name].extra.get("ps_table", ()):
+                    table_lrs.append(tables[param.var.name].learning_rate)
+                continue
             blocks = [b for b in blocks_of(graph, param.var.name) if b.endpoint == self.endpoint]
             cone = update_cone(graph, op)
             for o in cone:
@@ -123,11 +132,16 @@ class PsServerGraph(Pass):
                 outputs.extend(graph.latest(env[s].var.name) for s in state)
                 ctx.count("blocks")
         outputs.extend(v for v in shared_inputs if graph.nx.succ[v] and v not in outputs)
+        for lr in table_lrs:
+            if lr not in outputs:
+                lr.var.extra[SOURCE_KEY] = [lr.var.name, 0, -1]
+                outputs.append(lr)
+                ctx.count("table learning rates")
         rw.set_outputs(outputs)
         for v in list(graph.inputs):
             if not graph.nx.succ[v] and not graph.is_output(v):
                 rw.erase_value(v)
-        if not work:
+        if not work and not table_lrs:
             ctx.decline("this server owns no block")
 
     def _erase_all(self, graph: Graph, ctx: PassContext, work) -> list[Value]:

@@ -4,7 +4,9 @@ each block on a parameter server (the first step of the parameter-server transpi
 Matches: each optimizer op's (Param, Grad) pair. Produces no ops: it records the plan on the
 parameter's variable (``extra["ps_blocks"]``: index, param block, grad block, rows, endpoint),
 which ps-trainer-graph and ps-server-graph read. A parameter cut in one block keeps its own
-name (and its gradient's); blocks of a cut one are ``w.block0``, ``w@GRAD.block0``, ...
+name (and its gradient's); blocks of a cut one are ``w.block0``, ``w@GRAD.block0``, ... A
+distributed table (is_distributed lookups) is not cut: ``extra["ps_table"]`` lists the
+servers its rows are sharded over (row r on server r % count).
 Declines: a graph without optimizer ops (nothing to serve). See ps_plan.py for the rule.
 """
 
@@ -14,7 +16,16 @@ from pydantic import field_validator
 
 from ..ir.graph import Graph
 from .base import Pass, PassContext, register_pass
-from .ps_plan import PLAN_KEY, SPLIT_METHODS, Block, block_rows, endpoint_of, updated_pairs
+from .ps_plan import (
+    PLAN_KEY,
+    SPLIT_METHODS,
+    TABLE_KEY,
+    Block,
+    block_rows,
+    distributed_tables,
+    endpoint_of,
+    updated_pairs,
+)
 
 
 @register_pass
@@ -53,9 +64,14 @@ class PsSliceVariables(Pass):
         if not pairs:
             ctx.decline("no optimizer ops: nothing for parameter servers to update")
             return
+        tables = distributed_tables(graph)
         k = 0
         for _, param, grad in pairs:
             name, gname = param.var.name, grad.var.name
+            if name in tables:
+                param.var.extra[TABLE_KEY] = list(self.endpoints)
+                ctx.count("distributed tables")
+                continue
             if any(d < 0 for d in param.shape):
                 ctx.decline(f"{name}: unknown shape, kept whole")
             rows = block_rows(param.shape, len(self.endpoints), self.min_block_size,

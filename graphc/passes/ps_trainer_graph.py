@@ -7,10 +7,14 @@ Produces, in place of them: per parameter, ``split`` of the backward gradient in
 (when cut) and one ``send`` right after the backward op that finishes it; then (sync mode) one
 ``send_barrier`` over every send's token, one ``recv`` per parameter waiting on the barrier,
 one ``fetch_barrier`` over every received block, and a ``concat`` (axis 0) per parameter whose
-result is the parameter's new value. A row-sparse gradient (is_sparse embedding) is made dense
-first (``get_tensor_from_selected_rows``). Optimizer state and learning-rate variables no longer
-read by the trainer leave the graph. Async mode (sync_mode false) omits the barriers: each recv
-waits on its own send only.
+result is the parameter's new value. A row-sparse gradient (is_sparse embedding) travels as
+rows: one ``send_rows`` (split "range") pushes each block's rows to its server. A distributed
+table (ps_plan.distributed_tables) leaves the trainer: each lookup becomes a
+``distributed_lookup_table`` (pull the batch's rows), each lookup gradient a
+``distributed_lookup_table_grad`` (rows without the table), and one ``send_rows`` (split
+"mod") pushes the table's row gradient; nothing of it is received. Optimizer state and
+learning-rate variables no longer read by the trainer leave the graph. Async mode (sync_mode
+false) omits the barriers: each recv waits on its own send only.
 Declines: a graph without optimizer ops.
 """
 
@@ -18,7 +22,8 @@ from __future__ import annotations
 
 from ..ir.graph import Graph
 from .base import Pass, PassContext, register_pass
-from .ps_plan import blocks_of, updated_pairs
+from .data_parallel import backward_gradient
+from .ps_plan import TABLE_KEY, Table, blocks_of, distributed_tables, updated_pairs
 
 
 @register_pass
@@ -36,18 +41,25 @@ class PsTrainerGraph(Pass):
             return
         rw = ctx.rewriter
         attrs = {"trainer_id": self.trainer_id}
+        tables = distributed_tables(graph)
         tokens, per_param = [], []
         for op, param, grad in pairs:
+            if param.var.name in tables:
+                tokens.append(self._table(graph, ctx, tables[param.var.name], attrs))
+                continue
             blocks = blocks_of(graph, param.var.name)
             producer = graph.producer(grad)
             if grad.type.sparse:
-                # a row-sparse gradient (is_sparse embedding) travels dense so far: its
-                # blocks are row ranges of the whole table (docs/parameter_server.md)
-                dense = rw.create_op("get_tensor_from_selected_rows", {"X": grad},
-                                     {"Out": f"{grad.var.name}@DENSE"}, role="backward",
-                                     after=producer)
-                grad, producer = dense.output("Out"), dense
-                ctx.count("row-sparse gradients sent dense")
+                # rows travel as rows: each block's to its server, rebased to the block
+                send = rw.create_op("send_rows", {"X": grad}, {"Out": f"{grad.var.name}@SEND"},
+                                    {**attrs, "epmap": [b.endpoint for b in blocks],
+                                     "varnames": [b.grad for b in blocks], "split": "range",
+                                     "sections": [b.end - b.start for b in blocks]},
+                                    role="backward", after=producer)
+                tokens.append(send.output("Out"))
+                per_param.append((op, param, blocks, send))
+                ctx.count("row-sparse gradients sent as rows")
+                continue
             if len(blocks) > 1:
                 split = rw.create_op("split", {"X": grad}, {"Out": [b.grad for b in blocks]},
                                      {"sections": [b.end - b.start for b in blocks], "axis": 0},
@@ -64,6 +76,15 @@ class PsTrainerGraph(Pass):
             per_param.append((op, param, blocks, send))
             ctx.count("send")
         endpoints = sorted({b.endpoint for _, _, blocks, _ in per_param for b in blocks})
+        if not per_param:  # distributed tables only: ship the rows, take the (empty) replies
+            endpoints = sorted({e for t in tables for e in graph.vars[t].extra[TABLE_KEY]})
+            barrier = rw.create_op("send_barrier", {"X": tokens}, {"Out": "send_barrier@TOKEN"},
+                                   {**attrs, "endpoints": endpoints}, role="backward"
+                                   ).output("Out")
+            rw.create_op("fetch_barrier", {"X": [barrier]}, {"Out": [rw.new_version(barrier)]},
+                         {**attrs, "endpoints": endpoints}, role="backward")
+            self._drop_optimizer(graph, ctx, {})
+            return
         barrier = None
         if self.sync_mode:
             barrier = rw.create_op("send_barrier", {"X": tokens}, {"Out": "send_barrier@TOKEN"},
@@ -98,6 +119,35 @@ class PsTrainerGraph(Pass):
             rw.create_op("concat", {"X": mine}, {"Out": new}, {"axis": 0}, role="backward")
             new_params[param.var.name] = new
         self._drop_optimizer(graph, ctx, new_params)
+
+    @staticmethod
+    def _table(graph: Graph, ctx: PassContext, table: Table, attrs: dict):
+        """The trainer's side of a distributed table: pulls, row gradients, one push;
+        returns the push's token."""
+        rw = ctx.rewriter
+        common = {"table_name": table.name, "height": table.height, "width": table.width,
+                  "dtype": table.dtype, "padding_idx": table.padding_idx}
+        endpoints = list(graph.vars[table.name].extra[TABLE_KEY])
+        for op in table.lookups:
+            out = op.outputs["Out"][0]
+            pull = rw.create_op("distributed_lookup_table", {"Ids": op.inputs["Ids"]},
+                                {"Out": out.var.name}, {**common, **attrs, "epmap": endpoints},
+                                derived_from=[op])
+            rw.replace_op(op, {"Out": pull.output("Out")})
+            ctx.count("table pulls")
+        for op in table.grads:
+            grad = rw.create_op("distributed_lookup_table_grad",
+                                {"Ids": op.inputs["Ids"], "Out@GRAD": op.inputs["Out@GRAD"]},
+                                {"W@GRAD": op.outputs["W@GRAD"][0].var.name}, common,
+                                derived_from=[op])
+            rw.replace_op(op, {"W@GRAD": grad.output("W@GRAD")})
+        bg = backward_gradient(graph, graph.op_inputs(table.optimizer)["Grad"][0])
+        send = rw.create_op("send_rows", {"X": bg}, {"Out": f"{table.name}@GRAD@SEND"},
+                            {**attrs, "epmap": endpoints, "varnames": [table.name] * len(
+                                endpoints), "split": "mod"},
+                            role="backward", after=graph.producer(bg))
+        ctx.count("table pushes")
+        return send.output("Out")
 
     @staticmethod
     def _drop_optimizer(graph: Graph, ctx: PassContext, new_params: dict) -> None:

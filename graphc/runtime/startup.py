@@ -123,8 +123,9 @@ def _groupable(graph: Graph, op: Op, flat: bool) -> Value | None:
     out = _single_out(graph, op)
     if out is None or op.type == "fill_constant":
         return out
+    # a row_keyed initializer (a distributed table) draws row by row: its own rule
     if not flat or op.type not in RANDOM_INITIALISERS or not is_float(out.type.dtype) or \
-            not _same_dtype(op.attrs.get("dtype"), out.type.dtype) or \
+            op.attrs.get("row_keyed") or not _same_dtype(op.attrs.get("dtype"), out.type.dtype) or \
             math.prod(out.type.shape) > _CHUNK:
         return None
     return out

@@ -133,23 +133,29 @@ def _batch_norm_grad(c, **kw):
     return {k: v for k, v in out.items() if k in c.out_types}
 
 
+def looked_up_rows(ids, dout, height: int, width: int, dtype, pad: int):
+    """(rows, values) of a lookup's row gradient: one row per id, the ids at ``pad`` (-1:
+    none) zero values and padding rows (row = height)."""
+    ids = ids.reshape(-1)
+    values = dout.reshape(ids.shape[0], width).astype(dtype)
+    rows = ids.astype(ROWS_DTYPE)
+    if pad != -1:
+        at_pad = ids == pad
+        values = jnp.where(at_pad[:, None], jnp.zeros((), values.dtype), values)
+        rows = jnp.where(at_pad, jnp.asarray(height, ROWS_DTYPE), rows)
+    return rows, values
+
+
 @lowering("lookup_table_grad")
 def _lookup_table_grad(c, **kw):
     """W@GRAD: one row per id (``is_sparse``: as a SelectedRows, never the whole table), or
     the dense table of their sums. Ids at ``padding_idx`` contribute nothing: zeros in the
     dense gradient, padding rows (row = height) in the sparse one."""
-    table, ids = kw["W"], kw["Ids"]
-    ids = ids.reshape(-1)
-    dout = _dout(kw)
-    values = dout.reshape(ids.shape[0], table.shape[1]).astype(table.dtype)
-    pad = c["padding_idx"]
-    if pad != -1:
-        at_pad = ids == pad
-        values = jnp.where(at_pad[:, None], jnp.zeros((), values.dtype), values)
+    table = kw["W"]
+    height, width = table.shape
+    rows, values = looked_up_rows(kw["Ids"], _dout(kw), height, width, table.dtype,
+                                  c["padding_idx"])
     if c["is_sparse"]:
-        height = table.shape[0]
-        rows = ids.astype(ROWS_DTYPE)
-        if pad != -1:
-            rows = jnp.where(at_pad, jnp.asarray(height, ROWS_DTYPE), rows)
         return {"W@GRAD": SelectedRows(rows, values, height)}
-    return {"W@GRAD": jnp.zeros_like(table).at[ids].add(values)}
+    # padding ids carry zero values: adding them at row `height` is dropped by scatter
+    return {"W@GRAD": jnp.zeros_like(table).at[rows].add(values, mode="drop")}

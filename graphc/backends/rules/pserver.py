@@ -1,5 +1,5 @@
-"""Lowering rules for the parameter-server ops (send, send_barrier, recv, fetch_barrier): ordered
-host callbacks into the trainer's channel, which the runtime installs (graphc.distributed.pserver).
+"""Lowering rules for the parameter-server ops (send, send_barrier, recv, fetch_barrier, row pulls
+and pushes): ordered host callbacks into the trainer's channel, which the runtime installs.
 
 The backend does not import the runtime: ``install_channel`` is how the runtime hands its
 channel in. ``jax.experimental.io_callback(ordered=True)`` keeps the callbacks in program
@@ -12,6 +12,9 @@ import jax
 import numpy as np
 from jax.experimental import io_callback
 
+from ..data_checks import report_invalid
+from ..selected_rows import SelectedRows
+from .grads import looked_up_rows
 from .registry import LoweringError, RuleContext, lowering
 
 _CHANNEL: list = [None]  # the trainer's channel; set by the runtime (install_channel)
@@ -21,7 +24,8 @@ _TOKEN = jax.ShapeDtypeStruct((1,), np.int32)
 def install_channel(channel) -> None:
     """Route this process's send/recv ops to ``channel`` (``send(names, epmap, arrays)``,
     ``send_barrier()``, ``recv(names, epmap, initial=False) -> arrays``, ``fetch_barrier()``,
-    ``geo_exchange(spec, olds, xs)``); None: none."""
+    ``geo_exchange(spec, olds, xs)``, ``pull(table, ids, width, dtype) -> rows``,
+    ``send_rows(varnames, epmap, split, sections, rows, values)``); None: none."""
     _CHANNEL[0] = channel
 
 
@@ -105,3 +109,49 @@ def _geo_sgd_exchange(c: RuleContext, Old, X):
                                [np.asarray(a) for a in arrays[n:]])
 
     return {"Out": list(io_callback(host, shapes, *olds, *xs, ordered=True))}
+
+
+@lowering("distributed_lookup_table")
+def _distributed_lookup_table(c: RuleContext, Ids):
+    ch, table = _channel(c), c["table_name"]
+    height, width, pad = c["height"], c["width"], c["padding_idx"]
+    ids = Ids.reshape(Ids.shape[:-1])
+    bad = (ids < 0) | (ids >= height)
+    if pad != -1:
+        bad = bad & (ids != pad)
+    padding = f" or padding_idx {pad}" if pad != -1 else ""
+    report_invalid(c, "Ids", bad.reshape(Ids.shape), Ids,
+                   f"ids in [0, {height}) (the rows of table '{table}'){padding}")
+    dtype = np.dtype(c["dtype"])
+    flat = ids.reshape(-1)
+    shape = jax.ShapeDtypeStruct((flat.shape[0], width), dtype)
+
+    def host(ids):
+        ids = np.asarray(ids, np.int64)
+        keep = (ids >= 0) & (ids < height) & (ids != pad)  # the rest read zeros
+        return ch.pull(table, ids, keep, width, dtype)
+
+    rows = io_callback(host, shape, flat, ordered=True)
+    return {"Out": rows.reshape(*ids.shape, width)}
+
+
+@lowering("distributed_lookup_table_grad")
+def _distributed_lookup_table_grad(c: RuleContext, **kw):
+    height = c["height"]
+    rows, values = looked_up_rows(kw["Ids"], kw["Out@GRAD"], height, c["width"],
+                                  np.dtype(c["dtype"]), c["padding_idx"])
+    return {"W@GRAD": SelectedRows(rows, values, height)}
+
+
+@lowering("send_rows")
+def _send_rows(c: RuleContext, X):
+    ch, names, epmap = _channel(c), list(c["varnames"]), list(c["epmap"])
+    split, sections, height = c["split"], list(c["sections"]), X.height
+
+    def host(rows, values):
+        rows = np.asarray(rows, np.int64)
+        keep = rows < height  # padding rows (row = height) carry nothing
+        ch.send_rows(names, epmap, split, sections, rows[keep], np.asarray(values)[keep])
+        return _token()
+
+    return {"Out": io_callback(host, _TOKEN, X.rows, X.values, ordered=True)}

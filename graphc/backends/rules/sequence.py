@@ -113,13 +113,13 @@ lod_lowering("mean_grad")(lod_vjp_grad(_lod_mean))
 
 # -- lookup_table_grad: padding tokens are no rows -------------------------------------------------
 
-@lod_lowering("lookup_table_grad")
+@lod_lowering("lookup_table_grad", "distributed_lookup_table_grad")
 def _lookup_table_grad(c, **kw):
     """The dense rule on the tokens; a row-sparse gradient then marks the rows of padding
     tokens as padding rows (row = height), so an optimizer never sees them as looked up
     (lazy Adam, Adagrad would otherwise move row ``0``)."""
     ids = kw["Ids"]
-    result = get_rule("lookup_table_grad")(c, **{k: unwrap(v) for k, v in kw.items()})
+    result = get_rule(c.op_type)(c, **{k: unwrap(v) for k, v in kw.items()})
     grad = result.get("W" + GRAD_SUFFIX)
     if isinstance(grad, SelectedRows) and isinstance(ids, LoDArray):
         per_token = grad.rows.shape[0] // max(ids.capacity, 1)

@@ -65,13 +65,25 @@ def _fill_zeros_like(c, X):
     return {"Out": jnp.zeros_like(X)}
 
 
-@lowering("uniform_random")
-def _uniform_random(c):
-    out = jax.random.uniform(c.rng(c["seed"]), c["shape"], jnp.float32, c["min"], c["max"])
-    return {"Out": out.astype(c["dtype"])}
+def _draw(op_type: str, attrs, key, shape):
+    if op_type == "uniform_random":
+        return jax.random.uniform(key, shape, jnp.float32, attrs["min"], attrs["max"])
+    return jax.random.normal(key, shape, jnp.float32) * attrs["std"] + attrs["mean"]
 
 
-@lowering("gaussian_random")
-def _gaussian_random(c):
-    out = jax.random.normal(c.rng(c["seed"]), c["shape"], jnp.float32)
-    return {"Out": (out * c["std"] + c["mean"]).astype(c["dtype"])}
+def draw_rows(op_type: str, attrs, key, rows):
+    """Rows ``rows`` of a ``row_keyed`` initializer's value: row i is drawn from ``key``
+    folded with i, so a server draws the rows of a distributed table it is asked for,
+    equal to a local run's, without the rest of the table."""
+    width = tuple(attrs["shape"][1:])
+    keys = jax.vmap(lambda i: jax.random.fold_in(key, i))(rows)
+    out = jax.vmap(lambda k: _draw(op_type, attrs, k, width))(keys)
+    return out.astype(attrs["dtype"])
+
+
+@lowering("uniform_random", "gaussian_random")
+def _random_init(c):
+    key = c.rng(c["seed"])
+    if c.attrs.get("row_keyed") and len(c["shape"]) >= 1:
+        return {"Out": draw_rows(c.op_type, c.attrs, key, jnp.arange(c["shape"][0]))}
+    return {"Out": _draw(c.op_type, c.attrs, key, tuple(c["shape"])).astype(c["dtype"])}

@@ -26,11 +26,15 @@ def state_names(program) -> list[str]:
                   if v.persistable and not v.is_data)
 
 
-def save_server(dirname, program, scope, server_id: int) -> Path:
+def save_server(dirname, program, scope, server_id: int, tables=None) -> Path:
+    """Write this server's blocks, optimizer state and distributed-table rows (``tables``:
+    name -> RowTable; ``<table>@IDS`` and ``<table>@ROWS``)."""
     from safetensors.numpy import save_file
     path = server_file(dirname, server_id)
     path.parent.mkdir(parents=True, exist_ok=True)
     arrays = {n: np.ascontiguousarray(np.asarray(scope[n])) for n in state_names(program)}
+    for table in (tables or {}).values():
+        arrays.update(table.state())
     tmp = path.with_name(path.name + f".tmp{os.getpid()}")
     save_file(arrays, str(tmp))
     os.replace(tmp, path)
@@ -55,6 +59,8 @@ def load_server(dirname, program, scope, server_id: int) -> None:
             raise PServerError(f"checkpoint file {path}: '{name}' has shape "
                                f"{list(arrays[name].shape)}, the program {list(expected)}")
         scope[name] = arrays[name]
+    if getattr(program, "_ps_server", {}).get("tables"):
+        program._ps_loaded_tables = (path, arrays)  # serve() fills its table shards from them
 
 
 def save_meta(dirname, step: int, servers: int, trainers: int) -> None:

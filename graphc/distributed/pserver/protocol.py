@@ -16,8 +16,16 @@ one-off layout at setup):
 - ``TAG_SAVE`` (44), trainer -> server, after a ``SAVE`` control message: the pickled
   checkpoint directory; the server writes its blocks there before it reads that trainer's
   next message (sync mode: at a round boundary).
+- ``TAG_PULL`` (45), trainer -> server, after a ``PULL`` control message: int64 ``[table,
+  id, id, ...]``, distinct ids of one distributed table (its index in ``Layout.tables``)
+  that this server holds (id % #servers == server); ``TAG_ROWS`` (46), the reply: their
+  rows, in that order, as they are now (sync: after the last round);
+- ``TAG_PUSH`` (47), trainer -> server, right after ``TAG_GRADS`` when the layout has row
+  entries: ``pack_rows`` of one (ids, values) pair per ``Layout.rows`` entry, distinct ids
+  (a table's global ids; an is_sparse block's rows rebased to the block).
 
-Setup is one ``allgather`` of ``(role, index)`` over every rank (all ranks of the job take
+Row messages vary in length: the receiver probes their size (``recv_bytes``). Setup is one
+``allgather`` of ``(role, index)`` over every rank (all ranks of the job take
 part), then the layouts. MPI keeps messages of one tag between two ranks in order, so a
 step's messages never mix with the next step's.
 """
@@ -32,7 +40,8 @@ import numpy as np
 from ...ir.errors import GraphcError
 
 TAG_LAYOUT, TAG_CONTROL, TAG_GRADS, TAG_PARAMS, TAG_SAVE = 40, 41, 42, 43, 44
-BARRIER, COMPLETE, SAVE = 1, 2, 3
+TAG_PULL, TAG_ROWS, TAG_PUSH = 45, 46, 47
+BARRIER, COMPLETE, SAVE, PULL = 1, 2, 3, 4
 TRAINER, SERVER = "TRAINER", "PSERVER"
 
 
@@ -57,6 +66,14 @@ class Layout:
     server: int
     grads: tuple
     params: tuple
+    # entries pushed as rows, ``(name, width, dtype, kind)``: kind "block" (an is_sparse
+    # parameter's block, whose grads entry has the dense shape) or "table" (a distributed
+    # table's shard, by name)
+    rows: tuple = ()
+
+    @property
+    def tables(self) -> list[str]:
+        return [name for name, _, _, kind in self.rows if kind == "table"]
 
     def nbytes(self, which: str) -> int:
         return sum(int(np.prod(s)) * np.dtype(d).itemsize for _, s, d in getattr(self, which))
@@ -79,6 +96,47 @@ def unpack(buf: np.ndarray, specs) -> dict[str, np.ndarray]:
         raise PServerError(f"a block buffer of {buf.size} bytes does not match the layout "
                            f"({i} bytes): trainer and server programs disagree")
     return out
+
+
+def pack_rows(entries) -> np.ndarray:
+    """One byte buffer of ``(ids, values)`` pairs: their counts (int64), then each pair's
+    int64 ids and values."""
+    counts = np.array([len(ids) for ids, _ in entries], np.int64)
+    parts = [counts]
+    for ids, values in entries:
+        parts += [np.asarray(ids, np.int64), values]
+    return pack(parts)
+
+
+def unpack_rows(buf: np.ndarray, specs) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The ``(ids, values)`` pairs of ``pack_rows``; ``specs`` are ``(name, width, dtype,
+    kind)``."""
+    k = len(specs)
+    counts = buf[:8 * k].view(np.int64) if buf.size >= 8 * k else np.zeros(0, np.int64)
+    sizes = [n * (8 + width * np.dtype(dtype).itemsize)
+             for (_, width, dtype, _), n in zip(specs, counts.tolist())]
+    i, out = 8 * k, []
+    if len(counts) == k and i + sum(sizes) == buf.size:
+        for (_name, width, dtype, _), n in zip(specs, counts.tolist()):
+            ids = buf[i:i + 8 * n].view(np.int64)
+            i += 8 * n
+            size = n * width * np.dtype(dtype).itemsize
+            out.append((ids, buf[i:i + size].view(np.dtype(dtype)).reshape(n, width)))
+            i += size
+    if i != buf.size:
+        raise PServerError(f"a row buffer of {buf.size} bytes does not match its counts "
+                           f"({i} bytes): trainer and server programs disagree")
+    return out
+
+
+def recv_bytes(comm, source: int, tag: int) -> np.ndarray:
+    """A message of unknown length (row pulls and pushes): probe its size, then take it."""
+    from mpi4py import MPI
+    status = MPI.Status()
+    comm.Probe(source=source, tag=tag, status=status)
+    buf = np.empty(status.Get_count(MPI.BYTE), np.uint8)
+    comm.Recv(buf, source=source, tag=tag)
+    return buf
 
 
 @dataclass

@@ -1,5 +1,5 @@
-"""A parameter server's loop: hold this server's blocks in a scope, take every live trainer's
-gradient blocks, run the server program (a compiled JAX step) on them, return the blocks."""
+"""A parameter server's loop: hold this server's blocks in a scope and its shards of distributed
+tables, answer row pulls, take every live trainer's gradients, run the update, return blocks."""
 
 from __future__ import annotations
 
@@ -11,19 +11,26 @@ from .. import watchdog
 from .protocol import (
     BARRIER,
     COMPLETE,
+    PULL,
     SAVE,
     SERVER,
     TAG_CONTROL,
     TAG_GRADS,
     TAG_LAYOUT,
     TAG_PARAMS,
+    TAG_PULL,
+    TAG_PUSH,
+    TAG_ROWS,
     TAG_SAVE,
     Cluster,
     Layout,
     PServerError,
     pack,
+    recv_bytes,
     unpack,
+    unpack_rows,
 )
+from .table import RowTable
 
 
 def server_layout(program, info: dict) -> tuple[Layout, dict[str, list[str]]]:
@@ -39,16 +46,96 @@ def server_layout(program, info: dict) -> tuple[Layout, dict[str, list[str]]]:
         base = v.name.rsplit(".trainer_", 1)[0] if per_trainer else v.name
         grads.setdefault(base, []).append(v.name)
     specs = {v.name: (tuple(v.shape), str(v.dtype)) for v in feeds}
-    grad_specs = tuple((b, *specs[names[0]]) for b, names in sorted(grads.items()))
+    row_grads = set(info.get("row_grads", ()))
+    grad_specs = tuple((b, *specs[names[0]]) for b, names in sorted(grads.items())
+                       if b not in row_grads)
+    rows = tuple((b, int(np.prod(specs[names[0]][0][1:])), specs[names[0]][1], "block")
+                 for b, names in sorted(grads.items()) if b in row_grads)
+    rows += tuple((t["name"], int(t["width"]), str(t["dtype"]), "table")
+                  for t in info.get("tables", ()))
     params = tuple(sorted((v.name, tuple(v.shape), str(v.dtype)) for v in block.vars.values()
                           if isinstance(v, Parameter)))
-    return Layout(info["server_id"], grad_specs, params), grads
+    return Layout(info["server_id"], grad_specs, params, rows), grads
+
+
+class _State:
+    """What one server holds besides its scope: the program, its layout, its table shards."""
+
+    def __init__(self, program, exe, scope, cluster, info):
+        self.program, self.exe, self.scope, self.cluster, self.info = (
+            program, exe, scope, cluster, info)
+        self.layout, self.feeds_of = server_layout(program, info)
+        block = program.global_block()
+        self.shapes = {n: (tuple(block.var(n).shape), str(block.var(n).dtype))
+                       for names in self.feeds_of.values() for n in names}
+        self.tables = {t["name"]: RowTable(t) for t in info.get("tables", ())}
+        self.stats = {"rounds": 0, "bytes_received": 0, "bytes_sent": 0, "rows_pulled": 0,
+                      "rows_pushed": 0}
+        self.trainer_of = {r: t for t, r in enumerate(cluster.trainers)}
+        self.has_update = bool(self.shapes)  # the graph has blocks to feed
+
+    def where(self) -> str:
+        return f"pserver {self.info['endpoint']}"
+
+    def answer_pull(self, rank: int) -> None:
+        """A trainer's pull: the current rows of the ids it sent, in that order."""
+        msg = recv_bytes(self.cluster.comm, rank, TAG_PULL).view(np.int64)
+        names = self.layout.tables
+        if not msg.size or not 0 <= msg[0] < len(names):
+            raise PServerError(f"server {self.info['server_id']}: a pull from rank {rank} "
+                               f"names table {msg[:1].tolist()}, this server holds {names}")
+        rows = np.ascontiguousarray(self.tables[names[int(msg[0])]].rows(msg[1:]))
+        self.cluster.comm.Send(rows.reshape(-1).view(np.uint8), dest=rank, tag=TAG_ROWS)
+        self.stats["rows_pulled"] += len(msg) - 1
+        self.stats["bytes_sent"] += rows.nbytes
+
+    def receive(self, rank: int, t: int) -> tuple[dict, dict]:
+        """Trainer ``t``'s gradients of one step after its BARRIER: dense blocks by name, and
+        the pushed rows (is_sparse blocks densified; tables' (ids, values) by table)."""
+        comm = self.cluster.comm
+        buf = np.empty(self.layout.nbytes("grads"), np.uint8)
+        with watchdog.waiting(f"{self.where()} receiving from trainer {t}"):
+            comm.Recv(buf, source=rank, tag=TAG_GRADS)
+        self.stats["bytes_received"] += buf.nbytes
+        dense = unpack(buf, self.layout.grads)
+        pushed = {}
+        if self.layout.rows:
+            with watchdog.waiting(f"{self.where()} receiving rows from trainer {t}"):
+                rbuf = recv_bytes(comm, rank, TAG_PUSH)
+            self.stats["bytes_received"] += rbuf.nbytes
+            for (name, _, _, kind), (ids, values) in zip(self.layout.rows,
+                                                        unpack_rows(rbuf, self.layout.rows)):
+                self.stats["rows_pushed"] += len(ids)
+                if kind == "table":
+                    pushed[name] = (ids, values)
+                    continue
+                shape, dtype = self.shapes[self.feeds_of[name][0]]
+                block = np.zeros(shape, dtype)
+                np.add.at(block, ids, values.reshape(len(ids), *shape[1:]))
+                dense[name] = block
+        return dense, pushed
+
+    def update_tables(self, pushes: list[dict], scale: float) -> None:
+        """SGD on each table's rows, pushed by one or more trainers (sync: their mean)."""
+        for name, table in self.tables.items():
+            parts = [p[name] for p in pushes if name in p]
+            if not parts:
+                continue
+            ids = np.concatenate([p[0] for p in parts])
+            values = np.concatenate([p[1] for p in parts])
+            if scale != 1.0:
+                values = values * values.dtype.type(scale)
+            lr = float(np.asarray(self.scope[table.spec["lr"]]).reshape(-1)[0])
+            table.sgd(ids, values, lr)
+
+    def blocks(self) -> list[np.ndarray]:
+        return [np.asarray(self.scope[n]) for n, _, _ in self.layout.params]
 
 
 def serve(program, executor=None, scope=None) -> dict:
     """Run the server loop of ``program`` (from ``get_pserver_program``) until every trainer
     has completed; the scope must hold its blocks (run its startup program first). Returns
-    counters: rounds, bytes received and sent."""
+    counters: rounds, bytes received and sent, rows pulled and pushed."""
     from ...runtime.executor import Executor
     from ...runtime.scope import global_scope
     info = getattr(program, "_ps_server", None)
@@ -61,116 +148,133 @@ def serve(program, executor=None, scope=None) -> dict:
         raise PServerError(str(exc)) from None
     exe = executor or Executor()
     scope = global_scope() if scope is None else scope
-    layout, feeds_of = server_layout(program, info)
     cluster = Cluster.join(SERVER, info["server_id"], len(info["endpoints"]), info["trainers"])
+    state = _State(program, exe, scope, cluster, info)
+    _load_tables(program, state)
     comm = cluster.comm
     watchdog.start(comm.Get_rank(), timeout)
     for rank in cluster.trainers:
-        comm.send(layout, dest=rank, tag=TAG_LAYOUT)
-    initial = pack([np.asarray(scope[n]) for n, _, _ in layout.params])
+        comm.send(state.layout, dest=rank, tag=TAG_LAYOUT)
+    initial = pack(state.blocks())
     from mpi4py import MPI
     MPI.Request.Waitall([comm.Isend(initial, dest=rank, tag=TAG_PARAMS)  # trainers pull these
                          for rank in cluster.trainers])
-    stats = {"rounds": 0, "bytes_received": 0, "bytes_sent": 0}
     if info["sync_mode"] and not info.get("geo"):
-        _serve_sync(program, exe, scope, cluster, layout, feeds_of, info, stats)
+        _serve_sync(state)
     else:
-        _serve_async(program, exe, scope, cluster, layout, info, stats)
-    return stats
+        _serve_async(state)
+    return state.stats
 
 
-def _serve_async(program, exe, scope, cluster, layout, info, stats) -> None:
+def _control(state: _State, what: str) -> tuple[int, int, int]:
+    """The next control message from any trainer: (kind, rank, trainer id)."""
+    from mpi4py import MPI
+    ctrl, status = np.empty(3, np.int64), MPI.Status()
+    with watchdog.waiting(f"{state.where()} {what}"):
+        state.cluster.comm.Recv(ctrl, source=MPI.ANY_SOURCE, tag=TAG_CONTROL, status=status)
+    rank = status.Get_source()
+    t, kind = state.trainer_of.get(rank), int(ctrl[0])
+    if t is None or kind not in (BARRIER, COMPLETE, SAVE, PULL):
+        raise PServerError(f"server {state.info['server_id']}: unexpected control message "
+                           f"{ctrl.tolist()} from rank {rank}")
+    return kind, rank, t
+
+
+def _serve_async(state: _State) -> None:
     """Each trainer's gradients (GEO: deltas) are applied as they arrive (no averaging, no
     waiting for the others); the trainer gets the blocks as they are right after its update."""
-    from mpi4py import MPI
-    comm, live = cluster.comm, set(range(info["trainers"]))
-    trainer_of = {r: t for t, r in enumerate(cluster.trainers)}
-    nbytes = layout.nbytes("grads")
-    ctrl, status = np.empty(3, np.int64), MPI.Status()
+    comm, info = state.cluster.comm, state.info
+    live = set(range(info["trainers"]))
     # DC-ASGD: each trainer's copy of the blocks as it last received them
-    initial = {n: np.array(scope[n], copy=True) for n, _, _ in layout.params}
+    initial = {n: np.array(state.scope[n], copy=True) for n, _, _ in state.layout.params}
     backup = {t: dict(initial) for t in live} if info.get("dc_asgd") else None
     while live:
-        with watchdog.waiting(f"pserver {info['endpoint']} waiting for any trainer"):
-            comm.Recv(ctrl, source=MPI.ANY_SOURCE, tag=TAG_CONTROL, status=status)
-        rank = status.Get_source()
-        t = trainer_of.get(rank)
-        if t is None or int(ctrl[0]) not in (BARRIER, COMPLETE, SAVE):
-            raise PServerError(f"server {info['server_id']}: unexpected control message "
-                               f"{ctrl.tolist()} from rank {rank}")
-        if int(ctrl[0]) == COMPLETE:
+        kind, rank, t = _control(state, "waiting for any trainer")
+        if kind == COMPLETE:
             live.discard(t)
             continue
-        if int(ctrl[0]) == SAVE:
-            _save(program, scope, rank, cluster, info)
+        if kind == SAVE:
+            _save(state, rank)
             continue
-        buf = np.empty(nbytes, np.uint8)
-        comm.Recv(buf, source=rank, tag=TAG_GRADS)
-        stats["bytes_received"] += nbytes
-        feeds = unpack(buf, layout.grads)
+        if kind == PULL:
+            state.answer_pull(rank)
+            continue
+        feeds, pushed = state.receive(rank, t)
         if backup is not None:
             feeds.update({f"{n}@BAK": a for n, a in backup[t].items()})
-        if layout.grads:
-            exe.run(program, feed=feeds, scope=scope)
-        blocks = [np.asarray(scope[n]) for n, _, _ in layout.params]
+        if state.has_update:
+            state.exe.run(state.program, feed=feeds, scope=state.scope)
+        state.update_tables([pushed], 1.0)
+        blocks = state.blocks()
         if backup is not None:
-            backup[t] = {n: np.array(a, copy=True) for (n, _, _), a in zip(layout.params, blocks)}
+            backup[t] = {n: np.array(a, copy=True)
+                         for (n, _, _), a in zip(state.layout.params, blocks)}
         out = pack(blocks)
         comm.Send(out, dest=rank, tag=TAG_PARAMS)
-        stats["rounds"] += 1
-        stats["bytes_sent"] += out.nbytes
+        state.stats["rounds"] += 1
+        state.stats["bytes_sent"] += out.nbytes
 
 
-def _serve_sync(program, exe, scope, cluster, layout, feeds_of, info, stats) -> None:
-    """Every round waits for each live trainer's gradients, applies their mean once, and
-    returns the blocks to each of them."""
-    comm, sid = cluster.comm, info["server_id"]
+def _serve_sync(state: _State) -> None:
+    """Every round takes each live trainer's gradients (answering pulls and checkpoint
+    requests as they come, from whichever trainer), applies their mean once, and returns the
+    blocks to each of them."""
+    from mpi4py import MPI
+    comm, info = state.cluster.comm, state.info
     live = set(range(info["trainers"]))
-    zeros = {n: np.zeros(s, d) for n, s, d in layout.grads}
-    nbytes = layout.nbytes("grads")
-    ctrl = np.empty(3, np.int64)
     while live:
-        feeds, arrived = {}, []
-        for t in sorted(live):
-            kind = SAVE
-            while kind == SAVE:  # a checkpoint request comes between a trainer's steps
-                with watchdog.waiting(f"pserver {info['endpoint']} waiting for trainer {t}"):
-                    comm.Recv(ctrl, source=cluster.trainers[t], tag=TAG_CONTROL)
-                kind = int(ctrl[0])
-                if kind == SAVE:
-                    _save(program, scope, cluster.trainers[t], cluster, info)
-            if kind == COMPLETE:
+        pending, feeds, pushes = set(live), {}, {}
+        while pending:
+            kind, rank, t = _control(state, f"waiting for trainers {sorted(pending)}")
+            if kind == PULL:
+                state.answer_pull(rank)
+            elif kind == SAVE:  # between this trainer's steps: the last round's state
+                _save(state, rank)
+            elif t not in pending:
+                raise PServerError(f"server {info['server_id']}: trainer {t} sent "
+                                   f"{'BARRIER' if kind == BARRIER else 'COMPLETE'} twice in "
+                                   "one round")
+            elif kind == COMPLETE:
                 live.discard(t)
-                continue
-            if kind != BARRIER:
-                raise PServerError(f"server {sid}: unknown control message {kind} from "
-                                   f"trainer {t}")
-            buf = np.empty(nbytes, np.uint8)
-            with watchdog.waiting(f"pserver {info['endpoint']} receiving from trainer {t}"):
-                comm.Recv(buf, source=cluster.trainers[t], tag=TAG_GRADS)
-            stats["bytes_received"] += nbytes
-            for name, arr in unpack(buf, layout.grads).items():
-                feeds[f"{name}.trainer_{t}" if len(feeds_of[name]) > 1 else name] = arr
-            arrived.append(t)
+                pending.discard(t)
+            else:
+                dense, pushes[t] = state.receive(rank, t)
+                for name, arr in dense.items():
+                    many = len(state.feeds_of[name]) > 1
+                    feeds[f"{name}.trainer_{t}" if many else name] = arr
+                pending.discard(t)
+        arrived = sorted(pushes)
         if not arrived:
             break
         # a trainer that completed counts as a zero gradient (Paddle's semantics: the mean
         # still divides by every trainer)
-        for name, names in feeds_of.items():
+        for names in state.feeds_of.values():
             for n in names:
-                feeds.setdefault(n, zeros[name])
-        if layout.grads:
-            exe.run(program, feed=feeds, scope=scope)
-        out = pack([np.asarray(scope[n]) for n, _, _ in layout.params])
-        requests = [comm.Isend(out, dest=cluster.trainers[t], tag=TAG_PARAMS) for t in arrived]
-        from mpi4py import MPI
-        with watchdog.waiting(f"pserver {info['endpoint']} returning blocks"):
+                if n not in feeds:
+                    shape, dtype = state.shapes[n]
+                    feeds[n] = np.zeros(shape, dtype)
+        if state.has_update:
+            state.exe.run(state.program, feed=feeds, scope=state.scope)
+        state.update_tables([pushes[t] for t in arrived], 1.0 / info["trainers"])
+        out = pack(state.blocks())
+        requests = [comm.Isend(out, dest=state.cluster.trainers[t], tag=TAG_PARAMS)
+                    for t in arrived]
+        with watchdog.waiting(f"{state.where()} returning blocks"):
             MPI.Request.Waitall(requests)
-        stats["rounds"] += 1
-        stats["bytes_sent"] += out.nbytes * len(arrived)
+        state.stats["rounds"] += 1
+        state.stats["bytes_sent"] += out.nbytes * len(arrived)
 
 
-def _save(program, scope, rank: int, cluster, info) -> None:
+def _save(state: _State, rank: int) -> None:
     from .checkpoint import save_server
-    dirname = cluster.comm.recv(source=rank, tag=TAG_SAVE)
-    save_server(dirname, program, scope, info["server_id"])
+    dirname = state.cluster.comm.recv(source=rank, tag=TAG_SAVE)
+    save_server(dirname, state.program, state.scope, state.info["server_id"], state.tables)
+
+
+def _load_tables(program, state: _State) -> None:
+    """Table rows a checkpoint loaded (load_checkpoint left them on the program)."""
+    loaded = getattr(program, "_ps_loaded_tables", None)
+    if loaded:
+        path, arrays = loaded
+        for table in state.tables.values():
+            table.load(arrays, f"checkpoint file {path}")

@@ -1,5 +1,5 @@
-"""The trainer's side of the exchange: the channel the send/recv rules call from inside the
-compiled step (backends/rules/pserver.py), and "complete" when the trainer is done."""
+"""The trainer's side of the exchange: the channel the send/recv and row pull/push rules call from
+inside the compiled step (backends/rules/pserver.py), and "complete" when the trainer is done."""
 
 from __future__ import annotations
 
@@ -10,16 +10,21 @@ import numpy as np
 from .protocol import (
     BARRIER,
     COMPLETE,
+    PULL,
     SAVE,
     TAG_CONTROL,
     TAG_GRADS,
     TAG_LAYOUT,
     TAG_PARAMS,
+    TAG_PULL,
+    TAG_PUSH,
+    TAG_ROWS,
     TAG_SAVE,
     TRAINER,
     Cluster,
     PServerError,
     pack,
+    pack_rows,
     unpack,
 )
 
@@ -35,12 +40,14 @@ class TrainerChannel:
         self.step = 0
         self.done = False
         self._grads: dict[str, np.ndarray] = {}
+        self._rows: dict[tuple[int, str], list] = {}  # (server, entry) -> [(ids, values)]
         self._params: dict[str, np.ndarray] | None = None
         self._geo_old: dict[str, np.ndarray] | None = None
         self._geo_step = 0
         self._requests: list = []
         self._keep: list = []  # buffers of pending sends
         self.bytes_sent = 0
+        self.bytes_received = 0
 
     def _setup(self) -> None:
         if self.cluster is not None:
@@ -71,12 +78,74 @@ class TrainerChannel:
             self._server(ep)
             self._grads[name] = np.ascontiguousarray(a)
 
+    def send_rows(self, names, epmap, split: str, sections, rows, values) -> None:
+        """Queue a row gradient for ``send_barrier``: repeated rows summed, each row routed
+        to its server (split "mod": row % #servers, a table's global id; "range": block i
+        holds sections[i] rows, sent rebased to the block)."""
+        self._setup()
+        if not len(rows):
+            uniq, total = rows, values
+        else:
+            uniq, inverse = np.unique(rows, return_inverse=True)
+            total = np.zeros((len(uniq), *values.shape[1:]), values.dtype)
+            np.add.at(total, inverse, values)
+        total = total.reshape(len(uniq), -1)
+        if split == "mod":
+            owner = uniq % len(names)
+            for i, (name, ep) in enumerate(zip(names, epmap)):
+                mine = owner == i
+                self._rows.setdefault((self._server(ep), name), []).append(
+                    (uniq[mine], total[mine]))
+            return
+        start = 0
+        for name, ep, count in zip(names, epmap, sections):
+            mine = (uniq >= start) & (uniq < start + count)
+            self._rows.setdefault((self._server(ep), name), []).append(
+                (uniq[mine] - start, total[mine]))
+            start += count
+
+    def pull(self, table: str, ids: np.ndarray, keep: np.ndarray, width: int,
+             dtype) -> np.ndarray:
+        """The rows of ``ids`` of a distributed table from the servers holding them (each
+        distinct id once); rows of ids not ``keep``-t (padding, out of range) are zeros."""
+        self._setup()
+        from mpi4py import MPI
+        out = np.zeros((len(ids), width), dtype)
+        uniq, inverse = np.unique(ids[keep], return_inverse=True)
+        if not len(uniq):
+            return out
+        comm, nservers = self.cluster.comm, len(self.cluster.servers)
+        owner = uniq % nservers
+        asks, sends = [], []
+        for s, (layout, rank) in enumerate(zip(self.layouts, self.cluster.servers)):
+            mine = owner == s
+            if not mine.any():
+                continue
+            if table not in layout.tables:
+                raise PServerError(f"trainer {self.trainer_id}: server {s} holds no shard of "
+                                   f"the distributed table '{table}' ({layout.tables})")
+            msg = np.concatenate([[layout.tables.index(table)], uniq[mine]]).astype(np.int64)
+            ctrl = np.array([PULL, self.step, self.trainer_id], np.int64)
+            sends += [comm.Isend(ctrl, dest=rank, tag=TAG_CONTROL),
+                      comm.Isend(msg, dest=rank, tag=TAG_PULL)]
+            asks.append((mine, rank, msg, ctrl))
+            self.bytes_sent += msg.nbytes
+        rows = np.empty((len(uniq), width), dtype)
+        for mine, rank, _, _ in asks:
+            part = np.empty((int(mine.sum()), width), dtype)
+            comm.Recv(part.reshape(-1).view(np.uint8), source=rank, tag=TAG_ROWS)
+            rows[mine] = part
+            self.bytes_received += part.nbytes
+        MPI.Request.Waitall(sends)
+        out[keep] = rows[inverse]
+        return out
+
     def send_barrier(self) -> None:
         """Ship this step's blocks: one buffer per server (each server's blocks in its
-        layout's order), after a BARRIER control message."""
+        layout's order), after a BARRIER control message, then its row entries."""
         self._setup()
         comm = self.cluster.comm
-        for layout, rank in zip(self.layouts, self.cluster.servers):
+        for s, (layout, rank) in enumerate(zip(self.layouts, self.cluster.servers)):
             missing = [n for n, _, _ in layout.grads if n not in self._grads]
             if missing:
                 raise PServerError(f"trainer {self.trainer_id}: server {layout.server} expects "
@@ -87,14 +156,28 @@ class TrainerChannel:
             self._requests.append(comm.Isend(ctrl, dest=rank, tag=TAG_CONTROL))
             self._requests.append(comm.Isend(buf, dest=rank, tag=TAG_GRADS))
             self.bytes_sent += buf.nbytes
+            if layout.rows:
+                rbuf = pack_rows([self._entry(s, name, width, dtype)
+                                  for name, width, dtype, _ in layout.rows])
+                self._keep.append(rbuf)
+                self._requests.append(comm.Isend(rbuf, dest=rank, tag=TAG_PUSH))
+                self.bytes_sent += rbuf.nbytes
         self._grads.clear()
+        self._rows.clear()
+
+    def _entry(self, server: int, name: str, width: int, dtype) -> tuple:
+        parts = self._rows.get((server, name), [])
+        if not parts:
+            return np.zeros(0, np.int64), np.zeros((0, width), dtype)
+        return (np.concatenate([p[0] for p in parts]).astype(np.int64),
+                np.ascontiguousarray(np.concatenate([p[1] for p in parts]), dtype=dtype))
 
     def recv(self, names, epmap, initial: bool = False) -> list[np.ndarray]:
         self._setup()
         if initial:
             return self._lookup(self._initial, names)
-        if self._grads:  # async graphs have no send_barrier: the first recv ships
-            self.send_barrier()
+        if self._grads or self._rows:  # async graphs have no send_barrier: the first recv
+            self.send_barrier()  # ships
         if self._params is None:
             comm, params = self.cluster.comm, {}
             for layout, rank in zip(self.layouts, self.cluster.servers):
@@ -113,6 +196,8 @@ class TrainerChannel:
 
     def fetch_barrier(self) -> None:
         from mpi4py import MPI
+        if self._requests and self._params is None:
+            self.recv([], [])  # a step that received no block still takes the servers' reply
         MPI.Request.Waitall(self._requests)
         self._requests, self._keep, self._params = [], [], None
         self.step += 1

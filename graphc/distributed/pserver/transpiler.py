@@ -8,6 +8,7 @@ import functools
 from ...ir.graph import lower
 from ...ir.program import Program
 from ...passes import PassContext, make_pass
+from ...passes.ps_plan import distributed_tables, updated_pairs
 from ...passes.ps_server_graph import SOURCE_KEY
 from .protocol import PServerError
 
@@ -64,9 +65,37 @@ class Transpiler:
         else:
             trainer = make_pass("ps-trainer-graph", trainer_id=self.trainer_id,
                                 sync_mode=self.sync_mode)
+        self.tables = self._table_specs(main, startup)
+        defer_table_init(startup, [t["name"] for t in self.tables])
         self.trainer_graph, self.trainer_pipeline = self._run(main, self.slicer, trainer)
         self._servers.clear()
         return self
+
+    def _table_specs(self, main: Program, startup: Program) -> list[dict]:
+        """What a server needs to hold each distributed table's shard: shape, padding, the
+        learning rate's name and the initializer it draws rows from."""
+        tables = distributed_tables(lower(main))
+        if tables and self.geo_push_nums is not None:
+            raise PServerError(f"distributed tables {sorted(tables)}: GEO-SGD keeps the "
+                               "parameters on the trainers, a distributed table lives on the "
+                               "servers (Paddle refuses it too): use sync or async mode")
+        if tables and self.dc_asgd:
+            raise PServerError(f"distributed tables {sorted(tables)}: DC-ASGD would keep a "
+                               "copy of every table per trainer: not supported")
+        sgraph = lower(startup) if tables else None
+        return [{"name": name, "height": t.height, "width": t.width, "dtype": t.dtype,
+                 "padding_idx": t.padding_idx, "lr": t.learning_rate.var.name,
+                 "init": _table_init(sgraph, name)} for name, t in sorted(tables.items())]
+
+    def row_gradients(self) -> list[str]:
+        """The gradient blocks that travel as rows (is_sparse parameters cut in blocks)."""
+        graph, _ = self._run(self.main, self.slicer)
+        tables = {t["name"] for t in self.tables}
+        names = []
+        for _, param, grad in updated_pairs(graph):
+            if grad.type.sparse and param.var.name not in tables:
+                names += [b[2] for b in param.var.extra["ps_blocks"]]
+        return names
 
     # -- plan ------------------------------------------------------------------------
     def blocks(self) -> dict[str, list[list]]:
@@ -103,7 +132,8 @@ class Transpiler:
         return {"endpoint": endpoint, "endpoints": list(self.endpoints),
                 "server_id": self.endpoints.index(endpoint), "trainers": self.trainers,
                 "sync_mode": self.sync_mode, "geo": self.geo_push_nums is not None,
-                "dc_asgd": self.dc_asgd}
+                "dc_asgd": self.dc_asgd, "tables": list(self.tables),
+                "row_grads": self.row_gradients()}
 
     def server_program(self, endpoint: str) -> Program:
         prog = self._server(endpoint)[0].to_program()
@@ -136,3 +166,55 @@ class Transpiler:
 def _serve(program, executor, scope):
     from .server import serve
     return serve(program, executor, scope)
+
+
+def _table_init(startup_graph, name: str) -> dict:
+    """How a server draws the rows of table ``name``: its initializer op in the startup
+    graph (row-keyed random, or a constant) and the seed that op draws from."""
+    from ...backends.evaluate import op_seed
+    if name not in startup_graph.vars:
+        raise PServerError(f"the distributed table '{name}' is not initialised by the startup "
+                           "program passed to transpile()")
+    op = startup_graph.producer(startup_graph.latest(name))
+    kind = op.type if op is not None else None
+    if kind == "fill_constant":
+        return {"type": kind, "attrs": {"value": op.attrs["value"]}, "seed": 0}
+    if kind in ("uniform_random", "gaussian_random") and op.attrs.get("row_keyed"):
+        keep = ("shape", "dtype", "min", "max") if kind == "uniform_random" else (
+            "shape", "dtype", "mean", "std")
+        return {"type": kind, "attrs": {k: op.attrs[k] for k in keep},
+                "seed": op.attrs["seed"] or op_seed(startup_graph, op)}
+    raise PServerError(f"the distributed table '{name}' is initialised by "
+                       f"{kind or 'no op'}{'' if kind is None else ' without row_keyed'}: "
+                       "servers draw a table's rows one by one, from a uniform or normal "
+                       "initializer of embedding(is_distributed=True), or a constant")
+
+
+def defer_table_init(startup: Program, tables: list[str]) -> None:
+    """Paddle's ``fake_init``, in place: the startup program no longer makes the distributed
+    tables ``tables`` (their rows are drawn by the servers, a few at a time), so no process
+    ever holds a whole table. Every other random initializer first gets the seed it drew from
+    as its own ``seed`` attribute, so removing an op does not move the others' positions in
+    the random stream: every value stays what a local run of the program draws."""
+    if not tables:
+        return
+    from ...backends.evaluate import op_seed
+    graph = lower(startup)
+    seeds: dict[str, list[int]] = {}
+    for op in graph.ops():
+        if op.type in ("uniform_random", "gaussian_random") and not op.attrs.get("seed"):
+            seeds.setdefault(op.outputs["Out"][0].var.name, []).append(op_seed(graph, op))
+    block = startup.global_block()
+    doomed = []
+    for i, op in enumerate(block.ops):
+        outs = op.output("Out")
+        if any(n in tables for n in outs):
+            doomed.append(i)
+        elif op.type in ("uniform_random", "gaussian_random") and not op.attrs.get("seed") \
+                and seeds.get(outs[0]):
+            op.set_attr("seed", seeds[outs[0]].pop(0))
+    for i in reversed(doomed):
+        block._remove_op(i)
+    for name in tables:
+        block.vars.pop(name, None)
+    startup._bump()

@@ -9,8 +9,8 @@ block, ``varnames`` the block's name on that server (docs/parameter_server.md).
 
 from __future__ import annotations
 
-from ..types import TensorType
-from .registry import COLLECTIVE, NO_GRAD, InferContext, register
+from ..types import INT_DTYPES, TensorType, sparse_type
+from .registry import COLLECTIVE, NO_GRAD, InferContext, register, set_lod_rule
 
 TOKEN = TensorType((1,), "int32")
 _TRAITS = (COLLECTIVE, NO_GRAD)
@@ -89,3 +89,70 @@ register("geo_sgd_exchange", "Old* X*", "Out*",
          doc="GEO-SGD: every push_nums-th call, push each block's delta (X - the last synced "
              "value) / trainers to its server and take the server's value back; Out is X "
              "otherwise. Old: the parameters as the step read them (the first synced value)")
+
+
+# -- row exchange: distributed tables and row-sparse gradients ------------------------------
+def _ids(c: InferContext):
+    ids = c.x("Ids")
+    c.check(ids.dtype in INT_DTYPES, f"Ids must be integer, got {ids.dtype}")
+    c.check(ids.rank >= 1 and ids.shape[-1] in (1, -1),
+            f"Ids must end in a dimension of 1, got {list(ids.shape)}")
+    c.check(c["height"] >= 1 and c["width"] >= 1,
+            f"height and width must be positive, got {c['height']} x {c['width']}")
+    return ids
+
+
+def _pull(c: InferContext):
+    ids = _ids(c)
+    c.check(len(c["epmap"]) >= 1, "epmap names the servers holding the table's shards")
+    return {"Out": TensorType(ids.shape[:-1] + (c["width"],), c["dtype"])}
+
+
+_TABLE_ATTRS = {"table_name": "str", "height": "int", "width": "int",
+                "dtype": ("dtype", "float32"), "padding_idx": ("int", -1)}
+
+register("distributed_lookup_table", "Ids", "Out",
+         {**_TABLE_ATTRS, "epmap": "strs", "trainer_id": ("int", 0)}, infer=_pull,
+         traits=_TRAITS,
+         doc="embedding lookup from a table that lives on the servers (is_distributed): pull "
+             "the rows of Ids (shard id % len(epmap)) from their servers; zeros at padding_idx")
+
+
+def _rows_grad(c: InferContext):
+    _ids(c)
+    dout = c.x("Out@GRAD")
+    c.check(dout.shape[-1] in (c["width"], -1),
+            f"Out@GRAD must end in the table width {c['width']}, got {list(dout.shape)}")
+    return {"W@GRAD": sparse_type((c["height"], c["width"]), c["dtype"])}
+
+
+set_lod_rule("distributed_lookup_table", "rowwise", ("Ids",))  # one row per token
+
+
+register("distributed_lookup_table_grad", "Ids Out@GRAD", "W@GRAD", dict(_TABLE_ATTRS),
+         infer=_rows_grad, traits=_TRAITS,
+         doc="the row-sparse gradient of a server-held table: one row per id of Ids, its "
+             "values Out@GRAD's (padding_idx ids are padding rows); lookup_table_grad "
+             "without the table")
+set_lod_rule("distributed_lookup_table_grad", "aware", ("Ids", "Out@GRAD"))
+
+
+def _send_rows(c: InferContext):
+    x = c.x("X")
+    c.check(x.sparse, f"X must be row-sparse (a table's gradient), got the dense {x}")
+    c.check(len(c["epmap"]) == len(c["varnames"]) >= 1, "one varname per endpoint in epmap")
+    c.check(c["split"] in ("mod", "range"), f"split is 'mod' or 'range', got {c['split']!r}")
+    if c["split"] == "range":
+        c.check(len(c["sections"]) == len(c["epmap"]) and sum(c["sections"]) == x.shape[0],
+                f"sections {c['sections']} must cut the {x.shape[0]} rows into one range per "
+                "block")
+    return {"Out": TOKEN}
+
+
+register("send_rows", "X", "Out",
+         {"epmap": "strs", "varnames": "strs", "split": ("str", "mod"), "sections": ("ints", []),
+          "trainer_id": ("int", 0)}, infer=_send_rows, traits=_TRAITS, sparse_inputs=("X",),
+         doc="push the rows of a row-sparse gradient to their servers, repeated rows summed: "
+             "split 'mod' (a distributed table) sends row r to epmap[r % len] as "
+             "varnames[r % len]; 'range' (an is_sparse table cut in blocks) sends the rows of "
+             "block i (sections[i] rows) to epmap[i], rebased to the block; Out is a token")

@@ -124,9 +124,12 @@ register("fill_zeros_like", "X", "Out", infer=lambda c: {"Out": c.x("X")},
          traits=(NO_GRAD,), doc="Out = zeros of X's shape and dtype (known at run time)")
 register("uniform_random", "", "Out", {
     "shape": "ints", "dtype": ("dtype", "float32"), "min": ("float", -1.0), "max": ("float", 1.0),
-    "seed": ("int", 0),
-}, infer=_filled, traits=(INITIALIZER, RANDOM, NO_GRAD), doc="Out ~ U[min, max)")
+    "seed": ("int", 0), "row_keyed": ("bool", False),
+}, infer=_filled, traits=(INITIALIZER, RANDOM, NO_GRAD),
+    doc="Out ~ U[min, max); row_keyed: row i drawn from the op's key folded with i (a "
+        "distributed table's rows, drawn alike wherever they are needed)")
 register("gaussian_random", "", "Out", {
     "shape": "ints", "dtype": ("dtype", "float32"), "mean": ("float", 0.0), "std": ("float", 1.0),
-    "seed": ("int", 0),
-}, infer=_filled, traits=(INITIALIZER, RANDOM, NO_GRAD), doc="Out ~ N(mean, std^2)")
+    "seed": ("int", 0), "row_keyed": ("bool", False),
+}, infer=_filled, traits=(INITIALIZER, RANDOM, NO_GRAD),
+    doc="Out ~ N(mean, std^2); row_keyed as for uniform_random")
