@@ -3,10 +3,11 @@ bytes per step for 1 server x {1, 2, 3} workers in sync, async and GEO, and a ta
 
 Run ``python benchmarks/bench_pserver.py [--workers 1 2 3] [--modes sync async geo]
 [--vocab 10000] [--sweep 10000 100000 1000000] [--table sparse|distributed] [--steps 30]
-[--out results.json]``. The model: ``--slots`` sparse slots of ``--ids`` ids each, looked up
-in one shared ``[vocab, --emb]`` table (``embedding(is_sparse=True)``; ``--table distributed``
-adds ``is_distributed=True``), sum-pooled per slot, concatenated with 13 dense features, then
-fc ``--hidden`` (relu) and a 2-way softmax with cross-entropy on a binary label; SGD.
+[--repeat 1] [--out results.json]``. The model: ``--slots`` sparse slots of ``--ids`` ids
+each, looked up in one shared ``[vocab, --emb]`` table (``embedding(is_sparse=True)``;
+``--table distributed`` adds ``is_distributed=True``), sum-pooled per slot, concatenated with
+13 dense features, then fc ``--hidden`` (relu) and a 2-way softmax with cross-entropy on a
+binary label; SGD.
 
 Each parameter-server configuration is one ``graphc launch --server_num 1 --worker_num W``
 job of this script (a Fluid 1.8 script with the DistributeTranspiler, roles from Paddle's
@@ -18,7 +19,10 @@ variables); the collective one is ``graphc launch --nproc_per_node W`` with grap
 - ``step ms``: the workers' median step time;
 - ``sent/step``: bytes a trainer sends per step (the trainer channel's count) and, for the
   collective path, the bytes each process contributes to the exchange (dense gradients, and
-  the embedding's rows and ids);
+  the embedding's rows and ids; 0 for one process);
+- ``recv/step``: bytes a trainer takes back per step: the server's count of bytes sent over
+  every trainer step (warm-up included), and for the collective path the others'
+  contributions;
 - ``vs coll``: samples/s over the collective path's with the same worker count, same run.
 On a 2-core machine the ranks (servers included) share 2 cores: the numbers show what each
 design costs here, not a scale-out.
@@ -62,6 +66,8 @@ def _parse(argv=None):
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (compiling)")
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--geo-k", type=int, default=10, help="GEO update_frequency")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="runs per configuration, in rounds; the median run is reported")
     p.add_argument("--timeout", type=float, default=300, help="per job, seconds")
     p.add_argument("--out", default=None, help="write the results as JSON here")
     p.add_argument("--worker", default=None, help=argparse.SUPPRESS)  # a rank: its out dir
@@ -239,6 +245,11 @@ def run_job(args, mode: str, workers: int, vocab: int, tmp: Path) -> dict:
            "job_s": wall}
     if mode != "collective":
         row["server"] = json.loads((out / "server0.json").read_text())
+        # what a trainer takes back per step: the server's count over every trainer step
+        row["bytes_received_per_step"] = row["server"]["bytes_sent"] / (
+            workers * (args.warmup + args.steps))
+    else:
+        row["bytes_received_per_step"] = row["bytes_sent_per_step"] * (workers - 1)
     return row
 
 
@@ -255,7 +266,7 @@ def _print(rows: list[dict], header: str) -> None:
             if r["mode"] == "collective" and "error" not in r}
     print(header)
     print(f"{'mode':<11}{'W':>3}{'vocab':>10}{'samples/s':>11}{'step ms':>9}"
-          f"{'sent/step':>11}{'vs coll':>9}{'loss':>15}{'job s':>7}")
+          f"{'sent/step':>11}{'recv/step':>11}{'vs coll':>9}{'loss':>15}{'job s':>7}")
     for r in rows:
         if "error" in r:
             print(f"{r['mode']:<11}{r['workers']:>3}{r['vocab']:>10}  FAILED {r['error']}")
@@ -263,8 +274,19 @@ def _print(rows: list[dict], header: str) -> None:
         key = (r["workers"], r["vocab"])
         ratio = f"{r['samples_per_s'] / coll[key]:.2f}x" if key in coll else "-"
         print(f"{r['mode']:<11}{r['workers']:>3}{r['vocab']:>10}{r['samples_per_s']:>11.0f}"
-              f"{r['step_ms']:>9.1f}{_fmt_bytes(r['bytes_sent_per_step']):>11}{ratio:>9}"
+              f"{r['step_ms']:>9.1f}{_fmt_bytes(r['bytes_sent_per_step']):>11}"
+              f"{_fmt_bytes(r['bytes_received_per_step']):>11}{ratio:>9}"
               f"{r['first_loss']:>7.3f}->{r['last_loss']:.3f}{r['job_s']:>7.1f}", flush=True)
+
+
+def _median_run(rows: list[dict]) -> dict:
+    """The run with the median samples/s (the lower one of an even count); every run's
+    samples/s kept in ``runs``; a failed run wins (so it is seen)."""
+    failed = [r for r in rows if "error" in r]
+    if failed:
+        return failed[0]
+    ranked = sorted(rows, key=lambda r: r["samples_per_s"])
+    return {**ranked[(len(ranked) - 1) // 2], "runs": [r["samples_per_s"] for r in rows]}
 
 
 def main() -> None:
@@ -277,26 +299,26 @@ def main() -> None:
           f"{'-'.join(map(str, args.hidden))}, batch {args.batch}/worker, SGD, "
           f"{args.steps} timed steps after {args.warmup}; load average "
           f"{os.getloadavg()[0]:.1f}", flush=True)
-    results = {"args": {k: v for k, v in vars(args).items() if k not in ("worker", "mode")},
-               "workers_grid": [], "table_sweep": []}
+    results = {"args": {k: v for k, v in vars(args).items() if k not in ("worker", "mode")}}
+    colls = [] if args.no_collective else ["collective"]
+    plan = {"workers_grid": [(m, w, args.vocab) for w in args.workers
+                             for m in colls + args.modes],
+            "table_sweep": [(m, 1, v) for v in args.sweep for m in colls + ["sync"]]}
+    runs: dict = {cfg: [] for cfgs in plan.values() for cfg in cfgs}
     with tempfile.TemporaryDirectory() as tmp:
-        grid = results["workers_grid"]
-        for w in args.workers:
-            modes = ([] if args.no_collective else ["collective"]) + args.modes
-            for mode in modes:
-                grid.append(run_job(args, mode, w, args.vocab, Path(tmp)))
-                print(f"  done {mode} x {w} ({grid[-1].get('job_s', 0):.0f} s)",
-                      file=sys.stderr, flush=True)
-        if grid:
-            _print(grid, f"\n## 1 server x W workers, vocab {args.vocab} (vs coll: samples/s "
-                         "over the collective path's with W processes)")
-        sweep = results["table_sweep"]
-        for vocab in args.sweep:
-            for mode in ([] if args.no_collective else ["collective"]) + ["sync"]:
-                sweep.append(run_job(args, mode, 1, vocab, Path(tmp)))
-        if sweep:
-            _print(sweep, "\n## table-size sweep: sync, 1 server x 1 worker (collective x 1: "
-                          "one process training locally)")
+        for r in range(args.repeat):  # rounds in turn, so a busy spell hits every config
+            for cfg in runs:
+                runs[cfg].append(run_job(args, *cfg, Path(tmp)))
+                print(f"  round {r + 1}: {cfg[0]} x {cfg[1]}, vocab {cfg[2]} "
+                      f"({runs[cfg][-1].get('job_s', 0):.0f} s)", file=sys.stderr, flush=True)
+    for part, cfgs in plan.items():
+        results[part] = [_median_run(runs[cfg]) for cfg in cfgs]
+    if results["workers_grid"]:
+        _print(results["workers_grid"], f"\n## 1 server x W workers, vocab {args.vocab} (vs "
+               "coll: samples/s over the collective path's with W processes)")
+    if results["table_sweep"]:
+        _print(results["table_sweep"], "\n## table-size sweep: sync, 1 server x 1 worker "
+               "(collective x 1: one process training locally)")
     if args.out:
         Path(args.out).write_text(json.dumps(results, indent=1))
 
