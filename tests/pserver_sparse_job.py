@@ -2,8 +2,9 @@
 --nproc_per_node 4`` (ranks 0-1 servers, 2-3 trainers), a Fluid 1.8 DistributeTranspiler script:
 a CTR-style model with a distributed table (``is_distributed``: rows live on the servers,
 two slots share it), an ``is_sparse`` table cut in two blocks (its gradient travels as rows)
-and dense layers. PS_TEST_MODE=async: async mode; PS_TEST_STEPS: steps per trainer. After the
-last step trainer 0 checkpoints the servers into OUT/ckpt (the table rows live only there)."""
+and dense layers. PS_TEST_MODE=async / half_async: those modes; PS_TEST_STEPS: steps per
+trainer. After the last step trainer 0 checkpoints the servers into OUT/ckpt (the table rows
+live only there)."""
 
 from __future__ import annotations
 
@@ -70,7 +71,9 @@ def main(out_dir: str) -> None:
     steps = int(os.environ.get("PS_TEST_STEPS", "4"))
     prog, startup, loss = build()
     config = fluid.DistributeTranspilerConfig()
-    config.sync_mode = os.environ.get("PS_TEST_MODE", "sync") == "sync"
+    mode = os.environ.get("PS_TEST_MODE", "sync")
+    config.sync_mode = mode == "sync"
+    config.half_async = mode == "half_async"  # trainers wait for their own update
     t = fluid.DistributeTranspiler(config)
     if rank < len(eps):
         t.transpile(0, program=prog, pservers=ENDPOINTS, trainers=TRAINERS,

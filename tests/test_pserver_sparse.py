@@ -217,7 +217,7 @@ def test_sync_sparse_job_equals_local_training(tmp_path):
         assert sent / steps < 20_000, sent
 
 
-ASYNC_STEPS = 30
+ASYNC_STEPS = int(os.environ.get("PS_TEST_ASYNC_STEPS", "40"))
 
 
 def table_loss(p: dict, table, steps: int) -> float:
@@ -234,25 +234,31 @@ def table_loss(p: dict, table, steps: int) -> float:
 @pytest.mark.slow
 @pytest.mark.xdist_group("mpi")
 @needs_mpi
-def test_async_sparse_job_converges(tmp_path):
-    """Async: every push applied on arrival, rows pulled as they are. Judged on the data by
-    the final parameters (dense from trainer 0, table rows from the servers' checkpoint):
-    well below the start, and within 0.1 of sync (= local) training."""
+@pytest.mark.parametrize("mode", ["async", "half_async"])
+def test_async_sparse_job_converges(tmp_path, mode):
+    """Async (a step takes the blocks returned for the previous push) and half-async (a step
+    waits for its own update): every push applied on arrival, rows pulled as they are.
+    Judged on the data by the servers' parameters (their checkpoint after trainer 0's last
+    step): below 0.6 of the start, and within 0.1 of sync (= local) training."""
     # each push applies unaveraged (W updates per global step): half the learning rate
-    proc = launch(tmp_path, PS_TEST_MODE="async", PS_TEST_STEPS=str(ASYNC_STEPS),
-                  PS_TEST_LR="0.15")
+    proc = launch(tmp_path, PS_TEST_MODE=mode, PS_TEST_STEPS=str(ASYNC_STEPS),
+                  PS_TEST_LR=os.environ.get("PS_TEST_ASYNC_LR", "0.15"))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     from safetensors.numpy import load_file
-    rows = {}
+    rows, held = {}, {}
     for s in (0, 1):
         arrays = load_file(str(tmp_path / "ckpt" / f"pserver_{s}.safetensors"))
         rows.update(zip(arrays["ctr_table@IDS"].tolist(), arrays["ctr_table@ROWS"]))
-    final = dict(np.load(tmp_path / "trainer0.npz"))
+        held.update(arrays)
+    # the servers' parameters when trainer 0 checkpointed after its last step (a trainer's
+    # own copy lags in async mode)
+    final = {name: held[name] if name in held else np.concatenate(
+        [held[f"{name}.block{i}"] for i in range(2)]) for name in local_run(0)[1]}
     _, start, table0 = local_run(0)
     _, synced, table1 = local_run(ASYNC_STEPS)
     initial = table_loss(start, lambda ids: table0[ids], ASYNC_STEPS)
     sync = table_loss(synced, lambda ids: table1[ids], ASYNC_STEPS)
     got = table_loss(final, lambda ids: np.stack([rows[int(i)] for i in ids]), ASYNC_STEPS)
-    print(f"loss over the data: initial {initial:.4f}, sync {sync:.4f}, async {got:.4f}")
-    assert got < 0.5 * initial, (initial, sync, got)
+    print(f"loss over the data: initial {initial:.4f}, sync {sync:.4f}, {mode} {got:.4f}")
+    assert got < 0.6 * initial, (initial, sync, got)
     assert got < sync + 0.1, (initial, sync, got)

@@ -126,8 +126,11 @@ def test_async_fleet_job_converges_and_a_failing_trainer_ends_it(tmp_path):
     exported by fleet.save_inference_model) have a loss over the data within 2x + 0.05 of
     local training's and below 0.7x the initial one. Then trainer 1 raises instead of
     completing: the job ends within 60 s, and the log names rank 3 as trainer 1."""
+    # a quarter of the learning rate: 2 trainers make 2 updates per step, and an async step
+    # takes the blocks returned for the previous push (stale gradients with momentum
+    # oscillate at half: loss 0.98 against 0.09 here)
     proc = launch(tmp_path, roles=True, PS_TEST_API="fleet", PS_TEST_STRATEGY="async",
-                  PS_TEST_LR="0.05",
+                  PS_TEST_LR="0.025",
                   PS_TEST_STEPS=str(ASYNC_STEPS), PS_TEST_FAIL="trainer1")
     ended = time.time()
     out = proc.stdout + proc.stderr
@@ -152,7 +155,6 @@ def test_async_fleet_job_converges_and_a_failing_trainer_ends_it(tmp_path):
         np.testing.assert_array_equal(np.asarray(scope[name]), final[name])
 
     start, local, trained = losses_over_data(tmp_path, ASYNC_STEPS)
-    # half the learning rate: 2 trainers make 2 updates per step; arrival order varies
     assert trained < 2 * local + 0.05, (trained, local, start)
     assert trained < 0.7 * start, (trained, local, start)  # it learns
 

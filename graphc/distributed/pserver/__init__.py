@@ -25,19 +25,24 @@ def __getattr__(name: str):
     raise AttributeError(f"module '{__name__}' has no attribute '{name}'")
 
 
-def start_trainer(trainer_id: int, endpoints: list[str], trainers: int):
+def start_trainer(trainer_id: int, endpoints: list[str], trainers: int,
+                  pipelined: bool = False):
     """Make this process trainer ``trainer_id``: its send/recv ops talk to ``endpoints``.
-    Idempotent for the same role; returns the channel."""
+    ``pipelined`` (async mode): a step takes the parameters the servers returned for the
+    previous step's push and does not wait for its own (half-async waits). Idempotent for
+    the same role; returns the channel."""
     from ...backends.rules.pserver import install_channel
     from .trainer import TrainerChannel
     ch = _TRAINER[0]
     if ch is not None and (ch.trainer_id, ch.endpoints, ch.trainers) == (
             trainer_id, list(endpoints), trainers):
+        ch.pipelined = pipelined
         return ch
     if ch is not None and ch.cluster is not None:
         raise PServerError(f"this process already trains as trainer {ch.trainer_id} of "
                            f"{ch.endpoints}; one process has one role")
     ch = TrainerChannel(trainer_id, endpoints, trainers)
+    ch.pipelined = pipelined
     _TRAINER[0] = ch
     install_channel(ch)
     return ch

@@ -4,9 +4,11 @@ inside the compiled step (backends/rules/pserver.py), and "complete" when the tr
 from __future__ import annotations
 
 import atexit
+import os
 
 import numpy as np
 
+from .. import watchdog
 from .protocol import (
     BARRIER,
     COMPLETE,
@@ -31,7 +33,10 @@ from .protocol import (
 
 class TrainerChannel:
     """Gradient blocks given by ``send`` wait here until ``send_barrier`` ships one buffer per
-    server; the first ``recv`` of a step takes one buffer from each server."""
+    server; the first ``recv`` of a step takes one buffer from each server. ``pipelined``
+    (async mode, Paddle's communicator): that recv posts the receive of this step's reply
+    and returns the previous step's, so a trainer never waits for the servers' update of
+    its own gradients (staleness one step; half-async and sync wait)."""
 
     def __init__(self, trainer_id: int, endpoints: list[str], trainers: int):
         self.trainer_id, self.endpoints, self.trainers = trainer_id, list(endpoints), trainers
@@ -48,12 +53,20 @@ class TrainerChannel:
         self._keep: list = []  # buffers of pending sends
         self.bytes_sent = 0
         self.bytes_received = 0
+        self.pipelined = False
+        self._pending: list | None = None  # pipelined: (buffers, requests) of the last reply
+        self._latest: dict[str, np.ndarray] | None = None  # pipelined: the newest blocks
 
     def _setup(self) -> None:
         if self.cluster is not None:
             return
+        try:  # refused before joining, as the servers do
+            timeout = watchdog.parse_timeout(os.environ.get(watchdog.ENV))
+        except ValueError as exc:
+            raise PServerError(str(exc)) from None
         self.cluster = Cluster.join(TRAINER, self.trainer_id, len(self.endpoints), self.trainers)
         comm = self.cluster.comm
+        watchdog.start(comm.Get_rank(), timeout)  # a stuck server is seen from here too
         self.layouts = [comm.recv(source=r, tag=TAG_LAYOUT) for r in self.cluster.servers]
         # every server sends its initial blocks once (Paddle's trainers pull their initial
         # parameters): the trainer's startup program reads them (recv with initial=True)
@@ -133,7 +146,9 @@ class TrainerChannel:
         rows = np.empty((len(uniq), width), dtype)
         for mine, rank, _, _ in asks:
             part = np.empty((int(mine.sum()), width), dtype)
-            comm.Recv(part.reshape(-1).view(np.uint8), source=rank, tag=TAG_ROWS)
+            with watchdog.waiting(f"trainer {self.trainer_id} waiting for rows of '{table}' "
+                                  f"from pserver {self.cluster.servers.index(rank)}"):
+                comm.Recv(part.reshape(-1).view(np.uint8), source=rank, tag=TAG_ROWS)
             rows[mine] = part
             self.bytes_received += part.nbytes
         MPI.Request.Waitall(sends)
@@ -179,13 +194,37 @@ class TrainerChannel:
         if self._grads or self._rows:  # async graphs have no send_barrier: the first recv
             self.send_barrier()  # ships
         if self._params is None:
-            comm, params = self.cluster.comm, {}
-            for layout, rank in zip(self.layouts, self.cluster.servers):
-                buf = np.empty(layout.nbytes("params"), np.uint8)
-                comm.Recv(buf, source=rank, tag=TAG_PARAMS)
-                params.update(unpack(buf, layout.params))
-            self._params = params
+            self._params = self._pipelined() if self.pipelined else self._unpack(
+                self._post_replies())
         return self._lookup(self._params, names)
+
+    def _post_replies(self) -> tuple[list, list]:
+        """Receives of one reply (the parameter blocks) from every server."""
+        comm, bufs, reqs = self.cluster.comm, [], []
+        for layout, rank in zip(self.layouts, self.cluster.servers):
+            bufs.append(np.empty(layout.nbytes("params"), np.uint8))
+            reqs.append(comm.Irecv(bufs[-1], source=rank, tag=TAG_PARAMS))
+        return bufs, reqs
+
+    def _unpack(self, posted: tuple[list, list]) -> dict[str, np.ndarray]:
+        from mpi4py import MPI
+        bufs, reqs = posted
+        with watchdog.waiting(f"trainer {self.trainer_id} waiting for the blocks of pservers "
+                              f"{list(range(len(bufs)))}"):
+            MPI.Request.Waitall(reqs)
+        params = {}
+        for layout, buf in zip(self.layouts, bufs):
+            params.update(unpack(buf, layout.params))
+            self.bytes_received += buf.nbytes
+        return params
+
+    def _pipelined(self) -> dict[str, np.ndarray]:
+        if self._pending is not None:
+            self._latest = self._unpack(self._pending)
+        self._pending = self._post_replies()
+        if self._latest is None:
+            self._latest = dict(self._initial)
+        return self._latest
 
     def _lookup(self, blocks: dict, names) -> list[np.ndarray]:
         try:
@@ -256,6 +295,8 @@ class TrainerChannel:
         self.done = True
         self._setup()  # a trainer that took no step still joins, so the servers can start
         from mpi4py import MPI
+        if self._pending is not None:  # pipelined: the last reply is taken, not left behind
+            self._latest, self._pending = self._unpack(self._pending), None
         MPI.Request.Waitall(self._requests)
         comm = self.cluster.comm
         for rank in self.cluster.servers:

@@ -112,7 +112,8 @@ class DistributeTranspiler:
         if cfg.mode in ("nccl2", "collective"):
             return self._transpile_collective(trainers, current_endpoint)
         # Paddle's mode selection: SYNC if sync_mode or completely_not_async, else ASYNC
-        # (half-async with one thread per trainer is async: trainers never wait for each other)
+        # (HALF_ASYNC with half_async: trainers never wait for each other, each waits for its
+        # own update)
         sync = bool(sync_mode and cfg.sync_mode) or bool(cfg.completely_not_async)
         if cfg.enable_dc_asgd and (sync or cfg.geo_sgd_mode):
             raise PServerError("enable_dc_asgd needs async training (sync_mode=False, "
@@ -128,6 +129,9 @@ class DistributeTranspiler:
                             f"got {trainers!r}")
         self.pserver_endpoints, self.trainer_num = endpoints, trainers
         self.sync_mode = sync
+        # async trainers do not wait for the update of their own gradients (Paddle's
+        # communicator); half-async ones do (each step sends, then takes the new blocks)
+        self._pipelined = not sync and geo is None and not cfg.half_async
         self._impl = Transpiler(endpoints, trainers, self.trainer_id, sync_mode=sync,
                                 slice_var_up=cfg.slice_var_up,
                                 min_block_size=cfg.min_block_size,
@@ -162,7 +166,7 @@ class DistributeTranspiler:
     def get_trainer_program(self, wait_port: bool = True) -> Program:
         """The trainer program; running it exchanges blocks with the servers (over MPI)."""
         impl = self._require()
-        start_trainer(impl.trainer_id, impl.endpoints, impl.trainers)
+        start_trainer(impl.trainer_id, impl.endpoints, impl.trainers, self._pipelined)
         return impl.trainer_program()
 
     def get_trainer_startup_program(self) -> Program:
@@ -170,7 +174,7 @@ class DistributeTranspiler:
         servers (Paddle appends these ops to the default startup program in place; graphc
         leaves the user's program alone, whose local values equal the servers' anyway)."""
         impl = self._require()
-        start_trainer(impl.trainer_id, impl.endpoints, impl.trainers)
+        start_trainer(impl.trainer_id, impl.endpoints, impl.trainers, self._pipelined)
         return impl.trainer_startup()
 
     def get_pserver_program(self, endpoint: str) -> Program:
