@@ -3,8 +3,9 @@
 a CTR-style model with a distributed table (``is_distributed``: rows live on the servers,
 two slots share it), an ``is_sparse`` table cut in two blocks (its gradient travels as rows)
 and dense layers. PS_TEST_MODE=async / half_async: those modes; PS_TEST_STEPS: steps per
-trainer. After the last step trainer 0 checkpoints the servers into OUT/ckpt (the table rows
-live only there)."""
+trainer; PS_TEST_BAD_STEP=k: trainer 1 first runs step k with an id outside the table (its
+data checks refuse it), then the real batch. After the last step trainer 0 checkpoints the
+servers into OUT/ckpt (the table rows live only there)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 import graphc.fluid as fluid
+from graphc import DataError
 from graphc.distributed import pserver
 
 ENDPOINTS = "127.0.0.1:6180,127.0.0.1:6181"
@@ -93,8 +95,16 @@ def main(out_dir: str) -> None:
     # which no longer makes the table, as Fluid scripts do: both must start alike
     exe.run(t.get_trainer_startup_program() if tid == 0 else startup)
     losses = []
-    for batch in batches(steps):
+    bad_step = int(os.environ.get("PS_TEST_BAD_STEP", "-1"))
+    for step, batch in enumerate(batches(steps)):
         mine = {k: v[tid * HALF:(tid + 1) * HALF] for k, v in batch.items()}
+        if step == bad_step and tid == 1:  # refused by its data checks: the servers must
+            bad = dict(mine, a=mine["a"].copy())  # never see it, and the retry goes on
+            bad["a"][0, 0] = VOCAB + 5
+            try:
+                exe.run(trainer_prog, feed=bad, fetch_list=[loss.name])
+            except DataError as exc:
+                (out / "refused.txt").write_text(str(exc))
         losses.append(float(np.asarray(exe.run(trainer_prog, feed=mine,
                                                fetch_list=[loss.name])[0]).reshape(-1)[0]))
     if tid == 0:

@@ -191,12 +191,16 @@ def test_refusals_name_the_table():
 @needs_mpi
 def test_sync_sparse_job_equals_local_training(tmp_path):
     """Paddle's bar (test_dist_simnet_bow, is_distributed table): per-step mean trainer loss
-    and final parameters within 1e-5 of local training on the concatenated batches."""
-    proc = launch(tmp_path)
+    and final parameters within 1e-5 of local training on the concatenated batches. Trainer 1
+    first runs step 2 with an id outside the table: its data checks refuse it, and since the
+    servers never see a refused step (nothing sent), the job still equals local training."""
+    proc = launch(tmp_path, PS_TEST_BAD_STEP="2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     steps = 4
     losses, params, table = local_run(steps)
     t0, t1 = np.load(tmp_path / "trainer0.npz"), np.load(tmp_path / "trainer1.npz")
+    refused = (tmp_path / "refused.txt").read_text()
+    assert f"holds {job.VOCAB + 5}" in refused and "nothing in the scope changed" in refused
     np.testing.assert_allclose((t0["losses"] + t1["losses"]) / 2, losses, atol=1e-5)
     for name, value in params.items():  # the is_sparse table and the dense layers
         np.testing.assert_allclose(t0[name], value, atol=1e-5, err_msg=name)

@@ -78,6 +78,15 @@ def report_invalid(ctx, slot: str, bad, values, expected: str) -> None:
                         "committed")
 
 
+def refused_so_far():
+    """While a step is traced: a traced bool, true when a check collected so far found a bad
+    element, so an op with effects beyond the step (a parameter-server send) can do nothing
+    for a step that will not commit; None outside ``collecting`` or before any check."""
+    sink = _SINK.get()
+    flags = [jnp.any(r.bad) for r in sink or () if np.size(r.bad)]
+    return jnp.any(jnp.stack(flags)) if flags else None
+
+
 # What ``summarise`` returns per report: how many elements are bad, the first bad one's
 # value and flat position, and (for several iterations per call) the iteration it was in.
 COUNT, VALUE, POSITION, ITERATION = range(4)

@@ -2,7 +2,10 @@
 and pushes): ordered host callbacks into the trainer's channel, which the runtime installs.
 
 The backend does not import the runtime: ``install_channel`` is how the runtime hands its
-channel in. ``jax.experimental.io_callback(ordered=True)`` keeps the callbacks in program
+channel in. A step that its data checks refuse (a label out of range) exchanges nothing:
+every callback also reads whether a check traced before it found a bad element, and then
+only drops what the step queued (``drop_step``), so the servers never see the step.
+``jax.experimental.io_callback(ordered=True)`` keeps the callbacks in program
 order inside the jitted step, and the tokens make the order a data dependency too.
 """
 
@@ -12,7 +15,7 @@ import jax
 import numpy as np
 from jax.experimental import io_callback
 
-from ..data_checks import report_invalid
+from ..data_checks import refused_so_far, report_invalid
 from ..selected_rows import SelectedRows
 from .grads import looked_up_rows
 from .registry import LoweringError, RuleContext, lowering
@@ -47,6 +50,23 @@ def _as_list(x) -> list:
     return list(x) if isinstance(x, list | tuple) else [x]
 
 
+def _refused():
+    """The step's "refused by a data check so far" flag, as a callback argument."""
+    flag = refused_so_far()
+    return jax.numpy.asarray(False) if flag is None else flag
+
+
+def _guarded(ch, host, fallback):
+    """``host(*args)`` unless the last argument (the refused flag) is set: then the step's
+    queued exchange is dropped and ``fallback(*args)`` answers (the step will not commit)."""
+    def run(*args):
+        if bool(np.asarray(args[-1])):
+            ch.drop_step()
+            return fallback(*args[:-1])
+        return host(*args[:-1])
+    return run
+
+
 @lowering("send")
 def _send(c: RuleContext, X):
     ch, names, epmap = _channel(c), list(c["varnames"]), list(c["epmap"])
@@ -55,7 +75,8 @@ def _send(c: RuleContext, X):
         ch.send(names, epmap, [np.asarray(b) for b in blocks])
         return _token()
 
-    return {"Out": io_callback(host, _TOKEN, *_as_list(X), ordered=True)}
+    run = _guarded(ch, host, lambda *_: _token())
+    return {"Out": io_callback(run, _TOKEN, *_as_list(X), _refused(), ordered=True)}
 
 
 @lowering("send_barrier")
@@ -66,7 +87,8 @@ def _send_barrier(c: RuleContext, X):
         ch.send_barrier()
         return _token()
 
-    return {"Out": io_callback(host, _TOKEN, *_as_list(X), ordered=True)}
+    run = _guarded(ch, host, lambda *_: _token())
+    return {"Out": io_callback(run, _TOKEN, *_as_list(X), _refused(), ordered=True)}
 
 
 @lowering("recv")
@@ -79,7 +101,12 @@ def _recv(c: RuleContext, X):
         arrays = ch.recv(names, epmap, initial=initial)
         return [np.asarray(a, s.dtype).reshape(s.shape) for a, s in zip(arrays, shapes)]
 
-    return {"Out": list(io_callback(host, shapes, *_as_list(X or []), ordered=True))}
+    def refused(*tokens):  # the step's new parameters are thrown away: any values do
+        return [np.zeros(s.shape, s.dtype) for s in shapes]
+
+    run = _guarded(ch, host, refused)
+    return {"Out": list(io_callback(run, shapes, *_as_list(X or []), _refused(),
+                                    ordered=True))}
 
 
 @lowering("fetch_barrier")
@@ -92,7 +119,8 @@ def _fetch_barrier(c: RuleContext, X):
         ch.fetch_barrier()
         return list(blocks)
 
-    return {"Out": list(io_callback(host, shapes, *xs, ordered=True))}
+    run = _guarded(ch, host, lambda *blocks: list(blocks))
+    return {"Out": list(io_callback(run, shapes, *xs, _refused(), ordered=True))}
 
 
 @lowering("geo_sgd_exchange")
@@ -108,7 +136,11 @@ def _geo_sgd_exchange(c: RuleContext, Old, X):
         return ch.geo_exchange(spec, [np.asarray(a) for a in arrays[:n]],
                                [np.asarray(a) for a in arrays[n:]])
 
-    return {"Out": list(io_callback(host, shapes, *olds, *xs, ordered=True))}
+    def refused(*arrays):  # not counted as a local step either
+        return [np.asarray(a) for a in arrays[n:]]
+
+    run = _guarded(ch, host, refused)
+    return {"Out": list(io_callback(run, shapes, *olds, *xs, _refused(), ordered=True))}
 
 
 @lowering("distributed_lookup_table")
@@ -154,4 +186,5 @@ def _send_rows(c: RuleContext, X):
         ch.send_rows(names, epmap, split, sections, rows[keep], np.asarray(values)[keep])
         return _token()
 
-    return {"Out": io_callback(host, _TOKEN, X.rows, X.values, ordered=True)}
+    run = _guarded(ch, host, lambda *_: _token())
+    return {"Out": io_callback(run, _TOKEN, X.rows, X.values, _refused(), ordered=True)}

@@ -233,6 +233,12 @@ class TrainerChannel:
             raise PServerError(f"trainer {self.trainer_id}: no server returned the parameter "
                                f"block {exc}") from None
 
+    def drop_step(self) -> None:
+        """The step's data checks refused it: forget what it queued (nothing was shipped:
+        every exchange of the step sees the refusal), so the servers never see the step."""
+        self._grads.clear()
+        self._rows.clear()
+
     def fetch_barrier(self) -> None:
         from mpi4py import MPI
         if self._requests and self._params is None:
