@@ -458,3 +458,55 @@ def test_row_sparse_gradients_travel_as_rows_and_update_as_locally():
                 if b[5] == ep:
                     np.testing.assert_allclose(np.asarray(scope[b[1]]),
                                                np.asarray(local[name])[b[3]:b[4]], atol=1e-6)
+
+
+def test_server_learning_rate_schedule_steps_once_per_round():
+    """A schedule with a step counter (exponential_decay, staircase every 2 steps) runs on
+    every server that owns a block: its counter is server state, advanced once per round, so
+    three sync rounds of two trainers' gradients equal three local steps (Paddle's LR block)."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 5
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 4], "float32")
+        y = fluid.data("y", [-1, 1], "float32")
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(x, 1), y))
+        lr = fluid.layers.exponential_decay(0.4, decay_steps=2, decay_rate=0.25, staircase=True)
+        fluid.optimizer.SGD(lr).minimize(loss)
+    t = Transpiler(EPS, trainers=2).transpile(main, startup)
+    exe = fluid.Executor(fluid.CPUPlace())
+    local, probe = fluid.Scope(), fluid.Scope()
+    exe.run(startup, scope=local)
+    servers = {}
+    for ep in EPS:
+        servers[ep] = fluid.Scope()
+        exe.run(t.server_startup(ep), scope=servers[ep])
+        types = [op.type for op in t.server_program(ep).global_block().ops]
+        assert types.count("increment") == 1 and "exponential_decay" in types
+    params = ("fc_0.w_0", "fc_0.b_0")
+    grads = [f"{p}@GRAD" for p in params]
+    rng = np.random.default_rng(1)
+    for _ in range(3):
+        halves = [{"x": rng.standard_normal((3, 4)).astype("float32"),
+                   "y": rng.standard_normal((3, 1)).astype("float32")} for _ in range(2)]
+        per_trainer = []
+        for half in halves:  # each trainer's gradients at the current parameters
+            exe.run(startup, scope=probe)
+            for p in params:
+                probe[p] = np.asarray(local[p])
+            per_trainer.append(dict(zip(grads, exe.run(main, feed=half, fetch_list=grads,
+                                                       scope=probe))))
+        exe.run(main, feed={k: np.concatenate([h[k] for h in halves]) for k in ("x", "y")},
+                scope=local)
+        for ep, scope in servers.items():
+            prog = t.server_program(ep)
+            feeds = {v.name: per_trainer[int(v.name[-1])][v.name.rsplit(".trainer_", 1)[0]]
+                     for v in prog.global_block().vars.values() if v.is_data}
+            exe.run(prog, feed=feeds, scope=scope)
+        for p in params:
+            (owner,) = {b[5] for b in t.blocks()[p]}
+            np.testing.assert_allclose(np.asarray(servers[owner][p]), np.asarray(local[p]),
+                                       atol=1e-6, err_msg=p)
+    assert {b[5] for blocks in t.blocks().values() for b in blocks} == set(EPS)
+    for scope in servers.values():  # each server counted the three rounds
+        assert float(np.asarray(scope["@LR_DECAY_COUNTER@"]).reshape(-1)[0]) == float(
+            np.asarray(local["@LR_DECAY_COUNTER@"]).reshape(-1)[0])

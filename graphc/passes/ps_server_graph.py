@@ -86,12 +86,6 @@ class PsServerGraph(Pass):
                 continue
             blocks = [b for b in blocks_of(graph, param.var.name) if b.endpoint == self.endpoint]
             cone = update_cone(graph, op)
-            for o in cone:
-                for v in o.output_values():
-                    if o is not op and v.var.kind != "temp":
-                        raise PassError(f"{o.where}: writes the state '{v.var.name}' (a "
-                                        "learning-rate schedule's counter): schedules with "
-                                        "state are not supported on parameter servers yet")
             if blocks:
                 work.append(([_Snapshot(o) for o in cone], param, grad, blocks))
         shared_inputs = self._erase_all(graph, ctx, work)
@@ -131,7 +125,12 @@ class PsServerGraph(Pass):
                 outputs.append(graph.latest(env[param].var.name))
                 outputs.extend(graph.latest(env[s].var.name) for s in state)
                 ctx.count("blocks")
-        outputs.extend(v for v in shared_inputs if graph.nx.succ[v] and v not in outputs)
+        for v in shared_inputs:  # learning rates; a schedule's counter, in its new version
+            if graph.nx.succ[v]:
+                v.var.extra.setdefault(SOURCE_KEY, [v.var.name, 0, -1])
+                latest = graph.latest(v.var.name)
+                if latest not in outputs:
+                    outputs.append(latest)
         for lr in table_lrs:
             if lr not in outputs:
                 lr.var.extra[SOURCE_KEY] = [lr.var.name, 0, -1]
