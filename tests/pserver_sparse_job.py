@@ -4,7 +4,9 @@ a CTR-style model with a distributed table (``is_distributed``: rows live on the
 two slots share it), an ``is_sparse`` table cut in two blocks (its gradient travels as rows)
 and dense layers. PS_TEST_MODE=async / half_async: those modes; PS_TEST_STEPS: steps per
 trainer; PS_TEST_BAD_STEP=k: trainer 1 first runs step k with an id outside the table (its
-data checks refuse it), then the real batch. After the last step trainer 0 checkpoints the
+data checks refuse it), then the real batch; PS_TEST_SAVE_AT=k: trainer 0 checkpoints the
+servers into OUT/mid before step k; PS_TEST_RESUME=DIR: servers load DIR, trainers pull and
+go on from its step. After the last step trainer 0 checkpoints the
 servers into OUT/ckpt (the table rows live only there)."""
 
 from __future__ import annotations
@@ -83,6 +85,8 @@ def main(out_dir: str) -> None:
         server_prog, server_startup = t.get_pserver_programs(eps[rank])
         exe = fluid.Executor(fluid.CPUPlace())
         exe.run(server_startup)
+        if os.environ.get("PS_TEST_RESUME"):  # blocks, velocities and table rows
+            pserver.load_checkpoint(server_prog, os.environ["PS_TEST_RESUME"])
         stats = exe.run(server_prog)
         (out / f"server{rank}.json").write_text(json.dumps(stats))
         return
@@ -93,10 +97,20 @@ def main(out_dir: str) -> None:
     exe = fluid.Executor(fluid.CPUPlace())
     # trainer 0 pulls its initial values; trainer 1 runs the (transpiled) startup program,
     # which no longer makes the table, as Fluid scripts do: both must start alike
-    exe.run(t.get_trainer_startup_program() if tid == 0 else startup)
+    resume = os.environ.get("PS_TEST_RESUME")
+    exe.run(t.get_trainer_startup_program() if tid == 0 or resume else startup)
+    first = 0
+    if resume:  # the checkpoint's values were pulled; go on from its step
+        from graphc.distributed.pserver.checkpoint import load_meta
+        first = load_meta(resume)["step"]
     losses = []
     bad_step = int(os.environ.get("PS_TEST_BAD_STEP", "-1"))
+    save_at = int(os.environ.get("PS_TEST_SAVE_AT", "-1"))
     for step, batch in enumerate(batches(steps)):
+        if step < first:
+            continue
+        if step == save_at and tid == 0:
+            pserver.save_checkpoint(str(out / "mid"))
         mine = {k: v[tid * HALF:(tid + 1) * HALF] for k, v in batch.items()}
         if step == bad_step and tid == 1:  # refused by its data checks: the servers must
             bad = dict(mine, a=mine["a"].copy())  # never see it, and the retry goes on

@@ -193,8 +193,10 @@ def test_sync_sparse_job_equals_local_training(tmp_path):
     """Paddle's bar (test_dist_simnet_bow, is_distributed table): per-step mean trainer loss
     and final parameters within 1e-5 of local training on the concatenated batches. Trainer 1
     first runs step 2 with an id outside the table: its data checks refuse it, and since the
-    servers never see a refused step (nothing sent), the job still equals local training."""
-    proc = launch(tmp_path, PS_TEST_BAD_STEP="2")
+    servers never see a refused step (nothing sent), the job still equals local training.
+    Trainer 0 checkpointed the servers after 2 steps: a job resumed from there (blocks, table
+    rows, step) ends bit-identical to this one."""
+    proc = launch(tmp_path, PS_TEST_BAD_STEP="2", PS_TEST_SAVE_AT="2")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     steps = 4
     losses, params, table = local_run(steps)
@@ -219,6 +221,28 @@ def test_sync_sparse_job_equals_local_training(tmp_path):
     for tid in (0, 1):
         sent = json.loads((tmp_path / f"trainer{tid}.json").read_text())["bytes_sent"]
         assert sent / steps < 20_000, sent
+    resumed = tmp_path / "resumed"
+    resumed.mkdir()
+    proc = launch(resumed, PS_TEST_BAD_STEP="2", PS_TEST_RESUME=str(tmp_path / "mid"))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for s in (0, 1):
+        whole, again = (load_file(str(d / "ckpt" / f"pserver_{s}.safetensors"))
+                        for d in (tmp_path, resumed))
+        assert sorted(again) == sorted(whole)
+        for name in whole:  # rows drawn in another order: compare the rows of each id
+            if name.endswith("@IDS") or name.endswith("@ROWS"):
+                continue
+            np.testing.assert_array_equal(again[name], whole[name], err_msg=name)
+        order = [np.argsort(d["ctr_table@IDS"]) for d in (whole, again)]
+        np.testing.assert_array_equal(again["ctr_table@IDS"][order[1]],
+                                      whole["ctr_table@IDS"][order[0]])
+        np.testing.assert_array_equal(again["ctr_table@ROWS"][order[1]],
+                                      whole["ctr_table@ROWS"][order[0]])
+    for tid in (0, 1):
+        whole, again = (np.load(d / f"trainer{tid}.npz") for d in (tmp_path, resumed))
+        np.testing.assert_array_equal(again["losses"], whole["losses"][2:])
+        for name in params:
+            np.testing.assert_array_equal(again[name], whole[name], err_msg=name)
 
 
 ASYNC_STEPS = int(os.environ.get("PS_TEST_ASYNC_STEPS", "40"))

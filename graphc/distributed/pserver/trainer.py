@@ -54,6 +54,7 @@ class TrainerChannel:
         self.bytes_sent = 0
         self.bytes_received = 0
         self.pipelined = False
+        self._startup_pull = False
         self._pending: list | None = None  # pipelined: (buffers, requests) of the last reply
         self._latest: dict[str, np.ndarray] | None = None  # pipelined: the newest blocks
 
@@ -190,6 +191,7 @@ class TrainerChannel:
     def recv(self, names, epmap, initial: bool = False) -> list[np.ndarray]:
         self._setup()
         if initial:
+            self._startup_pull = True  # its fetch_barrier is no step
             return self._lookup(self._initial, names)
         if self._grads or self._rows:  # async graphs have no send_barrier: the first recv
             self.send_barrier()  # ships
@@ -241,6 +243,9 @@ class TrainerChannel:
 
     def fetch_barrier(self) -> None:
         from mpi4py import MPI
+        if self._startup_pull:  # the startup program's pull of the initial values
+            self._startup_pull = False
+            return
         if self._requests and self._params is None:
             self.recv([], [])  # a step that received no block still takes the servers' reply
         MPI.Request.Waitall(self._requests)
