@@ -48,7 +48,12 @@ def optimizer():
     """Momentum; PS_TEST_LR changes its learning rate (async needs a smaller one: W trainers
     apply W updates per global step)."""
     lr = float(os.environ.get("PS_TEST_LR", "0.1"))
-    return fluid.optimizer.Momentum(lr, 0.5, regularization=fluid.regularizer.L2Decay(0.01))
+    # PS_TEST_CLIP=global: clipped by the global norm of every gradient (blocks on both
+    # servers): the servers sum their parts of the norm
+    clip = (fluid.clip.GradientClipByGlobalNorm(float(os.environ.get("PS_TEST_CLIP_NORM", "0.1")))
+            if os.environ.get("PS_TEST_CLIP") == "global" else None)
+    return fluid.optimizer.Momentum(lr, 0.5, regularization=fluid.regularizer.L2Decay(0.01),
+                                    grad_clip=clip)
 
 
 def batches(steps: int = STEPS + 1):

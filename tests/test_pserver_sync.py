@@ -93,6 +93,25 @@ def test_two_trainers_two_servers_equal_local_training_and_resume(tmp_path):
             np.testing.assert_array_equal(again[name], whole[name], err_msg=name)
 
 
+@pytest.mark.slow
+def test_global_norm_clipping_spans_the_servers(tmp_path, monkeypatch):
+    """GradientClipByGlobalNorm over gradients whose blocks live on both servers: each server
+    sums its blocks' squared norms and the servers add their parts (ps_server_sum), so the
+    2 x 2 job still equals local training, where the clip is active (Paddle clips by a
+    per-server norm instead)."""
+    proc = launch(tmp_path, PS_TEST_CLIP="global", PS_TEST_STEPS=str(job.STEPS))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    unclipped = local_run()[0]
+    monkeypatch.setenv("PS_TEST_CLIP", "global")
+    losses, params = local_run()
+    assert abs(losses[-1] - unclipped[-1]) > 1e-3  # the clip changes training
+    t0, t1 = np.load(tmp_path / "trainer0.npz"), np.load(tmp_path / "trainer1.npz")
+    np.testing.assert_allclose((t0["losses"] + t1["losses"]) / 2, losses, atol=1e-5)
+    for name, value in params.items():
+        np.testing.assert_allclose(t0[name], value, atol=1e-5, err_msg=name)
+        np.testing.assert_allclose(t1[name], value, atol=1e-5, err_msg=name)
+
+
 ASYNC_STEPS = 16
 
 

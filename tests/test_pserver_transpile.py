@@ -510,3 +510,23 @@ def test_server_learning_rate_schedule_steps_once_per_round():
     for scope in servers.values():  # each server counted the three rounds
         assert float(np.asarray(scope["@LR_DECAY_COUNTER@"]).reshape(-1)[0]) == float(
             np.asarray(local["@LR_DECAY_COUNTER@"]).reshape(-1)[0])
+
+
+def test_global_norm_clipping_sums_the_servers_parts_in_sync_mode_only():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 128], "float32")
+        y = fluid.data("y", [-1, 1], "float32")
+        h = fluid.layers.fc(x, 128, act="tanh")
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(h, 1), y))
+        clip = fluid.clip.GradientClipByGlobalNorm(0.5)
+        fluid.optimizer.SGD(0.1, grad_clip=clip).minimize(loss)
+    t = Transpiler(EPS, trainers=2).transpile(main, startup)
+    for ep in EPS:  # each server: its blocks' chains, their sum, one sum over the servers
+        types = [op.type for op in t.server_graph(ep).ops()]
+        assert types.count("ps_server_sum") == 1
+        mine = sum(b[5] == ep for blocks in t.blocks().values() for b in blocks)
+        assert types.count("square") == mine
+    with pytest.raises(PassError, match="global-norm clipping on parameter servers needs sync"):
+        Transpiler(EPS, trainers=2, sync_mode=False).transpile(main, startup).server_graph(
+            EPS[0])

@@ -1402,6 +1402,7 @@ PSERVER_CASES = [
     case("send_rows", {"X": TensorType((300, 8), "float32", True)},
          {"epmap": ["a:1", "b:2"], "varnames": ["w@GRAD.block0", "w@GRAD.block1"],
           "split": "range", "sections": [150, 150]}, {"Out": TOKEN}),
+    case("ps_server_sum", {"X": t(1)}, {}, {"Out": t(1)}),
 ]
 CASES.extend(PSERVER_CASES)  # test_every_op_has_a_case reads CASES when it runs
 

@@ -16,8 +16,10 @@ update, ``w_bak`` fed as ``w.block0@BAK`` (the block as the sending trainer last
 A distributed table has no block: its rows are updated by the server loop outside the graph
 (graphc/distributed/pserver/table.py), which reads the table's learning rate from the scope;
 the graph keeps that learning rate as an output, so the server's startup initialises it.
-Refuses (PassError): an update reading another parameter's gradient (global-norm clipping),
-learning-rate schedules that keep state (step counters), both not supported yet.
+Global-norm clipping (sync mode; ps_global_norm.py): the sum of squared norms becomes this
+server's sum over its blocks and a ``ps_server_sum`` over every server.
+Refuses (PassError): an update reading another parameter's gradient in any other way, and
+global-norm clipping in async mode (no round in which every server could take part).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from ..ir.graph import Graph, Op, Value
 from ..ir.ops import get_op_def
 from ..ir.types import TensorType
 from .base import Pass, PassContext, PassError, register_pass
+from .ps_global_norm import norm_sums
 from .ps_plan import blocks_of, distributed_tables, updated_pairs
 
 SOURCE_KEY = "ps_source"
@@ -63,6 +66,7 @@ class _Snapshot:
         self.inputs = {s: list(vs) for s, vs in op.inputs.items()}
         self.outputs = {s: list(vs) for s, vs in op.outputs.items()}
         self.where, self.is_optimizer = op.where, bool(op.inputs.get("Param"))
+        self.id = op.id
 
 
 @register_pass
@@ -79,7 +83,16 @@ class PsServerGraph(Pass):
         work = []  # (optimizer snapshot, cone snapshots, param, grad, blocks here)
         tables = distributed_tables(graph)
         table_lrs = []
-        for op, param, grad in updated_pairs(graph):
+        pairs = updated_pairs(graph)
+        norms = norm_sums(graph, [g for _, _, g in pairs])
+        if norms and not self.sync_mode:
+            raise PassError(f"{norms[0].op.where}: global-norm clipping on parameter servers "
+                            "needs sync mode (one norm over every server's blocks per step)")
+        norm_snaps = [(_Snapshot(n.op), {g: [_Snapshot(o) for o in ops]
+                                         for g, ops in n.chains.items()}) for n in norms]
+        skip = {n.op.id for n in norms} | {o.id for n in norms for ops in n.chains.values()
+                                          for o in ops}
+        for op, param, grad in pairs:
             if param.var.name in tables:
                 if self.endpoint in graph.vars[param.var.name].extra.get("ps_table", ()):
                     table_lrs.append(tables[param.var.name].learning_rate)
@@ -92,6 +105,15 @@ class PsServerGraph(Pass):
         rw = ctx.rewriter
         shared_env: dict[Value, Value] = {}
         outputs: list[Value] = []
+        means = {}  # (param, block index) -> the block's mean gradient, made up front
+        if norms:  # ... because the norm reads every block's before any update
+            for _, param, grad, blocks in work:
+                for b in blocks:
+                    rows = (b.end - b.start, *param.shape[1:])
+                    means[param.var.name, b.index] = self._mean_gradient(
+                        ctx, b.grad, TensorType(rows, grad.dtype))
+            for snap, chains in norm_snaps:
+                self._global_norm(ctx, snap, chains, work, means, shared_env, shared_inputs)
         for cone, param, grad, blocks in work:
             opt = cone[-1]
             inplace = get_op_def(opt.type).inplace
@@ -117,11 +139,14 @@ class PsServerGraph(Pass):
                     else:
                         env[s] = new_input(ctx, f"{s.var.name}.block{b.index}", s.type,
                                            "persistable", [s.var.name, 0, -1])
-                env[grad] = self._mean_gradient(ctx, b.grad, TensorType(rows, grad.dtype))
+                mean = means.get((param.var.name, b.index))
+                env[grad] = mean if mean is not None else self._mean_gradient(
+                    ctx, b.grad, TensorType(rows, grad.dtype))
                 if self.dc_asgd:
                     env[grad] = self._compensate(ctx, env[grad], env[param], b.param)
                 for snap in cone:
-                    self._clone(ctx, snap, env, shared_env, shared_inputs, b.index, split)
+                    if snap.id not in skip:
+                        self._clone(ctx, snap, env, shared_env, shared_inputs, b.index, split)
                 outputs.append(graph.latest(env[param].var.name))
                 outputs.extend(graph.latest(env[s].var.name) for s in state)
                 ctx.count("blocks")
@@ -166,6 +191,31 @@ class PsServerGraph(Pass):
                 if s not in get_op_def(opt.type).inplace.values() and s not in ("Param", "Grad"):
                     shared.extend(v for v in vs if v in inputs and v not in shared)
         return shared
+
+    def _global_norm(self, ctx: PassContext, snap: _Snapshot, chains: dict, work,
+                     means: dict, shared_env: dict, shared_inputs: list) -> None:
+        """This server's part of a global norm's sum of squares (each owned block's chain),
+        summed over every server: what the original ``sum`` op stands for from now on."""
+        rw = ctx.rewriter
+        parts = []
+        for _, param, grad, blocks in work:
+            for b in blocks:
+                if grad not in chains:
+                    continue
+                env = {grad: means[param.var.name, b.index]}
+                for op in chains[grad]:
+                    self._clone(ctx, op, env, shared_env, shared_inputs, b.index, True)
+                parts.append(env[chains[grad][-1].outputs["Out"][0]])
+        out = snap.outputs["Out"][0]
+        if not parts:  # no block of this norm here: the server still takes part
+            parts = [rw.create_op("fill_constant", {}, {"Out": f"{out.var.name}@LOCAL"},
+                                  {"shape": list(out.shape), "dtype": out.dtype, "value": 0.0},
+                                  role="optimize").output("Out")]
+        local = parts[0] if len(parts) == 1 else rw.create_op(
+            "sum", {"X": parts}, {"Out": f"{out.var.name}@LOCAL"}, role="optimize").output("Out")
+        shared_env[out] = rw.create_op("ps_server_sum", {"X": local}, {"Out": out.var.name},
+                                       source=snap.source, role="optimize").output("Out")
+        ctx.count("global norms summed over servers")
 
     @staticmethod
     def _compensate(ctx: PassContext, g: Value, param: Value, block: str) -> Value:

@@ -21,6 +21,7 @@ from .grads import looked_up_rows
 from .registry import LoweringError, RuleContext, lowering
 
 _CHANNEL: list = [None]  # the trainer's channel; set by the runtime (install_channel)
+_SERVER: list = [None]  # a server's ``server_sum(array) -> array`` (install_server)
 _TOKEN = jax.ShapeDtypeStruct((1,), np.int32)
 
 
@@ -188,3 +189,23 @@ def _send_rows(c: RuleContext, X):
 
     run = _guarded(ch, host, lambda *_: _token())
     return {"Out": io_callback(run, _TOKEN, X.rows, X.values, _refused(), ordered=True)}
+
+
+def install_server(server) -> None:
+    """Route this process's ps_server_sum ops to ``server.server_sum`` (a parameter server's
+    all-reduce over every server); None: none."""
+    _SERVER[0] = server
+
+
+@lowering("ps_server_sum")
+def _ps_server_sum(c: RuleContext, X):
+    server = _SERVER[0]
+    if server is None:
+        raise LoweringError(f"{c.where}: sums over every parameter server: run the server "
+                            "program with graphc.distributed.pserver.serve (exe.run of it)")
+    shape = jax.ShapeDtypeStruct(X.shape, X.dtype)
+
+    def host(x):
+        return np.asarray(server.server_sum(np.asarray(x)), shape.dtype).reshape(shape.shape)
+
+    return {"Out": io_callback(host, shape, X, ordered=True)}

@@ -146,6 +146,7 @@ class Cluster:
     comm: object
     servers: list[int]  # server id -> rank
     trainers: list[int]  # trainer id -> rank
+    group: object = None  # a communicator of the ranks of this rank's role (servers' sums)
 
     @classmethod
     def join(cls, role: str, index: int, num_servers: int, num_trainers: int) -> Cluster:
@@ -164,4 +165,6 @@ class Cluster:
         # message naming its rank
         print(f"graphc pserver: rank {comm.Get_rank()} is {role.lower()} {index} "
               f"({num_servers} servers, {num_trainers} trainers)", file=sys.stderr, flush=True)
-        return cls(comm, [r for _, r in servers], [r for _, r in trainers])
+        # collective over every rank, as the allgather: one communicator per role
+        group = comm.Split(0 if role == SERVER else 1, comm.Get_rank())
+        return cls(comm, [r for _, r in servers], [r for _, r in trainers], group)

@@ -73,6 +73,9 @@ class _State:
                       "rows_pushed": 0}
         self.trainer_of = {r: t for t, r in enumerate(cluster.trainers)}
         self.has_update = bool(self.shapes)  # the graph has blocks to feed
+        # all-reduces over the servers per round (global-norm clipping): a server with no
+        # block to update takes part from here
+        self.server_sums = sum(op.type == "ps_server_sum" for op in program.global_block().ops)
 
     def where(self) -> str:
         return f"pserver {self.info['endpoint']}"
@@ -128,6 +131,15 @@ class _State:
             lr = float(np.asarray(self.scope[table.spec["lr"]]).reshape(-1)[0])
             table.sgd(ids, values, lr)
 
+    def server_sum(self, x: np.ndarray) -> np.ndarray:
+        """``x`` summed over every server (in sync rounds every server calls this alike)."""
+        from mpi4py import MPI
+        x = np.ascontiguousarray(x)
+        out = np.empty_like(x)
+        with watchdog.waiting(f"{self.where()} summing over the servers"):
+            self.cluster.group.Allreduce(x, out, op=MPI.SUM)
+        return out
+
     def blocks(self) -> list[np.ndarray]:
         return [np.asarray(self.scope[n]) for n, _, _ in self.layout.params]
 
@@ -151,6 +163,8 @@ def serve(program, executor=None, scope=None) -> dict:
     cluster = Cluster.join(SERVER, info["server_id"], len(info["endpoints"]), info["trainers"])
     state = _State(program, exe, scope, cluster, info)
     _load_tables(program, state)
+    from ...backends.rules.pserver import install_server
+    install_server(state)
     comm = cluster.comm
     watchdog.start(comm.Get_rank(), timeout)
     for rank in cluster.trainers:
@@ -255,6 +269,9 @@ def _serve_sync(state: _State) -> None:
                     feeds[n] = np.zeros(shape, dtype)
         if state.has_update:
             state.exe.run(state.program, feed=feeds, scope=state.scope)
+        else:
+            for _ in range(state.server_sums):
+                state.server_sum(np.zeros(1, np.float32))
         state.update_tables([pushes[t] for t in arrived], 1.0 / info["trainers"])
         out = pack(state.blocks())
         requests = [comm.Isend(out, dest=state.cluster.trainers[t], tag=TAG_PARAMS)

@@ -156,3 +156,8 @@ register("send_rows", "X", "Out",
              "split 'mod' (a distributed table) sends row r to epmap[r % len] as "
              "varnames[r % len]; 'range' (an is_sparse table cut in blocks) sends the rows of "
              "block i (sections[i] rows) to epmap[i], rebased to the block; Out is a token")
+
+
+register("ps_server_sum", "X", "Out", {}, infer=lambda c: {"Out": c.x("X")}, traits=_TRAITS,
+         doc="on a parameter server: X summed over every server of the job (the squared "
+             "global norm of gradients whose blocks live on several servers)")
