@@ -24,7 +24,9 @@ from graphc.distributed import pserver
 
 ENDPOINTS = "127.0.0.1:6180,127.0.0.1:6181"
 TRAINERS, HALF = 2, 8
-VOCAB, SMALL, WIDTH = 1_000_000, 2048, 8
+# PS_TEST_VOCAB: the distributed table's rows (2e9 x 8 float32 is 64 GB: more than any
+# process of the job may hold)
+VOCAB, SMALL, WIDTH = int(os.environ.get("PS_TEST_VOCAB", "1000000")), 2048, 8
 
 
 def build():
@@ -55,7 +57,7 @@ def batches(steps: int):
     for _ in range(steps):
         raw = rng.integers(0, 40, (2 * HALF, 3))
         a = (raw[:, :1] * 7919) % VOCAB
-        b = (raw[:, 1:2] * 104729 + 3) % VOCAB
+        b = (raw[:, 1:2] * 104729 + 3 + VOCAB // 2) % VOCAB
         c = raw[:, 2:] % SMALL
         y = np.sin(raw[:, :1] * 0.5) + 0.5 * np.cos(raw[:, 1:2] * 0.3)
         out.append({"a": a.astype("int64"), "b": b.astype("int64"), "c": c.astype("int64"),

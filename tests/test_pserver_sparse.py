@@ -290,3 +290,25 @@ def test_async_sparse_job_converges(tmp_path, mode):
     print(f"loss over the data: initial {initial:.4f}, sync {sync:.4f}, {mode} {got:.4f}")
     assert got < 0.6 * initial, (initial, sync, got)
     assert got < sync + 0.1, (initial, sync, got)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("mpi")
+@needs_mpi
+def test_a_table_larger_than_any_process_trains(tmp_path):
+    """A 2e9 x 8 float32 distributed table (64 GB, more than this machine's memory): no
+    process ever makes it (the startup program no longer does; servers draw rows on first
+    touch), so the job trains in bounded memory; the servers hold only the rows asked for."""
+    vocab = 2_000_000_000
+    proc = launch(tmp_path, PS_TEST_VOCAB=str(vocab), PS_TEST_STEPS="3")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    from safetensors.numpy import load_file
+    held = 0
+    for s in (0, 1):
+        arrays = load_file(str(tmp_path / "ckpt" / f"pserver_{s}.safetensors"))
+        ids = arrays["ctr_table@IDS"]
+        assert np.all(ids % 2 == s) and ids.max() > 10 ** 9  # rows far into the table
+        held += len(ids)
+    assert held <= 3 * 2 * job.HALF * 2  # at most two ids per sample
+    for tid in (0, 1):
+        assert np.isfinite(np.load(tmp_path / f"trainer{tid}.npz")["losses"]).all()
