@@ -13,10 +13,6 @@ _DYGRAPH = ("graphc runs static programs only (no dygraph / imperative mode): bu
             "inside fluid.program_guard(main, startup) and run it with fluid.Executor")
 _LOD = ("this LoD (ragged sequence) API is not implemented yet; LoD values, the sequence_* "
         "layers, dynamic_lstm/gru, CRF and DynamicRNN are (docs/lod.md)")
-_PSERVER = ("parameter-server fleet is not supported yet (graphc's parameter-server "
-            "issue): use fluid.DistributeTranspiler (sync mode, docs/parameter_server.md) or "
-            "collective training: fleet.init(is_collective=True) from "
-            "graphc.fluid.incubate.fleet.collective")
 _AMP = ("graphc has no contrib.mixed_precision; ask for mixed precision with "
         "DistributedStrategy.amp = True (fleet) or BuildStrategy's AMP pass (see "
         "docs/strategies.md)")
@@ -39,7 +35,6 @@ ADVICE: dict[str, str] = {
     "contrib.mixed_precision": _AMP,
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
-    "transpiler": _PSERVER,  # what fleet's parameter-server role refers to
     "LoDTensorArray": _LOD,
     "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
                             "ParamAttr"),
