@@ -27,6 +27,7 @@ import pytest
 
 from graphc.distributed import watchdog
 from graphc.distributed.launch import LaunchError, build_command
+from graphc.testing.processes import job_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAPHC = [sys.executable, "-m", "graphc"]
@@ -96,21 +97,6 @@ TRAINING = textwrap.dedent("""
 def _env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("XLA_FLAGS", watchdog.ENV)}
     return dict(env, PYTHONPATH=str(ROOT), CPU_NUM="1", **extra)
-
-
-def job_processes(marker: str) -> list[tuple[int, str]]:
-    """(pid, command line) of every process whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append((int(entry.name), cmdline))
-    return found
 
 
 def left_behind(marker: str, wait: float) -> list[tuple[int, str]]:

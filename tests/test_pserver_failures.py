@@ -20,6 +20,7 @@ import pytest
 from graphc.distributed import watchdog
 from graphc.distributed.control import ControlServer
 from graphc.distributed.pserver import roles
+from graphc.testing.processes import job_processes
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "tests" / "pserver_failure_job.py"
@@ -27,21 +28,6 @@ HAVE_MPI = Path(sys.executable).with_name("mpirun").exists() or shutil.which("mp
 needs_mpi = pytest.mark.skipif(not HAVE_MPI, reason="needs mpirun")
 HANG_S = 12  # the hang deadline of the hang cases: longer than a first step's compile
 HOST = socket.gethostname()
-
-
-def job_processes(marker: str) -> list[tuple[int, str]]:
-    """(pid, command line) of every process whose command line holds ``marker``."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        if marker in cmdline:
-            found.append((int(entry.name), cmdline))
-    return found
 
 
 def launch(out: Path, size: list[str], **env) -> tuple[subprocess.CompletedProcess, float]:
