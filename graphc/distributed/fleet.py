@@ -29,11 +29,13 @@ class FleetError(GraphcError):
 
 
 def init(role_maker=None, is_collective: bool = False, strategy=None) -> None:
-    """Join the job (graphc.distributed.init). Only collective mode exists: parameter-server
-    training (``is_collective=False``) is a clear error until graphc has it."""
+    """Join the job (graphc.distributed.init). This is the collective fleet: parameter-server
+    training (``is_collective=False``) is the parameter-server fleet's."""
     if not is_collective:
-        raise FleetError("fleet.init(is_collective=False) asks for parameter-server training, "
-                         "which graphc does not support yet; use fleet.init(is_collective=True)")
+        raise FleetError("fleet.init(is_collective=False) asks for parameter-server training: "
+                         "use the parameter-server fleet (graphc.fluid.incubate.fleet."
+                         "parameter_server.distribute_transpiler.fleet, "
+                         "docs/parameter_server.md) or fleet.init(is_collective=True)")
     from . import init as init_distributed
     init_distributed()
     _FLEET["initialized"] = True

@@ -11,7 +11,7 @@ from pydantic import PrivateAttr
 from .....distributed import fleet as _fleet
 from .....distributed.strategy import DistributedStrategy as _FleetStrategy
 from .....strategy import StrategyError
-from ...._missing import advice_for, missing
+from ...._missing import missing
 
 __all__ = ["Collective", "DistributedStrategy", "fleet"]
 
@@ -79,8 +79,11 @@ class Collective:
                                     f"got {type(role_maker).__name__}")
         if role_maker is not None and not getattr(role_maker, "_is_collective", True):
             raise _fleet.FleetError(
-                f"fleet.init({type(role_maker).__name__}(is_collective=False)): "
-                f"{advice_for('transpiler')}")
+                f"fleet.init({type(role_maker).__name__}(is_collective=False)): a "
+                "parameter-server role; this is the collective fleet: use the "
+                "parameter-server fleet (fluid.incubate.fleet.parameter_server."
+                "distribute_transpiler.fleet) or fluid.DistributeTranspiler "
+                "(docs/parameter_server.md)")
         _fleet.init(role_maker, is_collective=True)
 
     def distributed_optimizer(self, optimizer, strategy=None):
