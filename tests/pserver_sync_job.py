@@ -170,6 +170,9 @@ def main(out_dir: str) -> None:
             pserver.save_checkpoint(str(out / "ckpt"))
     np.savez(out / f"trainer{tid}.final.npz", **params(prog, fluid.global_scope()))
     if fail:  # instead of completing: the servers wait for this trainer
+        deadline = time.time() + 60  # once trainer 0 is through (its results are checked)
+        while not (out / "trainer0.done").exists() and time.time() < deadline:
+            time.sleep(0.05)
         (out / "failed_at").write_text(repr(time.time()))
         raise RuntimeError(f"trainer {tid} fails on purpose after step {step}")
     if use_fleet:
@@ -179,6 +182,7 @@ def main(out_dir: str) -> None:
         fleet.stop_worker()
     else:
         pserver.complete()
+    (out / f"trainer{tid}.done").write_text("")
 
 
 if __name__ == "__main__":

@@ -4,17 +4,19 @@ the servers; the trainer sends its gradient blocks and receives the updated para
 Matches: every optimizer op and the optimize / lr_sched ops it reads (regularisation,
 clipping, per-parameter learning rates, schedules), using the plan of ps-slice-variables.
 Produces, in place of them: per parameter, ``split`` of the backward gradient into its blocks
-(when cut) and one ``send`` right after the backward op that finishes it; then (sync mode) one
-``send_barrier`` over every send's token, one ``recv`` per parameter waiting on the barrier,
-one ``fetch_barrier`` over every received block, and a ``concat`` (axis 0) per parameter whose
-result is the parameter's new value. A row-sparse gradient (is_sparse embedding) travels as
+(when cut) right after the backward op that finishes it; one ``send`` of every dense block
+after the backward (one host callback per step, not one per parameter: a callback costs about
+0.1 ms and the channel only stages what it is given); then (sync mode) one ``send_barrier``
+over every send's token, one ``recv`` of every parameter block (per dtype) waiting on the
+barrier, one ``fetch_barrier`` over them, and a ``concat`` (axis 0) per parameter whose result
+is the parameter's new value. A row-sparse gradient (is_sparse embedding) travels as
 rows: one ``send_rows`` (split "range") pushes each block's rows to its server. A distributed
 table (ps_plan.distributed_tables) leaves the trainer: each lookup becomes a
 ``distributed_lookup_table`` (pull the batch's rows), each lookup gradient a
 ``distributed_lookup_table_grad`` (rows without the table), and one ``send_rows`` (split
 "mod") pushes the table's row gradient; nothing of it is received. Optimizer state and
 learning-rate variables no longer read by the trainer leave the graph. Async mode (sync_mode
-false) omits the barriers: each recv waits on its own send only.
+false) omits the send barrier: the recv waits on the sends.
 Declines: a graph without optimizer ops.
 """
 
@@ -42,7 +44,7 @@ class PsTrainerGraph(Pass):
         rw = ctx.rewriter
         attrs = {"trainer_id": self.trainer_id}
         tables = distributed_tables(graph)
-        tokens, per_param = [], []
+        tokens, per_param, dense = [], [], []  # dense: (gradient block, Block) to send
         for op, param, grad in pairs:
             if param.var.name in tables:
                 tokens.append(self._table(graph, ctx, tables[param.var.name], attrs))
@@ -57,25 +59,25 @@ class PsTrainerGraph(Pass):
                                      "sections": [b.end - b.start for b in blocks]},
                                     role="backward", after=producer)
                 tokens.append(send.output("Out"))
-                per_param.append((op, param, blocks, send))
+                per_param.append((op, param, blocks))
                 ctx.count("row-sparse gradients sent as rows")
                 continue
             if len(blocks) > 1:
                 split = rw.create_op("split", {"X": grad}, {"Out": [b.grad for b in blocks]},
                                      {"sections": [b.end - b.start for b in blocks], "axis": 0},
                                      role="backward", after=producer)
-                pieces, anchor = split.outputs["Out"], split
+                dense.extend(zip(split.outputs["Out"], blocks))
                 ctx.count("split")
             else:
-                pieces, anchor = [grad], producer
-            send = rw.create_op("send", {"X": pieces}, {"Out": f"{grad.var.name}@SEND"},
-                                {**attrs, "epmap": [b.endpoint for b in blocks],
-                                 "varnames": [b.grad for b in blocks]},
-                                role="backward", after=anchor)
+                dense.extend(zip([grad], blocks))
+            per_param.append((op, param, blocks))
+        if dense:  # one send of every dense block, after the backward: one host callback
+            send = rw.create_op("send", {"X": [v for v, _ in dense]}, {"Out": "send@TOKEN"},
+                                {**attrs, "epmap": [b.endpoint for _, b in dense],
+                                 "varnames": [b.grad for _, b in dense]}, role="backward")
             tokens.append(send.output("Out"))
-            per_param.append((op, param, blocks, send))
             ctx.count("send")
-        endpoints = sorted({b.endpoint for _, _, blocks, _ in per_param for b in blocks})
+        endpoints = sorted({b.endpoint for _, _, blocks in per_param for b in blocks})
         if not per_param:  # distributed tables only: ship the rows, take the (empty) replies
             endpoints = sorted({e for t in tables for e in graph.vars[t].extra[TABLE_KEY]})
             barrier = rw.create_op("send_barrier", {"X": tokens}, {"Out": "send_barrier@TOKEN"},
@@ -85,36 +87,41 @@ class PsTrainerGraph(Pass):
                          {**attrs, "endpoints": endpoints}, role="backward")
             self._drop_optimizer(graph, ctx, {})
             return
-        barrier = None
+        after = tokens  # async: each step's first recv ships what the sends staged
         if self.sync_mode:
-            barrier = rw.create_op("send_barrier", {"X": tokens}, {"Out": "send_barrier@TOKEN"},
-                                   {**attrs, "endpoints": endpoints}, role="backward"
-                                   ).output("Out")
-        received = []
-        for _op, param, blocks, send in per_param:
-            shapes, ranks = [], []
-            for b in blocks:
-                shape = (b.end - b.start, *param.shape[1:]) if param.shape else ()
-                shapes.extend(shape)
-                ranks.append(len(shape))
-            recv = rw.create_op("recv", {"X": [barrier if barrier is not None
-                                               else send.output("Out")]},
-                                {"Out": [f"{b.param}@RECV" if b.param == param.var.name
-                                         else b.param for b in blocks]},
-                                {**attrs, "epmap": [b.endpoint for b in blocks],
-                                 "varnames": [b.param for b in blocks], "shapes": shapes,
-                                 "ranks": ranks, "dtype": param.dtype}, role="backward")
-            received.append(recv.outputs["Out"])
+            after = [rw.create_op("send_barrier", {"X": tokens}, {"Out": "send_barrier@TOKEN"},
+                                  {**attrs, "endpoints": endpoints}, role="backward"
+                                  ).output("Out")]
+        received: dict[str, list] = {}  # parameter -> its received blocks
+        for dtype in dict.fromkeys(param.dtype for _, param, _ in per_param):
+            names, eps, varnames, shapes, ranks, owners = [], [], [], [], [], []
+            for _op, param, blocks in per_param:
+                if param.dtype != dtype:
+                    continue
+                for b in blocks:
+                    shape = (b.end - b.start, *param.shape[1:]) if param.shape else ()
+                    shapes.extend(shape)
+                    ranks.append(len(shape))
+                    names.append(f"{b.param}@RECV" if b.param == param.var.name else b.param)
+                    eps.append(b.endpoint)
+                    varnames.append(b.param)
+                    owners.append(param.var.name)
+            recv = rw.create_op("recv", {"X": after}, {"Out": names},
+                                {**attrs, "epmap": eps, "varnames": varnames, "shapes": shapes,
+                                 "ranks": ranks, "dtype": dtype}, role="backward")
+            for owner, v in zip(owners, recv.outputs["Out"]):
+                received.setdefault(owner, []).append(v)
             ctx.count("recv")
-        flat = [v for vals in received for v in vals]
+        flat = [v for _, param, _ in per_param for v in received[param.var.name]]
         fetched = rw.create_op("fetch_barrier", {"X": flat},
                                {"Out": [rw.new_version(v) for v in flat]},
                                {**attrs, "endpoints": endpoints}, role="backward"
                                ).outputs["Out"]
         new_params, i = {}, 0
-        for (_op, param, _blocks, _), vals in zip(per_param, received):
-            mine = fetched[i:i + len(vals)]
-            i += len(vals)
+        for _op, param, _blocks in per_param:
+            count = len(received[param.var.name])
+            mine = fetched[i:i + count]
+            i += count
             new = rw.new_version(param)
             rw.create_op("concat", {"X": mine}, {"Out": new}, {"axis": 0}, role="backward")
             new_params[param.var.name] = new

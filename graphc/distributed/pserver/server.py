@@ -202,6 +202,9 @@ def _serve_async(state: _State) -> None:
     # DC-ASGD: each trainer's copy of the blocks as it last received them
     initial = {n: np.array(state.scope[n], copy=True) for n, _, _ in state.layout.params}
     backup = {t: dict(initial) for t in live} if info.get("dc_asgd") else None
+    # replies in flight: a blocking send would wait for a trainer busy computing (an async
+    # trainer takes its reply only at its next step), stalling every other trainer
+    outbox: list = []
     while live:
         kind, rank, t = _control(state, "waiting for any trainer")
         if kind == COMPLETE:
@@ -224,9 +227,13 @@ def _serve_async(state: _State) -> None:
             backup[t] = {n: np.array(a, copy=True)
                          for (n, _, _), a in zip(state.layout.params, blocks)}
         out = pack(blocks)
-        comm.Send(out, dest=rank, tag=TAG_PARAMS)
+        outbox.append((comm.Isend(out, dest=rank, tag=TAG_PARAMS), out))
+        outbox = [(r, b) for r, b in outbox if not r.Test()]
         state.stats["rounds"] += 1
         state.stats["bytes_sent"] += out.nbytes
+    from mpi4py import MPI
+    with watchdog.waiting(f"{state.where()} returning the last blocks"):
+        MPI.Request.Waitall([r for r, _ in outbox])
 
 
 def _serve_sync(state: _State) -> None:
