@@ -73,16 +73,25 @@ def test_trainer_program_pulls_and_pushes_rows_and_holds_no_table():
     t, _, startup, _ = transpiled()
     trainer = t.get_trainer_program()
     types = [op.type for op in trainer.global_block().ops]
-    assert types.count("distributed_lookup_table") == 2  # both slots, one table
-    assert types.count("distributed_lookup_table_grad") == 2
+    # both slots of the distributed table, and the is_sparse table (remote prefetch: read
+    # only by its lookup, its rows are pulled from its blocks' servers, never received whole)
+    assert types.count("distributed_lookup_table") == 3
+    assert types.count("distributed_lookup_table_grad") == 3
     assert types.count("send_rows") == 2  # the table (mod) and the is_sparse blocks (range)
-    assert "lookup_table" in types  # the is_sparse table is still looked up locally
-    assert "get_tensor_from_selected_rows" not in types  # row gradients travel as rows
+    assert "lookup_table" not in types and "get_tensor_from_selected_rows" not in types
     names = {n for op in trainer.global_block().ops
              for n in op.input_arg_names + op.output_arg_names}
-    assert "ctr_table" not in names
+    assert "ctr_table" not in names and not any(n.startswith("small_table.block") for n in names)
+    pulls = {op.attr("table_name"): op for op in trainer.global_block().ops
+             if op.type == "distributed_lookup_table"}
+    assert pulls["small_table"].attr("split") == "range"
+    assert pulls["small_table"].attr("varnames") == ["small_table.block0", "small_table.block1"]
+    assert pulls["ctr_table"].attr("split") == "mod"
     pushes = [op for op in trainer.global_block().ops if op.type == "send_rows"]
     assert {op.attr("split") for op in pushes} == {"mod", "range"}
+    recvs = [n for op in trainer.global_block().ops if op.type == "recv"
+             for n in op.attr("varnames")]
+    assert recvs and not any("table" in n for n in recvs)
     # Paddle's fake_init: the startup program no longer makes the 1e6-row table
     assert "ctr_table" not in startup.global_block().vars
     assert all("ctr_table" not in op.output_arg_names for op in startup.global_block().ops)
@@ -204,23 +213,29 @@ def test_sync_sparse_job_equals_local_training(tmp_path):
     refused = (tmp_path / "refused.txt").read_text()
     assert f"holds {job.VOCAB + 5}" in refused and "nothing in the scope changed" in refused
     np.testing.assert_allclose((t0["losses"] + t1["losses"]) / 2, losses, atol=1e-5)
-    for name, value in params.items():  # the is_sparse table and the dense layers
+    small = params.pop("small_table")  # prefetched: trainers pull its rows, hold no copy
+    for name, value in params.items():  # the dense layers
         np.testing.assert_allclose(t0[name], value, atol=1e-5, err_msg=name)
         np.testing.assert_allclose(t1[name], value, atol=1e-5, err_msg=name)
     from safetensors.numpy import load_file
-    touched = set()
+    touched, held = set(), {}
     for s in (0, 1):  # the table's rows exist only on their servers: id % 2 == server
         arrays = load_file(str(tmp_path / "ckpt" / f"pserver_{s}.safetensors"))
+        held.update(arrays)
         ids, rows = arrays["ctr_table@IDS"], arrays["ctr_table@ROWS"]
         assert len(ids) and np.all(ids % 2 == s)
         np.testing.assert_allclose(rows, table[ids], atol=1e-5)
         touched |= set(ids.tolist())
+    np.testing.assert_allclose(np.concatenate([held["small_table.block0"],
+                                               held["small_table.block1"]]), small, atol=1e-5)
     looked_up = {int(i) for b in job.batches(steps) for k in "ab" for i in b[k].ravel()}
     assert touched == looked_up  # only the rows batches needed were ever drawn
-    # bytes scale with the batch, not with the 1e6 x 8 table (32 MB)
+    # bytes scale with the batch, not with the 1e6 x 8 table (32 MB) nor with the is_sparse
+    # table (64 KB, which a replica would take back every step)
     for tid in (0, 1):
-        sent = json.loads((tmp_path / f"trainer{tid}.json").read_text())["bytes_sent"]
-        assert sent / steps < 20_000, sent
+        counts = json.loads((tmp_path / f"trainer{tid}.json").read_text())
+        assert counts["bytes_sent"] / steps < 20_000, counts
+        assert counts["bytes_received"] / steps < 20_000, counts
     resumed = tmp_path / "resumed"
     resumed.mkdir()
     proc = launch(resumed, PS_TEST_BAD_STEP="2", PS_TEST_RESUME=str(tmp_path / "mid"))

@@ -160,3 +160,33 @@ def distributed_tables(graph: Graph) -> dict[str, Table]:
         tables[w.var.name] = Table(w.var.name, height, width, w.dtype, pads.pop() if pads
                                    else -1, opt, tuple(lookups), tuple(grads), lr)
     return tables
+
+
+def prefetched_tables(graph: Graph) -> dict[str, Table]:
+    """``is_sparse`` (not distributed) tables whose only readers are their lookups (and the
+    update): Paddle's remote prefetch. Trainers then pull the rows a batch needs from the
+    blocks' servers instead of receiving the whole table every step."""
+    found = {}
+    for opt in optimizer_ops(graph):
+        params = opt.inputs.get("Param", [])
+        if len(params) != 1 or len(params[0].shape) != 2:
+            continue
+        w = params[0]
+        lookups, grads, other = [], [], False
+        for op, _slot, _pos in graph.users(w):
+            if op.role in ("optimize", "lr_sched"):
+                continue
+            sparse = op.attrs.get("is_sparse") and not op.attrs.get("is_distributed")
+            if op.type == "lookup_table" and sparse:
+                lookups.append(op)
+            elif op.type == "lookup_table_grad" and sparse:
+                grads.append(op)
+            else:
+                other = True
+        pads = {op.attrs["padding_idx"] for op in lookups}
+        if other or not lookups or len(pads) > 1:
+            continue
+        height, width = w.shape
+        found[w.var.name] = Table(w.var.name, height, width, w.dtype, pads.pop(), opt,
+                                  tuple(lookups), tuple(grads), None)
+    return found

@@ -14,7 +14,9 @@ rows: one ``send_rows`` (split "range") pushes each block's rows to its server. 
 table (ps_plan.distributed_tables) leaves the trainer: each lookup becomes a
 ``distributed_lookup_table`` (pull the batch's rows), each lookup gradient a
 ``distributed_lookup_table_grad`` (rows without the table), and one ``send_rows`` (split
-"mod") pushes the table's row gradient; nothing of it is received. Optimizer state and
+"mod") pushes the table's row gradient; nothing of it is received. An is_sparse table read
+only by its lookups is treated alike, its rows routed by block range (Paddle's remote
+prefetch; ``prefetch`` false: it is received whole, as a replica). Optimizer state and
 learning-rate variables no longer read by the trainer leave the graph. Async mode (sync_mode
 false) omits the send barrier: the recv waits on the sends.
 Declines: a graph without optimizer ops.
@@ -25,7 +27,14 @@ from __future__ import annotations
 from ..ir.graph import Graph
 from .base import Pass, PassContext, register_pass
 from .data_parallel import backward_gradient
-from .ps_plan import TABLE_KEY, Table, blocks_of, distributed_tables, updated_pairs
+from .ps_plan import (
+    TABLE_KEY,
+    Table,
+    blocks_of,
+    distributed_tables,
+    prefetched_tables,
+    updated_pairs,
+)
 
 
 @register_pass
@@ -35,6 +44,7 @@ class PsTrainerGraph(Pass):
     name = "ps-trainer-graph"
     trainer_id: int = 0
     sync_mode: bool = True
+    prefetch: bool = True  # is_sparse tables read only by lookups: pull rows (remote prefetch)
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         pairs = updated_pairs(graph)
@@ -44,10 +54,15 @@ class PsTrainerGraph(Pass):
         rw = ctx.rewriter
         attrs = {"trainer_id": self.trainer_id}
         tables = distributed_tables(graph)
+        prefetched = prefetched_tables(graph) if self.prefetch else {}
         tokens, per_param, dense = [], [], []  # dense: (gradient block, Block) to send
         for op, param, grad in pairs:
             if param.var.name in tables:
                 tokens.append(self._table(graph, ctx, tables[param.var.name], attrs))
+                continue
+            if param.var.name in prefetched:
+                tokens.append(self._table(graph, ctx, prefetched[param.var.name], attrs,
+                                          blocks_of(graph, param.var.name)))
                 continue
             blocks = blocks_of(graph, param.var.name)
             producer = graph.producer(grad)
@@ -78,8 +93,9 @@ class PsTrainerGraph(Pass):
             tokens.append(send.output("Out"))
             ctx.count("send")
         endpoints = sorted({b.endpoint for _, _, blocks in per_param for b in blocks})
-        if not per_param:  # distributed tables only: ship the rows, take the (empty) replies
-            endpoints = sorted({e for t in tables for e in graph.vars[t].extra[TABLE_KEY]})
+        if not per_param:  # row tables only: ship the rows, take the (empty) replies
+            endpoints = sorted({e for t in tables for e in graph.vars[t].extra[TABLE_KEY]} |
+                               {b.endpoint for t in prefetched for b in blocks_of(graph, t)})
             barrier = rw.create_op("send_barrier", {"X": tokens}, {"Out": "send_barrier@TOKEN"},
                                    {**attrs, "endpoints": endpoints}, role="backward"
                                    ).output("Out")
@@ -128,17 +144,29 @@ class PsTrainerGraph(Pass):
         self._drop_optimizer(graph, ctx, new_params)
 
     @staticmethod
-    def _table(graph: Graph, ctx: PassContext, table: Table, attrs: dict):
-        """The trainer's side of a distributed table: pulls, row gradients, one push;
-        returns the push's token."""
+    def _table(graph: Graph, ctx: PassContext, table: Table, attrs: dict, blocks=None):
+        """The trainer's side of a table whose rows stay on the servers: pulls, row
+        gradients, one push; returns the push's token. ``blocks``: an is_sparse table's
+        (remote prefetch: rows by block range); None: a distributed table (rows by id %
+        #servers)."""
         rw = ctx.rewriter
         common = {"table_name": table.name, "height": table.height, "width": table.width,
                   "dtype": table.dtype, "padding_idx": table.padding_idx}
-        endpoints = list(graph.vars[table.name].extra[TABLE_KEY])
+        if blocks is None:
+            endpoints = list(graph.vars[table.name].extra[TABLE_KEY])
+            route = {"epmap": endpoints, "split": "mod"}
+            push = {"epmap": endpoints, "varnames": [table.name] * len(endpoints),
+                    "split": "mod"}
+        else:
+            route = {"epmap": [b.endpoint for b in blocks], "split": "range",
+                     "sections": [b.end - b.start for b in blocks],
+                     "varnames": [b.param for b in blocks]}
+            push = {**route, "varnames": [b.grad for b in blocks]}
+            ctx.count("remote-prefetch tables")
         for op in table.lookups:
             out = op.outputs["Out"][0]
             pull = rw.create_op("distributed_lookup_table", {"Ids": op.inputs["Ids"]},
-                                {"Out": out.var.name}, {**common, **attrs, "epmap": endpoints},
+                                {"Out": out.var.name}, {**common, **attrs, **route},
                                 derived_from=[op])
             rw.replace_op(op, {"Out": pull.output("Out")})
             ctx.count("table pulls")
@@ -150,9 +178,7 @@ class PsTrainerGraph(Pass):
             rw.replace_op(op, {"W@GRAD": grad.output("W@GRAD")})
         bg = backward_gradient(graph, graph.op_inputs(table.optimizer)["Grad"][0])
         send = rw.create_op("send_rows", {"X": bg}, {"Out": f"{table.name}@GRAD@SEND"},
-                            {**attrs, "epmap": endpoints, "varnames": [table.name] * len(
-                                endpoints), "split": "mod"},
-                            role="backward", after=graph.producer(bg))
+                            {**attrs, **push}, role="backward", after=graph.producer(bg))
         ctx.count("table pushes")
         return send.output("Out")
 

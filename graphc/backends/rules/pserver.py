@@ -28,7 +28,7 @@ _TOKEN = jax.ShapeDtypeStruct((1,), np.int32)
 def install_channel(channel) -> None:
     """Route this process's send/recv ops to ``channel`` (``send(names, epmap, arrays)``,
     ``send_barrier()``, ``recv(names, epmap, initial=False) -> arrays``, ``fetch_barrier()``,
-    ``geo_exchange(spec, olds, xs)``, ``pull(table, ids, width, dtype) -> rows``,
+    ``geo_exchange(spec, olds, xs)``, ``pull(table, ids, keep, width, dtype, route) -> rows``,
     ``send_rows(varnames, epmap, split, sections, rows, values)``); None: none."""
     _CHANNEL[0] = channel
 
@@ -159,10 +159,13 @@ def _distributed_lookup_table(c: RuleContext, Ids):
     flat = ids.reshape(-1)
     shape = jax.ShapeDtypeStruct((flat.shape[0], width), dtype)
 
+    route = {"split": c["split"], "epmap": list(c["epmap"]), "sections": list(c["sections"]),
+             "varnames": list(c["varnames"])}
+
     def host(ids):
         ids = np.asarray(ids, np.int64)
         keep = (ids >= 0) & (ids < height) & (ids != pad)  # the rest read zeros
-        return ch.pull(table, ids, keep, width, dtype)
+        return ch.pull(table, ids, keep, width, dtype, route)
 
     rows = io_callback(host, shape, flat, ordered=True)
     return {"Out": rows.reshape(*ids.shape, width)}

@@ -16,10 +16,11 @@ one-off layout at setup):
 - ``TAG_SAVE`` (44), trainer -> server, after a ``SAVE`` control message: the pickled
   checkpoint directory; the server writes its blocks there before it reads that trainer's
   next message (sync mode: at a round boundary).
-- ``TAG_PULL`` (45), trainer -> server, after a ``PULL`` control message: int64 ``[table,
-  id, id, ...]``, distinct ids of one distributed table (its index in ``Layout.tables``)
-  that this server holds (id % #servers == server); ``TAG_ROWS`` (46), the reply: their
-  rows, in that order, as they are now (sync: after the last round);
+- ``TAG_PULL`` (45), trainer -> server, after a ``PULL`` control message: int64 ``[entry,
+  id, id, ...]``, distinct ids of one entry of ``Layout.pulls`` that this server holds (a
+  distributed table's global ids, id % #servers == server; a prefetched block's rows,
+  rebased to the block); ``TAG_ROWS`` (46), the reply: their rows, in that order, as they
+  are now (sync: after the last round);
 - ``TAG_PUSH`` (47), trainer -> server, right after ``TAG_GRADS`` when the layout has row
   entries: ``pack_rows`` of one (ids, values) pair per ``Layout.rows`` entry, distinct ids
   (a table's global ids; an is_sparse block's rows rebased to the block).
@@ -70,10 +71,9 @@ class Layout:
     # parameter's block, whose grads entry has the dense shape) or "table" (a distributed
     # table's shard, by name)
     rows: tuple = ()
-
-    @property
-    def tables(self) -> list[str]:
-        return [name for name, _, _, kind in self.rows if kind == "table"]
+    # what trainers may pull rows of: distributed tables' shards and the blocks of
+    # remote-prefetched is_sparse tables (which are not in ``params``: never sent whole)
+    pulls: tuple = ()
 
     def nbytes(self, which: str) -> int:
         return sum(int(np.prod(s)) * np.dtype(d).itemsize for _, s, d in getattr(self, which))

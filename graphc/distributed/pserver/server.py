@@ -1,5 +1,6 @@
 """A parameter server's loop: hold this server's blocks in a scope and its shards of distributed
-tables, answer row pulls, take every live trainer's gradients, run the update, return blocks."""
+tables, answer row pulls (tables and prefetched blocks), take every live trainer's gradients,
+run the update, return the blocks trainers keep replicas of."""
 
 from __future__ import annotations
 
@@ -53,9 +54,12 @@ def server_layout(program, info: dict) -> tuple[Layout, dict[str, list[str]]]:
                  for b, names in sorted(grads.items()) if b in row_grads)
     rows += tuple((t["name"], int(t["width"]), str(t["dtype"]), "table")
                   for t in info.get("tables", ()))
+    prefetched = set(info.get("prefetch_blocks", ()))
     params = tuple(sorted((v.name, tuple(v.shape), str(v.dtype)) for v in block.vars.values()
-                          if isinstance(v, Parameter)))
-    return Layout(info["server_id"], grad_specs, params, rows), grads
+                          if isinstance(v, Parameter) and v.name not in prefetched))
+    pulls = tuple(t["name"] for t in info.get("tables", ())) + tuple(sorted(
+        v.name for v in block.vars.values() if v.name in prefetched))
+    return Layout(info["server_id"], grad_specs, params, rows, pulls), grads
 
 
 class _State:
@@ -83,11 +87,15 @@ class _State:
     def answer_pull(self, rank: int) -> None:
         """A trainer's pull: the current rows of the ids it sent, in that order."""
         msg = recv_bytes(self.cluster.comm, rank, TAG_PULL).view(np.int64)
-        names = self.layout.tables
+        names = self.layout.pulls
         if not msg.size or not 0 <= msg[0] < len(names):
             raise PServerError(f"server {self.info['server_id']}: a pull from rank {rank} "
-                               f"names table {msg[:1].tolist()}, this server holds {names}")
-        rows = np.ascontiguousarray(self.tables[names[int(msg[0])]].rows(msg[1:]))
+                               f"names entry {msg[:1].tolist()}, this server holds {names}")
+        name, ids = names[int(msg[0])], msg[1:]
+        if name in self.tables:
+            rows = np.ascontiguousarray(self.tables[name].rows(ids))
+        else:  # a prefetched is_sparse block, as its last update left it
+            rows = np.ascontiguousarray(np.asarray(self.scope[name])[ids])
         self.cluster.comm.Send(rows.reshape(-1).view(np.uint8), dest=rank, tag=TAG_ROWS)
         self.stats["rows_pulled"] += len(msg) - 1
         self.stats["bytes_sent"] += rows.nbytes

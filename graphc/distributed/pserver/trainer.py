@@ -118,37 +118,48 @@ class TrainerChannel:
                 (uniq[mine] - start, total[mine]))
             start += count
 
-    def pull(self, table: str, ids: np.ndarray, keep: np.ndarray, width: int,
-             dtype) -> np.ndarray:
-        """The rows of ``ids`` of a distributed table from the servers holding them (each
-        distinct id once); rows of ids not ``keep``-t (padding, out of range) are zeros."""
+    def pull(self, table: str, ids: np.ndarray, keep: np.ndarray, width: int, dtype,
+             route: dict) -> np.ndarray:
+        """The rows of ``ids`` of a table whose rows stay on the servers (each distinct id
+        once); rows of ids not ``keep``-t (padding, out of range) are zeros. ``route``:
+        split "mod" (a distributed table: row r on server r % #servers) or "range" (an
+        is_sparse table's blocks: ``sections`` rows each, named ``varnames``, on ``epmap``)."""
         self._setup()
         from mpi4py import MPI
         out = np.zeros((len(ids), width), dtype)
         uniq, inverse = np.unique(ids[keep], return_inverse=True)
         if not len(uniq):
             return out
-        comm, nservers = self.cluster.comm, len(self.cluster.servers)
-        owner = uniq % nservers
+        comm = self.cluster.comm
+        if route["split"] == "mod":
+            nservers = len(self.cluster.servers)
+            parts = [(s, table, uniq % nservers == s, 0) for s in range(nservers)]
+        else:
+            parts, start = [], 0
+            for name, ep, count in zip(route["varnames"], route["epmap"], route["sections"]):
+                parts.append((self._server(ep), name, (uniq >= start) & (uniq < start + count),
+                              start))
+                start += count
         asks, sends = [], []
-        for s, (layout, rank) in enumerate(zip(self.layouts, self.cluster.servers)):
-            mine = owner == s
+        for s, entry, mine, base in parts:
             if not mine.any():
                 continue
-            if table not in layout.tables:
-                raise PServerError(f"trainer {self.trainer_id}: server {s} holds no shard of "
-                                   f"the distributed table '{table}' ({layout.tables})")
-            msg = np.concatenate([[layout.tables.index(table)], uniq[mine]]).astype(np.int64)
+            layout, rank = self.layouts[s], self.cluster.servers[s]
+            if entry not in layout.pulls:
+                raise PServerError(f"trainer {self.trainer_id}: server {s} holds no rows of "
+                                   f"'{entry}' (table '{table}'; it serves {layout.pulls})")
+            msg = np.concatenate([[layout.pulls.index(entry)], uniq[mine] - base]
+                                 ).astype(np.int64)
             ctrl = np.array([PULL, self.step, self.trainer_id], np.int64)
             sends += [comm.Isend(ctrl, dest=rank, tag=TAG_CONTROL),
                       comm.Isend(msg, dest=rank, tag=TAG_PULL)]
-            asks.append((mine, rank, msg, ctrl))
+            asks.append((mine, rank, s, msg, ctrl))
             self.bytes_sent += msg.nbytes
         rows = np.empty((len(uniq), width), dtype)
-        for mine, rank, _, _ in asks:
+        for mine, rank, s, _, _ in asks:
             part = np.empty((int(mine.sum()), width), dtype)
             with watchdog.waiting(f"trainer {self.trainer_id} waiting for rows of '{table}' "
-                                  f"from pserver {self.cluster.servers.index(rank)}"):
+                                  f"from pserver {s}"):
                 comm.Recv(part.reshape(-1).view(np.uint8), source=rank, tag=TAG_ROWS)
             rows[mine] = part
             self.bytes_received += part.nbytes

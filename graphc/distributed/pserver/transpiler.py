@@ -8,7 +8,7 @@ import functools
 from ...ir.graph import lower
 from ...ir.program import Program
 from ...passes import PassContext, make_pass
-from ...passes.ps_plan import distributed_tables, updated_pairs
+from ...passes.ps_plan import distributed_tables, prefetched_tables, updated_pairs
 from ...passes.ps_server_graph import SOURCE_KEY
 from .protocol import PServerError
 
@@ -63,8 +63,9 @@ class Transpiler:
             trainer = make_pass("ps-geo-trainer-graph", trainer_id=self.trainer_id,
                                 trainers=self.trainers, push_nums=self.geo_push_nums)
         else:
+            # DC-ASGD keeps each trainer's copy of every block: tables stay replicas then
             trainer = make_pass("ps-trainer-graph", trainer_id=self.trainer_id,
-                                sync_mode=self.sync_mode)
+                                sync_mode=self.sync_mode, prefetch=not self.dc_asgd)
         self.tables = self._table_specs(main, startup)
         defer_table_init(startup, [t["name"] for t in self.tables])
         self.trainer_graph, self.trainer_pipeline = self._run(main, self.slicer, trainer)
@@ -96,6 +97,12 @@ class Transpiler:
             if grad.type.sparse and param.var.name not in tables:
                 names += [b[2] for b in param.var.extra["ps_blocks"]]
         return names
+
+    def prefetched(self) -> list[str]:
+        """is_sparse tables trainers pull rows of (remote prefetch), never receiving them."""
+        if self.dc_asgd or self.geo_push_nums is not None:
+            return []
+        return sorted(prefetched_tables(lower(self.main)))
 
     # -- plan ------------------------------------------------------------------------
     def blocks(self) -> dict[str, list[list]]:
@@ -133,6 +140,8 @@ class Transpiler:
                 "server_id": self.endpoints.index(endpoint), "trainers": self.trainers,
                 "sync_mode": self.sync_mode, "geo": self.geo_push_nums is not None,
                 "dc_asgd": self.dc_asgd, "tables": list(self.tables),
+                "prefetch_blocks": [b[1] for name in self.prefetched()
+                                    for b in self.blocks()[name]],
                 "row_grads": self.row_gradients()}
 
     def server_program(self, endpoint: str) -> Program:
@@ -149,8 +158,9 @@ class Transpiler:
     def trainer_startup(self) -> Program:
         """The startup program with the parameters' initial values pulled from the servers
         (Paddle's trainer startup: recv, fetch_barrier, concat)."""
+        skip = set(self.prefetched())  # their rows are pulled when needed
         params = [[name, [[b[1], b[5], b[4] - b[3]] for b in blocks]]
-                  for name, blocks in self.blocks().items()]
+                  for name, blocks in self.blocks().items() if name not in skip]
         graph, _ = self._run(self.startup, make_pass("ps-trainer-startup", params=params,
                                                      trainer_id=self.trainer_id))
         self.trainer_startup_graph = graph

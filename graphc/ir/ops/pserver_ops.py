@@ -102,20 +102,30 @@ def _ids(c: InferContext):
     return ids
 
 
-def _pull(c: InferContext):
-    ids = _ids(c)
-    c.check(len(c["epmap"]) >= 1, "epmap names the servers holding the table's shards")
-    return {"Out": TensorType(ids.shape[:-1] + (c["width"],), c["dtype"])}
-
-
 _TABLE_ATTRS = {"table_name": "str", "height": "int", "width": "int",
                 "dtype": ("dtype", "float32"), "padding_idx": ("int", -1)}
 
+def _pull(c: InferContext):
+    ids = _ids(c)
+    c.check(len(c["epmap"]) >= 1, "epmap names the servers holding the table's rows")
+    c.check(c["split"] in ("mod", "range"), f"split is 'mod' or 'range', got {c['split']!r}")
+    if c["split"] == "range":
+        c.check(len(c["sections"]) == len(c["epmap"]) == len(c["varnames"])
+                and sum(c["sections"]) == c["height"],
+                f"sections {c['sections']} must cut the {c['height']} rows into one range per "
+                "block of varnames / epmap")
+    return {"Out": TensorType(ids.shape[:-1] + (c["width"],), c["dtype"])}
+
+
 register("distributed_lookup_table", "Ids", "Out",
-         {**_TABLE_ATTRS, "epmap": "strs", "trainer_id": ("int", 0)}, infer=_pull,
+         {**_TABLE_ATTRS, "epmap": "strs", "trainer_id": ("int", 0), "split": ("str", "mod"),
+          "sections": ("ints", []), "varnames": ("strs", [])}, infer=_pull,
          traits=_TRAITS,
-         doc="embedding lookup from a table that lives on the servers (is_distributed): pull "
-             "the rows of Ids (shard id % len(epmap)) from their servers; zeros at padding_idx")
+         doc="embedding lookup from a table whose rows live on the servers: pull each distinct "
+             "id of Ids once; split 'mod' (a distributed table): row r from server "
+             "epmap[r % len]; 'range' (an is_sparse table cut in blocks, Paddle's remote "
+             "prefetch): block i (sections[i] rows, named varnames[i]) from epmap[i]; zeros "
+             "at padding_idx")
 
 
 def _rows_grad(c: InferContext):
