@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -124,13 +125,18 @@ def main(out_dir: str) -> None:
         losses.append(float(np.asarray(exe.run(trainer_prog, feed=mine,
                                                fetch_list=[loss.name])[0]).reshape(-1)[0]))
     if tid == 0:
+        if mode != "sync":  # async trainers run apart: checkpoint once the other is through
+            deadline = time.time() + 60
+            while not (out / "trainer1.done").exists() and time.time() < deadline:
+                time.sleep(0.02)
         pserver.save_checkpoint(str(out / "ckpt"))
     np.savez(out / f"trainer{tid}.npz", losses=np.array(losses),
              **dense_params(prog, fluid.global_scope()))
     ch = pserver._TRAINER[0]
     (out / f"trainer{tid}.json").write_text(json.dumps(
         {"bytes_sent": ch.bytes_sent, "bytes_received": ch.bytes_received}))
-    pserver.complete()
+    pserver.complete()  # every push applied (its reply taken)
+    (out / f"trainer{tid}.done").write_text("")
 
 
 if __name__ == "__main__":

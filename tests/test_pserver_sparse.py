@@ -260,7 +260,7 @@ def test_sync_sparse_job_equals_local_training(tmp_path):
             np.testing.assert_array_equal(again[name], whole[name], err_msg=name)
 
 
-ASYNC_STEPS = int(os.environ.get("PS_TEST_ASYNC_STEPS", "40"))
+ASYNC_STEPS = int(os.environ.get("PS_TEST_ASYNC_STEPS", "80"))
 
 
 def table_loss(p: dict, table, steps: int) -> float:
@@ -282,7 +282,9 @@ def test_async_sparse_job_converges(tmp_path, mode):
     """Async (a step takes the blocks returned for the previous push) and half-async (a step
     waits for its own update): every push applied on arrival, rows pulled as they are.
     Judged on the data by the servers' parameters (their checkpoint after trainer 0's last
-    step): below 0.6 of the start, and within 0.1 of sync (= local) training."""
+    step, once both trainers are through): below 0.25 of the start and within 0.1 of sync
+    (= local) training (80 steps; seen async 0.08-0.11, half-async 0.03-0.04, sync 0.044, from
+    0.74, also with the cores busy)."""
     # each push applies unaveraged (W updates per global step): half the learning rate
     proc = launch(tmp_path, PS_TEST_MODE=mode, PS_TEST_STEPS=str(ASYNC_STEPS),
                   PS_TEST_LR=os.environ.get("PS_TEST_ASYNC_LR", "0.15"))
@@ -303,7 +305,7 @@ def test_async_sparse_job_converges(tmp_path, mode):
     sync = table_loss(synced, lambda ids: table1[ids], ASYNC_STEPS)
     got = table_loss(final, lambda ids: np.stack([rows[int(i)] for i in ids]), ASYNC_STEPS)
     print(f"loss over the data: initial {initial:.4f}, sync {sync:.4f}, {mode} {got:.4f}")
-    assert got < 0.6 * initial, (initial, sync, got)
+    assert got < 0.25 * initial, (initial, sync, got)
     assert got < sync + 0.1, (initial, sync, got)
 
 
