@@ -115,6 +115,25 @@ class Table:
     learning_rate: Value
 
 
+def _row_readers(graph: Graph, w: Value, distributed: bool) -> tuple[list, list, list]:
+    """(lookups, lookup gradients, other readers) of the table ``w`` outside its update: a
+    lookup counts when its is_distributed is ``distributed`` (and, not distributed, it is
+    is_sparse)."""
+    lookups, grads, others = [], [], []
+    for op, _slot, _pos in graph.users(w):
+        if op.role in ("optimize", "lr_sched"):
+            continue
+        mine = bool(op.attrs.get("is_distributed")) == distributed and (
+            distributed or op.attrs.get("is_sparse"))
+        if op.type == "lookup_table" and mine:
+            lookups.append(op)
+        elif op.type == "lookup_table_grad" and mine:
+            grads.append(op)
+        else:
+            others.append(op)
+    return lookups, grads, others
+
+
 def distributed_tables(graph: Graph) -> dict[str, Table]:
     """Every parameter looked up with ``is_distributed`` (and updated by an optimizer), by
     name. Refuses (PassError) a table another op reads, lookups that disagree on
@@ -130,18 +149,11 @@ def distributed_tables(graph: Graph) -> dict[str, Table]:
         if len(params) != 1 or params[0].var.name not in found:
             continue
         w = params[0]
-        lookups, grads = [], []
-        for op, _slot, _pos in graph.users(w):
-            if op is opt:
-                continue
-            if op.type == "lookup_table" and op.attrs.get("is_distributed"):
-                lookups.append(op)
-            elif op.type == "lookup_table_grad" and op.attrs.get("is_distributed"):
-                grads.append(op)
-            else:
-                raise PassError(f"{op.where}: reads the distributed table '{w.var.name}', "
-                                "whose rows live on the parameter servers: only "
-                                "is_distributed lookups may read it")
+        lookups, grads, others = _row_readers(graph, w, distributed=True)
+        if others:
+            raise PassError(f"{others[0].where}: reads the distributed table '{w.var.name}', "
+                            "whose rows live on the parameter servers: only is_distributed "
+                            "lookups may read it")
         pads = {op.attrs["padding_idx"] for op in lookups}
         if len(pads) > 1:
             raise PassError(f"lookups of the distributed table '{w.var.name}' disagree on "
@@ -172,19 +184,9 @@ def prefetched_tables(graph: Graph) -> dict[str, Table]:
         if len(params) != 1 or len(params[0].shape) != 2:
             continue
         w = params[0]
-        lookups, grads, other = [], [], False
-        for op, _slot, _pos in graph.users(w):
-            if op.role in ("optimize", "lr_sched"):
-                continue
-            sparse = op.attrs.get("is_sparse") and not op.attrs.get("is_distributed")
-            if op.type == "lookup_table" and sparse:
-                lookups.append(op)
-            elif op.type == "lookup_table_grad" and sparse:
-                grads.append(op)
-            else:
-                other = True
+        lookups, grads, others = _row_readers(graph, w, distributed=False)
         pads = {op.attrs["padding_idx"] for op in lookups}
-        if other or not lookups or len(pads) > 1:
+        if others or not lookups or len(pads) > 1:
             continue
         height, width = w.shape
         found[w.var.name] = Table(w.var.name, height, width, w.dtype, pads.pop(), opt,

@@ -98,6 +98,17 @@ def unpack(buf: np.ndarray, specs) -> dict[str, np.ndarray]:
     return out
 
 
+def sum_rows(ids: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct ids ascending, the sum of each one's value rows): a row gradient with its
+    repeats merged, as pushed (trainer) and applied (server)."""
+    if not len(ids):
+        return ids, values
+    uniq, inverse = np.unique(ids, return_inverse=True)
+    total = np.zeros((len(uniq), *values.shape[1:]), values.dtype)
+    np.add.at(total, inverse, values)
+    return uniq, total
+
+
 def pack_rows(entries) -> np.ndarray:
     """One byte buffer of ``(ids, values)`` pairs: their counts (int64), then each pair's
     int64 ids and values."""

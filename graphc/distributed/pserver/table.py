@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .protocol import PServerError
+from .protocol import PServerError, sum_rows
 
 _MIN_BUCKET = 64  # ids drawn per compiled draw: powers of two from here (few compiles)
 
@@ -41,9 +41,7 @@ class RowTable:
         """``w[id] -= lr * (sum of the gradient rows of id)`` for each distinct id."""
         if not len(ids):
             return
-        uniq, inverse = np.unique(ids, return_inverse=True)
-        total = np.zeros((len(uniq), self.width), self.dtype)
-        np.add.at(total, inverse, grads.astype(self.dtype, copy=False))
+        uniq, total = sum_rows(ids, grads.astype(self.dtype, copy=False))
         slots = self._slots(uniq)
         self.values[slots] -= self.dtype.type(lr) * total
 

@@ -27,6 +27,7 @@ from .protocol import (
     PServerError,
     pack,
     pack_rows,
+    sum_rows,
     unpack,
 )
 
@@ -97,12 +98,7 @@ class TrainerChannel:
         to its server (split "mod": row % #servers, a table's global id; "range": block i
         holds sections[i] rows, sent rebased to the block)."""
         self._setup()
-        if not len(rows):
-            uniq, total = rows, values
-        else:
-            uniq, inverse = np.unique(rows, return_inverse=True)
-            total = np.zeros((len(uniq), *values.shape[1:]), values.dtype)
-            np.add.at(total, inverse, values)
+        uniq, total = sum_rows(rows, values)
         total = total.reshape(len(uniq), -1)
         if split == "mod":
             owner = uniq % len(names)

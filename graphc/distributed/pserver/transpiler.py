@@ -68,6 +68,7 @@ class Transpiler:
                                 sync_mode=self.sync_mode, prefetch=not self.dc_asgd)
         self.tables = self._table_specs(main, startup)
         defer_table_init(startup, [t["name"] for t in self.tables])
+        self._plan = self._make_plan()
         self.trainer_graph, self.trainer_pipeline = self._run(main, self.slicer, trainer)
         self._servers.clear()
         return self
@@ -88,28 +89,32 @@ class Transpiler:
                  "padding_idx": t.padding_idx, "lr": t.learning_rate.var.name,
                  "init": _table_init(sgraph, name)} for name, t in sorted(tables.items())]
 
+    def _make_plan(self) -> dict:
+        """One slicing of the main program: every block, the gradients that travel as rows,
+        the remote-prefetched tables (what trainers and servers must agree on)."""
+        graph, _ = self._run(self.main, self.slicer)
+        blocks = {name: info.extra["ps_blocks"] for name, info in graph.vars.items()
+                  if "ps_blocks" in info.extra}
+        tables = {t["name"] for t in self.tables}
+        rows = [b[2] for _, param, grad in updated_pairs(graph)
+                if grad.type.sparse and param.var.name not in tables
+                for b in blocks[param.var.name]]
+        replicas = self.dc_asgd or self.geo_push_nums is not None  # tables stay replicas
+        prefetched = [] if replicas else sorted(prefetched_tables(graph))
+        return {"blocks": blocks, "row_grads": rows, "prefetched": prefetched}
+
     def row_gradients(self) -> list[str]:
         """The gradient blocks that travel as rows (is_sparse parameters cut in blocks)."""
-        graph, _ = self._run(self.main, self.slicer)
-        tables = {t["name"] for t in self.tables}
-        names = []
-        for _, param, grad in updated_pairs(graph):
-            if grad.type.sparse and param.var.name not in tables:
-                names += [b[2] for b in param.var.extra["ps_blocks"]]
-        return names
+        return list(self._plan["row_grads"])
 
     def prefetched(self) -> list[str]:
         """is_sparse tables trainers pull rows of (remote prefetch), never receiving them."""
-        if self.dc_asgd or self.geo_push_nums is not None:
-            return []
-        return sorted(prefetched_tables(lower(self.main)))
+        return list(self._plan["prefetched"])
 
     # -- plan ------------------------------------------------------------------------
     def blocks(self) -> dict[str, list[list]]:
         """Parameter -> its blocks ``[index, param block, grad block, start, end, endpoint]``."""
-        graph, _ = self._run(self.main, self.slicer)
-        return {name: info.extra["ps_blocks"] for name, info in graph.vars.items()
-                if "ps_blocks" in info.extra}
+        return dict(self._plan["blocks"])
 
     # -- servers -------------------------------------------------------------------
     def server_graph(self, endpoint: str):
@@ -140,8 +145,8 @@ class Transpiler:
                 "server_id": self.endpoints.index(endpoint), "trainers": self.trainers,
                 "sync_mode": self.sync_mode, "geo": self.geo_push_nums is not None,
                 "dc_asgd": self.dc_asgd, "tables": list(self.tables),
-                "prefetch_blocks": [b[1] for name in self.prefetched()
-                                    for b in self.blocks()[name]],
+                "prefetch_blocks": [b[1] for name in self._plan["prefetched"]
+                                    for b in self._plan["blocks"][name]],
                 "row_grads": self.row_gradients()}
 
     def server_program(self, endpoint: str) -> Program:
