@@ -11,11 +11,11 @@ import platform
 import statistics
 import time
 
+import graphc.amp
 import jax
 import numpy as np
 
 import graphc
-import graphc.amp
 from graphc import models, optimizer
 from graphc.passes import PassManager, make_pass
 

@@ -48,9 +48,10 @@ def parse_args(argv=None):
 def main(argv=None) -> int:
     args = parse_args(argv)
     jax.config.update("jax_num_cpu_devices", max(args.places, 1))
+    from graphc.io import DataLoader
+
     import graphc
     from graphc import models, optimizer
-    from graphc.io import DataLoader
     from graphc.ir.program import program_guard
 
     if args.model == "cnn":

@@ -73,8 +73,9 @@ def _fc_program(depth: int):
 
 
 def _resnet_program():
-    import graphc
     from graphc.models import resnet
+
+    import graphc
     model = resnet(50)
     with graphc.program_guard(model.main, model.startup):
         graphc.optimizer.Momentum(0.1, 0.9).minimize(model.loss)

@@ -11,10 +11,10 @@ import argparse
 import time
 
 from bench_backward import build  # the same MLP
+from graphc.models import resnet
 
 import graphc as fluid
 from graphc import optimizer
-from graphc.models import resnet
 from graphc.passes import pipeline_for
 
 # Every BuildStrategy option that has a single-device pass.

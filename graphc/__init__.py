@@ -1,13 +1,20 @@
 """graphc: build Paddle-Fluid-style programs, lower them to an SSA IR, rewrite them with
 passes chosen by a BuildStrategy, and run them on JAX/XLA."""
 
+import importlib
 import os
 import sys
 
-from . import initializer, layers, optimizer, regularizer
+from . import (
+    layers,
+    ops,  # noqa: F401  (every op definition registers; JAX-free)
+)
+from ._old_paths import OLD_PATHS, install
 from .backends.data_checks import DataError
 from .backends.selected_rows import SelectedRows
-from .backward import append_backward
+from .build import initializer, optimizer, regularizer
+from .build.backward import append_backward
+from .build.param_attr import ParamAttr
 from .distributed.strategy import DistributedStrategy
 from .ir import (
     Block,
@@ -33,7 +40,6 @@ from .ir import (
     verify,
 )
 from .layers.tensor import declare_data as data  # fluid.data's rule: the shape as given
-from .param_attr import ParamAttr
 from .runtime.checkpoint import CheckpointError, load, save
 from .runtime.compile_cache import compilation_cache_dir, set_compilation_cache
 from .runtime.compiled_program import CompiledProgram
@@ -53,17 +59,21 @@ if os.environ.get("CPU_NUM", "").strip().isdigit() and int(os.environ["CPU_NUM"]
 # ``import graphc as paddle`` gives paddle.fluid, paddle.batch, paddle.reader.* and
 # paddle.enable_static(); ``graphc.reader`` is an alias of the reader decorators' module,
 # so ``import graphc.reader`` works too.
-from . import dataset, fluid, io  # noqa: E402
-from .dataset import DatasetFactory  # noqa: E402
+from . import fluid  # noqa: E402
+from .dataio import dataset, io  # noqa: E402
+from .dataio.dataset import DatasetFactory  # noqa: E402
 from .fluid import reader_decorators as reader  # noqa: E402
 from .fluid.data_feeder import DataFeeder  # noqa: E402
 from .fluid.framework import disable_static, enable_static  # noqa: E402
 from .fluid.reader_decorators import batch  # noqa: E402
 
 sys.modules[__name__ + ".reader"] = reader
+install()  # graphc.optimizer, graphc.io, graphc.cli, ...: the paths before the layered layout
 
 
 def __getattr__(name: str):
+    if f"{__name__}.{name}" in OLD_PATHS:
+        return importlib.import_module(OLD_PATHS[f"{__name__}.{name}"])
     from .fluid._missing import missing
     raise missing(__name__, name)
 

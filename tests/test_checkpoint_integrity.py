@@ -11,9 +11,9 @@ import sys
 
 import numpy as np
 import pytest
+from graphc.models import mlp
 
 import graphc as fluid
-from graphc.models import mlp
 from graphc.runtime import checkpoint
 
 

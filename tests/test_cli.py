@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from graphc.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -10,11 +10,11 @@ import threading
 import jax
 import numpy as np
 import pytest
+from graphc.io import DataLoader, DataLoaderError
 
 import graphc as fluid
 from graphc import layers, optimizer
 from graphc.backends.jax.data_parallel import feed_sharding
-from graphc.io import DataLoader, DataLoaderError
 
 pytestmark = pytest.mark.timeout(60)
 

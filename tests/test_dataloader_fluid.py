@@ -9,10 +9,10 @@ import threading
 
 import numpy as np
 import pytest
+from graphc.io import DataLoader, DataLoaderError, EOFException, PyReader
 
 import graphc as fluid
 from graphc import layers, optimizer
-from graphc.io import DataLoader, DataLoaderError, EOFException, PyReader
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -10,10 +10,10 @@ import threading
 
 import numpy as np
 import pytest
+from graphc.dataset import DatasetError, InMemoryDataset, QueueDataset, parse_line
 
 import graphc as fluid
 from graphc import layers, optimizer
-from graphc.dataset import DatasetError, InMemoryDataset, QueueDataset, parse_line
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -17,7 +17,7 @@ from graphc import layers, models, optimizer
 from graphc.backends import interpreter
 from graphc.backends.interpreter import InterpreterError, run_graph
 from graphc.ir.graph import lower
-from graphc.ir.ops import CONTROL_SLOT
+from graphc.ir.opdef import CONTROL_SLOT
 from graphc.passes import PassManager, make_pass
 from graphc.testing import feeds_for, random_programs
 

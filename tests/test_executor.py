@@ -7,10 +7,10 @@ import os
 
 import numpy as np
 import pytest
+from graphc.models import mlp
 
 import graphc as fluid
 from graphc import layers, optimizer
-from graphc.models import mlp
 
 
 @pytest.fixture

@@ -4,13 +4,13 @@ skips recomputing the feed checks, yet every check still holds; and the explicit
 
 from __future__ import annotations
 
+import graphc.io  # noqa: F401  (registers its feed provider)
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import graphc
 import graphc.distributed
-import graphc.io  # noqa: F401  (registers its feed provider)
 from graphc import layers, optimizer
 from graphc.backends.data_checks import DataError
 from graphc.ir.errors import GraphcError

@@ -19,14 +19,8 @@ import pytest
 import graphc
 from graphc import layers, models
 from graphc.backends.interpreter import run_graph
-from graphc.ir.ops import (
-    GRAD_SUFFIX,
-    OPTIMIZER,
-    all_op_types,
-    get_op_def,
-    grad_op_type,
-    is_differentiable,
-)
+from graphc.ir.grad_defs import GRAD_SUFFIX, grad_op_type, is_differentiable
+from graphc.ir.opdef import OPTIMIZER, all_op_types, get_op_def
 
 THIS_FILE = os.path.basename(__file__)
 

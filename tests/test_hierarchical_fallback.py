@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphc.io import DataLoader
 
 import graphc
 from graphc import layers, optimizer
 from graphc.backends.interpreter import run_graph, run_replicas
-from graphc.backends.rules.registry import replica_groups
-from graphc.io import DataLoader
+from graphc.backends.lowering import replica_groups
 from graphc.ir import lower
 from graphc.passes import PassManager, make_pass
 

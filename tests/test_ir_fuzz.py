@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import graphc
 from graphc.ir import ParseError, VerifyError, parse
-from graphc.ir.ops import all_op_types
+from graphc.ir.opdef import all_op_types
 from graphc.ir.text import structural_key
 from graphc.ir.to_program import graph_to_program
 from graphc.ir.types import TensorType

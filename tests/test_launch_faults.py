@@ -368,6 +368,7 @@ def test_collective_timeout_values():
 # -- 4. bad values are refused before anything starts --------------------------------------
 def _cli(capsys, monkeypatch, *argv) -> tuple[int, str]:
     from graphc.cli import main
+
     from graphc.distributed import launch as launch_mod
 
     def refuse(*a, **k):

@@ -279,7 +279,7 @@ def test_split_with_minus_one_section_and_negative_dim():
 
 def test_topk_values_are_differentiable():
     """top_k's Out has a gradient (Paddle's top_k_grad): the op, not only its layer."""
-    from graphc.ir.ops import is_differentiable
+    from graphc.ir.grad_defs import is_differentiable
     assert is_differentiable("top_k")
     assert not is_differentiable("arg_max") and not is_differentiable("where_index")
 
@@ -352,7 +352,7 @@ def _type(shape, dtype="float32"):
 def test_degenerate_inputs_get_shape_errors(op_type, ins, attrs, message):
     """Scalars, zero-size and non-finite attributes: a ShapeError naming the op, never a
     Python error from inside the inference rule."""
-    from graphc.ir.ops import get_op_def
+    from graphc.ir.opdef import get_op_def
     opdef = get_op_def(op_type)
     with pytest.raises(graphc.ShapeError, match=f"^at t.py:1: {op_type}: .*{re.escape(message)}"):
         opdef.infer_types(ins, opdef.normalize_attrs(attrs, "at t.py:1"), "at t.py:1")

@@ -568,9 +568,9 @@ def test_data_parallel_level_2_feeds_and_lod_fetches():
 def test_generic_lod_gradient_equals_the_pool_gradient_rule(pooltype):
     """An aware op's grad op without a rule of its own differentiates its forward rule over
     the tokens (rules/sequence.py lod_generic_grad): it must agree with sequence_pool_grad."""
-    from graphc.backends.rules import RuleContext, get_rule
-    from graphc.backends.rules.sequence import lod_generic_grad
+    from graphc.backends.lowering import RuleContext, get_rule
     from graphc.ir.types import TensorType
+    from graphc.ops.sequence.lowering import lod_generic_grad
     rng = np.random.default_rng(0)
     t = lod_tensor(rng.standard_normal((6, 3)), [[2, 0, 4]])
     want_t = TensorType((-1, 3), "float64", False, 1)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphc.dataset import DatasetError, InMemoryDataset, QueueDataset
+from graphc.io import DataLoader, DataLoaderError
 
 import graphc
 import graphc.fluid as fluid
 from graphc import layers, models
-from graphc.dataset import DatasetError, InMemoryDataset, QueueDataset
-from graphc.io import DataLoader, DataLoaderError
 from graphc.runtime.feeds import FeedError
 from graphc.runtime.lod import LoDTensor
 

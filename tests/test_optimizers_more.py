@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphc.param_attr import ParamAttr
 
 import graphc
 from graphc import layers, optimizer
 from graphc.ir.errors import GraphcError
-from graphc.param_attr import ParamAttr
 from graphc.passes import PassManager, make_pass
 
 STEPS = 4

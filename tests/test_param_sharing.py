@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphc.param_attr import ParamAttr
 
 import graphc
 from graphc import layers, optimizer
 from graphc.ir.errors import ProgramError
-from graphc.param_attr import ParamAttr
 
 LR = 0.5
 

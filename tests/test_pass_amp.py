@@ -6,16 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import graphc.amp
 import numpy as np
 import pytest
 from hypothesis import assume, given, settings
 
 import graphc
-import graphc.amp
 from graphc import layers, models, optimizer
 from graphc.backends.interpreter import run_graph
 from graphc.ir import lower, parse
-from graphc.ir.ops.amp_ops import BAD_STEPS, FOUND_INFINITE, GOOD_STEPS, LOSS_SCALING
+from graphc.ops.amp.defs import BAD_STEPS, FOUND_INFINITE, GOOD_STEPS, LOSS_SCALING
 from graphc.passes import PassError, PassManager, make_pass, passes_for
 from graphc.strategy import AmpConfigs, BuildStrategy, StrategyError
 from graphc.testing import check_golden, feeds_for, random_programs
@@ -372,7 +372,7 @@ def test_paddle_black_list_ops_stay_in_float32():
     from graphc.passes.amp import BLACK_LIST
     assert {"log", "cos_sim", "sigmoid_cross_entropy_with_logits", "mean", "sum", "exp",
             "square", "softmax", "softmax_with_cross_entropy", "cross_entropy"} <= BLACK_LIST
-    from graphc.ir.ops import LOSS, all_op_types, get_op_def
+    from graphc.ir.opdef import LOSS, all_op_types, get_op_def
     losses = {t for t in all_op_types() if not t.endswith("_grad")
               and get_op_def(t).has_trait(LOSS)}
     assert losses <= BLACK_LIST, sorted(losses - BLACK_LIST)

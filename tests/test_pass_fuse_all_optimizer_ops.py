@@ -9,17 +9,17 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from graphc.backward import append_backward
+from graphc.param_attr import ParamAttr
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphc
 from graphc import initializer, layers, optimizer
-from graphc.backward import append_backward
 from graphc.ir import parse
 from graphc.ir.errors import ShapeError
-from graphc.ir.ops import get_op_def
+from graphc.ir.opdef import get_op_def
 from graphc.ir.types import TensorType
-from graphc.param_attr import ParamAttr
 from graphc.passes import PassError, PassManager, make_pass, parse_pipeline
 from graphc.testing import check_golden, check_pass, random_programs
 

@@ -9,17 +9,17 @@ import os
 
 import numpy as np
 import pytest
+from graphc.initializer import Constant, Uniform
+from graphc.regularizer import L2Decay
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import graphc
 from graphc import layers, models, optimizer
 from graphc.backends.interpreter import resolve_fetch, run_graph
-from graphc.initializer import Constant, Uniform
-from graphc.ir.ops.fused_ops import FUSED_GRAD_OP, FUSED_OP
 from graphc.layers.helper import LayerHelper
+from graphc.ops.fused_elementwise.defs import FUSED_GRAD_OP, FUSED_OP
 from graphc.passes import PassError, PassManager, make_pass, parse_pipeline
-from graphc.regularizer import L2Decay
 from graphc.testing import (
     GeneratedProgram,
     assert_same_results,

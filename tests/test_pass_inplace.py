@@ -17,7 +17,7 @@ from graphc import layers, models, optimizer
 from graphc.backends.evaluate import evaluate_op
 from graphc.backends.interpreter import bind_inputs, resolve_fetch, run_graph
 from graphc.ir.graph import Graph, lower
-from graphc.ir.ops import CONTROL_SLOT
+from graphc.ir.opdef import CONTROL_SLOT
 from graphc.passes import PassManager, make_pass
 from graphc.passes.enable_inplace import EnableInplace, MemoryPlan, inplace_candidates
 from graphc.passes.memory_optimize import MemoryOptimize

@@ -10,13 +10,13 @@ import os
 
 import numpy as np
 import pytest
+from graphc.cli import main as cli_main
+from graphc.models import mlp
 from hypothesis import given, settings
 
 import graphc as fluid
 from graphc import layers, optimizer
-from graphc.cli import main as cli_main
 from graphc.ir.graph import Graph
-from graphc.models import mlp
 from graphc.passes import (
     Pass,
     PassContext,

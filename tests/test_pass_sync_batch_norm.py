@@ -16,7 +16,7 @@ from pass_harness import run_pass as _run_pass
 import graphc
 from graphc import layers, optimizer
 from graphc.backends.interpreter import run_graph, run_replicas
-from graphc.backends.rules import Replicas, apply_cross_replica
+from graphc.backends.lowering import Replicas, apply_cross_replica
 from graphc.ir import lower
 from graphc.ir.text import parse
 from graphc.ir.types import TensorType

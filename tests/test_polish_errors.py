@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphc.io import DataLoader, DataLoaderError
 
 import graphc as fluid
-from graphc.io import DataLoader, DataLoaderError
 from graphc.ir.errors import GraphcError
 from graphc.runtime.lod import LoDError, LoDTensor, create_random_int_lodtensor
 from graphc.runtime.scope import Scope, ScopeError
@@ -136,6 +136,7 @@ def test_pserver_bad_collective_timeout_is_a_pserver_error(monkeypatch):
 
 def test_lod_column_is_public_and_shared():
     from graphc.loader_epoch import to_lod_tensor
+
     from graphc.runtime.feed_columns import Column, LoDColumn, column_for
     from graphc.runtime.feeds import FeedError
     main, startup = fluid.Program(), fluid.Program()

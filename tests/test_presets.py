@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+from graphc.presets import load_preset, preset_names
 
 import graphc
 from graphc.passes import passes_for
-from graphc.presets import load_preset, preset_names
 from graphc.strategy import PRESETS_DIR, BuildStrategy, ReduceStrategy, StrategyError
 
 EXPECTED = {"default", "debug", "fast-single-device", "collective-resnet50", "cpu-reduce",

@@ -4,11 +4,11 @@ Variable operators, lowering errors and Graph.to_program's renaming of live vers
 from __future__ import annotations
 
 import pytest
+from graphc.cli import main as cli_main
+from graphc.models import demo_cnn, mlp
 
 import graphc as fluid
 from graphc import layers
-from graphc.cli import main as cli_main
-from graphc.models import demo_cnn, mlp
 
 
 def test_demo_command_prints_ir_and_statistics(capsys):

@@ -14,7 +14,7 @@ import graphc.fluid as fluid
 from graphc.distributed.pserver import PServerError, Transpiler
 from graphc.fluid.transpiler import HashName, RoundRobin
 from graphc.passes import PassError, make_pass
-from graphc.passes.ps_plan import block_rows
+from graphc.passes.pserver.plan import block_rows
 from graphc.testing import check_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "ps-transpile"
@@ -329,7 +329,7 @@ def test_trainer_program_runs_its_exchange_in_order_inside_one_compiled_step():
     """The trainer program under the ordinary Executor, with a loopback channel: the ordered
     host callbacks run send, send_barrier, recv, fetch_barrier, and what recv returns
     becomes the parameters; a GEO program calls its exchange once per step."""
-    from graphc.backends.rules.pserver import install_channel
+    from graphc.ops.pserver.lowering import install_channel
     main, startup = build()
     ch = _LoopbackChannel()
     install_channel(ch)
@@ -384,7 +384,7 @@ def test_nccl2_mode_is_graphcs_collective_path():
 def test_trainer_startup_pulls_the_initial_parameters_from_the_servers():
     """Transpiler.trainer_startup (fleet's worker startup_program): after the initialisers,
     recv (initial) + fetch_barrier + concat replace each parameter by the servers' blocks."""
-    from graphc.backends.rules.pserver import install_channel
+    from graphc.ops.pserver.lowering import install_channel
     main, startup = build()
     t = Transpiler(EPS, trainers=2).transpile(main, startup)
     ch = _LoopbackChannel()

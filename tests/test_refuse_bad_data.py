@@ -3,12 +3,12 @@ range, empty or lossy feeds, user arrays in the scope, and fc on integer inputs.
 
 from __future__ import annotations
 
+import graphc.amp
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import graphc
-import graphc.amp
 from graphc import layers, optimizer
 from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph, run_replicas

@@ -10,14 +10,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from graphc.initializer import Normal, Uniform
+from graphc.param_attr import ParamAttr
 
 import graphc
 from graphc import layers, optimizer, unique_name
 from graphc.backends.evaluate import op_seed, random_op_positions
-from graphc.backends.rules.registry import random_key, random_op_seed
-from graphc.initializer import Normal, Uniform
+from graphc.backends.lowering import random_key, random_op_seed
 from graphc.ir.graph import lower
-from graphc.param_attr import ParamAttr
 
 
 def build(seed: int, prefix: str | None = None, burn: int = 0, dropout: bool = False):

@@ -18,7 +18,8 @@ import pytest
 import graphc
 from graphc import initializer, layers
 from graphc.ir import unique_name
-from graphc.ir.ops import all_op_types, get_op_def, grad_op_type, has_op_def
+from graphc.ir.grad_defs import grad_op_type
+from graphc.ir.opdef import all_op_types, get_op_def, has_op_def
 from graphc.ir.types import FLOAT_DTYPES, TensorType
 
 HERE = "test_shape_inference.py"

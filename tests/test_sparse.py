@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from graphc.models import bow_net
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,7 +21,6 @@ import graphc
 from graphc import layers, optimizer
 from graphc.backends.interpreter import run_graph, run_replicas
 from graphc.ir import lower, parse
-from graphc.models import bow_net
 from graphc.passes import PassManager, make_pass
 from graphc.passes.fuse_all_reduce_ops import bucket_plan
 

@@ -6,14 +6,14 @@ from __future__ import annotations
 import jax
 import numpy as np
 import pytest
+from graphc.initializer import Constant, Normal, Uniform
+from graphc.models import resnet
 
 import graphc
 from graphc import layers
+from graphc.backends.lowering import apply_rule
 from graphc.backends.precision import graphc_x64
-from graphc.backends.rules import apply_rule
-from graphc.initializer import Constant, Normal, Uniform
 from graphc.ir.types import TensorType
-from graphc.models import resnet
 from graphc.runtime import startup as startup_mod
 from graphc.runtime.startup import use_grouped_startup
 from graphc.runtime.startup_draws import draw_random, flat_draws_supported

@@ -4,9 +4,9 @@ StrategyError naming the file and, where there is one, the line; never a raw Pyt
 from __future__ import annotations
 
 import pytest
+from graphc.presets import load_preset
 
 from graphc import BuildStrategy, DistributedStrategy, ExecutionStrategy, StrategyError
-from graphc.presets import load_preset
 
 LOADERS = {
     "build": BuildStrategy.load,

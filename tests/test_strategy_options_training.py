@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from graphc.initializer import Constant
 
 import graphc as fluid
 from graphc import layers, optimizer
-from graphc.initializer import Constant
 
 OPTIONS = ["fuse_elewise_add_act_ops", "fuse_bn_act_ops", "fuse_relu_depthwise_conv",
            "fuse_all_optimizer_ops", "enable_inplace", "memory_optimize",

@@ -26,15 +26,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import graphc.demo
 import numpy as np
 import numpy_reference as ref
 import pytest
-
-import graphc
-import graphc.demo
-from graphc import layers, models, optimizer
 from graphc.param_attr import ParamAttr
 from graphc.regularizer import L2Decay
+
+import graphc
+from graphc import layers, models, optimizer
 
 STEPS = 5
 LOSS_RTOL = 1e-5

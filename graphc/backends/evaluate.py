@@ -9,18 +9,21 @@ import weakref
 
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import RANDOM, get_op_def
+from ..ir.opdef import RANDOM, get_op_def
+from ..ops import import_lowerings
 from .lod import LoDArray
-from .precision import with_graphc_x64
-from .rules import (
+from .lowering import (
     LoweringError,
     Replicas,
     apply_cross_replica,
     apply_rule,
     is_cross_replica,
+    random_op_seed,
 )
-from .rules.registry import random_op_seed
+from .precision import with_graphc_x64
 from .selected_rows import SelectedRows
+
+import_lowerings()  # every family's rules are registered before the first op is walked
 
 # graph -> (graph version, {op id: position among the graph's random ops})
 _POSITIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()

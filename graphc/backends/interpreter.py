@@ -19,9 +19,8 @@ from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Value
 from .evaluate import evaluate, evaluate_op, evaluate_replicas
 from .lod import LoDArray, concat_blocks, split_sequences
+from .lowering import Replicas, replica_groups
 from .precision import with_graphc_x64
-from .rules import Replicas
-from .rules.registry import replica_groups
 from .selected_rows import SelectedRows, concat_rows, replica_block, to_host
 
 

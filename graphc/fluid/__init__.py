@@ -24,7 +24,7 @@ for _key, _module in list(_sys.modules.items()):
     if _key.startswith("graphc.layers."):
         _sys.modules[__name__ + _key.removeprefix("graphc")] = _module
 
-from ..backward import append_backward  # noqa: E402
+from ..build.backward import append_backward  # noqa: E402
 from ..layers.tensor import declare_data as data  # noqa: E402  (fluid.data: shape as given)
 from . import (  # noqa: E402
     average,

@@ -1,8 +1,8 @@
 """``fluid.backward``: ``append_backward`` and the rest of graphc.backward, under Paddle's
 module path."""
 
-from .. import backward as _base
-from ..backward import append_backward
+from ..build import backward as _base
+from ..build.backward import append_backward
 from ._missing import delegating_getattr
 
 __all__ = ["append_backward"]

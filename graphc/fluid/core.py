@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import jax
 
-from .. import io as _io
+from ..dataio import io as _io
 from ..runtime.lod import (  # the host LoD value and its checks live in the runtime
     LoDError,
     LoDTensor,

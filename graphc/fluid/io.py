@@ -2,7 +2,7 @@
 input pipeline (DataLoader, PyReader) from graphc.io, plus Paddle's reader decorators
 (``fluid.io.batch``, ``fluid.io.shuffle``, ...), all looked up when asked for."""
 
-from .. import io as _base
+from ..dataio import io as _base
 from . import reader_decorators as _decorators
 from ._missing import missing
 

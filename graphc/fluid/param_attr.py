@@ -1,7 +1,7 @@
 """``fluid.param_attr``: ParamAttr (graphc.param_attr); WeightNormParamAttr is refused
 with advice."""
 
-from ..param_attr import ParamAttr
+from ..build.param_attr import ParamAttr
 from ._missing import missing
 
 __all__ = ["ParamAttr"]

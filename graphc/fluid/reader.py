@@ -1,8 +1,8 @@
 """``fluid.reader``: DataLoader and PyReader, which graphc.io implements; other names are
 looked up there when asked for."""
 
-from .. import io as _io
-from ..io import DataLoader, PyReader
+from ..dataio import io as _io
+from ..dataio.io import DataLoader, PyReader
 from ._missing import delegating_getattr
 
 __all__ = ["DataLoader", "PyReader"]

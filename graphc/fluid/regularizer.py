@@ -1,7 +1,7 @@
 """``fluid.regularizer``: graphc's weight-decay regularisers under Paddle's names
 (``L2Decay`` and ``L2DecayRegularizer``)."""
 
-from .. import regularizer as _base
+from ..build import regularizer as _base
 from ._missing import delegating_getattr
 
 __getattr__ = delegating_getattr(__name__, _base, {

@@ -16,7 +16,7 @@ from typing import Any
 import networkx as nx
 
 from .errors import ProgramError
-from .ops import get_op_def
+from .opdef import get_op_def
 from .types import TensorType
 
 VAR_KINDS = ("feed", "param", "persistable", "temp")

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from .errors import OpDefinitionError, ProgramError, ShapeError
-from .ops import get_op_def
+from .opdef import get_op_def
 from .source import user_source
 from .types import TensorType, normalize_dtype, normalize_shape, types_compatible
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from .errors import ProgramError, ShapeError
 from .graph import Graph, Op, Value, VarInfo
-from .ops import get_op_def
+from .opdef import get_op_def
 from .types import TensorType, types_compatible
 
 Listener = Callable[[str, dict[str, Any]], None]
@@ -76,7 +76,7 @@ class Rewriter:
         """Make every replica hold only its ``[1, c]`` shard of a persistable variable: each
         version is retyped, so the ops that read or write it must be replaced by ops on
         shards (the data-parallel pass's Reduce mode does so right after)."""
-        from .ops.collective_ops import shard_shape
+        from ..ops.collective.defs import shard_shape
         g = self.graph
         var = g.vars.get(var_name)
         if var is None or not var.persistable:
@@ -265,7 +265,7 @@ class Rewriter:
 
     def add_input(self, op: Op, slot: str, value: Value) -> None:
         """Append ``value`` to a duplicable slot of ``op`` (or its ``_deps`` control slot)."""
-        from .ops import CONTROL_SLOT
+        from .opdef import CONTROL_SLOT
         g = self.graph
         self._check_own(value, op.where)
         opdef = get_op_def(op.type, op.where)

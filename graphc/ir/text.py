@@ -13,8 +13,8 @@ from typing import Any
 
 from .errors import GraphcError, ParseError
 from .graph import Graph, Op, Value, VarInfo, gc_paused
-from .ops import get_op_def as _get_op_def
-from .ops import has_op_def
+from .opdef import get_op_def as _get_op_def
+from .opdef import has_op_def
 from .types import TensorType, dtype_from_short, lod_type, short_dtype, sparse_type
 
 # ---------------------------------------------------------------------------- printing

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .errors import GraphcError, VerifyError
 from .graph import Graph, Op, Value, VarInfo
-from .ops import get_op_def, has_op_def
+from .opdef import get_op_def, has_op_def
 from .program import ROLES
 from .types import DTYPES, MAX_LOD_LEVEL, TensorType, types_compatible
 

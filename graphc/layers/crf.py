@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
+from ..build.param_attr import ParamAttr
 from ..ir.errors import ProgramError
-from ..param_attr import ParamAttr
 from .helper import LayerHelper, check_variable
 
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import copy
 
-from ..initializer import Constant, Initializer, Xavier
+from ..build.initializer import Constant, Initializer, Xavier
+from ..build.param_attr import ParamAttr
 from ..ir import unique_name
 from ..ir.errors import ProgramError
 from ..ir.program import Variable, default_main_program, default_startup_program
 from ..ir.types import normalize_dtype
-from ..param_attr import ParamAttr
 
 
 class LayerHelper:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..ir import unique_name
 from ..ir.errors import ProgramError
-from ..ir.ops.metric_ops import auc_state_size
+from ..ops.metric.defs import auc_state_size
 from .helper import LayerHelper, check_variable
 
 

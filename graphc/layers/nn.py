@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import math
 
-from ..initializer import Constant, Normal
+from ..build.initializer import Constant, Normal
+from ..build.param_attr import ParamAttr
 from ..ir.errors import ProgramError
 from ..ir.source import user_source
 from ..ir.types import FLOAT_DTYPES
-from ..param_attr import ParamAttr
 from .helper import LayerHelper, check_variable
 
 

@@ -5,7 +5,7 @@ signatures, defaults and parameter layouts (docs/lod.md, "Recurrent layers")."""
 from __future__ import annotations
 
 from ..ir.errors import ProgramError
-from ..ir.ops.rnn_ops import ACTIVATIONS, UNIT_ACTIVATIONS
+from ..ops.rnn.defs import ACTIVATIONS, UNIT_ACTIVATIONS
 from .helper import LayerHelper, check_variable
 
 _UNIT_CODES = {v: k for k, v in UNIT_ACTIVATIONS.items()}

@@ -4,7 +4,7 @@ them; and ``pipeline_for(build_strategy)``, the ordered pipeline a BuildStrategy
 import importlib
 import pkgutil
 
-from .base import (
+from .infra.base import (
     Pass,
     PassContext,
     PassError,
@@ -14,14 +14,14 @@ from .base import (
     parse_pipeline,
     register_pass,
 )
-from .manager import PassFailure, PassManager, PipelineReport
-from .pipeline import ORDER, passes_for, pipeline_for
+from .infra.manager import PassFailure, PassManager, PipelineReport
+from .infra.pipeline import ORDER, passes_for, pipeline_for
 
-# Every other module of this package is one pass: importing it registers the pass.
-_INFRASTRUCTURE = {"base", "manager", "pipeline", "control_deps"}
-for _module in pkgutil.iter_modules(__path__):
-    if _module.name not in _INFRASTRUCTURE:
-        importlib.import_module(f"{__name__}.{_module.name}")
+# Every module here and in the pass sub-packages (pserver/, roll/) is one pass or a helper
+# of those passes: importing it registers what it defines. infra/ holds no pass.
+for _module in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
+    if not _module.name.startswith(f"{__name__}.infra"):
+        importlib.import_module(_module.name)
 
 __all__ = [
     "ORDER", "Pass", "PassContext", "PassError", "PassFailure", "PassManager", "PassResult",

@@ -11,9 +11,9 @@ concurrently (num_threads). Matches ops with the ``collective`` trait except ``c
 from __future__ import annotations
 
 from ..ir.graph import Graph
-from ..ir.ops import COLLECTIVE, get_op_def
-from .base import Pass, PassContext, register_pass
-from .control_deps import add_dependency
+from ..ir.opdef import COLLECTIVE, get_op_def
+from .infra.base import Pass, PassContext, register_pass
+from .infra.control_deps import add_dependency
 
 LOCAL_ONLY = {"c_shard"}  # collective ops that do not communicate
 

@@ -70,21 +70,20 @@ from typing import Literal
 from pydantic import field_validator
 
 from ..ir.errors import ShapeError
+from ..ir.grad_defs import GRAD_SUFFIX, forward_type
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import (
+from ..ir.opdef import (
     COLLECTIVE,
     CONTROL_SLOT,
-    GRAD_SUFFIX,
     INITIALIZER,
     OPTIMIZER,
     STATEFUL,
-    forward_type,
     get_op_def,
     has_op_def,
 )
-from ..ir.ops.amp_ops import BAD_STEPS, FOUND_INFINITE, GOOD_STEPS, LOSS_SCALING, STATE_TYPES
 from ..ir.types import FLOAT_DTYPES, TensorType, short_dtype
-from .base import Pass, PassContext, PassError, register_pass
+from ..ops.amp.defs import BAD_STEPS, FOUND_INFINITE, GOOD_STEPS, LOSS_SCALING, STATE_TYPES
+from .infra.base import Pass, PassContext, PassError, register_pass
 
 WHITE_LIST = frozenset({"mul", "matmul", "conv2d", "depthwise_conv2d"})
 BLACK_LIST = frozenset({

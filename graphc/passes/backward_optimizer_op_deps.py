@@ -9,8 +9,8 @@ declines (``skipped: single device``). Optimizer ops keep their relative order.
 from __future__ import annotations
 
 from ..ir.graph import Graph
-from .base import Pass, PassContext, register_pass
-from .control_deps import add_dependency
+from .infra.base import Pass, PassContext, register_pass
+from .infra.control_deps import add_dependency
 
 
 @register_pass

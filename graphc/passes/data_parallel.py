@@ -37,8 +37,8 @@ from __future__ import annotations
 from typing import Literal
 
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import CONTROL_SLOT, OPTIMIZER, WHOLE_TENSOR, get_op_def
-from .base import Pass, PassContext, register_pass
+from ..ir.opdef import CONTROL_SLOT, OPTIMIZER, WHOLE_TENSOR, get_op_def
+from .infra.base import Pass, PassContext, register_pass
 
 
 def backward_gradient(graph: Graph, grad: Value) -> Value:

@@ -7,8 +7,8 @@ nothing more is dead, walking ops in reverse order so one sweep usually suffices
 from __future__ import annotations
 
 from ..ir.graph import Graph
-from ..ir.ops import COLLECTIVE, get_op_def
-from .base import Pass, PassContext, register_pass
+from ..ir.opdef import COLLECTIVE, get_op_def
+from .infra.base import Pass, PassContext, register_pass
 
 
 @register_pass

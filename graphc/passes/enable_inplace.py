@@ -43,10 +43,11 @@ from typing import ClassVar
 
 from pydantic import Field
 
+from ..ir.grad_defs import GRAD_SUFFIX, forward_type
 from ..ir.graph import Graph, Value, gc_paused
-from ..ir.ops import CONTROL_SLOT, ELEMENTWISE, GRAD_SUFFIX, forward_type, get_op_def
+from ..ir.opdef import CONTROL_SLOT, ELEMENTWISE, get_op_def
 from ..ir.types import ROWS_DTYPE, TensorType
-from .base import Pass, PassContext, register_pass
+from .infra.base import Pass, PassContext, register_pass
 
 _ITEMSIZE = {"float16": 2, "bfloat16": 2, "float32": 4, "float64": 8, "int8": 1, "uint8": 1,
              "int16": 2, "int32": 4, "int64": 8, "bool": 1}

@@ -36,9 +36,9 @@ from __future__ import annotations
 from typing import Literal
 
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import CONTROL_SLOT, OPTIMIZER, get_op_def
-from ..ir.ops.coalesce_ops import FUSED_OPTIMIZERS, SHARED_SLOT
-from .base import Pass, PassContext, members_of, register_pass
+from ..ir.opdef import CONTROL_SLOT, OPTIMIZER, get_op_def
+from ..ops.coalesce.defs import FUSED_OPTIMIZERS, SHARED_SLOT
+from .infra.base import Pass, PassContext, members_of, register_pass
 
 
 def _key(op: Op) -> tuple:

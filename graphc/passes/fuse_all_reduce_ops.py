@@ -45,8 +45,8 @@ from dataclasses import dataclass, field
 from pydantic import Field
 
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import CONTROL_SLOT, get_op_def
-from .base import Pass, PassContext, register_pass
+from ..ir.opdef import CONTROL_SLOT, get_op_def
+from .infra.base import Pass, PassContext, register_pass
 
 GRADIENT_FUSED = {"c_allreduce": "c_fused_allreduce",
                   "c_reduce_scatter": "c_fused_reduce_scatter"}

@@ -23,10 +23,18 @@ data-parallel replicas, which the fused op does not do. Stats: ``fused``, ``fuse
 
 from __future__ import annotations
 
+from ..ir.grad_defs import GRAD_SUFFIX, forward_type
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import ACTIVATION, CONTROL_SLOT, GRAD_SUFFIX, forward_type, get_op_def
-from ..ir.ops.fused_bn_ops import FUSED_BN_ACTS
-from .base import Pass, PassContext, members_of, register_pass, single_user, user_count_reason
+from ..ir.opdef import ACTIVATION, CONTROL_SLOT, get_op_def
+from ..ops.fused_bn.defs import FUSED_BN_ACTS
+from .infra.base import (
+    Pass,
+    PassContext,
+    members_of,
+    register_pass,
+    single_user,
+    user_count_reason,
+)
 
 _BN_INS = ("X", "Scale", "Bias", "Mean", "Variance")
 _BN_OUTS = ("MeanOut", "VarianceOut", "SavedMean", "SavedVariance")

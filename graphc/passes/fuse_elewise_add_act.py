@@ -41,11 +41,12 @@ Stats: ``fused add->act``, ``fused act->add``, ``fused add->act grad``, ``fused 
 
 from __future__ import annotations
 
+from ..ir.grad_defs import GRAD_SUFFIX
 from ..ir.graph import Graph, Op, Value
-from ..ir.ops import CONTROL_SLOT, GRAD_SUFFIX, get_op_def
-from ..ir.ops.fused_ops import ACTIVATION_ATTRS, BINARY, FUSED_GRAD_OP, FUSED_OP
+from ..ir.opdef import CONTROL_SLOT, get_op_def
 from ..ir.types import dims_compatible
-from .base import Pass, PassContext, members_of, register_pass, user_count_reason
+from ..ops.fused_elementwise.defs import ACTIVATION_ATTRS, BINARY, FUSED_GRAD_OP, FUSED_OP
+from .infra.base import Pass, PassContext, members_of, register_pass, user_count_reason
 
 BINARY_GRAD = BINARY + "_grad"
 OUT_GRAD = "Out" + GRAD_SUFFIX

@@ -19,10 +19,11 @@ Stats: ``fused``, ``fused grad``.
 
 from __future__ import annotations
 
+from ..ir.grad_defs import GRAD_SUFFIX
 from ..ir.graph import Graph, Op
-from ..ir.ops import CONTROL_SLOT, GRAD_SUFFIX
-from .base import Pass, PassContext, register_pass, single_user, user_count_reason
+from ..ir.opdef import CONTROL_SLOT
 from .fuse_bn_act import control_deps
+from .infra.base import Pass, PassContext, register_pass, single_user, user_count_reason
 
 _IN_GRAD = "Input" + GRAD_SUFFIX
 _FILTER_GRAD = "Filter" + GRAD_SUFFIX

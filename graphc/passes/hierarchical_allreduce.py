@@ -19,7 +19,7 @@ Declined all-reduces stay flat, and the backend then maps the devices as one fla
 from __future__ import annotations
 
 from ..ir.graph import Graph
-from .base import Pass, PassContext, register_pass
+from .infra.base import Pass, PassContext, register_pass
 
 ALLREDUCES = ("c_allreduce", "c_fused_allreduce")
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from .base import register_pass
 from .enable_inplace import EnableInplace
+from .infra.base import register_pass
 
 
 @register_pass

@@ -9,8 +9,8 @@ chain fixes the emitted order; the interpreter's thread pool honours it strictly
 from __future__ import annotations
 
 from ..ir.graph import Graph
-from .base import Pass, PassContext, register_pass
-from .control_deps import add_dependency
+from .infra.base import Pass, PassContext, register_pass
+from .infra.control_deps import add_dependency
 
 
 @register_pass

@@ -15,8 +15,8 @@ forward op is not a batch_norm of this graph. Stats: ``synced``, ``synced grad``
 from __future__ import annotations
 
 from ..ir.graph import Graph, Op
-from ..ir.ops import CONTROL_SLOT
-from .base import Pass, PassContext, register_pass
+from ..ir.opdef import CONTROL_SLOT
+from .infra.base import Pass, PassContext, register_pass
 
 
 def _frozen_stats(op: Op) -> bool:

@@ -660,7 +660,7 @@ class Executor:
         """One step per batch of a graphc.dataset dataset, fed ahead of time by a DataLoader,
         with a progress bar and the fetches printed every ``print_period`` steps; returns the
         last step's fetches. See graphc.dataset."""
-        from ..dataset import train_from_dataset
+        from ..dataio.dataset import train_from_dataset
         return train_from_dataset(self, program, dataset, scope, thread, debug, fetch_list,
                                   fetch_info, print_period, fetch_handler)
 
@@ -668,6 +668,6 @@ class Executor:
                            debug=False, fetch_list=None, fetch_info=None, print_period=100,
                            fetch_handler=None):
         """Like train_from_dataset, for a test/inference program."""
-        from ..dataset import infer_from_dataset
+        from ..dataio.dataset import infer_from_dataset
         return infer_from_dataset(self, program, dataset, scope, thread, debug, fetch_list,
                                   fetch_info, print_period, fetch_handler)

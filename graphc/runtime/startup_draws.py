@@ -21,8 +21,7 @@ import numpy as np
 from jax import lax
 from jax.extend.random import threefry2x32_p
 
-from ..backends.rules import apply_rule
-from ..backends.rules.registry import random_key
+from ..backends.lowering import apply_rule, random_key
 
 __all__ = ["RANDOM_INITIALISERS", "draw_random", "fill_constants", "flat_draws_supported"]
 

@@ -35,7 +35,7 @@ def fd_check(program, loss, feeds: dict, wrt: list[str], rng, state: dict | None
     LoD feed: over its tokens; a dense feed; a parameter in ``state``) with central
     differences of the loss at ``coords`` random elements, on the interpreter.
     Returns {name: analytic gradient (tokens for a LoD feed)}."""
-    from ..backward import append_backward
+    from ..build.backward import append_backward
     state = dict(state or {})
     forward = lower(program)
     append_backward(loss)

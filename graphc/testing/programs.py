@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from hypothesis import strategies as st
 
 from .. import layers
+from ..build.param_attr import ParamAttr
 from ..ir import Graph, Program, lower, program_guard, unique_name
 from ..ir.program import Variable
 from ..ir.types import FLOAT_DTYPES
-from ..param_attr import ParamAttr
 
 DEFAULT_DTYPES = ("float32", "float64")  # float16 would need looser tolerances
 MAX_DIM = 6  # dims of feeds, filters and fc sizes: small so later tests can execute fast

@@ -28,9 +28,8 @@ from jax.sharding import PartitionSpec as P
 from ...ir.errors import GraphcError
 from ...ir.graph import Graph
 from ..lod import LoDArray
+from ..lowering import Replicas, replica_groups
 from ..precision import with_graphc_x64
-from ..rules import Replicas
-from ..rules.registry import replica_groups
 from ..selected_rows import SelectedRows, replica_block
 from .step import CompiledStep
 

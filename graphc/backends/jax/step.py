@@ -19,8 +19,9 @@ import numpy as np
 from jax import lax
 
 from ...ir.errors import GraphcError
+from ...ir.grad_defs import forward_type
 from ...ir.graph import Graph, Op
-from ...ir.ops import RANDOM, forward_type, get_op_def
+from ...ir.opdef import RANDOM, get_op_def
 from ..data_checks import InvalidReport, collecting, ok, over_iterations, summarise
 from ..evaluate import evaluate, evaluate_op
 from ..interpreter import resolve_fetch

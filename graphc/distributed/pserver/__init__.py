@@ -31,7 +31,7 @@ def start_trainer(trainer_id: int, endpoints: list[str], trainers: int,
     ``pipelined`` (async mode): a step takes the parameters the servers returned for the
     previous step's push and does not wait for its own (half-async waits). Idempotent for
     the same role; returns the channel."""
-    from ...backends.rules.pserver import install_channel
+    from ...ops.pserver.lowering import install_channel
     from .trainer import TrainerChannel
     ch = _TRAINER[0]
     if ch is not None and (ch.trainer_id, ch.endpoints, ch.trainers) == (

@@ -171,7 +171,7 @@ def serve(program, executor=None, scope=None) -> dict:
     cluster = Cluster.join(SERVER, info["server_id"], len(info["endpoints"]), info["trainers"])
     state = _State(program, exe, scope, cluster, info)
     _load_tables(program, state)
-    from ...backends.rules.pserver import install_server
+    from ...ops.pserver.lowering import install_server
     install_server(state)
     comm = cluster.comm
     watchdog.start(comm.Get_rank(), timeout)

@@ -100,9 +100,9 @@ class RowTable:
 def _compile_draw(init: dict):
     import jax
 
+    from ...backends.lowering import random_key
     from ...backends.precision import with_graphc_x64
-    from ...backends.rules.registry import random_key
-    from ...backends.rules.tensor import draw_rows
+    from ...ops.tensor.lowering import draw_rows
     kind, attrs, seed = init["type"], dict(init["attrs"]), int(init["seed"])
     draw = jax.jit(lambda ids: draw_rows(kind, attrs, random_key(seed, 0), ids))
     return with_graphc_x64(draw)

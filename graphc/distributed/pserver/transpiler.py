@@ -8,8 +8,8 @@ import functools
 from ...ir.graph import lower
 from ...ir.program import Program
 from ...passes import PassContext, make_pass
-from ...passes.ps_plan import distributed_tables, prefetched_tables, updated_pairs
-from ...passes.ps_server_graph import SOURCE_KEY
+from ...passes.pserver.plan import distributed_tables, prefetched_tables, updated_pairs
+from ...passes.pserver.server_graph import SOURCE_KEY
 from .protocol import PServerError
 
 

@@ -124,7 +124,7 @@ class Collective:
     def save_persistables(self, executor, dirname, main_program=None, filename=None):
         """As ``fluid.io.save_persistables`` (``filename``: the ``dirname/filename``
         sub-checkpoint), of the fleet's main program by default."""
-        from .....saving import save_persistables
+        from .....dataio.saving import save_persistables
         return save_persistables(executor, dirname, main_program or self.main_program,
                                  filename=filename)
 

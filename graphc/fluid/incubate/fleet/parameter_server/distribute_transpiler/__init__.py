@@ -124,7 +124,7 @@ class FleetTranspiler:
                              main_program=None, export_for_deployment=True):
         """On a worker: the parameters it holds are the servers' latest (sync mode: after
         every step), so the origin program exports as a local one would."""
-        from ......saving import save_inference_model
+        from ......dataio.saving import save_inference_model
         if not self.is_worker():
             raise FleetError("save_inference_model is for workers (they hold every "
                              "parameter); this process is a server")

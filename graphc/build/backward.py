@@ -1,0 +1,187 @@
+"""append_backward: add gradient ops for a loss to its program, Paddle style.
+
+Grad ops come from each op's grad maker; a value read by several ops gets its gradient
+contributions under ``@RENAME@`` names, summed before use. Linear in program size. An
+``is_sparse`` embedding's table gets a row-sparse (SelectedRows) gradient.
+"""
+
+from __future__ import annotations
+
+from ..ir.errors import ProgramError
+from ..ir.graph import gc_paused
+from ..ir.grad_defs import GRAD_SUFFIX, is_differentiable
+from ..ir.opdef import get_op_def
+from ..ir.grad_defs import SPARSE_GRAD
+from ..ir.program import Parameter, Variable
+from ..ir.types import FLOAT_DTYPES
+
+
+def _names(items) -> set[str]:
+    return {getattr(i, "name", i) for i in (items or ())}
+
+
+@gc_paused
+def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
+                    callbacks=None) -> list[tuple[Parameter, Variable]]:
+    """Append grad ops for ``loss``; return [(parameter, its gradient variable)]."""
+    if not isinstance(loss, Variable):
+        raise ProgramError(f"append_backward: loss must be a Variable, got {type(loss).__name__}")
+    block = loss.block
+    program = block.program
+    if loss.shape is None or any(d < 0 for d in loss.shape):
+        raise ProgramError(f"append_backward: loss '{loss.name}' must have a known shape, got "
+                           f"{loss.shape}; reduce it with layers.mean first")
+    if loss.dtype not in FLOAT_DTYPES:
+        raise ProgramError(f"append_backward: loss '{loss.name}' must be floating point")
+    ops = block.ops
+    loss_idx = max((i for i, op in enumerate(ops) if loss.name in op.output_arg_names),
+                   default=None)
+    if loss_idx is None:
+        raise ProgramError(f"append_backward: no op computes loss '{loss.name}'")
+    forward = [op for op in ops[:loss_idx + 1] if op.role == "forward"]
+    no_grad = _names(no_grad_set)
+
+    known: dict[str, bool] = {}  # asked several times per variable
+
+    def differentiable(name: str) -> bool:
+        answer = known.get(name)
+        if answer is None:
+            var = block.var(name)
+            answer = known[name] = (not var.stop_gradient and var.dtype in FLOAT_DTYPES
+                                    and name not in no_grad)
+        return answer
+
+    # Forward reachability: values that depend on something trainable.
+    depends = {v.name for v in block.vars.values()
+               if v.name not in no_grad and not v.stop_gradient and v.dtype in FLOAT_DTYPES
+               and (v.persistable or v.is_data)}
+    for op in forward:
+        if is_differentiable(op.type) and any(n in depends for n in op.input_arg_names):
+            depends.update(n for n in op.output_arg_names if differentiable(n))
+    # Backward reachability: ops on a path from something trainable to the loss.
+    needed, path = {loss.name}, []
+    for op in reversed(forward):
+        if not is_differentiable(op.type) or not any(n in needed for n in op.output_arg_names):
+            continue
+        diff_inputs = [n for n in op.input_arg_names if n in depends and differentiable(n)]
+        if diff_inputs:
+            path.append(op)
+            needed.update(diff_inputs)
+
+    writers: dict[str, int] = {}
+    for op in forward:
+        for n in op.output_arg_names:
+            writers[n] = writers.get(n, 0) + 1
+    contributions: dict[str, int] = {}
+    for op in path:
+        for n in op.input_arg_names:
+            if n in needed and n in depends and differentiable(n):
+                if writers.get(n, 0) > 1:
+                    raise ProgramError(
+                        f"append_backward: '{n}' is written {writers[n]} times and lies on the "
+                        f"gradient path ({op.where}); in-place rewrites of differentiable "
+                        "values are not supported")
+                contributions[n] = contributions.get(n, 0) + 1
+
+    grad_of: dict[str, str] = {}  # forward name -> its complete gradient's name
+    pending: dict[str, list[str]] = {}  # forward name -> contributions not yet summed
+
+    sparse_grads: set[str] = set()  # gradients that are row-sparse (is_sparse lookups' tables)
+
+    def grad_var(name: str, grad_name: str, sparse: bool = False) -> str:
+        var = block.var(name)
+        # a LoD value's gradient has its LoD (docs/lod.md)
+        grad = block.create_var(grad_name, var.shape, var.dtype, lod_level=var.lod_level)
+        grad.selected_rows = sparse
+        if sparse:
+            sparse_grads.add(grad_name)
+        return grad_name
+
+    def finalize(name: str) -> str | None:
+        parts = pending.pop(name, None)
+        if parts:
+            if len(parts) == 1:
+                grad_of[name] = parts[0]
+            else:
+                # typed by inference: the sum of row-sparse parts is row-sparse (a table
+                # shared by sparse lookups), of mixed ones dense
+                full = block.create_var(name + GRAD_SUFFIX, dtype=block.var(name).dtype).name
+                block.append_op("sum", {"X": parts}, {"Out": full}, source=source)
+                if block.var(full).selected_rows:
+                    sparse_grads.add(full)
+                grad_of[name] = full
+        return grad_of.get(name)
+
+    def unused_name(base: str) -> str:
+        k = 0
+        while block.has_var(f"{base}@{k}"):
+            k += 1
+        return f"{base}@{k}"
+
+    def zero_grad(op, name: str) -> str:
+        """Zeros for an output whose gradient is unused but whose siblings' are not."""
+        zero = grad_var(name, name + GRAD_SUFFIX)
+        block.append_op("fill_zeros_like", {"X": name}, {"Out": zero}, source=op.source)
+        grad_of[name] = zero
+        return zero
+
+    with program.op_role_guard("backward"):
+        source = ops[loss_idx].source
+        loss_grad = grad_var(loss.name, loss.name + GRAD_SUFFIX)
+        block.append_op("fill_constant", outputs={"Out": loss_grad},
+                        attrs={"shape": list(loss.shape), "dtype": loss.dtype, "value": 1.0},
+                        source=source)
+        grad_of[loss.name] = loss_grad
+        for op in path:  # already in reverse order
+            source = op.source
+            out_grads = {s: [finalize(n) for n in names] for s, names in op.outputs.items()}
+            if not any(g for gs in out_grads.values() for g in gs):
+                continue
+            for slot, gs in out_grads.items():  # a duplicable output (split) only partly used
+                if None in gs and any(gs):
+                    out_grads[slot] = [g or zero_grad(op, n) for n, g in zip(op.outputs[slot], gs)]
+            in_grads = {}
+            sparse_slot, sparse_attr = SPARSE_GRAD.get(op.type, (None, None))
+            for slot, names in op.inputs.items():
+                gs = []
+                sparse = slot == sparse_slot and bool(op.attrs.get(sparse_attr))
+                for n in names:
+                    if n in needed and n in depends and differentiable(n):
+                        k = len(pending.get(n, ()))
+                        gname = n + GRAD_SUFFIX if contributions[n] == 1 \
+                            else f"{n}{GRAD_SUFFIX}@RENAME@{k}"
+                        pending.setdefault(n, []).append(grad_var(n, gname, sparse))
+                        gs.append(gname)
+                    else:
+                        gs.append(None)
+                if None in gs and any(gs):  # a duplicable input (concat, sum) partly needed
+                    gs = [g or grad_var(n, unused_name(n + GRAD_SUFFIX + "@EMPTY"))
+                          for n, g in zip(names, gs)]
+                in_grads[slot] = gs
+            maker = get_op_def(op.type).grad_maker
+            # a row-sparse output gradient (the table of a sparse lookup that is itself
+            # computed) is checked: the grad op must take it, or the user hears why not
+            sparse_in = bool(sparse_grads) and any(g in sparse_grads for gs in out_grads.values()
+                                                   for g in gs)
+            append = block._append_trusted if getattr(maker, "trusted", False) \
+                and not sparse_in else block.append_op
+            for gtype, gins, gouts, gattrs in maker(op.inputs, op.outputs, op.attrs,
+                                                    out_grads, in_grads):
+                append(gtype, gins, gouts, gattrs, source=op.source)
+            if callbacks:
+                for cb in callbacks:
+                    cb(block, op)
+        # Leaves other than parameters (data with stop_gradient=False) read by several ops
+        # still need their contributions summed into ``name@GRAD``.
+        for name in list(pending):
+            finalize(name)
+        params = block.all_parameters() if parameter_list is None else [
+            block.var(getattr(p, "name", p)) for p in parameter_list]
+        result = []
+        for p in params:
+            if not isinstance(p, Parameter) or not p.trainable or p.name in no_grad:
+                continue
+            g = finalize(p.name)
+            if g is not None:
+                result.append((p, block.var(g)))
+    return result

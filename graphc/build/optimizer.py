@@ -1,0 +1,211 @@
+"""Optimizers with Paddle's names, formulas and state: SGD, Momentum, Adam, AdamW here, and
+re-exported the others (adaptive_optimizers.py) and the parameter averages (weight_averaging.py).
+
+``minimize(loss)`` = append_backward + clipping + regularisation + one update op per parameter.
+"""
+
+from __future__ import annotations
+
+from .backward import append_backward
+from ..ir import unique_name
+from ..ir.errors import ProgramError
+from ..ir.graph import gc_paused
+from ..ir.program import Parameter, Variable, default_startup_program
+from ..ir.source import user_source
+from .regularizer import L2Decay
+
+
+class Optimizer:
+    """Base class. ``learning_rate`` is a float or a Variable (e.g. from an LR scheduler)."""
+
+    type = ""
+
+    def __init__(self, learning_rate, regularization=None, name=None, grad_clip=None,
+                 parameter_list=None):
+        if not isinstance(learning_rate, float | int | Variable) or isinstance(learning_rate,
+                                                                                bool):
+            raise ProgramError(f"{type(self).__name__}: learning_rate must be a float or a "
+                               f"Variable, got {learning_rate!r}")
+        if isinstance(learning_rate, float | int) and learning_rate < 0:
+            raise ProgramError(f"{type(self).__name__}: learning_rate must be >= 0")
+        self._learning_rate = learning_rate
+        self.regularization = regularization
+        self._name = name
+        # Paddle 1.8's grad_clip= (a GradientClip* object; graphc.fluid.clip applies it) and
+        # parameter_list= (what minimize updates when it is given none)
+        self._grad_clip = grad_clip
+        self._parameter_list = list(parameter_list) if parameter_list is not None else None
+        self._lr_var: Variable | None = None
+        self._accumulators: dict[tuple[str, str], Variable] = {}
+
+    # -- state -----------------------------------------------------------------------
+    def _global_var(self, block, startup, name: str, shape, dtype, value: float) -> Variable:
+        var = block.create_var(name, shape, dtype, persistable=True, stop_gradient=True)
+        sblock = startup.global_block()
+        if name not in sblock.vars:
+            svar = sblock.create_var(name, shape, dtype, persistable=True)
+            # one per accumulator (thousands): a complete, valid op, appended unchecked
+            sblock._append_trusted("fill_constant", {}, {"Out": [svar.name]},
+                                   {"shape": [int(d) for d in shape], "dtype": svar.dtype,
+                                    "value": float(value), "force_cpu": False},
+                                   startup._source or user_source())
+        return var
+
+    def _create_lr(self, block, startup) -> Variable:
+        if isinstance(self._learning_rate, Variable):
+            return self._learning_rate
+        if self._lr_var is None or self._lr_var.block is not block:
+            self._lr_var = self._global_var(block, startup, unique_name.generate("learning_rate"),
+                                            [1], "float32", float(self._learning_rate))
+        return self._lr_var
+
+    def _param_lr(self, block, param: Parameter, lr: Variable) -> Variable:
+        factor = param.optimize_attr.get("learning_rate", 1.0)
+        if factor == 1.0:
+            return lr
+        scaled = block.create_var(unique_name.generate(f"{param.name}_lr"), [1], lr.dtype,
+                                  stop_gradient=True)
+        block.append_op("scale", {"X": lr}, {"Out": scaled}, {"scale": factor})
+        return scaled
+
+    def _add_accumulator(self, block, startup, name: str, param: Parameter, value: float = 0.0,
+                         shape=None) -> Variable:
+        key = (name, param.name)
+        if key not in self._accumulators:
+            var_name = unique_name.generate(f"{param.name}_{name}")
+            self._accumulators[key] = self._global_var(
+                block, startup, var_name, shape or list(param.shape), param.dtype, value)
+        return self._accumulators[key]
+
+    def get_accumulator(self, name: str, param) -> Variable:
+        return self._accumulators[(name, getattr(param, "name", param))]
+
+    # -- building ----------------------------------------------------------------------
+    def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
+        if parameter_list is None:
+            parameter_list = self._parameter_list
+        return append_backward(loss, parameter_list, no_grad_set)
+
+    def apply_gradients(self, params_grads, startup_program=None, grad_clip=None):
+        if not params_grads:
+            return []
+        block = params_grads[0][0].block
+        program = block.program
+        startup = startup_program or default_startup_program()
+        ops = []
+        where = user_source()  # the user's minimize/apply_gradients line, for every new op
+        with program.op_role_guard("optimize"), program.source_guard(where), \
+                startup.source_guard(where):
+            # Paddle 1.8's order: clip (grad_clip, else set_gradient_clip's), then regularise
+            from ..fluid.clip import append_gradient_clip_ops
+            params_grads = append_gradient_clip_ops(
+                params_grads, grad_clip if grad_clip is not None else getattr(self, "_grad_clip",
+                                                                              None))
+            for param, grad in params_grads:
+                reg = param.regularizer if param.regularizer is not None else self.regularization
+                if reg is not None:
+                    grad = reg.append(block, param, grad)
+            lr = self._create_lr(block, startup)
+            for param, grad in params_grads:
+                ops.append(self._append_update(block, startup, param, grad,
+                                               self._param_lr(block, param, lr)))
+        return ops
+
+    @gc_paused
+    def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None,
+                 grad_clip=None):
+        """Returns (optimize ops, [(parameter, gradient)]); ``grad_clip`` overrides the
+        optimizer's own for this call."""
+        params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
+        return self.apply_gradients(params_grads, startup_program, grad_clip), params_grads
+
+    def _append_update(self, block, startup, param, grad, lr):
+        raise NotImplementedError
+
+
+class SGD(Optimizer):
+    type = "sgd"
+
+    def _append_update(self, block, startup, param, grad, lr):
+        return block.append_op("sgd", {"Param": param, "Grad": grad, "LearningRate": lr},
+                               {"ParamOut": param})
+
+
+class Momentum(Optimizer):
+    """velocity = mu * velocity + grad; param -= lr * velocity (or the Nesterov form)."""
+
+    type = "momentum"
+
+    def __init__(self, learning_rate, momentum: float, use_nesterov: bool = False,
+                 regularization=None, name=None, grad_clip=None, parameter_list=None):
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        self._momentum, self._use_nesterov = float(momentum), bool(use_nesterov)
+
+    def _append_update(self, block, startup, param, grad, lr):
+        v = self._add_accumulator(block, startup, "velocity", param)
+        return block.append_op(
+            "momentum", {"Param": param, "Grad": grad, "Velocity": v, "LearningRate": lr},
+            {"ParamOut": param, "VelocityOut": v},
+            {"mu": self._momentum, "use_nesterov": self._use_nesterov})
+
+
+class Adam(Optimizer):
+    type = "adam"
+
+    def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, regularization=None, name=None, lazy_mode: bool = False,
+                 grad_clip=None, parameter_list=None):
+        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
+        self._lazy_mode = lazy_mode
+
+    def _attrs(self, param) -> dict:
+        return {"beta1": self._beta1, "beta2": self._beta2, "epsilon": self._epsilon,
+                "lazy_mode": self._lazy_mode}
+
+    def _append_update(self, block, startup, param, grad, lr):
+        m1 = self._add_accumulator(block, startup, "moment1", param)
+        m2 = self._add_accumulator(block, startup, "moment2", param)
+        b1 = self._add_accumulator(block, startup, "beta1_pow_acc", param, self._beta1, [1])
+        b2 = self._add_accumulator(block, startup, "beta2_pow_acc", param, self._beta2, [1])
+        return block.append_op(
+            self.type,
+            {"Param": param, "Grad": grad, "LearningRate": lr, "Moment1": m1, "Moment2": m2,
+             "Beta1Pow": b1, "Beta2Pow": b2},
+            {"ParamOut": param, "Moment1Out": m1, "Moment2Out": m2, "Beta1PowOut": b1,
+             "Beta2PowOut": b2}, self._attrs(param))
+
+
+class AdamW(Adam):
+    """Adam with decoupled weight decay (``param *= 1 - lr * weight_decay`` first).
+
+    ``apply_decay_param_fun(name) -> bool`` picks the parameters that decay (default: all).
+    """
+
+    type = "adamw"
+
+    def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999,
+                 epsilon: float = 1e-8, weight_decay: float = 0.01,
+                 apply_decay_param_fun=None, name=None, lazy_mode: bool = False,
+                 grad_clip=None, parameter_list=None):
+        super().__init__(learning_rate, beta1, beta2, epsilon, None, name, lazy_mode,
+                         grad_clip, parameter_list)
+        self._coeff, self._decay_fun = float(weight_decay), apply_decay_param_fun
+
+    def _attrs(self, param) -> dict:
+        decay = self._decay_fun is None or bool(self._decay_fun(param.name))
+        return {**super()._attrs(param), "coeff": self._coeff, "with_decay": decay}
+
+
+# Paddle's long names
+SGDOptimizer, MomentumOptimizer, AdamOptimizer, AdamWOptimizer = SGD, Momentum, Adam, AdamW
+__all__ = ["SGD", "Momentum", "Adam", "AdamW", "Optimizer", "L2Decay", "SGDOptimizer",
+           "MomentumOptimizer", "AdamOptimizer", "AdamWOptimizer"]
+
+# Paddle 1.8's other optimizers and parameter averages live in their own modules (below the
+# base class they import).
+from . import adaptive_optimizers as _adaptive  # noqa: E402
+from .adaptive_optimizers import *  # noqa: E402, F403
+from .weight_averaging import ExponentialMovingAverage, ModelAverage  # noqa: E402
+
+__all__ += [*_adaptive.__all__, "ModelAverage", "ExponentialMovingAverage"]

@@ -1,0 +1,41 @@
+"""ParamAttr: how a layer should create a parameter (name, initializer, lr, trainable).
+
+``False`` in place of a ParamAttr means "no such parameter" (e.g. ``bias_attr=False``).
+"""
+
+from __future__ import annotations
+
+from .initializer import Initializer
+from ..ir.errors import ProgramError
+
+
+class ParamAttr:
+    def __init__(self, name: str | None = None, initializer: Initializer | None = None,
+                 learning_rate: float = 1.0, regularizer=None, trainable: bool = True,
+                 need_clip: bool = True):
+        if initializer is not None and not isinstance(initializer, Initializer):
+            raise ProgramError(f"ParamAttr initializer must be an Initializer, got "
+                               f"{type(initializer).__name__}")
+        self.name, self.initializer = name, initializer
+        self.learning_rate, self.regularizer = float(learning_rate), regularizer
+        self.trainable, self.need_clip = trainable, need_clip
+
+    @staticmethod
+    def to_attr(arg) -> ParamAttr | bool:
+        """Accept None, True (a default attribute), a name, an Initializer, a ParamAttr or
+        False (no parameter), as Paddle does."""
+        if arg is None or arg is True:
+            return ParamAttr()
+        if arg is False:
+            return False
+        if isinstance(arg, ParamAttr):
+            return arg
+        if isinstance(arg, str):
+            return ParamAttr(name=arg)
+        if isinstance(arg, Initializer):
+            return ParamAttr(initializer=arg)
+        raise ProgramError(f"cannot make a ParamAttr from {type(arg).__name__} {arg!r}")
+
+    def __repr__(self) -> str:
+        return (f"ParamAttr(name={self.name!r}, initializer={self.initializer!r}, "
+                f"learning_rate={self.learning_rate}, trainable={self.trainable})")

@@ -1,0 +1,124 @@
+"""Gradient op definitions, derived from forward ones: ``T_grad`` for each differentiable T.
+
+Slots: T's inputs and outputs (optional), ``<out>@GRAD`` inputs, ``<in>@GRAD`` outputs.
+"""
+
+from __future__ import annotations
+
+from .opdef import _REGISTRY, INITIALIZER, NO_GRAD, InferContext, OpDef, SlotDef, get_op_def
+from .types import FLOAT_DTYPES, sparse_type
+
+GRAD_SUFFIX = "@GRAD"
+
+# Grad ops that do not read a forward input take its gradient's type from another slot.
+GRAD_TYPE_FROM = {
+    "relu": {"X": "Out"}, "sigmoid": {"X": "Out"}, "tanh": {"X": "Out"},
+    "dropout": {"X": "Out@GRAD"}, "softmax_with_cross_entropy": {"Logits": "Softmax"},
+}
+
+
+# Forward ops whose gradient for one input is row-sparse (SelectedRows) when an attribute is
+# set: lookup_table's W@GRAD holds one row per looked-up id (Paddle's is_sparse), never the
+# whole [vocab, width] table.
+SPARSE_GRAD = {"lookup_table": ("W", "is_sparse")}
+
+
+def grad_op_type(op_type: str) -> str:
+    return op_type + "_grad"
+
+
+def forward_type(grad_type: str) -> str | None:
+    if grad_type.endswith("_grad"):
+        base = grad_type[: -len("_grad")]
+        if base in _REGISTRY and is_differentiable(base):
+            return base
+    return None
+
+
+def is_differentiable(op_type: str) -> bool:
+    opdef = get_op_def(op_type)
+    return not (opdef.traits & {NO_GRAD, INITIALIZER}) and not op_type.endswith("_grad")
+
+
+# Which forward slots each grad op reads (Paddle's choices); default: all forward inputs.
+GRAD_READS = {
+    "relu": ("Out",), "sigmoid": ("Out",), "tanh": ("Out",),
+    "dropout": ("Mask",),
+    "softmax_with_cross_entropy": ("Label", "Softmax"),
+    "batch_norm": ("X", "Scale", "Bias", "Mean", "Variance", "SavedMean", "SavedVariance"),
+}
+
+
+def default_grad_maker(op_type: str):
+    """A grad maker: (forward inputs, outputs, attrs, output grads, input grads by slot)
+    -> [(grad op type, inputs, outputs, attrs)]. Names of absent grads are None."""
+    fwd = _REGISTRY[op_type]
+    reads = GRAD_READS.get(op_type, fwd.input_names)
+
+    def make(inputs, outputs, attrs, out_grads, in_grads):
+        ins = {s: list(v) for s, v in {**inputs, **outputs}.items() if s in reads}
+        for slot, names in out_grads.items():
+            if any(n is not None for n in names):
+                if None in names:  # duplicable output with some grads missing: not supported
+                    raise ValueError(f"{op_type}: gradient of only some of {slot}")
+                ins[slot + GRAD_SUFFIX] = list(names)
+        outs = {slot + GRAD_SUFFIX: names for slot, names in in_grads.items()
+                if any(n is not None for n in names)}
+        return [(grad_op_type(op_type), ins, outs, dict(attrs))]
+
+    # Its ops are valid by construction (slots from the forward definition, attributes the
+    # forward op's normalised ones), so backward may append them without re-checking.
+    make.trusted = True
+    return make
+
+
+def _make_infer(fwd: OpDef):
+    type_from = GRAD_TYPE_FROM.get(fwd.type, {})
+    sparse_slot, sparse_attr = SPARSE_GRAD.get(fwd.type, (None, None))
+
+    def infer(c: InferContext):
+        out = {}
+        for slot in fwd.inputs:
+            src = slot.name if c.has(slot.name) else type_from.get(slot.name)
+            if src and c.has(src):
+                out[slot.name + GRAD_SUFFIX] = list(c.xs(src))
+        if sparse_slot is not None and c[sparse_attr] and sparse_slot + GRAD_SUFFIX in out:
+            (dense,) = out[sparse_slot + GRAD_SUFFIX]
+            out[sparse_slot + GRAD_SUFFIX] = [sparse_type(dense.shape, dense.dtype)]
+        # integer inputs (labels, ids) have no gradient: the op cannot produce one
+        return {k: v for k, v in out.items() if all(t.dtype in FLOAT_DTYPES for t in v)}
+    return infer
+
+
+def _grad_lod_rule(fwd: OpDef, grad: OpDef) -> None:
+    """A grad op treats LoD values as its forward op does (docs/lod.md): the gradient of a
+    LoD input is a LoD value with the same LoD; the forward outputs and their gradients
+    that may be LoD are taken as such."""
+    lod_outs = [s for s in fwd.output_names if fwd.lod == "aware" or not fwd.lod_outputs
+                or s in fwd.lod_outputs]
+    inputs = {*fwd.lod_inputs, *lod_outs, *(s + GRAD_SUFFIX for s in lod_outs)}
+    type_from = GRAD_TYPE_FROM.get(fwd.type, {})
+    outputs = {s + GRAD_SUFFIX: tuple(x for x in (s, type_from.get(s)) if x in inputs)
+               for s in fwd.input_names}  # an empty tuple: a dense gradient (fc's W)
+    from .opdef import set_lod_rule
+    set_lod_rule(grad, fwd.lod, inputs, outputs if fwd.lod == "rowwise" else None)
+
+
+def register_grad_ops() -> None:
+    """Register ``T_grad`` for every differentiable forward op (idempotent)."""
+    for op_type in list(_REGISTRY):
+        gtype = grad_op_type(op_type)
+        if gtype in _REGISTRY or not is_differentiable(op_type):
+            continue
+        fwd = _REGISTRY[op_type]
+        ins = [SlotDef(s.name, True, s.duplicable) for s in fwd.inputs]
+        ins += [SlotDef(s.name, True, s.duplicable) for s in fwd.outputs]
+        ins += [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.outputs]
+        outs = [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.inputs]
+        _REGISTRY[gtype] = OpDef(gtype, tuple(ins), tuple(outs), dict(fwd.attrs),
+                                 _make_infer(fwd), frozenset(), {},
+                                 doc=f"gradient of {op_type}")
+        if fwd.lod_inputs:
+            _grad_lod_rule(fwd, _REGISTRY[gtype])
+        if fwd.grad_maker is None:
+            fwd.grad_maker = default_grad_maker(op_type)

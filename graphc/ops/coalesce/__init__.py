@@ -1,0 +1,1 @@
+"""The coalesce ops: definitions (defs.py) and JAX lowering rules (lowering.py)."""

@@ -1,0 +1,1 @@
+"""The dynamic_rnn ops: definitions (defs.py) and JAX lowering rules (lowering.py)."""

@@ -1,0 +1,1 @@
+"""The fused_conv ops: definitions (defs.py) and JAX lowering rules (lowering.py)."""

@@ -1,0 +1,1 @@
+"""The loss ops: definitions (defs.py) and JAX lowering rules (lowering.py)."""

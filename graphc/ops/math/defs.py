@@ -1,0 +1,165 @@
+"""Elementwise arithmetic, activations, matrix products and reductions (Paddle semantics).
+
+Formulas and defaults follow Paddle's operator definitions of the same names.
+"""
+
+from __future__ import annotations
+
+from ...ir.opdef import ACTIVATION, ELEMENTWISE, LOSS, NO_GRAD, register
+from ...ir.shapes import broadcast_dim, broadcast_shapes, normalize_axis, prod_or_unknown
+from ...ir.types import TensorType
+
+
+def _same_as_x(c):
+    return {"Out": c.x("X")}
+
+
+def _elementwise(c):
+    x, y = c.x("X"), c.x("Y")
+    c.check(x.dtype == y.dtype, f"X is {x.dtype} but Y is {y.dtype}")
+    return {"Out": TensorType(broadcast_shapes(x.shape, y.shape, c["axis"]), x.dtype)}
+
+
+for _name in ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
+              "elementwise_max", "elementwise_min", "elementwise_pow"):
+    register(_name, "X Y", "Out", {"axis": ("int", -1)}, infer=_elementwise,
+             traits=(ELEMENTWISE,), inplace={"Out": "X"},
+             doc="Out = X op Y with Paddle's axis broadcasting")
+
+for _name in ("relu", "sigmoid", "tanh", "exp", "sqrt", "square", "abs"):
+    register(_name, "X", "Out", infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATION),
+             inplace={"Out": "X"})
+register("gelu", "X", "Out", {"approximate": ("bool", False)}, infer=_same_as_x,
+         traits=(ELEMENTWISE, ACTIVATION))
+register("leaky_relu", "X", "Out", {"alpha": ("float", 0.02)}, infer=_same_as_x,
+         traits=(ELEMENTWISE, ACTIVATION), inplace={"Out": "X"})
+register("scale", "X", "Out",
+         {"scale": ("float", 1.0), "bias": ("float", 0.0), "bias_after_scale": ("bool", True)},
+         infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATION), inplace={"Out": "X"},
+         doc="Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is false)")
+
+
+def _softmax(c):
+    x = c.x("X")
+    normalize_axis(c["axis"], x.rank)
+    return {"Out": x}
+
+
+register("softmax", "X", "Out", {"axis": ("int", -1)}, infer=_softmax)
+
+
+def _sum(c):
+    xs = c.xs("X")
+    shape = xs[0].shape
+    for t in xs[1:]:
+        c.check(t.dtype == xs[0].dtype, f"inputs mix {xs[0].dtype} and {t.dtype}")
+        c.check(len(t.shape) == len(shape), f"inputs have ranks {len(shape)} and {t.rank}")
+        shape = tuple(a if a >= 0 else b for a, b in zip(shape, t.shape))
+        c.check(all(a == b or b < 0 for a, b in zip(shape, t.shape)),
+                f"inputs have shapes {list(xs[0].shape)} and {list(t.shape)}")
+    # Paddle's sum of SelectedRows: row-sparse when every input is (their rows, concatenated),
+    # else dense (the sparse inputs' rows added into the dense sum)
+    return {"Out": TensorType(shape, xs[0].dtype, all(t.sparse for t in xs))}
+
+
+register("sum", "X*", "Out", infer=_sum, inplace={"Out": "X"}, sparse_inputs=("X",),
+         doc="Out = sum of all X; row-sparse X: their rows concatenated when all are, else "
+             "added into the dense sum")
+register("assign", "X", "Out", infer=_same_as_x, doc="Out = X (a copy)")
+
+
+def _mul(c):
+    x, y = c.x("X"), c.x("Y")
+    xn, yn = c["x_num_col_dims"], c["y_num_col_dims"]
+    c.check(0 < xn < x.rank or (xn == x.rank == 1), f"x_num_col_dims {xn} for rank {x.rank}")
+    c.check(0 < yn < y.rank, f"y_num_col_dims {yn} for rank {y.rank}")
+    k_x, k_y = prod_or_unknown(x.shape[xn:]), prod_or_unknown(y.shape[:yn])
+    c.check(k_x == k_y or k_x < 0 or k_y < 0,
+            f"X {list(x.shape)} flattens to width {k_x} but Y {list(y.shape)} to height {k_y}")
+    c.check(x.dtype == y.dtype, f"X is {x.dtype} but Y is {y.dtype}")
+    return {"Out": TensorType(x.shape[:xn] + y.shape[yn:], x.dtype)}
+
+
+register("mul", "X Y", "Out", {"x_num_col_dims": ("int", 1), "y_num_col_dims": ("int", 1)},
+         infer=_mul, doc="Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims)")
+
+
+def _matmul(c):
+    x, y = c.x("X"), c.x("Y")
+    c.check(x.dtype == y.dtype, f"X is {x.dtype} but Y is {y.dtype}")
+    xs, ys = list(x.shape), list(y.shape)
+    x_vec, y_vec = len(xs) == 1, len(ys) == 1
+    if x_vec:
+        xs = [xs[0], 1] if c["transpose_X"] else [1, xs[0]]
+    if y_vec:
+        ys = [1, ys[0]] if c["transpose_Y"] else [ys[0], 1]
+    if c["transpose_X"]:
+        xs[-2], xs[-1] = xs[-1], xs[-2]
+    if c["transpose_Y"]:
+        ys[-2], ys[-1] = ys[-1], ys[-2]
+    k1, k2 = xs[-1], ys[-2]
+    c.check(k1 == k2 or k1 < 0 or k2 < 0,
+            f"contracting dimensions differ: X {list(x.shape)} and Y {list(y.shape)}")
+    bx, by = xs[:-2], ys[:-2]
+    n = max(len(bx), len(by))
+    bx, by = [1] * (n - len(bx)) + bx, [1] * (n - len(by)) + by
+    batch = [broadcast_dim(a, b) for a, b in zip(bx, by)]
+    out = batch + ([] if x_vec else [xs[-2]]) + ([] if y_vec else [ys[-1]])
+    return {"Out": TensorType(tuple(out) or (1,), x.dtype)}
+
+
+register("matmul", "X Y", "Out",
+         {"transpose_X": ("bool", False), "transpose_Y": ("bool", False), "alpha": ("float", 1.0)},
+         infer=_matmul, doc="Out = alpha * op(X) @ op(Y), batched with broadcasting")
+
+
+def _mean(c):
+    return {"Out": TensorType((1,), c.x("X").dtype)}
+
+
+register("mean", "X", "Out", infer=_mean, traits=(LOSS,), doc="Out = mean of all of X, shape [1]")
+
+
+def _reduce(c):
+    x = c.x("X")
+    if c["reduce_all"]:
+        dims = set(range(x.rank))
+    else:
+        dims = {normalize_axis(d, x.rank, "dim") for d in c["dim"]}
+    if c["keep_dim"]:
+        shape = tuple(1 if i in dims else d for i, d in enumerate(x.shape))
+    else:
+        shape = tuple(d for i, d in enumerate(x.shape) if i not in dims) or (1,)
+    return {"Out": TensorType(shape, x.dtype)}
+
+
+for _name in ("reduce_sum", "reduce_mean", "reduce_max"):
+    register(_name, "X", "Out",
+             {"dim": ("ints", [0]), "keep_dim": ("bool", False), "reduce_all": ("bool", False)},
+             infer=_reduce)
+
+
+def _top_k(c):
+    x = c.x("X")
+    k = c["k"]
+    c.check(k >= 1 and (x.shape[-1] < 0 or k <= x.shape[-1]),
+            f"k={k} for last dimension {x.shape[-1]}")
+    shape = x.shape[:-1] + (k,)
+    return {"Out": TensorType(shape, x.dtype), "Indices": TensorType(shape, "int64")}
+
+
+# Out is differentiable (its gradient lands at Indices, as Paddle's top_k_grad); Indices not
+register("top_k", "X", "Out Indices", {"k": ("int", 1)}, infer=_top_k)
+
+
+def _accuracy(c):
+    out, idx, label = c.x("Out"), c.x("Indices"), c.x("Label")
+    c.check(out.shape == idx.shape, f"Out {list(out.shape)} and Indices {list(idx.shape)}")
+    c.check(label.rank == 2 and label.shape[1] in (1, -1),
+            f"Label must be [N, 1], got {list(label.shape)}")
+    return {"Accuracy": TensorType((1,), "float32"), "Correct": TensorType((1,), "int32"),
+            "Total": TensorType((1,), "int32")}
+
+
+register("accuracy", "Out Indices Label", "Accuracy Correct Total", infer=_accuracy,
+         traits=(NO_GRAD,), doc="fraction of rows whose label is among the top-k indices")

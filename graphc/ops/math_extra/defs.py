@@ -1,0 +1,136 @@
+"""More elementwise and reduction ops of Paddle 1.8: log, sign, pow, clip, norms, comparisons,
+logical ops, reduce_min/prod/all/any, arg_max/arg_min, argsort (names and slots as Paddle's)."""
+
+from __future__ import annotations
+
+from ...ir.opdef import NO_GRAD, register
+from ...ir.shapes import broadcast_shapes, normalize_axis
+from ...ir.types import FLOAT_DTYPES, TensorType
+from ..math.defs import _elementwise, _reduce
+
+
+def _float_like_x(c):
+    x = c.x("X")
+    c.check(x.dtype in FLOAT_DTYPES, f"X must be floating point, got {x.dtype}")
+    return {"Out": x}
+
+
+def _same_as_x(c):
+    return {"Out": c.x("X")}
+
+
+register("log", "X", "Out", infer=_float_like_x, doc="Out = ln(X)")
+register("sign", "X", "Out", infer=_same_as_x, doc="Out = -1, 0 or 1 (gradient zero)")
+register("pow", "X", "Out", {"factor": ("float", 1.0)}, infer=_float_like_x,
+         doc="Out = X ** factor")
+
+
+def _clip(c):
+    c.check(c["min"] <= c["max"], f"min {c['min']} must not exceed max {c['max']}")
+    return _float_like_x(c)
+
+
+register("clip", "X", "Out", {"min": "float", "max": "float"}, infer=_clip,
+         doc="Out = min(max(X, min), max); the gradient passes where min < X < max")
+
+
+def _clip_by_norm(c):
+    c.check(c["max_norm"] > 0, f"max_norm {c['max_norm']} must be positive")
+    return _float_like_x(c)
+
+
+register("clip_by_norm", "X", "Out", {"max_norm": "float"}, infer=_clip_by_norm,
+         doc="Out = X * max_norm / ||X||_2 when ||X||_2 > max_norm, else X")
+
+
+def _ranked_x(c) -> TensorType:
+    x = c.x("X")
+    c.check(x.rank >= 1, f"X must have at least one dimension, got {list(x.shape)}")
+    return x
+
+
+def _norm(c):
+    x = _float_like_x(c)["Out"]
+    _ranked_x(c)
+    axis = normalize_axis(c["axis"], x.rank)
+    norm = tuple(1 if i == axis else d for i, d in enumerate(x.shape))
+    return {"Out": x, "Norm": TensorType(norm, x.dtype)}
+
+
+register("norm", "X", "Out Norm", {"axis": ("int", 1), "epsilon": ("float", 1e-10)},
+         infer=_norm, doc="Out = X / sqrt(sum(X^2, axis) + epsilon); Norm = that root")
+
+for _name in ("reduce_min", "reduce_prod"):
+    register(_name, "X", "Out",
+             {"dim": ("ints", [0]), "keep_dim": ("bool", False), "reduce_all": ("bool", False)},
+             infer=_reduce)
+
+
+def _bool_reduce(c):
+    c.check(c.x("X").dtype == "bool", f"X must be bool, got {c.x('X').dtype}")
+    return _reduce(c)
+
+
+for _name in ("reduce_all", "reduce_any"):
+    register(_name, "X", "Out",
+             {"dim": ("ints", [0]), "keep_dim": ("bool", False), "reduce_all": ("bool", False)},
+             infer=_bool_reduce, traits=(NO_GRAD,))
+
+# integer arithmetic (Paddle has no gradient for these)
+for _name in ("elementwise_mod", "elementwise_floordiv"):
+    register(_name, "X Y", "Out", {"axis": ("int", -1)}, infer=_elementwise,
+             traits=(NO_GRAD,), doc="Out = X op Y with Paddle's axis broadcasting")
+
+
+def _compare(c):
+    x, y = c.x("X"), c.x("Y")
+    c.check(x.dtype == y.dtype, f"X is {x.dtype} but Y is {y.dtype}")
+    return {"Out": TensorType(broadcast_shapes(x.shape, y.shape, c["axis"]), "bool")}
+
+
+COMPARISONS = ("equal", "not_equal", "less_than", "less_equal", "greater_than",
+               "greater_equal")
+for _name in COMPARISONS:
+    register(_name, "X Y", "Out", {"axis": ("int", -1), "force_cpu": ("bool", False)},
+             infer=_compare, traits=(NO_GRAD,), doc="Out = X cmp Y (bool), broadcast")
+
+
+def _logical(c):
+    x = c.x("X")
+    y = c.x("Y") if c.has("Y") else x
+    c.check(x.dtype == "bool" and y.dtype == "bool",
+            f"inputs must be bool, got {x.dtype}" + (f" and {y.dtype}" if c.has("Y") else ""))
+    return {"Out": TensorType(broadcast_shapes(x.shape, y.shape), "bool")}
+
+
+for _name in ("logical_and", "logical_or", "logical_xor"):
+    register(_name, "X Y", "Out", infer=_logical, traits=(NO_GRAD,), doc="Out = X op Y (bool)")
+register("logical_not", "X", "Out", infer=_logical, traits=(NO_GRAD,), doc="Out = not X")
+
+
+def _arg(c):
+    x = _ranked_x(c)
+    if c["flatten"]:
+        return {"Out": TensorType((1,), "int64")}
+    axis = normalize_axis(c["axis"], x.rank)
+    if c["keepdims"]:
+        shape = tuple(1 if i == axis else d for i, d in enumerate(x.shape))
+    else:
+        shape = x.shape[:axis] + x.shape[axis + 1:]
+    return {"Out": TensorType(shape or (1,), "int64")}
+
+
+for _name in ("arg_max", "arg_min"):
+    register(_name, "X", "Out",
+             {"axis": ("int", -1), "keepdims": ("bool", False), "flatten": ("bool", False)},
+             infer=_arg, traits=(NO_GRAD,), doc="Out = index (int64) of the extreme along axis")
+
+
+def _argsort(c):
+    x = _ranked_x(c)
+    normalize_axis(c["axis"], x.rank)
+    return {"Out": x, "Indices": TensorType(x.shape, "int64")}
+
+
+register("argsort", "X", "Out Indices", {"axis": ("int", -1), "descending": ("bool", False)},
+         infer=_argsort, doc="Out = X sorted along axis; Indices = where each came from")

@@ -1,0 +1,1 @@
+"""The metric ops: definitions (defs.py) and JAX lowering rules (lowering.py)."""

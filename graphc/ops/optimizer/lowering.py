@@ -1,0 +1,97 @@
+"""Lowering rules for optimizer and learning-rate ops, with Paddle's update formulas.
+
+Adam's bias correction folds into the step size and scales epsilon, as Paddle's kernel does.
+A row-sparse gradient (SelectedRows) goes to its update in sparse.py.
+"""
+
+from __future__ import annotations
+
+import math as pymath
+
+import jax.numpy as jnp
+
+from ...backends.lowering import lowering
+from ...backends.selected_rows import SelectedRows
+from ..coalesce.lowering import (
+    _lr,  # the [1] learning rate as a scalar of the updated tensor's dtype
+)
+from ..sparse.lowering import adam_rows, momentum_rows, sgd_rows
+
+
+@lowering("sgd")
+def _sgd(c, Param, Grad, LearningRate):
+    if isinstance(Grad, SelectedRows):
+        return sgd_rows(Param, Grad, LearningRate)
+    return {"ParamOut": Param - _lr(LearningRate, Param) * Grad.astype(Param.dtype)}
+
+
+@lowering("momentum")
+def _momentum(c, Param, Grad, Velocity, LearningRate):
+    if isinstance(Grad, SelectedRows):
+        return momentum_rows(c, Param, Grad, Velocity, LearningRate)
+    mu = jnp.asarray(c["mu"], Param.dtype)
+    g = Grad.astype(Param.dtype)
+    v = mu * Velocity + g
+    lr = _lr(LearningRate, Param)
+    p = Param - (g + mu * v) * lr if c["use_nesterov"] else Param - lr * v
+    return {"ParamOut": p, "VelocityOut": v}
+
+
+def adam_update(c, param, grad, lr, m1, m2, b1pow, b2pow):
+    if isinstance(grad, SelectedRows):
+        return adam_rows(c, param, grad, lr, m1, m2, b1pow, b2pow)
+    b1, b2 = jnp.asarray(c["beta1"], m1.dtype), jnp.asarray(c["beta2"], m1.dtype)
+    g = grad.astype(m1.dtype)
+    m1 = b1 * m1 + (1 - b1) * g
+    m2 = b2 * m2 + (1 - b2) * g * g
+    b1p, b2p = b1pow.reshape(()), b2pow.reshape(())
+    lr_t = _lr(lr, m1) * jnp.sqrt(1 - b2p) / (1 - b1p)
+    eps = jnp.asarray(c["epsilon"], m1.dtype)
+    param = param - (lr_t * (m1 / (jnp.sqrt(m2) + eps * jnp.sqrt(1 - b2p)))).astype(param.dtype)
+    return {"ParamOut": param, "Moment1Out": m1, "Moment2Out": m2,
+            "Beta1PowOut": b1pow * b1, "Beta2PowOut": b2pow * b2}
+
+
+@lowering("adam")
+def _adam(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow):
+    return adam_update(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow)
+
+
+@lowering("adamw")
+def _adamw(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow):
+    if c["with_decay"]:
+        decay = _lr(LearningRate, Param) * jnp.asarray(c["lr_ratio"] * c["coeff"], Param.dtype)
+        if isinstance(Grad, SelectedRows):  # lazy mode decays only the rows it updates
+            return adam_rows(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow,
+                             Beta2Pow, decay)
+        Param = Param * (1 - decay)
+    return adam_update(c, Param, Grad, LearningRate, Moment1, Moment2, Beta1Pow, Beta2Pow)
+
+
+@lowering("increment")
+def _increment(c, X):
+    return {"Out": X + jnp.asarray(c["step"], X.dtype)}
+
+
+@lowering("piecewise_decay")
+def _piecewise(c, Step):
+    step = Step.reshape(()).astype(jnp.float32)
+    values = jnp.asarray(c["values"], jnp.float32)
+    index = jnp.sum(step >= jnp.asarray(c["boundaries"], jnp.float32))
+    return {"Out": values[index].reshape(1)}
+
+
+@lowering("cosine_decay")
+def _cosine(c, Step):
+    epoch = jnp.floor(Step.reshape(()).astype(jnp.float32) / c["step_each_epoch"])
+    lr = c["learning_rate"] * 0.5 * (jnp.cos(epoch * pymath.pi / c["epochs"]) + 1)
+    return {"Out": lr.reshape(1)}
+
+
+@lowering("linear_warmup")
+def _warmup(c, Step, LearningRate):
+    step = Step.reshape(()).astype(jnp.float32)
+    warm = c["start_lr"] + (c["end_lr"] - c["start_lr"]) * step / c["warmup_steps"]
+    out = jnp.where(step < c["warmup_steps"], warm.astype(LearningRate.dtype),
+                    LearningRate.reshape(()))
+    return {"Out": out.reshape(1)}

@@ -1,0 +1,1 @@
+"""The sequence_more ops: definitions (defs.py) and JAX lowering rules (lowering.py)."""

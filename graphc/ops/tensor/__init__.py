@@ -1,0 +1,1 @@
+"""The tensor ops: definitions (defs.py) and JAX lowering rules (lowering.py)."""

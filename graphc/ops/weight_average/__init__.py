@@ -1,0 +1,1 @@
+"""The weight_average ops: definitions (defs.py) and JAX lowering rules (lowering.py)."""

@@ -1,0 +1,2 @@
+"""Pass infrastructure: the Pass base and registry, the PassManager, the strategy ->
+pipeline order, and helpers shared by passes (control dependencies)."""
