@@ -52,7 +52,7 @@ def main(argv=None) -> int:
 
     import graphc
     from graphc import models, optimizer
-    from graphc.ir.program import program_guard
+    from graphc.ir.default_programs import program_guard
 
     if args.model == "cnn":
         model = models.demo_cnn()

@@ -25,7 +25,7 @@ from bench_step import BATCH, mlp_forward  # noqa: E402  (the same hand-written 
 import graphc  # noqa: E402
 from graphc import models, optimizer  # noqa: E402
 from graphc.backends.lowering import apply_rule  # noqa: E402
-from graphc.ir.program import program_guard  # noqa: E402
+from graphc.ir.default_programs import program_guard
 from graphc.ir.types import TensorType  # noqa: E402
 from graphc.passes import PassManager, make_pass  # noqa: E402
 

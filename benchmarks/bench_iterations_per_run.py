@@ -31,7 +31,7 @@ import numpy as np
 
 import graphc
 from graphc import models, optimizer
-from graphc.ir.program import program_guard
+from graphc.ir.default_programs import program_guard
 
 LR, MU = 0.01, 0.9
 

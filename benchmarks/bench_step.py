@@ -23,7 +23,7 @@ import numpy as np
 
 import graphc
 from graphc import layers, models, optimizer
-from graphc.ir.program import program_guard
+from graphc.ir.default_programs import program_guard
 
 BATCH = 128
 LR, MU = 0.01, 0.9  # Momentum(learning_rate=LR, momentum=MU)

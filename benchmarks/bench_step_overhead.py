@@ -25,7 +25,7 @@ import numpy as np
 
 import graphc
 from graphc import layers, optimizer
-from graphc.ir.program import program_guard
+from graphc.ir.default_programs import program_guard
 
 BATCH, IN, HIDDEN, CLASSES = 16, 32, 32, 10
 LR, MU = 0.01, 0.9

@@ -44,7 +44,7 @@ class X:
             def __init__(self, image_size=16, base_width=8, num_classes=10):
                 from graphc.models import resnet
 
-                from graphc.ir.program import switch_main_program, switch_startup_program
+                from graphc.ir.default_programs import switch_main_program, switch_startup_program
                 self.image_size, self.num_classes = image_size, num_classes
                 m = resnet(18, num_classes, (3, image_size, image_size),
                            base_width=base_width)

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from ..ir.errors import ProgramError
 from ..ops.amp.defs import BAD_STEPS, GOOD_STEPS, LOSS_SCALING, STATE_TYPES
-from ..ir.program import Program, default_startup_program
+from ..ir.program import Program
+from ..ir.default_programs import default_startup_program
 from ..strategy import AmpConfigs, BuildStrategy
 
 __all__ = ["init_state"]

@@ -7,7 +7,8 @@ import contextlib
 
 from ..ir import unique_name
 from ..ir.errors import ProgramError
-from ..ir.program import Program, Variable, default_main_program, default_startup_program
+from ..ir.program import Program, Variable
+from ..ir.default_programs import default_main_program, default_startup_program
 
 
 def _persistable(block, startup, name: str, shape, dtype: str, value: float) -> Variable:

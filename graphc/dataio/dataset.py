@@ -443,7 +443,7 @@ def run_from_dataset(exe, program, dataset, scope=None, debug: bool = False, fet
     values labelled by ``fetch_info``. Returns the last step's fetched values (numpy)."""
     from tqdm import tqdm
 
-    from ..ir.program import default_main_program
+    from ..ir.default_programs import default_main_program
     from ..runtime.compiled_program import CompiledProgram
 
     if not isinstance(dataset, DatasetBase):

@@ -74,7 +74,8 @@ from weakref import WeakKeyDictionary
 import jax
 import numpy as np
 
-from ..ir.program import Program, Variable, default_main_program
+from ..ir.default_programs import default_main_program
+from ..ir.program import Program, Variable
 from ..runtime.checkpoint import CheckpointError
 from ..runtime.executor import add_feed_provider
 from .loader_epoch import (  # noqa: F401  (_var_dtype, to_feed_array: used by graphc.dataset)

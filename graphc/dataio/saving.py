@@ -27,8 +27,9 @@ import copy
 import json
 import os
 
+from ..ir.default_programs import default_main_program
 from ..ir.errors import GraphcError
-from ..ir.program import Parameter, Program, Variable, default_main_program
+from ..ir.program import Parameter, Program, Variable
 from ..runtime import checkpoint
 from ..runtime.checkpoint import CheckpointError
 from ..runtime.scope import Scope, global_scope

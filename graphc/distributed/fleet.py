@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import logging
 
+from ..ir.default_programs import default_main_program, default_startup_program
 from ..ir.errors import GraphcError
-from ..ir.program import default_main_program, default_startup_program
 from .strategy import PARAMETER_SERVER, DistributedStrategy
 
 log = logging.getLogger("graphc.distributed")

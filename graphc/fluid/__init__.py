@@ -4,7 +4,7 @@ module tree and adapts graphc's own IR, passes, backends and runtime to Paddle's
 Porting rule: replace ``paddle`` by ``graphc`` in a Fluid 1.x script's import lines
 (``import paddle.fluid as fluid`` -> ``import graphc.fluid as fluid``, ``import paddle`` ->
 ``import graphc as paddle``). ``fluid.layers`` *is* ``graphc.layers``; APIs graphc lacks on
-purpose (dygraph, contrib, parameter-server transpiler) raise MissingAPIError with advice.
+purpose (dygraph, contrib) raise MissingAPIError with advice.
 """
 
 import logging as _logging

@@ -9,8 +9,9 @@ import numbers
 import warnings
 
 from ..ir import unique_name
+from ..ir.default_programs import default_main_program
 from ..ir.errors import ProgramError
-from ..ir.program import Parameter, default_main_program
+from ..ir.program import Parameter
 
 # Clipping rewrites each gradient variable in place (``w@GRAD = clip(w@GRAD)``), as L2 decay
 # does: the data-parallel pass walks back over such optimize-role ops to the gradient the

@@ -8,7 +8,8 @@ import os
 
 import numpy as np
 
-from ..ir.program import Program, Variable, default_main_program
+from ..ir.default_programs import default_main_program
+from ..ir.program import Program, Variable
 from ..runtime.executor import FeedError
 from ..runtime.feed_columns import column_for
 from ..runtime.places import CUDAPlace

@@ -7,19 +7,15 @@ import contextlib
 import logging
 import re
 
-from ..ir.errors import GraphcError
-from ..ir.program import (
-    Block,
-    Operator,
-    Parameter,
-    Program,
-    Variable,
+from ..ir.default_programs import (
     default_main_program,
     default_startup_program,
     program_guard,
     switch_main_program,
     switch_startup_program,
 )
+from ..ir.errors import GraphcError
+from ..ir.program import Block, Operator, Parameter, Program, Variable
 from ..runtime.devices import cpu_places, cuda_places
 from ..runtime.places import is_compiled_with_cuda
 from ._missing import MissingAPIError, advice_for, missing

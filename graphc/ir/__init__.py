@@ -4,6 +4,7 @@ This package imports nothing else of graphc; everything else builds on it.
 """
 
 from . import unique_name
+from .default_programs import default_main_program, default_startup_program, program_guard
 from .errors import (
     GraphcError,
     OpDefinitionError,
@@ -14,16 +15,7 @@ from .errors import (
     VerifyError,
 )
 from .graph import Graph, Op, Value, VarInfo, lower
-from .program import (
-    Block,
-    Operator,
-    Parameter,
-    Program,
-    Variable,
-    default_main_program,
-    default_startup_program,
-    program_guard,
-)
+from .program import Block, Operator, Parameter, Program, Variable
 from .rewriter import Rewriter
 from .text import parse
 from .types import TensorType

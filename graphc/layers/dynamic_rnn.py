@@ -5,9 +5,10 @@ of LoD sequences. The ops appended inside ``block()`` become the body graph of o
 from __future__ import annotations
 
 from ..ir import unique_name
+from ..ir.default_programs import default_main_program
 from ..ir.errors import ProgramError
 from ..ir.graph import Graph, VarInfo
-from ..ir.program import Parameter, default_main_program
+from ..ir.program import Parameter
 from ..ir.types import normalize_dtype
 from .helper import LayerHelper, check_variable
 

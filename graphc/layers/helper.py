@@ -10,8 +10,9 @@ import copy
 from ..build.initializer import Constant, Initializer, Xavier
 from ..build.param_attr import ParamAttr
 from ..ir import unique_name
+from ..ir.default_programs import default_main_program, default_startup_program
 from ..ir.errors import ProgramError
-from ..ir.program import Variable, default_main_program, default_startup_program
+from ..ir.program import Variable
 from ..ir.types import normalize_dtype
 
 

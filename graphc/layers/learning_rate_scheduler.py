@@ -7,8 +7,9 @@ A persistable step counter (``@LR_DECAY_COUNTER@``) is incremented once per run,
 from __future__ import annotations
 
 from ..ir import unique_name
+from ..ir.default_programs import default_main_program, default_startup_program
 from ..ir.errors import ProgramError
-from ..ir.program import Variable, default_main_program, default_startup_program
+from ..ir.program import Variable
 
 COUNTER = "@LR_DECAY_COUNTER@"
 

@@ -3,8 +3,9 @@ concat, split, sums, assign, and the two on row-sparse values (merge, densify)."
 
 from __future__ import annotations
 
+from ..ir.default_programs import default_main_program
 from ..ir.errors import ProgramError
-from ..ir.program import Variable, default_main_program
+from ..ir.program import Variable
 from ..ir.types import normalize_dtype
 from .helper import LayerHelper, check_variable
 

@@ -43,9 +43,10 @@ from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE, DataError
 from ..backends.jax import CompiledStep, DataParallelStep, from_rows
 from ..backends.precision import is_narrowed, with_graphc_x64
 from ..backends.selected_rows import SelectedRows
+from ..ir.default_programs import default_main_program
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph
-from ..ir.program import Program, Variable, default_main_program
+from ..ir.program import Program, Variable
 from ..ir.types import dims_compatible
 from .compile_cache import ensure_compilation_cache
 from .feeds import FeedError, convert_feed

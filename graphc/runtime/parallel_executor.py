@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import logging
 
+from ..ir.default_programs import default_main_program
 from ..ir.errors import GraphcError
-from ..ir.program import Program, default_main_program
+from ..ir.program import Program
 from ..strategy import BuildStrategy, ExecutionStrategy
 from .compiled_program import CompiledProgram
 from .devices import cpu_places, cuda_places, default_cpu_place_count

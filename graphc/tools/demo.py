@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..build import optimizer
-from ..ir.program import program_guard
+from ..ir.default_programs import program_guard
 from ..runtime.executor import Executor
 from ..runtime.scope import Scope
 from .models import demo_cnn

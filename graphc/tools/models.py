@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from .. import layers
 from ..ir import unique_name
-from ..ir.program import Program, Variable, program_guard
+from ..ir.default_programs import program_guard
+from ..ir.program import Program, Variable
 from ..layers import data
 
 

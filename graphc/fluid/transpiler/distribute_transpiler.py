@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 
 from ...distributed.pserver import PServerError, Transpiler, start_trainer
-from ...ir.program import Program, default_main_program, default_startup_program
+from ...ir.default_programs import default_main_program, default_startup_program
+from ...ir.program import Program
 from .ps_dispatcher import PSDispatcher, RoundRobin
 
 log = logging.getLogger("graphc.fluid.transpiler")

@@ -6,7 +6,7 @@ from __future__ import annotations
 from ......distributed import pserver
 from ......distributed.fleet import FleetError  # noqa: F401  importable from here, as before
 from ......fluid.transpiler import DistributeTranspiler
-from ......ir.program import default_main_program, default_startup_program
+from ......ir.default_programs import default_main_program, default_startup_program
 from ...base.role_maker import RoleMakerBase
 from . import distributed_strategy, distributed_strategy_factory  # noqa: F401
 from .distributed_strategy import DistributedStrategy, StrategyFactory
