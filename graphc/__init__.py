@@ -12,7 +12,8 @@ from . import (
 from ._old_paths import OLD_PATHS, install
 from .backends.data_checks import DataError
 from .backends.selected_rows import SelectedRows
-from .build import initializer, optimizer, regularizer
+from .build import initializer, regularizer
+from .build import optimizers as optimizer
 from .build.backward import append_backward
 from .build.param_attr import ParamAttr
 from .distributed.strategy import DistributedStrategy

@@ -10,8 +10,10 @@ import sys
 
 OLD_PATHS = {
     **{f"graphc.{m}": f"graphc.build.{m}" for m in (
-        "backward", "initializer", "regularizer", "param_attr", "amp", "optimizer",
-        "adaptive_optimizers", "weight_averaging")},
+        "backward", "initializer", "regularizer", "param_attr", "amp")},
+    "graphc.optimizer": "graphc.build.optimizers",
+    "graphc.adaptive_optimizers": "graphc.build.optimizers.adaptive",
+    "graphc.weight_averaging": "graphc.build.optimizers.averaging",
     **{f"graphc.{m}": f"graphc.dataio.{m}" for m in ("io", "saving", "loader_epoch", "dataset")},
     **{f"graphc.{m}": f"graphc.tools.{m}" for m in (
         "cli", "demo", "docs", "viz", "models", "presets")},

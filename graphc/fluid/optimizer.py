@@ -1,7 +1,7 @@
 """``fluid.optimizer``: graphc's optimizers under Paddle's names (``SGD`` and
 ``SGDOptimizer``, ...); optimizers added to graphc.optimizer appear here too."""
 
-from ..build import optimizer as _base
+from ..build import optimizers as _base
 from ._missing import delegating_getattr
 
 _PADDLE_ALIASES = {f"{n}Optimizer": n for n in (

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..build import optimizer
+from ..build import optimizers as optimizer
 from ..ir.default_programs import program_guard
 from ..runtime.executor import Executor
 from ..runtime.scope import Scope

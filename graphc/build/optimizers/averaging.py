@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import contextlib
 
-from ..ir import unique_name
-from ..ir.errors import ProgramError
-from ..ir.program import Program, Variable
-from ..ir.default_programs import default_main_program, default_startup_program
+from ...ir import unique_name
+from ...ir.errors import ProgramError
+from ...ir.program import Program, Variable
+from ...ir.default_programs import default_main_program, default_startup_program
 
 
 def _persistable(block, startup, name: str, shape, dtype: str, value: float) -> Variable:

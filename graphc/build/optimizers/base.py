@@ -1,19 +1,19 @@
-"""Optimizers with Paddle's names, formulas and state: SGD, Momentum, Adam, AdamW here, and
-re-exported the others (adaptive_optimizers.py) and the parameter averages (weight_averaging.py).
+"""The Optimizer base class and Paddle's first four optimizers: SGD, Momentum, Adam, AdamW
+(names, formulas and state as Paddle's); the package re-exports them with the others.
 
 ``minimize(loss)`` = append_backward + clipping + regularisation + one update op per parameter.
 """
 
 from __future__ import annotations
 
-from .backward import append_backward
-from ..ir import unique_name
-from ..ir.errors import ProgramError
-from ..ir.graph import gc_paused
-from ..ir.program import Parameter, Variable
-from ..ir.default_programs import default_startup_program
-from ..ir.source import user_source
-from .regularizer import L2Decay
+from ..backward import append_backward
+from ...ir import unique_name
+from ...ir.errors import ProgramError
+from ...ir.graph import gc_paused
+from ...ir.program import Parameter, Variable
+from ...ir.default_programs import default_startup_program
+from ...ir.source import user_source
+from ..regularizer import L2Decay
 
 
 class Optimizer:
@@ -98,7 +98,7 @@ class Optimizer:
         with program.op_role_guard("optimize"), program.source_guard(where), \
                 startup.source_guard(where):
             # Paddle 1.8's order: clip (grad_clip, else set_gradient_clip's), then regularise
-            from ..fluid.clip import append_gradient_clip_ops
+            from ...fluid.clip import append_gradient_clip_ops
             params_grads = append_gradient_clip_ops(
                 params_grads, grad_clip if grad_clip is not None else getattr(self, "_grad_clip",
                                                                               None))
@@ -202,11 +202,3 @@ class AdamW(Adam):
 SGDOptimizer, MomentumOptimizer, AdamOptimizer, AdamWOptimizer = SGD, Momentum, Adam, AdamW
 __all__ = ["SGD", "Momentum", "Adam", "AdamW", "Optimizer", "L2Decay", "SGDOptimizer",
            "MomentumOptimizer", "AdamOptimizer", "AdamWOptimizer"]
-
-# Paddle 1.8's other optimizers and parameter averages live in their own modules (below the
-# base class they import).
-from . import adaptive_optimizers as _adaptive  # noqa: E402
-from .adaptive_optimizers import *  # noqa: E402, F403
-from .weight_averaging import ExponentialMovingAverage, ModelAverage  # noqa: E402
-
-__all__ += [*_adaptive.__all__, "ModelAverage", "ExponentialMovingAverage"]

@@ -4,8 +4,8 @@ graphc.optimizer. Their ops and formulas: graphc/ir/ops/adaptive_optimizer_ops.p
 
 from __future__ import annotations
 
-from ..ir.errors import ProgramError
-from .optimizer import Optimizer
+from ...ir.errors import ProgramError
+from .base import Optimizer
 
 
 def _float(owner: str, name: str, value) -> float:
