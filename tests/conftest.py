@@ -34,7 +34,7 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 def fresh_programs():
     """Each test builds into new default programs with name counters from zero."""
     import graphc
-    from graphc.ir import program as program_mod
+    from graphc.ir import default_programs as program_mod
 
     main, startup = graphc.Program(), graphc.Program()
     old_main = program_mod.switch_main_program(main)
