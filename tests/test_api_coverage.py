@@ -58,7 +58,8 @@ def test_compare_names_what_differs():
     keyword = cov.Entry("paddle.fluid.layers.f", ("x", "y", "name"), 2)  # name after a `*`
     assert "does not take ['name']" in cov.compare(keyword, lacks)
     assert "requires ['required']" in cov.compare(entry, needs_more)
-    assert cov.compare(entry, open_kwargs) == ""
+    assert cov.compare(keyword, open_kwargs) == ""  # **kwargs takes the keyword-only name
+    assert "positional" in cov.compare(entry, open_kwargs)  # but not as a third positional
 
 
 def test_compare_drops_self_of_methods():
