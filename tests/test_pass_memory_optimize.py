@@ -109,7 +109,7 @@ def test_results_unchanged_and_the_plan_holds():
         run_with_buffers(graph, graph.memory_plan, state, feeds, fetch)
 
 
-@settings(max_examples=8)
+@settings(max_examples=5)
 @given(random_programs(max_ops=5, with_loss=True))
 def test_random_training_programs(gen):
     with program_guard(gen.main, gen.startup):
