@@ -38,6 +38,8 @@ for _name in ("exp", "sqrt", "square", "abs"):
              inplace={"Out": "X"}, lod_inputs=("X",))
 register("gelu", "X", "Out", {"approximate": ("bool", False)}, infer=_same_as_x,
          traits=(ELEMENTWISE, ACTIVATION), lod_inputs=("X",))
+register("softsign", "X", "Out", infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATION),
+         lod_inputs=("X",), doc="Out = X / (1 + |X|)")
 register("leaky_relu", "X", "Out", {"alpha": ("float", 0.02)}, infer=_same_as_x,
          traits=(ELEMENTWISE, ACTIVATION), inplace={"Out": "X"}, lod_inputs=("X",))
 register("scale", "X", "Out",
