@@ -1,6 +1,7 @@
 """Every registered op is complete (docs/adding_an_op.md): it has a lowering rule, or, for a
-gradient op, a differentiable forward op whose rule the generic vjp gradient differentiates;
-and it has a shape-inference case in tests/test_shape_inference.py.
+gradient op, a differentiable forward op whose rule the generic vjp gradient differentiates
+(which needs every forward input: a ``grad_reads`` leaving one out needs a grad rule); and it
+has a shape-inference case in tests/test_shape_inference.py.
 
 The failure names each incomplete op and what it lacks. (Gradient checks are enforced by
 tests/test_gradients.py's test_every_differentiable_op_has_a_case.)
@@ -11,9 +12,9 @@ from __future__ import annotations
 import pytest
 from test_shape_inference import CASES as SHAPE_CASES
 
-from graphc.backends.lowering import has_rule
-from graphc.ir.grad_defs import grad_op_type
-from graphc.ir.opdef import _REGISTRY, NO_GRAD, all_op_types, register
+from graphc.backends.lowering import _RULES, generic_grad, get_rule, has_rule
+from graphc.ir.grad_defs import forward_type, grad_op_type, register_grad_ops
+from graphc.ir.opdef import _REGISTRY, NO_GRAD, all_op_types, get_op_def, register
 from graphc.ops import import_lowerings
 
 SHAPE_TESTS = "tests/test_shape_inference.py"
@@ -37,6 +38,12 @@ def incomplete(op_types) -> dict[str, list[str]]:
             lacks.append(f"a lowering rule, or a differentiable forward op {t[:-5]!r} with "
                          "one for the generic vjp gradient" if t.endswith("_grad") else
                          "a lowering rule (its family's lowering.py)")
+        elif forward_type(t) and get_rule(t) is generic_grad:
+            fwd = get_op_def(forward_type(t))
+            unread = [s for s in fwd.input_names if s not in fwd.grad_read_slots]
+            if unread:  # the generic vjp differentiates the forward rule at its inputs
+                lacks.append(f"a grad rule of its own: grad_reads leaves out {unread}, which "
+                             "the generic vjp gradient needs")
         if t not in covered:
             lacks.append(f"a shape-inference case in {SHAPE_TESTS}")
         if lacks:
@@ -70,6 +77,20 @@ def test_a_new_op_without_rule_or_case_is_named(probe_op):
     assert list(missing) == [probe_op]
     text = _describe(missing)
     assert "lowering rule" in text and "shape-inference case" in text, text
+
+
+def test_a_grad_op_reading_too_little_for_the_generic_gradient_is_named():
+    """grad_reads=("Out",) (Paddle's relu_grad) needs a hand-written rule: the generic vjp
+    differentiates the forward rule at X, which the grad op is not given."""
+    name = "completeness_probe_act"
+    register(name, "X", "Out", infer=lambda c: {"Out": c.x("X")}, grad_reads=("Out",),
+             grad_type_from={"X": "Out"})
+    register_grad_ops()
+    _RULES[name] = lambda c, X: {"Out": X}  # a forward rule: the generic vjp would apply
+    try:
+        assert "grad rule of its own" in _describe(incomplete([name + "_grad"]))
+    finally:
+        del _REGISTRY[name], _REGISTRY[name + "_grad"], _RULES[name]
 
 
 def test_a_grad_op_without_a_differentiable_forward_is_named():
