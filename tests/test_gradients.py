@@ -291,6 +291,7 @@ ACTIVATIONS = {
     "gelu": (lambda x: layers.gelu(x, approximate=False), "any"),
     "gelu-approximate": (lambda x: layers.gelu(x, approximate=True), "any"),
     "sigmoid": (layers.sigmoid, "any"),
+    "softsign": (layers.softsign, "any"),
     "tanh": (layers.tanh, "any"),
     "exp": (_act("exp"), "any"),
     "sqrt": (_act("sqrt"), "positive"),

@@ -250,6 +250,11 @@ def _gelu():
     layers.gelu(graphc.data("x", [-1, 3]), approximate=True)
 
 
+@case("softsign")
+def _softsign():
+    layers.softsign(graphc.data("x", [-1, 3]))
+
+
 @case("leaky_relu")
 def _leaky_relu():
     layers.leaky_relu(graphc.data("x", [-1, 3]), alpha=0.1)

@@ -60,7 +60,7 @@ X4 = t(2, 3, 4, 5)
 ELEMENTWISE = ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
                "elementwise_max", "elementwise_min", "elementwise_pow")
 UNARY = ("relu", "sigmoid", "tanh", "exp", "sqrt", "square", "abs", "gelu", "leaky_relu",
-         "scale", "assign")
+         "scale", "assign", "softsign")
 ADAM_INS = {"Param": t(10, 5), "Grad": t(10, 5), "LearningRate": t(1), "Moment1": t(10, 5),
             "Moment2": t(10, 5), "Beta1Pow": t(1), "Beta2Pow": t(1)}
 ADAM_OUTS = {"ParamOut": t(10, 5), "Moment1Out": t(10, 5), "Moment2Out": t(10, 5),

@@ -11,7 +11,6 @@ from ..ir.errors import ProgramError
 from ..ir.graph import gc_paused
 from ..ir.grad_defs import GRAD_SUFFIX, is_differentiable
 from ..ir.opdef import get_op_def
-from ..ir.grad_defs import SPARSE_GRAD
 from ..ir.program import Parameter, Variable
 from ..ir.types import FLOAT_DTYPES
 
@@ -141,7 +140,7 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                 if None in gs and any(gs):
                     out_grads[slot] = [g or zero_grad(op, n) for n, g in zip(op.outputs[slot], gs)]
             in_grads = {}
-            sparse_slot, sparse_attr = SPARSE_GRAD.get(op.type, (None, None))
+            sparse_slot, sparse_attr = get_op_def(op.type).sparse_grad or (None, None)
             for slot, names in op.inputs.items():
                 gs = []
                 sparse = slot == sparse_slot and bool(op.attrs.get(sparse_attr))

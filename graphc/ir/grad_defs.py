@@ -5,22 +5,22 @@ Slots: T's inputs and outputs (optional), ``<out>@GRAD`` inputs, ``<in>@GRAD`` o
 
 from __future__ import annotations
 
-from .opdef import _REGISTRY, INITIALIZER, NO_GRAD, InferContext, OpDef, SlotDef, get_op_def
+from .opdef import (
+    _REGISTRY,
+    INITIALIZER,
+    NO_GRAD,
+    InferContext,
+    OpDef,
+    SlotDef,
+    get_op_def,
+    set_lod_rule,
+)
 from .types import FLOAT_DTYPES, sparse_type
 
 GRAD_SUFFIX = "@GRAD"
 
-# Grad ops that do not read a forward input take its gradient's type from another slot.
-GRAD_TYPE_FROM = {
-    "relu": {"X": "Out"}, "sigmoid": {"X": "Out"}, "tanh": {"X": "Out"},
-    "dropout": {"X": "Out@GRAD"}, "softmax_with_cross_entropy": {"Logits": "Softmax"},
-}
-
-
-# Forward ops whose gradient for one input is row-sparse (SelectedRows) when an attribute is
-# set: lookup_table's W@GRAD holds one row per looked-up id (Paddle's is_sparse), never the
-# whole [vocab, width] table.
-SPARSE_GRAD = {"lookup_table": ("W", "is_sparse")}
+# What each T_grad reads and produces is declared where T is registered (register's
+# grad_reads, grad_type_from and sparse_grad keywords, docs/adding_an_op.md).
 
 
 def grad_op_type(op_type: str) -> str:
@@ -40,20 +40,10 @@ def is_differentiable(op_type: str) -> bool:
     return not (opdef.traits & {NO_GRAD, INITIALIZER}) and not op_type.endswith("_grad")
 
 
-# Which forward slots each grad op reads (Paddle's choices); default: all forward inputs.
-GRAD_READS = {
-    "relu": ("Out",), "sigmoid": ("Out",), "tanh": ("Out",),
-    "dropout": ("Mask",),
-    "softmax_with_cross_entropy": ("Label", "Softmax"),
-    "batch_norm": ("X", "Scale", "Bias", "Mean", "Variance", "SavedMean", "SavedVariance"),
-}
-
-
 def default_grad_maker(op_type: str):
     """A grad maker: (forward inputs, outputs, attrs, output grads, input grads by slot)
     -> [(grad op type, inputs, outputs, attrs)]. Names of absent grads are None."""
-    fwd = _REGISTRY[op_type]
-    reads = GRAD_READS.get(op_type, fwd.input_names)
+    reads = _REGISTRY[op_type].grad_read_slots
 
     def make(inputs, outputs, attrs, out_grads, in_grads):
         ins = {s: list(v) for s, v in {**inputs, **outputs}.items() if s in reads}
@@ -73,8 +63,8 @@ def default_grad_maker(op_type: str):
 
 
 def _make_infer(fwd: OpDef):
-    type_from = GRAD_TYPE_FROM.get(fwd.type, {})
-    sparse_slot, sparse_attr = SPARSE_GRAD.get(fwd.type, (None, None))
+    type_from = fwd.grad_type_from
+    sparse_slot, sparse_attr = fwd.sparse_grad or (None, None)
 
     def infer(c: InferContext):
         out = {}
@@ -97,10 +87,9 @@ def _grad_lod_rule(fwd: OpDef, grad: OpDef) -> None:
     lod_outs = [s for s in fwd.output_names if fwd.lod == "aware" or not fwd.lod_outputs
                 or s in fwd.lod_outputs]
     inputs = {*fwd.lod_inputs, *lod_outs, *(s + GRAD_SUFFIX for s in lod_outs)}
-    type_from = GRAD_TYPE_FROM.get(fwd.type, {})
+    type_from = fwd.grad_type_from
     outputs = {s + GRAD_SUFFIX: tuple(x for x in (s, type_from.get(s)) if x in inputs)
                for s in fwd.input_names}  # an empty tuple: a dense gradient (fc's W)
-    from .opdef import set_lod_rule
     set_lod_rule(grad, fwd.lod, inputs, outputs if fwd.lod == "rowwise" else None)
 
 

@@ -156,6 +156,13 @@ class OpDef:
     # outputs with LoD attached) -> outputs; refuses what crosses tokens (softmax on axis 0)
     # or drops the LoD where the token dimension is reduced (reduce_sum over dim 0)
     lod_fixup: Callable | None = None
+    # the gradient (docs/adding_an_op.md): which forward slots ``T_grad`` reads (None: every
+    # forward input; Paddle's relu_grad reads Out, not X); {input slot: slot whose type its
+    # gradient takes} for a grad op that does not read that input; (slot, bool attribute):
+    # that input's gradient is row-sparse when the attribute is set (lookup_table's W)
+    grad_reads: tuple[str, ...] | None = None
+    grad_type_from: dict[str, str] = field(default_factory=dict)
+    sparse_grad: tuple[str, str] | None = None
 
     def __post_init__(self):
         self.input_names = tuple(s.name for s in self.inputs)
@@ -168,6 +175,11 @@ class OpDef:
 
     def has_trait(self, trait: str) -> bool:
         return trait in self.traits
+
+    @property
+    def grad_read_slots(self) -> tuple[str, ...]:
+        """The forward slots ``T_grad`` reads: ``grad_reads``, else every forward input."""
+        return self.input_names if self.grad_reads is None else self.grad_reads
 
     # -- checks shared by the Program builder and the verifier --------------------------
     def normalize_attrs(self, attrs: dict[str, Any], where: str) -> dict[str, Any]:
@@ -290,10 +302,16 @@ _REGISTRY: dict[str, OpDef] = {}
 
 def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *,
              infer: InferFn, traits=(), inplace=None, doc: str = "",
-             sparse_inputs=(), lod_inputs=(), lod: str = "", lod_outputs=None) -> OpDef:
-    """Register an op. Slots are a space-separated spec string: ``"X Y Bias?"``.
-    ``sparse_inputs``: input slots that accept row-sparse values; ``lod_inputs``, ``lod``
-    and ``lod_outputs``: which slots take LoD values and how (see OpDef, docs/lod.md)."""
+             sparse_inputs=(), lod_inputs=(), lod: str = "", lod_outputs=None,
+             lod_fixup: Callable | None = None, grad_reads=None, grad_type_from=None,
+             sparse_grad: tuple[str, str] | None = None) -> OpDef:
+    """Register an op: everything graphc knows about it, in one call (docs/adding_an_op.md).
+
+    Slots are a space-separated spec string: ``"X Y Bias?"``. ``sparse_inputs``: input
+    slots that accept row-sparse values; ``lod_inputs``, ``lod``, ``lod_outputs`` and
+    ``lod_fixup``: which slots take LoD values and how (see OpDef, docs/lod.md);
+    ``grad_reads``, ``grad_type_from`` and ``sparse_grad``: what its derived ``T_grad``
+    reads and produces (see OpDef)."""
     if op_type in _REGISTRY:
         raise AssertionError(f"op {op_type} registered twice")
     adefs = {}
@@ -304,11 +322,23 @@ def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *
     opdef = OpDef(op_type, tuple(SlotDef.parse(s) for s in inputs.split()),
                   tuple(SlotDef.parse(s) for s in outputs.split()), adefs, infer,
                   frozenset(traits), dict(inplace or {}), doc=doc,
-                  sparse_inputs=frozenset(sparse_inputs))
+                  sparse_inputs=frozenset(sparse_inputs),
+                  grad_reads=None if grad_reads is None else tuple(grad_reads),
+                  grad_type_from=dict(grad_type_from or {}), sparse_grad=sparse_grad)
+    slots = set(opdef.input_names) | set(opdef.output_names)
     unknown = opdef.sparse_inputs - set(opdef.input_names)
     assert not unknown, (op_type, "sparse_inputs names unknown slots", sorted(unknown))
+    unknown = (set(opdef.grad_reads or ()) | set(opdef.grad_type_from.values())) - slots - {
+        s + "@GRAD" for s in opdef.output_names}
+    unknown |= set(opdef.grad_type_from) - set(opdef.input_names)
+    assert not unknown, (op_type, "grad keywords name unknown slots", sorted(unknown))
+    if sparse_grad is not None:
+        slot, attr = sparse_grad
+        assert slot in opdef.input_names and attr in adefs, (op_type, "sparse_grad", sparse_grad)
     if lod_inputs:
-        set_lod_rule(opdef, lod or "rowwise", lod_inputs, lod_outputs)
+        set_lod_rule(opdef, lod or "rowwise", lod_inputs, lod_outputs, lod_fixup)
+    else:
+        assert not (lod or lod_outputs or lod_fixup), (op_type, "LoD keywords need lod_inputs")
     _REGISTRY[op_type] = opdef
     return opdef
 
@@ -336,7 +366,8 @@ def set_lod_rule(opdef: OpDef | str, mode: str, inputs, outputs=None, fixup=None
     """Declare how an op treats LoD values (docs/lod.md): ``mode`` "rowwise" or "aware",
     ``inputs`` the slots that take them, ``outputs`` {output slot: input slots whose LoD it
     takes} for a row-wise op (default: every output from every LoD input), ``fixup`` see
-    ``OpDef.lod_fixup``."""
+    ``OpDef.lod_fixup``. An op family declares these as ``register``'s keywords; this is the
+    hook ``register`` and the derived ``T_grad`` definitions (grad_defs) share."""
     opdef = get_op_def(opdef) if isinstance(opdef, str) else opdef
     assert mode in LOD_MODES, (opdef.type, mode)
     inputs = frozenset(inputs)

@@ -106,6 +106,7 @@ from .math import (
     sigmoid,
     sign,
     softmax,
+    softsign,
     sqrt,
     square,
     tanh,
@@ -171,10 +172,10 @@ __all__ = [
     "sequence_first_step", "sequence_last_step", "sequence_mask", "sequence_pad", "sequence_pool",
     "sequence_reshape", "sequence_reverse", "sequence_scatter", "sequence_slice",
     "sequence_softmax", "sequence_unpad", "shape", "sigmoid", "sigmoid_cross_entropy_with_logits",
-    "sign", "slice", "smooth_l1", "softmax", "softmax_with_cross_entropy", "split", "sqrt",
-    "square", "square_error_cost", "squeeze", "stack", "strided_slice", "sums", "tanh", "topk",
-    "transpose", "uniform_random_batch_size_like", "unsqueeze", "unstack", "where", "zeros",
-    "zeros_like",
+    "sign", "slice", "smooth_l1", "softmax", "softmax_with_cross_entropy", "softsign", "split",
+    "sqrt", "square", "square_error_cost", "squeeze", "stack", "strided_slice", "sums", "tanh",
+    "topk", "transpose", "uniform_random_batch_size_like", "unsqueeze", "unstack", "where",
+    "zeros", "zeros_like",
 ]
 
 

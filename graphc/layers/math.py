@@ -57,6 +57,11 @@ def gelu(x, approximate: bool = False, name=None):
     return _unary("gelu", x, {"approximate": approximate}, name)
 
 
+def softsign(x, name=None):
+    """Out = x / (1 + |x|), elementwise (a LoD x keeps its LoD)."""
+    return _unary("softsign", x, name=name)
+
+
 def leaky_relu(x, alpha: float = 0.02, name=None):
     return _unary("leaky_relu", x, {"alpha": alpha}, name)
 

@@ -113,8 +113,11 @@ def _grad_maker(inputs, outputs, attrs, out_grads, in_grads):
 
 _FUSED = register(
     FUSED_OP, "X Y", "Out IntermediateOut?", _attr_schema(), infer=_infer, traits=(ELEMENTWISE,),
+    lod_inputs=("X", "Y"),  # fc's bias add + activation on the tokens
     doc="Out = act(X + Y) or X + act(Y) / act(X) + Y, by functor_list and unary_operand")
 _FUSED.grad_maker = _grad_maker
 register(FUSED_GRAD_OP, "X? Y? Out? IntermediateOut? Out@GRAD? IntermediateOut@GRAD?",
          "X@GRAD? Y@GRAD?", _attr_schema(), infer=_infer_grad,
+         lod_inputs=("X", "Y", "Out", "IntermediateOut", "Out@GRAD", "IntermediateOut@GRAD"),
+         lod_outputs={"X@GRAD": ("X",), "Y@GRAD": ("Y",)},
          doc=f"gradient of {FUSED_OP}: X@GRAD and Y@GRAD from Out@GRAD")

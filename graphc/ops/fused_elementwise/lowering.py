@@ -7,7 +7,7 @@ they read, so a fused graph computes exactly what the unfused one did.
 from __future__ import annotations
 
 from ...backends.lowering import apply_rule, lowering
-from ...ir.grad_defs import GRAD_READS, GRAD_SUFFIX
+from ...ir.grad_defs import GRAD_SUFFIX
 from ...ir.opdef import get_op_def
 from ...ir.types import TensorType
 from .defs import BINARY, FUSED_GRAD_OP, FUSED_OP, activation_attrs, functors_of
@@ -32,7 +32,7 @@ def _sub(c, op_type: str, attrs: dict, ins: dict, wanted=None) -> dict:
 
 def _act_needs_input(act: str) -> bool:
     """Whether the activation's grad reads its input X (not only its output Out)."""
-    return "X" in GRAD_READS.get(act, get_op_def(act).input_names)
+    return "X" in get_op_def(act).grad_read_slots
 
 
 @lowering(FUSED_OP)

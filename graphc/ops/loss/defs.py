@@ -27,7 +27,7 @@ def _sigmoid_ce(c):
 
 register("sigmoid_cross_entropy_with_logits", "X Label", "Out",
          {"ignore_index": ("int", -100), "normalize": ("bool", False)}, infer=_sigmoid_ce,
-         traits=(LOSS,),
+         traits=(LOSS,), lod_inputs=("X", "Label"),
          doc="max(X, 0) - X * Label + log(1 + exp(-|X|)) per element; 0 where Label == "
              "ignore_index; divided by the count of other elements when normalize")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 from ...ir.errors import ShapeError
+from ...ir.lod_rules import keeps_token_rows
 from ...ir.opdef import INITIALIZER, NO_GRAD, RANDOM, register
 from ...ir.shapes import normalize_axis, prod_or_unknown
 from ...ir.types import DTYPES, FLOAT_DTYPES, INT_DTYPES, TensorType
@@ -135,11 +136,14 @@ def _flatten2(c):
     return {"Out": TensorType(shape, x.dtype), "XShape": _xshape(x)}
 
 
-register("squeeze2", "X", "Out XShape?", {"axes": ("ints", [])}, infer=_squeeze2,
+# on a LoD value: only after the token dimension (Out keeps X's LoD, XShape does not)
+_KEEP_ROWS = {"lod_inputs": ("X",), "lod_outputs": {"Out": ("X",)},
+              "lod_fixup": keeps_token_rows}
+register("squeeze2", "X", "Out XShape?", {"axes": ("ints", [])}, infer=_squeeze2, **_KEEP_ROWS,
          doc="drop the listed size-1 axes (every size-1 axis when axes is empty)")
-register("unsqueeze2", "X", "Out XShape?", {"axes": "ints"}, infer=_unsqueeze2,
+register("unsqueeze2", "X", "Out XShape?", {"axes": "ints"}, infer=_unsqueeze2, **_KEEP_ROWS,
          doc="insert size-1 axes, one after another")
-register("flatten2", "X", "Out XShape?", {"axis": ("int", 1)}, infer=_flatten2,
+register("flatten2", "X", "Out XShape?", {"axis": ("int", 1)}, infer=_flatten2, **_KEEP_ROWS,
          doc="Out = X as a matrix [prod(shape[:axis]), prod(shape[axis:])]")
 
 

@@ -1,10 +1,12 @@
 """Elementwise arithmetic, activations, matrix products and reductions (Paddle semantics).
 
-Formulas and defaults follow Paddle's operator definitions of the same names.
+Formulas and defaults follow Paddle's operator definitions of the same names. Row-wise ops
+take LoD values token by token (docs/lod.md); reductions over the tokens drop the LoD.
 """
 
 from __future__ import annotations
 
+from ...ir.lod_rules import last_axis_only, reduce_lod
 from ...ir.opdef import ACTIVATION, ELEMENTWISE, LOSS, NO_GRAD, register
 from ...ir.shapes import broadcast_dim, broadcast_shapes, normalize_axis, prod_or_unknown
 from ...ir.types import TensorType
@@ -23,19 +25,27 @@ def _elementwise(c):
 for _name in ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
               "elementwise_max", "elementwise_min", "elementwise_pow"):
     register(_name, "X Y", "Out", {"axis": ("int", -1)}, infer=_elementwise,
-             traits=(ELEMENTWISE,), inplace={"Out": "X"},
+             traits=(ELEMENTWISE,), inplace={"Out": "X"}, lod_inputs=("X", "Y"),
              doc="Out = X op Y with Paddle's axis broadcasting")
 
-for _name in ("relu", "sigmoid", "tanh", "exp", "sqrt", "square", "abs"):
+# relu, sigmoid and tanh's gradients read Out, not X (Paddle's choice): X@GRAD takes Out's type
+for _name in ("relu", "sigmoid", "tanh"):
     register(_name, "X", "Out", infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATION),
-             inplace={"Out": "X"})
+             inplace={"Out": "X"}, lod_inputs=("X",), grad_reads=("Out",),
+             grad_type_from={"X": "Out"})
+for _name in ("exp", "sqrt", "square", "abs"):
+    register(_name, "X", "Out", infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATION),
+             inplace={"Out": "X"}, lod_inputs=("X",))
 register("gelu", "X", "Out", {"approximate": ("bool", False)}, infer=_same_as_x,
-         traits=(ELEMENTWISE, ACTIVATION))
+         traits=(ELEMENTWISE, ACTIVATION), lod_inputs=("X",))
+register("softsign", "X", "Out", infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATION),
+         lod_inputs=("X",), doc="Out = X / (1 + |X|)")
 register("leaky_relu", "X", "Out", {"alpha": ("float", 0.02)}, infer=_same_as_x,
-         traits=(ELEMENTWISE, ACTIVATION), inplace={"Out": "X"})
+         traits=(ELEMENTWISE, ACTIVATION), inplace={"Out": "X"}, lod_inputs=("X",))
 register("scale", "X", "Out",
          {"scale": ("float", 1.0), "bias": ("float", 0.0), "bias_after_scale": ("bool", True)},
          infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATION), inplace={"Out": "X"},
+         lod_inputs=("X",),
          doc="Out = scale * X + bias (or scale * (X + bias) when bias_after_scale is false)")
 
 
@@ -45,7 +55,8 @@ def _softmax(c):
     return {"Out": x}
 
 
-register("softmax", "X", "Out", {"axis": ("int", -1)}, infer=_softmax)
+register("softmax", "X", "Out", {"axis": ("int", -1)}, infer=_softmax, lod_inputs=("X",),
+         lod_fixup=last_axis_only)
 
 
 def _sum(c):
@@ -62,7 +73,9 @@ def _sum(c):
     return {"Out": TensorType(shape, xs[0].dtype, all(t.sparse for t in xs))}
 
 
+# LoD: the gradient accumulation of a LoD value used twice
 register("sum", "X*", "Out", infer=_sum, inplace={"Out": "X"}, sparse_inputs=("X",),
+         lod_inputs=("X",),
          doc="Out = sum of all X; row-sparse X: their rows concatenated when all are, else "
              "added into the dense sum")
 register("assign", "X", "Out", infer=_same_as_x, doc="Out = X (a copy)")
@@ -80,8 +93,10 @@ def _mul(c):
     return {"Out": TensorType(x.shape[:xn] + y.shape[yn:], x.dtype)}
 
 
+# LoD: fc, the tokens times a dense weight
 register("mul", "X Y", "Out", {"x_num_col_dims": ("int", 1), "y_num_col_dims": ("int", 1)},
-         infer=_mul, doc="Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims)")
+         infer=_mul, lod_inputs=("X",),
+         doc="Out = flatten(X, x_num_col_dims) @ flatten(Y, y_num_col_dims)")
 
 
 def _matmul(c):
@@ -117,7 +132,9 @@ def _mean(c):
     return {"Out": TensorType((1,), c.x("X").dtype)}
 
 
-register("mean", "X", "Out", infer=_mean, traits=(LOSS,), doc="Out = mean of all of X, shape [1]")
+# over a LoD value: the mean of its real tokens only (its rule in lod_lowering.py)
+register("mean", "X", "Out", infer=_mean, traits=(LOSS,), lod_inputs=("X",), lod="aware",
+         doc="Out = mean of all of X, shape [1]")
 
 
 def _reduce(c):
@@ -133,10 +150,12 @@ def _reduce(c):
     return {"Out": TensorType(shape, x.dtype)}
 
 
+# LoD: over dims after the tokens row-wise; over the tokens a dense result, of the real tokens
+# only (reduce_mean/max's rules in lod_lowering.py; reduce_sum's padding rows add zero)
 for _name in ("reduce_sum", "reduce_mean", "reduce_max"):
     register(_name, "X", "Out",
              {"dim": ("ints", [0]), "keep_dim": ("bool", False), "reduce_all": ("bool", False)},
-             infer=_reduce)
+             infer=_reduce, lod_inputs=("X",), lod_fixup=reduce_lod)
 
 
 def _top_k(c):

@@ -44,6 +44,7 @@ def _elementwise(c, X, Y):
 _UNARY = {
     "relu": lambda x: jnp.maximum(x, 0), "sigmoid": jax.nn.sigmoid, "tanh": jnp.tanh,
     "exp": jnp.exp, "sqrt": jnp.sqrt, "square": jnp.square, "abs": jnp.abs,
+    "softsign": lambda x: x / (1 + jnp.abs(x)),
 }
 
 

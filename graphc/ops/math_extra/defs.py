@@ -1,8 +1,10 @@
 """More elementwise and reduction ops of Paddle 1.8: log, sign, pow, clip, norms, comparisons,
-logical ops, reduce_min/prod/all/any, arg_max/arg_min, argsort (names and slots as Paddle's)."""
+logical ops, reduce_min/prod/all/any, arg_max/arg_min, argsort (names and slots as Paddle's).
+The elementwise ones and reduce_min take LoD values as math's do (docs/lod.md)."""
 
 from __future__ import annotations
 
+from ...ir.lod_rules import reduce_lod
 from ...ir.opdef import NO_GRAD, register
 from ...ir.shapes import broadcast_shapes, normalize_axis
 from ...ir.types import FLOAT_DTYPES, TensorType
@@ -19,9 +21,10 @@ def _same_as_x(c):
     return {"Out": c.x("X")}
 
 
-register("log", "X", "Out", infer=_float_like_x, doc="Out = ln(X)")
-register("sign", "X", "Out", infer=_same_as_x, doc="Out = -1, 0 or 1 (gradient zero)")
-register("pow", "X", "Out", {"factor": ("float", 1.0)}, infer=_float_like_x,
+register("log", "X", "Out", infer=_float_like_x, lod_inputs=("X",), doc="Out = ln(X)")
+register("sign", "X", "Out", infer=_same_as_x, lod_inputs=("X",),
+         doc="Out = -1, 0 or 1 (gradient zero)")
+register("pow", "X", "Out", {"factor": ("float", 1.0)}, infer=_float_like_x, lod_inputs=("X",),
          doc="Out = X ** factor")
 
 
@@ -30,7 +33,7 @@ def _clip(c):
     return _float_like_x(c)
 
 
-register("clip", "X", "Out", {"min": "float", "max": "float"}, infer=_clip,
+register("clip", "X", "Out", {"min": "float", "max": "float"}, infer=_clip, lod_inputs=("X",),
          doc="Out = min(max(X, min), max); the gradient passes where min < X < max")
 
 
@@ -60,10 +63,12 @@ def _norm(c):
 register("norm", "X", "Out Norm", {"axis": ("int", 1), "epsilon": ("float", 1e-10)},
          infer=_norm, doc="Out = X / sqrt(sum(X^2, axis) + epsilon); Norm = that root")
 
-for _name in ("reduce_min", "reduce_prod"):
-    register(_name, "X", "Out",
-             {"dim": ("ints", [0]), "keep_dim": ("bool", False), "reduce_all": ("bool", False)},
-             infer=_reduce)
+_REDUCE_ATTRS = {"dim": ("ints", [0]), "keep_dim": ("bool", False),
+                 "reduce_all": ("bool", False)}
+# over a LoD value: as math's reduce_max (its rule in math/lod_lowering.py)
+register("reduce_min", "X", "Out", dict(_REDUCE_ATTRS), infer=_reduce, lod_inputs=("X",),
+         lod_fixup=reduce_lod)
+register("reduce_prod", "X", "Out", dict(_REDUCE_ATTRS), infer=_reduce)
 
 
 def _bool_reduce(c):
@@ -79,7 +84,8 @@ for _name in ("reduce_all", "reduce_any"):
 # integer arithmetic (Paddle has no gradient for these)
 for _name in ("elementwise_mod", "elementwise_floordiv"):
     register(_name, "X Y", "Out", {"axis": ("int", -1)}, infer=_elementwise,
-             traits=(NO_GRAD,), doc="Out = X op Y with Paddle's axis broadcasting")
+             traits=(NO_GRAD,), lod_inputs=("X", "Y"),
+             doc="Out = X op Y with Paddle's axis broadcasting")
 
 
 def _compare(c):

@@ -5,6 +5,7 @@ Slots, attributes and defaults are Paddle's, so a Paddle user reads the IR uncha
 
 from __future__ import annotations
 
+from ...ir.lod_rules import last_axis_only
 from ...ir.opdef import LOSS, RANDOM, STATEFUL, register
 from ...ir.shapes import normalize_axis, prod_or_unknown, resolve_pads, window_out
 from ...ir.types import INT_DTYPES, TensorType, dims_compatible
@@ -107,6 +108,10 @@ register("batch_norm", "X Scale Bias Mean Variance",
              "trainable_statistics": ("bool", False),
          }, infer=_batch_norm, traits=(STATEFUL,),
          inplace={"MeanOut": "Mean", "VarianceOut": "Variance"},
+         # over a LoD value: statistics of the real tokens (and spatial dims), its rule in
+         # lod_lowering.py; Y keeps the LoD, the statistics do not
+         lod_inputs=("X",), lod_outputs={"Y": ("X",)},
+         grad_reads=("X", "Scale", "Bias", "Mean", "Variance", "SavedMean", "SavedVariance"),
          doc="batch normalisation; MeanOut/VarianceOut update the running statistics")
 
 
@@ -126,6 +131,9 @@ def _layer_norm(c):
 
 register("layer_norm", "X Scale? Bias?", "Y Mean Variance",
          {"epsilon": ("float", 1e-5), "begin_norm_axis": ("int", 1)}, infer=_layer_norm,
+         # per-token normalisation (begin_norm_axis 0 is refused): Y, Mean and Variance (one
+         # per token) keep the LoD, and the dense rule on the tokens is exact
+         lod_inputs=("X",),
          doc="normalise over dimensions [begin_norm_axis, rank)")
 
 
@@ -140,7 +148,9 @@ def _dropout(c):
 register("dropout", "X", "Out Mask", {
     "dropout_prob": ("float", 0.5), "is_test": ("bool", False), "fix_seed": ("bool", False),
     "seed": ("int", 0), "dropout_implementation": ("str", "downgrade_in_infer"),
-}, infer=_dropout, traits=(RANDOM,),
+}, infer=_dropout, traits=(RANDOM,), lod_inputs=("X",),
+    # its gradient reads the mask only (Paddle's): X@GRAD takes Out@GRAD's type
+    grad_reads=("Mask",), grad_type_from={"X": "Out@GRAD"},
     doc="zero elements with probability dropout_prob; Paddle's two scaling conventions")
 
 
@@ -156,7 +166,11 @@ def _lookup_table(c):
 register("lookup_table", "W Ids", "Out", {
     "is_sparse": ("bool", False), "is_distributed": ("bool", False),
     "padding_idx": ("int", -1), "remote_prefetch": ("bool", False),
-}, infer=_lookup_table, doc="embedding lookup: Out[i] = W[Ids[i]] (zeros at padding_idx)")
+}, infer=_lookup_table,
+    lod_inputs=("Ids",),  # one embedding row per token
+    # is_sparse: W@GRAD is row-sparse, one row per looked-up id (never the whole table)
+    sparse_grad=("W", "is_sparse"),
+    doc="embedding lookup: Out[i] = W[Ids[i]] (zeros at padding_idx)")
 
 
 def _softmax_ce(c):
@@ -176,7 +190,11 @@ def _softmax_ce(c):
 register("softmax_with_cross_entropy", "Logits Label", "Softmax Loss", {
     "soft_label": ("bool", False), "ignore_index": ("int", -100),
     "numeric_stable_mode": ("bool", True), "axis": ("int", -1),
-}, infer=_softmax_ce, traits=(LOSS,), doc="softmax then cross entropy, per example")
+}, infer=_softmax_ce, traits=(LOSS,),
+    lod_inputs=("Logits", "Label"), lod_fixup=last_axis_only,
+    # its gradient reads Softmax, not Logits (Paddle's): Logits@GRAD takes Softmax's type
+    grad_reads=("Label", "Softmax"), grad_type_from={"Logits": "Softmax"},
+    doc="softmax then cross entropy, per example")
 
 
 def _cross_entropy(c):
@@ -193,4 +211,5 @@ def _cross_entropy(c):
 
 register("cross_entropy", "X Label", "Y",
          {"soft_label": ("bool", False), "ignore_index": ("int", -100)},
-         infer=_cross_entropy, traits=(LOSS,), doc="-log X[label] per example (X: probabilities)")
+         infer=_cross_entropy, traits=(LOSS,), lod_inputs=("X", "Label"),
+         doc="-log X[label] per example (X: probabilities)")

@@ -1,6 +1,6 @@
-"""LoD rules of reductions over tokens (reduce_mean/max/min) and of batch_norm: statistics of
-the real tokens only, never of the padding rows (docs/lod.md). layer_norm needs none: it
-normalises each token by itself, so its dense rule on the tokens is already exact.
+"""LoD rules of nn's ops: batch_norm's statistics of the real tokens only, never of the
+padding rows, and lookup_table_grad's padding tokens that are no rows (docs/lod.md).
+layer_norm needs none: it normalises each token by itself, so its dense rule is exact.
 """
 
 from __future__ import annotations
@@ -9,52 +9,9 @@ import jax
 import jax.numpy as jnp
 
 from ...backends.lod import LoDArray, unwrap
-from ...backends.lowering import lod_lowering
+from ...backends.lowering import get_rule, lod_lowering
+from ...backends.selected_rows import ROWS_DTYPE, SelectedRows
 from ...ir.grad_defs import GRAD_SUFFIX
-
-_REDUCERS = {"reduce_mean": jnp.mean, "reduce_max": jnp.max, "reduce_min": jnp.min}
-
-
-def _reduced_dims(c, rank: int) -> tuple[int, ...]:
-    return tuple(range(rank)) if c["reduce_all"] else tuple(sorted({d % rank for d in c["dim"]}))
-
-
-def _lod_reduce(c, op: str, x: LoDArray):
-    """The reduction over real tokens; a LoDArray when the token dim is kept."""
-    data = x.data
-    dims = _reduced_dims(c, data.ndim)
-    if 0 not in dims:  # per token: padding rows stay zero
-        out = _REDUCERS[op](data, axis=dims, keepdims=c["keep_dim"])
-        return x.masked(out)
-    keep = x.valid().reshape((-1,) + (1,) * (data.ndim - 1))
-    if op == "reduce_mean":  # padding holds zeros: scale the buffer mean to the token count
-        out = jnp.mean(data, axis=dims, keepdims=c["keep_dim"])
-        out = out * (x.capacity / jnp.maximum(x.token_count(), 1)).astype(data.dtype)
-    else:
-        fill = -jnp.inf if op == "reduce_max" else jnp.inf
-        out = _REDUCERS[op](jnp.where(keep, data, jnp.asarray(fill, data.dtype)), axis=dims,
-                            keepdims=c["keep_dim"])
-    return out.reshape(out.shape or (1,))
-
-
-def _reduce_rule(op):
-    def rule(c, X):
-        return {"Out": _lod_reduce(c, op, X)}
-
-    def grad(c, **kw):
-        x = kw["X"]
-        dout = unwrap(kw["Out" + GRAD_SUFFIX])
-        out, vjp = jax.vjp(lambda d: unwrap(_lod_reduce(c, op, x.with_data(d))), x.data)
-        (dx,) = vjp(dout.astype(out.dtype).reshape(out.shape))
-        return {"X" + GRAD_SUFFIX: x.masked(dx)}
-
-    lod_lowering(op)(rule)
-    lod_lowering(op + "_grad")(grad)
-
-
-for _op in _REDUCERS:
-    _reduce_rule(_op)
-
 
 # -- batch_norm over the real tokens ---------------------------------------------------------
 
@@ -119,3 +76,21 @@ def _batch_norm_grad(c, **kw):
     dx, dscale, dbias = vjp(dy.astype(y.dtype).reshape(y.shape))
     grads = {"X": x.masked(dx), "Scale": dscale, "Bias": dbias}
     return {s + GRAD_SUFFIX: g for s, g in grads.items() if s + GRAD_SUFFIX in c.out_types}
+
+
+# -- lookup_table_grad: padding tokens are no rows -------------------------------------------------
+
+@lod_lowering("lookup_table_grad", "distributed_lookup_table_grad")
+def _lookup_table_grad(c, **kw):
+    """The dense rule on the tokens; a row-sparse gradient then marks the rows of padding
+    tokens as padding rows (row = height), so an optimizer never sees them as looked up
+    (lazy Adam, Adagrad would otherwise move row ``0``)."""
+    ids = kw["Ids"]
+    result = get_rule(c.op_type)(c, **{k: unwrap(v) for k, v in kw.items()})
+    grad = result.get("W" + GRAD_SUFFIX)
+    if isinstance(grad, SelectedRows) and isinstance(ids, LoDArray):
+        per_token = grad.rows.shape[0] // max(ids.capacity, 1)
+        valid = jnp.repeat(ids.valid(), per_token)
+        rows = jnp.where(valid, grad.rows, jnp.asarray(grad.height, ROWS_DTYPE))
+        result["W" + GRAD_SUFFIX] = SelectedRows(rows, grad.values, grad.height)
+    return result

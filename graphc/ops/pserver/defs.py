@@ -9,7 +9,7 @@ block, ``varnames`` the block's name on that server (docs/parameter_server.md).
 
 from __future__ import annotations
 
-from ...ir.opdef import COLLECTIVE, NO_GRAD, InferContext, register, set_lod_rule
+from ...ir.opdef import COLLECTIVE, NO_GRAD, InferContext, register
 from ...ir.types import INT_DTYPES, TensorType, sparse_type
 
 TOKEN = TensorType((1,), "int32")
@@ -120,7 +120,7 @@ def _pull(c: InferContext):
 register("distributed_lookup_table", "Ids", "Out",
          {**_TABLE_ATTRS, "epmap": "strs", "trainer_id": ("int", 0), "split": ("str", "mod"),
           "sections": ("ints", []), "varnames": ("strs", [])}, infer=_pull,
-         traits=_TRAITS,
+         traits=_TRAITS, lod_inputs=("Ids",),  # one row per token
          doc="embedding lookup from a table whose rows live on the servers: pull each distinct "
              "id of Ids once; split 'mod' (a distributed table): row r from server "
              "epmap[r % len]; 'range' (an is_sparse table cut in blocks, Paddle's remote "
@@ -136,15 +136,11 @@ def _rows_grad(c: InferContext):
     return {"W@GRAD": sparse_type((c["height"], c["width"]), c["dtype"])}
 
 
-set_lod_rule("distributed_lookup_table", "rowwise", ("Ids",))  # one row per token
-
-
 register("distributed_lookup_table_grad", "Ids Out@GRAD", "W@GRAD", dict(_TABLE_ATTRS),
-         infer=_rows_grad, traits=_TRAITS,
+         infer=_rows_grad, traits=_TRAITS, lod_inputs=("Ids", "Out@GRAD"), lod="aware",
          doc="the row-sparse gradient of a server-held table: one row per id of Ids, its "
              "values Out@GRAD's (padding_idx ids are padding rows); lookup_table_grad "
              "without the table")
-set_lod_rule("distributed_lookup_table_grad", "aware", ("Ids", "Out@GRAD"))
 
 
 def _send_rows(c: InferContext):

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-from ...ir.grad_defs import GRAD_READS
 from ...ir.opdef import InferContext, register
 from ...ir.types import FLOAT_DTYPES, TensorType
 
@@ -64,12 +63,16 @@ def _lstm(c: InferContext):
     return {"Hidden": out, "Cell": out}
 
 
+# The grad ops of lstm, lstmp and gru read the per-token states the forward op produced (its
+# outputs are its carries, ``grad_reads``): back-propagation through time then needs no
+# second forward loop.
 _LSTM_ATTRS = {"use_peepholes": ("bool", True), "is_reverse": ("bool", False),
                "gate_activation": ("str", "sigmoid"), "cell_activation": ("str", "tanh"),
                "candidate_activation": ("str", "tanh")}
 
 register("lstm", "Input H0? C0? Weight Bias", "Hidden Cell", _LSTM_ATTRS, infer=_lstm,
          lod_inputs=("Input",), lod="aware",
+         grad_reads=("Input", "H0", "C0", "Weight", "Bias", "Hidden", "Cell"),
          doc="LSTM over each sequence of Input ([T, 4H] pre-activations, gates ordered "
              "candidate, input, forget, output); Bias [1, 4H] or [1, 7H] with the peephole "
              "weights W_ic, W_fc, W_oc; Hidden and Cell [T, H] keep Input's LoD")
@@ -99,6 +102,8 @@ register("lstmp", "Input H0? C0? Weight ProjWeight Bias", "Projection Cell",
          {**_LSTM_ATTRS, "proj_activation": ("str", "tanh"), "cell_clip": ("float", 0.0),
           "proj_clip": ("float", 0.0)},
          infer=_lstmp, lod_inputs=("Input",), lod="aware",
+         grad_reads=("Input", "H0", "C0", "Weight", "ProjWeight", "Bias", "Projection",
+                     "Cell"),
          doc="LSTM with a recurrent projection: r_t = proj_activation(h_t ProjWeight) feeds "
              "the next step through Weight [P, 4H]; H0 [N, P] is r_0, C0 [N, H]; clips "
              "apply when > 0")
@@ -120,6 +125,7 @@ register("gru", "Input H0? Weight Bias?", "Hidden",
          {"activation": ("str", "tanh"), "gate_activation": ("str", "sigmoid"),
           "is_reverse": ("bool", False), "origin_mode": ("bool", False)},
          infer=_gru, lod_inputs=("Input",), lod="aware",
+         grad_reads=("Input", "H0", "Weight", "Bias", "Hidden"),
          doc="GRU over each sequence of Input ([T, 3H]: update, reset, candidate); Weight "
              "[H, 3H] holds Paddle's buffer: [H, 2H] gate weights then [H, H] candidate "
              "weights; Hidden [T, H] keeps Input's LoD")
@@ -163,9 +169,3 @@ register("lstm_unit", "X C_prev", "C H", {"forget_bias": ("float", 0.0)}, infer=
              "forget_bias) C_prev + sigmoid(i) tanh(g), H = sigmoid(o) tanh(C)")
 
 
-# The grad ops read the per-token states the forward op produced (its outputs are its
-# carries): back-propagation through time then needs no second forward loop.
-GRAD_READS["lstm"] = ("Input", "H0", "C0", "Weight", "Bias", "Hidden", "Cell")
-GRAD_READS["lstmp"] = ("Input", "H0", "C0", "Weight", "ProjWeight", "Bias", "Projection",
-                       "Cell")
-GRAD_READS["gru"] = ("Input", "H0", "Weight", "Bias", "Hidden")

@@ -1,15 +1,13 @@
-"""Lowering rules of the sequence ops and the LoD-aware rules of existing ops (mean over real
-tokens, lookup_table_grad dropping padding tokens): the run-time half of ir/ops/sequence_ops.
+"""Lowering rules of sequence_pool, and the generic gradient of a LoD-aware op (the vjp of its
+forward rule over the tokens), which every family's aware ops fall back on.
 """
 
 from __future__ import annotations
 
 import jax
-import jax.numpy as jnp
 
 from ...backends.lod import LoDArray, pool, unwrap
 from ...backends.lowering import LoweringError, RuleContext, get_rule, lod_lowering, lowering
-from ...backends.selected_rows import ROWS_DTYPE, SelectedRows
 from ...ir.grad_defs import GRAD_SUFFIX, forward_type
 from ...ir.opdef import get_op_def
 from ...ir.types import FLOAT_DTYPES, TensorType
@@ -94,37 +92,3 @@ def _sequence_pool(c, X):
 
 
 lowering("sequence_pool_grad")(lod_vjp_grad(_pool))
-
-
-# -- mean over the real tokens -------------------------------------------------------------------
-
-def _lod_mean(c, x: LoDArray):
-    # padding rows hold zeros, so the sum over the buffer is the sum over the tokens
-    count = x.token_count() * (x.data.size // max(x.capacity, 1))
-    return (jnp.sum(x.data) / jnp.maximum(count, 1).astype(x.data.dtype)).reshape(1)
-
-
-@lod_lowering("mean")
-def _mean(c, X):
-    return {"Out": _lod_mean(c, X)}
-
-
-lod_lowering("mean_grad")(lod_vjp_grad(_lod_mean))
-
-
-# -- lookup_table_grad: padding tokens are no rows -------------------------------------------------
-
-@lod_lowering("lookup_table_grad", "distributed_lookup_table_grad")
-def _lookup_table_grad(c, **kw):
-    """The dense rule on the tokens; a row-sparse gradient then marks the rows of padding
-    tokens as padding rows (row = height), so an optimizer never sees them as looked up
-    (lazy Adam, Adagrad would otherwise move row ``0``)."""
-    ids = kw["Ids"]
-    result = get_rule(c.op_type)(c, **{k: unwrap(v) for k, v in kw.items()})
-    grad = result.get("W" + GRAD_SUFFIX)
-    if isinstance(grad, SelectedRows) and isinstance(ids, LoDArray):
-        per_token = grad.rows.shape[0] // max(ids.capacity, 1)
-        valid = jnp.repeat(ids.valid(), per_token)
-        rows = jnp.where(valid, grad.rows, jnp.asarray(grad.height, ROWS_DTYPE))
-        result["W" + GRAD_SUFFIX] = SelectedRows(rows, grad.values, grad.height)
-    return result

@@ -1,5 +1,5 @@
 """The sequence ops beyond sequence_pool (softmax, conv, expand, concat, pad, slice, ...) with
-Paddle 1.8's slots and attributes, and the LoD rules of reductions and normalisations.
+Paddle 1.8's slots and attributes.
 
 Static capacities (docs/lod.md, "Output capacities"): every LoD output's token buffer has a
 size fixed by its inputs' buffers, so no op here compiles a new step for new lengths.
@@ -7,12 +7,8 @@ size fixed by its inputs' buffers, so no op here compiles a new step for new len
 
 from __future__ import annotations
 
-from ...ir.opdef import NO_GRAD, InferContext, register, set_lod_rule
+from ...ir.opdef import NO_GRAD, InferContext, register
 from ...ir.types import INT_DTYPES, TensorType
-from ..math import defs as math_ops  # noqa: F401  (its ops get LoD rules below)
-from ..math_extra import defs as math_extra_ops  # noqa: F401  (ops given LoD rules below)
-from ..nn import defs as nn_ops  # noqa: F401  (its ops get LoD rules below)
-from ..sequence.defs import _reduce_lod
 
 
 def _lod(c: InferContext, slot: str, levels=(1,)) -> TensorType:
@@ -236,17 +232,3 @@ def _sequence_scatter(c):
 register("sequence_scatter", "X Ids Updates", "Out", infer=_sequence_scatter,
          lod_inputs=("Ids", "Updates"), lod="aware",
          doc="Out = X; Out[i, Ids[t]] += Updates[t] for each token t of sequence i")
-
-
-# -- LoD rules of reductions and normalisations (rules: backends/rules/sequence_more.py) -------
-
-for _name in ("reduce_mean", "reduce_max", "reduce_min"):
-    # over dims after the tokens: row-wise; over the tokens: the real tokens only
-    set_lod_rule(_name, "rowwise", ("X",), fixup=_reduce_lod)
-
-
-# statistics over the real tokens (and spatial dims); Y keeps the LoD, the statistics do not
-set_lod_rule("batch_norm", "rowwise", ("X",), {"Y": ("X",)})
-# per-token normalisation (layer_norm refuses begin_norm_axis 0): Y, Mean and Variance (one
-# per token) keep the LoD
-set_lod_rule("layer_norm", "rowwise", ("X",))

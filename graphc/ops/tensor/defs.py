@@ -1,8 +1,12 @@
 """Tensor manipulation and creation ops: reshape, transpose, concat, split, cast, fill,
-random initialisers. XShape outputs follow Paddle (shape [0] + X.shape, for grads)."""
+random initialisers. XShape outputs follow Paddle (shape [0] + X.shape, for grads).
+
+On LoD values (docs/lod.md) reshape2/transpose2 must keep one row per token (fluid.embedding's
+trailing 1), concat joins features side by side and cast converts each token."""
 
 from __future__ import annotations
 
+from ...ir.lod_rules import keeps_token_rows, not_along_tokens
 from ...ir.opdef import INITIALIZER, NO_GRAD, RANDOM, register
 from ...ir.shapes import normalize_axis, prod_or_unknown
 from ...ir.types import DTYPES, TensorType
@@ -35,7 +39,10 @@ def _reshape2(c):
     return {"Out": TensorType(tuple(out), x.dtype), "XShape": _xshape(x)}
 
 
-register("reshape2", "X", "Out XShape?", {"shape": "ints"}, infer=_reshape2,
+# Out keeps X's LoD, XShape does not
+_KEEP_ROWS = {"lod_inputs": ("X",), "lod_outputs": {"Out": ("X",)},
+              "lod_fixup": keeps_token_rows}
+register("reshape2", "X", "Out XShape?", {"shape": "ints"}, infer=_reshape2, **_KEEP_ROWS,
          doc="reshape; 0 copies the input dimension, one -1 is inferred")
 
 
@@ -46,7 +53,7 @@ def _transpose2(c):
     return {"Out": TensorType(tuple(x.shape[p] for p in perm), x.dtype), "XShape": _xshape(x)}
 
 
-register("transpose2", "X", "Out XShape?", {"axis": "ints"}, infer=_transpose2)
+register("transpose2", "X", "Out XShape?", {"axis": "ints"}, infer=_transpose2, **_KEEP_ROWS)
 
 
 def _concat(c):
@@ -66,7 +73,8 @@ def _concat(c):
     return {"Out": TensorType(tuple(shape), first.dtype)}
 
 
-register("concat", "X*", "Out", {"axis": ("int", 0)}, infer=_concat)
+register("concat", "X*", "Out", {"axis": ("int", 0)}, infer=_concat, lod_inputs=("X",),
+         lod_fixup=not_along_tokens)
 
 
 def _split(c):
@@ -106,7 +114,8 @@ def _cast(c):
     return {"Out": TensorType(x.shape, c["out_dtype"])}
 
 
-register("cast", "X", "Out", {"in_dtype": "dtype", "out_dtype": "dtype"}, infer=_cast)
+register("cast", "X", "Out", {"in_dtype": "dtype", "out_dtype": "dtype"}, infer=_cast,
+         lod_inputs=("X",))
 
 
 def _filled(c):
