@@ -100,7 +100,8 @@ def release_memory(input_program=None, skip_opt_set=None):
     _log.warning("fluid.release_memory does nothing: XLA frees buffers itself")
 
 # resolved when asked for in the modules that own their Paddle semantics
-_LAZY = {"save": "graphc.io", "load": "graphc.io", "DataFeeder": "graphc.fluid.data_feeder"}
+_LAZY = {"save": "graphc.dataio.io", "load": "graphc.dataio.io",
+         "DataFeeder": "graphc.fluid.data_feeder"}
 
 __all__ = [
     "average", "backward", "create_lod_tensor", "create_random_int_lodtensor", "get_flags",
