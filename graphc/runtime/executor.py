@@ -629,7 +629,8 @@ class Executor:
     def _unpack(program):
         """(Program, CompiledProgram or None) for whatever run() was given."""
         if type(program) is Program:  # the common case, without the import below
-            return program, DATA_PARALLEL.compiled_for(program)
+            bound = DATA_PARALLEL.by_id  # DATA_PARALLEL.compiled_for, inline: every step asks
+            return program, bound.get(id(program)) if bound else None
         from .compiled_program import CompiledProgram
         program = default_main_program() if program is None else program
         if isinstance(program, CompiledProgram):

@@ -46,20 +46,22 @@ class DataParallelBindings:
     """
 
     def __init__(self):
-        self._by_id: dict[int, CompiledProgram] = {}
+        # id(program) -> its CompiledProgram. Read it freely (the executor reads it inline at
+        # every step: empty, that costs one truth test); change it by bind / unbind only.
+        self.by_id: dict[int, CompiledProgram] = {}
 
     def bind(self, program: Program, compiled: CompiledProgram) -> None:
         if compiled.program is not program:
             raise ValueError("bind(program, compiled): compiled must be a CompiledProgram "
                              "of that program")
-        self._by_id[id(program)] = compiled
+        self.by_id[id(program)] = compiled
 
     def unbind(self, program: Program) -> None:
-        self._by_id.pop(id(program), None)
+        self.by_id.pop(id(program), None)
 
     def compiled_for(self, program) -> CompiledProgram | None:
         """The CompiledProgram ``program`` runs as, or None (one device)."""
-        return self._by_id.get(id(program)) if self._by_id else None
+        return self.by_id.get(id(program)) if self.by_id else None
 
 
 # The runtime's one registry of bindings (the executor reads it, distributed/ binds).
