@@ -9,6 +9,7 @@ import sys
 import pytest
 from test_pserver_transpile import EPS, build
 
+import graphc.fluid
 import graphc.ir.graph as ir_graph
 from graphc.distributed.programs import ServerInfo, ServerProgram
 from graphc.distributed.pserver import Transpiler
@@ -58,6 +59,35 @@ def test_sync_two_server_transpile_lowers_main_once_and_slices_once(spies):
     # the rewrites left the shared sliced graph as the slicing made it
     assert t._sliced.to_text() == sliced
     assert all(p.global_block().ops for p in programs)
+
+
+@pytest.mark.parametrize("mode", [{"sync_mode": False}, {"sync_mode": False, "dc_asgd": True},
+                                  {"geo_push_nums": 2}], ids=["async", "dc-asgd", "geo"])
+def test_every_mode_lowers_main_once_and_slices_once(spies, mode):
+    lowered, runs = spies
+    main, startup = build()
+    t = Transpiler(EPS, trainers=2, **mode).transpile(main, startup)
+    t.trainer_program(), t.trainer_startup()
+    for ep in EPS:
+        t.server_program(ep), t.server_startup(ep)
+    assert sum(p is main for p in lowered) == 1 and runs["slice"] == 1
+    assert sum(p is startup for p in lowered) == 1
+
+
+def test_distributed_tables_lower_main_once_and_startup_twice(spies):
+    """A distributed table's initializer is read from the startup program, which then loses
+    it (defer_table_init): one lowering before that change, one after."""
+    import pserver_sparse_job as job
+    lowered, runs = spies
+    with graphc.fluid.unique_name.guard():
+        main, startup, _ = job.build()
+    t = Transpiler(job.ENDPOINTS.split(","), trainers=2).transpile(main, startup)
+    t.trainer_program(), t.trainer_startup()
+    for ep in t.endpoints:
+        assert t.server_program(ep).info.tables[0]["name"] == "ctr_table"
+        t.server_startup(ep)
+    assert sum(p is main for p in lowered) == 1 and runs["slice"] == 1
+    assert sum(p is startup for p in lowered) == 2
 
 
 def test_server_programs_are_typed_and_run_their_own_loop():
