@@ -121,15 +121,14 @@ def test_pserver_fleet_errors_are_graphcs_own():
 
 def test_pserver_bad_collective_timeout_is_a_pserver_error(monkeypatch):
     from graphc.distributed import watchdog
+    from graphc.distributed.programs import ServerInfo, ServerProgram
     from graphc.distributed.pserver.protocol import PServerError
     from graphc.distributed.pserver.server import serve
 
-    class ServerProgram:  # what the transpiler marks a server program with
-        _ps_server = {"server_id": 0, "endpoints": ["127.0.0.1:1"], "trainers": 1}
-
+    program = ServerProgram(fluid.Program(), ServerInfo("127.0.0.1:1", ("127.0.0.1:1",), 0, 1))
     monkeypatch.setenv(watchdog.ENV, "soon")
     with pytest.raises(PServerError, match=f"{watchdog.ENV} must be a number of seconds.*'soon'"):
-        serve(ServerProgram())
+        serve(program)
 
 
 # -- the batch converters DataFeeder and the DataLoader share ---------------------------------

@@ -117,11 +117,11 @@ def test_server_programs_hold_a_table_shard_and_draw_rows_as_a_local_run():
     local = local_run(0)[2]
     for ep in EPS:
         server, _ = t.get_pserver_programs(ep)
-        (spec,) = server._ps_server["tables"]
+        (spec,) = server.info.tables
         assert (spec["name"], spec["height"], spec["width"]) == ("ctr_table", job.VOCAB,
                                                                   job.WIDTH)
         assert spec["init"]["type"] == "gaussian_random"
-        assert sorted(server._ps_server["row_grads"]) == ["small_table@GRAD.block0",
+        assert sorted(server.info.row_grads) == ["small_table@GRAD.block0",
                                                           "small_table@GRAD.block1"]
         table = RowTable(spec)
         ids = np.array([0, 999_999, 12345, 7, 12345], np.int64)

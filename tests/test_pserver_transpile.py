@@ -15,6 +15,7 @@ from graphc.distributed.pserver import PServerError, Transpiler
 from graphc.fluid.transpiler import HashName, RoundRobin
 from graphc.passes import PassError, make_pass
 from graphc.passes.pserver.plan import block_rows
+from graphc.runtime.run_as import DATA_PARALLEL
 from graphc.testing import check_golden
 
 GOLDEN = Path(__file__).parent / "golden" / "ps-transpile"
@@ -371,7 +372,7 @@ def test_nccl2_mode_is_graphcs_collective_path():
             fluid.DistributeTranspiler(c).transpile(
                 0, program=main, startup_program=startup, trainers="127.0.0.1:6170",
                 current_endpoint="127.0.0.1:6170")
-            assert main._data_parallel is not None
+            assert DATA_PARALLEL.compiled_for(main) is not None
         exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
         exe.run(startup, scope=scope)
         for _ in range(2):

@@ -78,6 +78,7 @@ from ..ir.default_programs import default_main_program
 from ..ir.program import Program, Variable
 from ..runtime.checkpoint import CheckpointError
 from ..runtime.executor import add_feed_provider
+from ..runtime.run_as import DATA_PARALLEL
 from .loader_epoch import (  # noqa: F401  (_var_dtype, to_feed_array: used by graphc.dataset)
     DataLoaderError,
     EOFException,
@@ -316,7 +317,7 @@ def feed_from_loaders(program_or_compiled):
     if not loaders:
         return None
     if compiled is None:
-        compiled = getattr(program, "_data_parallel", None)
+        compiled = DATA_PARALLEL.compiled_for(program)
     parts, k = 1, 1
     if compiled is not None:
         k = compiled.exec_strategy.num_iteration_per_run

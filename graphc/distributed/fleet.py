@@ -76,6 +76,7 @@ class DistributedOptimizer:
         import jax
 
         from ..runtime.compiled_program import CompiledProgram
+        from ..runtime.run_as import DATA_PARALLEL
         _require_init()
         result = self.inner_opt.minimize(loss, startup_program, parameter_list, no_grad_set)
         program = loss.block.program
@@ -85,7 +86,7 @@ class DistributedOptimizer:
         compiled = CompiledProgram(program, build_strategy=bs,
                                    exec_strategy=s.execution_strategy)
         compiled.with_data_parallel(loss_name=loss.name, places=None)
-        program._data_parallel = compiled  # Executor.run(program) runs this
+        DATA_PARALLEL.bind(program, compiled)  # Executor.run(program) runs this
         _FLEET["main"] = program
         _FLEET["startup"] = startup_program or default_startup_program()
         return result

@@ -371,9 +371,6 @@ class Program:
         self.random_seed = 0
         self._version = 0
         self._current_role = "forward"
-        # a data-parallel CompiledProgram the runtime runs for this program (fleet's
-        # distributed_optimizer attaches one; clones do not inherit it)
-        self._data_parallel = None
         self._source: str | None = None  # set by source_guard: one line for many ops
 
     def _bump(self) -> None:

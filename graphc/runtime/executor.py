@@ -60,6 +60,7 @@ from .lod import (
     unpack_fetch,
 )
 from .places import CPUPlace, Place
+from .run_as import DATA_PARALLEL, LoopProgram
 from .scope import Scope, global_scope
 from .stacked_state import prepare_for_step as prepare_stacked_state
 from .startup import run_grouped_startup
@@ -507,11 +508,10 @@ class Executor:
         leading axis of K, and each fetched value comes back stacked per step, ``[K, ...]``.
         The result equals K single runs (state, fetches and dropout masks alike).
         """
-        runner = getattr(program, "run_in_executor", None)
-        if runner is not None and feed is None and not fetch_list:
+        if isinstance(program, LoopProgram) and feed is None and not fetch_list:
             # a program that is a loop of its own: exe.run(pserver_program) serves until the
             # trainers complete (the loop runs the same program with feeds: its update step)
-            return runner(self, scope)
+            return program.run_loop(self, scope)
         if feed is None and _FEED_PROVIDERS:
             feed = _provided_feed(program)
         wait = _COLLECTIVE_WAIT[0]
@@ -630,7 +630,8 @@ class Executor:
     def _unpack(program):
         """(Program, CompiledProgram or None) for whatever run() was given."""
         if type(program) is Program:  # the common case, without the import below
-            return program, program._data_parallel
+            bound = DATA_PARALLEL.by_id  # DATA_PARALLEL.compiled_for, inline: every step asks
+            return program, bound.get(id(program)) if bound else None
         from .compiled_program import CompiledProgram
         program = default_main_program() if program is None else program
         if isinstance(program, CompiledProgram):
@@ -638,7 +639,7 @@ class Executor:
         if not isinstance(program, Program):
             raise GraphcError(f"Executor.run expects a Program or CompiledProgram, got "
                               f"{type(program).__name__}")
-        return program, program._data_parallel
+        return program, DATA_PARALLEL.compiled_for(program)
 
     @with_graphc_x64
     def compile(self, program=None, feed=None, fetch_list=None) -> CompiledStep:

@@ -62,13 +62,16 @@ def load_checkpoint(pserver_program, dirname: str, scope=None) -> dict:
     """On a server, after its startup program: its blocks from ``dirname``; returns the
     checkpoint's metadata (``step``: how many steps the trainers had taken)."""
     from ...runtime.scope import global_scope
+    from ..programs import LoadedTables, ServerProgram
     from .checkpoint import load_meta, load_server
-    info = getattr(pserver_program, "_ps_server", None)
-    if info is None:
+    if not isinstance(pserver_program, ServerProgram):
         raise PServerError("load_checkpoint() takes a server program")
     meta = load_meta(dirname)
-    load_server(dirname, pserver_program, global_scope() if scope is None else scope,
-                info["server_id"])
+    path, arrays = load_server(dirname, pserver_program,
+                               global_scope() if scope is None else scope,
+                               pserver_program.info.server_id)
+    if pserver_program.info.tables:  # serve() fills its table shards from them
+        pserver_program.loaded_tables = LoadedTables(path, arrays)
     return meta
 
 

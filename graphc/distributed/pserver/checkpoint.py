@@ -41,8 +41,9 @@ def save_server(dirname, program, scope, server_id: int, tables=None) -> Path:
     return path
 
 
-def load_server(dirname, program, scope, server_id: int) -> None:
-    """Fill ``scope`` with this server's blocks from a checkpoint (after its startup)."""
+def load_server(dirname, program, scope, server_id: int) -> tuple[Path, dict]:
+    """Fill ``scope`` with this server's blocks from a checkpoint (after its startup);
+    returns the file and every array it holds (distributed-table rows included)."""
     from safetensors.numpy import load_file
     path = server_file(dirname, server_id)
     if not path.is_file():
@@ -59,8 +60,7 @@ def load_server(dirname, program, scope, server_id: int) -> None:
             raise PServerError(f"checkpoint file {path}: '{name}' has shape "
                                f"{list(arrays[name].shape)}, the program {list(expected)}")
         scope[name] = arrays[name]
-    if getattr(program, "_ps_server", {}).get("tables"):
-        program._ps_loaded_tables = (path, arrays)  # serve() fills its table shards from them
+    return path, arrays
 
 
 def save_meta(dirname, step: int, servers: int, trainers: int) -> None:

@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from .. import watchdog
+from ..programs import ServerInfo, ServerProgram
 from .protocol import (
     BARRIER,
     COMPLETE,
@@ -34,32 +35,32 @@ from .protocol import (
 from .table import RowTable
 
 
-def server_layout(program, info: dict) -> tuple[Layout, dict[str, list[str]]]:
+def server_layout(program, info: ServerInfo) -> tuple[Layout, dict[str, list[str]]]:
     """The wire layout of a server program, and for each gradient block the feed names of
     its per-trainer copies (``w@GRAD.trainer_0``, ...; the block itself with one trainer)."""
     from ...ir.program import Parameter
     block = program.global_block()
     feeds = [v for v in block.vars.values() if v.is_data]
-    per_trainer = info["sync_mode"] and info["trainers"] > 1
+    per_trainer = info.sync_mode and info.trainers > 1
     grads: dict[str, list[str]] = {}
     feeds = [v for v in feeds if not v.name.endswith("@BAK")]  # DC-ASGD's backups: local
     for v in feeds:
         base = v.name.rsplit(".trainer_", 1)[0] if per_trainer else v.name
         grads.setdefault(base, []).append(v.name)
     specs = {v.name: (tuple(v.shape), str(v.dtype)) for v in feeds}
-    row_grads = set(info.get("row_grads", ()))
+    row_grads = set(info.row_grads)
     grad_specs = tuple((b, *specs[names[0]]) for b, names in sorted(grads.items())
                        if b not in row_grads)
     rows = tuple((b, int(np.prod(specs[names[0]][0][1:])), specs[names[0]][1], "block")
                  for b, names in sorted(grads.items()) if b in row_grads)
     rows += tuple((t["name"], int(t["width"]), str(t["dtype"]), "table")
-                  for t in info.get("tables", ()))
-    prefetched = set(info.get("prefetch_blocks", ()))
+                  for t in info.tables)
+    prefetched = set(info.prefetch_blocks)
     params = tuple(sorted((v.name, tuple(v.shape), str(v.dtype)) for v in block.vars.values()
                           if isinstance(v, Parameter) and v.name not in prefetched))
-    pulls = tuple(t["name"] for t in info.get("tables", ())) + tuple(sorted(
+    pulls = tuple(t["name"] for t in info.tables) + tuple(sorted(
         v.name for v in block.vars.values() if v.name in prefetched))
-    return Layout(info["server_id"], grad_specs, params, rows, pulls), grads
+    return Layout(info.server_id, grad_specs, params, rows, pulls), grads
 
 
 class _State:
@@ -72,7 +73,7 @@ class _State:
         block = program.global_block()
         self.shapes = {n: (tuple(block.var(n).shape), str(block.var(n).dtype))
                        for names in self.feeds_of.values() for n in names}
-        self.tables = {t["name"]: RowTable(t) for t in info.get("tables", ())}
+        self.tables = {t["name"]: RowTable(t) for t in info.tables}
         self.stats = {"rounds": 0, "bytes_received": 0, "bytes_sent": 0, "rows_pulled": 0,
                       "rows_pushed": 0}
         self.trainer_of = {r: t for t, r in enumerate(cluster.trainers)}
@@ -82,14 +83,14 @@ class _State:
         self.server_sums = sum(op.type == "ps_server_sum" for op in program.global_block().ops)
 
     def where(self) -> str:
-        return f"pserver {self.info['endpoint']}"
+        return f"pserver {self.info.endpoint}"
 
     def answer_pull(self, rank: int) -> None:
         """A trainer's pull: the current rows of the ids it sent, in that order."""
         msg = recv_bytes(self.cluster.comm, rank, TAG_PULL).view(np.int64)
         names = self.layout.pulls
         if not msg.size or not 0 <= msg[0] < len(names):
-            raise PServerError(f"server {self.info['server_id']}: a pull from rank {rank} "
+            raise PServerError(f"server {self.info.server_id}: a pull from rank {rank} "
                                f"names entry {msg[:1].tolist()}, this server holds {names}")
         name, ids = names[int(msg[0])], msg[1:]
         if name in self.tables:
@@ -158,8 +159,7 @@ def serve(program, executor=None, scope=None) -> dict:
     counters: rounds, bytes received and sent, rows pulled and pushed."""
     from ...runtime.executor import Executor
     from ...runtime.scope import global_scope
-    info = getattr(program, "_ps_server", None)
-    if info is None:
+    if not isinstance(program, ServerProgram):
         raise PServerError("serve() takes a server program from "
                            "DistributeTranspiler.get_pserver_program(endpoint)")
     try:  # refused before joining the cluster, as distributed.init() does
@@ -168,7 +168,8 @@ def serve(program, executor=None, scope=None) -> dict:
         raise PServerError(str(exc)) from None
     exe = executor or Executor()
     scope = global_scope() if scope is None else scope
-    cluster = Cluster.join(SERVER, info["server_id"], len(info["endpoints"]), info["trainers"])
+    info = program.info
+    cluster = Cluster.join(SERVER, info.server_id, len(info.endpoints), info.trainers)
     state = _State(program, exe, scope, cluster, info)
     _load_tables(program, state)
     from ...ops.pserver.lowering import install_server
@@ -181,7 +182,7 @@ def serve(program, executor=None, scope=None) -> dict:
     from mpi4py import MPI
     MPI.Request.Waitall([comm.Isend(initial, dest=rank, tag=TAG_PARAMS)  # trainers pull these
                          for rank in cluster.trainers])
-    if info["sync_mode"] and not info.get("geo"):
+    if info.sync_mode and not info.geo:
         _serve_sync(state)
     else:
         _serve_async(state)
@@ -197,7 +198,7 @@ def _control(state: _State, what: str) -> tuple[int, int, int]:
     rank = status.Get_source()
     t, kind = state.trainer_of.get(rank), int(ctrl[0])
     if t is None or kind not in (BARRIER, COMPLETE, SAVE, PULL):
-        raise PServerError(f"server {state.info['server_id']}: unexpected control message "
+        raise PServerError(f"server {state.info.server_id}: unexpected control message "
                            f"{ctrl.tolist()} from rank {rank}")
     return kind, rank, t
 
@@ -206,10 +207,10 @@ def _serve_async(state: _State) -> None:
     """Each trainer's gradients (GEO: deltas) are applied as they arrive (no averaging, no
     waiting for the others); the trainer gets the blocks as they are right after its update."""
     comm, info = state.cluster.comm, state.info
-    live = set(range(info["trainers"]))
+    live = set(range(info.trainers))
     # DC-ASGD: each trainer's copy of the blocks as it last received them
     initial = {n: np.array(state.scope[n], copy=True) for n, _, _ in state.layout.params}
-    backup = {t: dict(initial) for t in live} if info.get("dc_asgd") else None
+    backup = {t: dict(initial) for t in live} if info.dc_asgd else None
     # replies in flight: a blocking send would wait for a trainer busy computing (an async
     # trainer takes its reply only at its next step), stalling every other trainer
     outbox: list = []
@@ -250,7 +251,7 @@ def _serve_sync(state: _State) -> None:
     blocks to each of them."""
     from mpi4py import MPI
     comm, info = state.cluster.comm, state.info
-    live = set(range(info["trainers"]))
+    live = set(range(info.trainers))
     while live:
         pending, feeds, pushes = set(live), {}, {}
         while pending:
@@ -260,7 +261,7 @@ def _serve_sync(state: _State) -> None:
             elif kind == SAVE:  # between this trainer's steps: the last round's state
                 _save(state, rank)
             elif t not in pending:
-                raise PServerError(f"server {info['server_id']}: trainer {t} sent "
+                raise PServerError(f"server {info.server_id}: trainer {t} sent "
                                    f"{'BARRIER' if kind == BARRIER else 'COMPLETE'} twice in "
                                    "one round")
             elif kind == COMPLETE:
@@ -287,7 +288,7 @@ def _serve_sync(state: _State) -> None:
         else:
             for _ in range(state.server_sums):
                 state.server_sum(np.zeros(1, np.float32))
-        state.update_tables([pushes[t] for t in arrived], 1.0 / info["trainers"])
+        state.update_tables([pushes[t] for t in arrived], 1.0 / info.trainers)
         out = pack(state.blocks())
         requests = [comm.Isend(out, dest=state.cluster.trainers[t], tag=TAG_PARAMS)
                     for t in arrived]
@@ -300,13 +301,12 @@ def _serve_sync(state: _State) -> None:
 def _save(state: _State, rank: int) -> None:
     from .checkpoint import save_server
     dirname = state.cluster.comm.recv(source=rank, tag=TAG_SAVE)
-    save_server(dirname, state.program, state.scope, state.info["server_id"], state.tables)
+    save_server(dirname, state.program, state.scope, state.info.server_id, state.tables)
 
 
-def _load_tables(program, state: _State) -> None:
+def _load_tables(program: ServerProgram, state: _State) -> None:
     """Table rows a checkpoint loaded (load_checkpoint left them on the program)."""
-    loaded = getattr(program, "_ps_loaded_tables", None)
-    if loaded:
-        path, arrays = loaded
+    loaded = program.loaded_tables
+    if loaded is not None:
         for table in state.tables.values():
-            table.load(arrays, f"checkpoint file {path}")
+            table.load(loaded.arrays, f"checkpoint file {loaded.path}")

@@ -3,14 +3,33 @@ and hand back the trainer program and each server's program and startup program.
 
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass
 
-from ...ir.graph import lower
+from ...ir.clone import clone_graph
+from ...ir.graph import Graph, lower
 from ...ir.program import Program
 from ...passes import PassContext, make_pass
-from ...passes.pserver.plan import distributed_tables, prefetched_tables, updated_pairs
+from ...passes.pserver.plan import (
+    PLAN_KEY,
+    distributed_tables,
+    prefetched_tables,
+    updated_pairs,
+)
 from ...passes.pserver.server_graph import SOURCE_KEY
+from ..programs import ServerInfo, ServerProgram
 from .protocol import PServerError
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One transpile's parameter-server plan, what trainers and servers must agree on: every
+    parameter's blocks, the gradient blocks that travel as rows, the remote-prefetched
+    tables, and each distributed table's shard spec."""
+
+    blocks: dict  # parameter -> [[index, param block, grad block, start, end, endpoint]]
+    row_grads: tuple[str, ...]
+    prefetched: tuple[str, ...]
+    tables: tuple[dict, ...]
 
 
 class Transpiler:
@@ -18,6 +37,10 @@ class Transpiler:
 
     ``trainer_graph`` / ``server_graph(ep)`` are the SSA graphs (print, verify, diff);
     ``trainer_program()`` / ``server_program(ep)`` / ``server_startup(ep)`` the Programs.
+
+    ``transpile`` lowers the main program once and slices it once (``plan``); the trainer's
+    and each server's graph are rewrites of copies of that sliced graph, and the startup
+    programs rewrites of copies of one lowering of the startup program.
     """
 
     def __init__(self, endpoints: list[str], trainers: int = 1, trainer_id: int = 0,
@@ -41,13 +64,15 @@ class Transpiler:
                                 slice_var_up=slice_var_up, min_block_size=min_block_size,
                                 split_method=split_method)
         self.main: Program | None = None
+        self.plan: Plan | None = None
+        self._sliced: Graph | None = None  # the main program, lowered and sliced
+        self._startup_graph: Graph | None = None
         self._servers: dict[str, tuple] = {}
 
-    def _run(self, program: Program, *passes):
-        """Lower ``program`` and apply ``passes``, verifying after each. Not a PassManager
+    def _apply(self, graph: Graph, *passes) -> tuple[Graph, list]:
+        """Apply ``passes`` to ``graph`` in place, verifying after each. Not a PassManager
         pipeline: these passes split a graph, so they drop outputs (another server's
         blocks, the trainer's optimizer state), which the manager refuses by design."""
-        graph = lower(program)
         results = []
         for p in passes:
             ctx = PassContext(graph, p.name)
@@ -66,17 +91,22 @@ class Transpiler:
             # DC-ASGD keeps each trainer's copy of every block: tables stay replicas then
             trainer = make_pass("ps-trainer-graph", trainer_id=self.trainer_id,
                                 sync_mode=self.sync_mode, prefetch=not self.dc_asgd)
-        self.tables = self._table_specs(main, startup)
-        defer_table_init(startup, [t["name"] for t in self.tables])
-        self._plan = self._make_plan()
-        self.trainer_graph, self.trainer_pipeline = self._run(main, self.slicer, trainer)
+        graph = lower(main)  # the one lowering of the main program
+        tables, sgraph = self._table_specs(graph, startup)
+        defer_table_init(startup, [t["name"] for t in tables], sgraph)
+        self._startup_graph = None  # lowered when first needed, after defer_table_init
+        self._sliced, slicing = self._apply(graph, self.slicer)
+        self.plan = self._make_plan(self._sliced, tables)
+        self.trainer_graph, results = self._apply(clone_graph(self._sliced), trainer)
+        self.trainer_pipeline = slicing + results
         self._servers.clear()
         return self
 
-    def _table_specs(self, main: Program, startup: Program) -> list[dict]:
+    def _table_specs(self, graph: Graph, startup: Program) -> tuple[tuple[dict, ...], Graph]:
         """What a server needs to hold each distributed table's shard: shape, padding, the
-        learning rate's name and the initializer it draws rows from."""
-        tables = distributed_tables(lower(main))
+        learning rate's name and the initializer it draws rows from; and the startup
+        program's graph they were read from (None without tables)."""
+        tables = distributed_tables(graph)
         if tables and self.geo_push_nums is not None:
             raise PServerError(f"distributed tables {sorted(tables)}: GEO-SGD keeps the "
                                "parameters on the trainers, a distributed table lives on the "
@@ -85,36 +115,52 @@ class Transpiler:
             raise PServerError(f"distributed tables {sorted(tables)}: DC-ASGD would keep a "
                                "copy of every table per trainer: not supported")
         sgraph = lower(startup) if tables else None
-        return [{"name": name, "height": t.height, "width": t.width, "dtype": t.dtype,
-                 "padding_idx": t.padding_idx, "lr": t.learning_rate.var.name,
-                 "init": _table_init(sgraph, name)} for name, t in sorted(tables.items())]
+        return tuple({"name": name, "height": t.height, "width": t.width, "dtype": t.dtype,
+                      "padding_idx": t.padding_idx, "lr": t.learning_rate.var.name,
+                      "init": _table_init(sgraph, name)}
+                     for name, t in sorted(tables.items())), sgraph
 
-    def _make_plan(self) -> dict:
-        """One slicing of the main program: every block, the gradients that travel as rows,
-        the remote-prefetched tables (what trainers and servers must agree on)."""
-        graph, _ = self._run(self.main, self.slicer)
-        blocks = {name: info.extra["ps_blocks"] for name, info in graph.vars.items()
-                  if "ps_blocks" in info.extra}
-        tables = {t["name"] for t in self.tables}
-        rows = [b[2] for _, param, grad in updated_pairs(graph)
-                if grad.type.sparse and param.var.name not in tables
-                for b in blocks[param.var.name]]
+    def _make_plan(self, graph: Graph, tables: tuple[dict, ...]) -> Plan:
+        """The plan the slicing left on ``graph``: every block, the gradients that travel as
+        rows, the remote-prefetched tables."""
+        blocks = {name: info.extra[PLAN_KEY] for name, info in graph.vars.items()
+                  if PLAN_KEY in info.extra}
+        names = {t["name"] for t in tables}
+        rows = tuple(b[2] for _, param, grad in updated_pairs(graph)
+                     if grad.type.sparse and param.var.name not in names
+                     for b in blocks[param.var.name])
         replicas = self.dc_asgd or self.geo_push_nums is not None  # tables stay replicas
-        prefetched = [] if replicas else sorted(prefetched_tables(graph))
-        return {"blocks": blocks, "row_grads": rows, "prefetched": prefetched}
+        prefetched = () if replicas else tuple(sorted(prefetched_tables(graph)))
+        return Plan(blocks, rows, prefetched, tables)
+
+    def _require_plan(self) -> Plan:
+        if self.plan is None:
+            raise PServerError("call transpile(main, startup) first")
+        return self.plan
+
+    @property
+    def tables(self) -> list[dict]:
+        """Each distributed table's shard spec (what a server's RowTable holds)."""
+        return list(self._require_plan().tables)
 
     def row_gradients(self) -> list[str]:
         """The gradient blocks that travel as rows (is_sparse parameters cut in blocks)."""
-        return list(self._plan["row_grads"])
+        return list(self._require_plan().row_grads)
 
     def prefetched(self) -> list[str]:
         """is_sparse tables trainers pull rows of (remote prefetch), never receiving them."""
-        return list(self._plan["prefetched"])
+        return list(self._require_plan().prefetched)
 
     # -- plan ------------------------------------------------------------------------
     def blocks(self) -> dict[str, list[list]]:
         """Parameter -> its blocks ``[index, param block, grad block, start, end, endpoint]``."""
-        return dict(self._plan["blocks"])
+        return dict(self._require_plan().blocks)
+
+    def _startup(self) -> Graph:
+        """A copy of the (deferred) startup program, lowered once per transpile."""
+        if self._startup_graph is None:
+            self._startup_graph = lower(self.startup)
+        return clone_graph(self._startup_graph)
 
     # -- servers -------------------------------------------------------------------
     def server_graph(self, endpoint: str):
@@ -124,37 +170,38 @@ class Transpiler:
         if endpoint not in self.endpoints:
             raise PServerError(f"endpoint '{endpoint}' is not one of the servers "
                                f"{self.endpoints}")
+        self._require_plan()
         if endpoint not in self._servers:
             if self.geo_push_nums is not None:
                 server = make_pass("ps-geo-server-graph", endpoint=endpoint)
             else:
                 server = make_pass("ps-server-graph", endpoint=endpoint, trainers=self.trainers,
                                    sync_mode=self.sync_mode, dc_asgd=self.dc_asgd)
-            graph, _ = self._run(self.main, self.slicer, server)
+            graph, _ = self._apply(clone_graph(self._sliced), server)
             entries = []
             for v in graph.inputs:
                 src = v.var.extra.get(SOURCE_KEY)
                 if src is not None:
                     entries.append([v.var.name, *src])
-            sgraph, _ = self._run(self.startup, make_pass("ps-server-startup", blocks=entries))
+            sgraph, _ = self._apply(self._startup(), make_pass("ps-server-startup",
+                                                               blocks=entries))
             self._servers[endpoint] = (graph, sgraph)
         return self._servers[endpoint]
 
-    def server_info(self, endpoint: str) -> dict:
-        return {"endpoint": endpoint, "endpoints": list(self.endpoints),
-                "server_id": self.endpoints.index(endpoint), "trainers": self.trainers,
-                "sync_mode": self.sync_mode, "geo": self.geo_push_nums is not None,
-                "dc_asgd": self.dc_asgd, "tables": list(self.tables),
-                "prefetch_blocks": [b[1] for name in self._plan["prefetched"]
-                                    for b in self._plan["blocks"][name]],
-                "row_grads": self.row_gradients()}
+    def server_info(self, endpoint: str) -> ServerInfo:
+        plan = self._require_plan()
+        return ServerInfo(endpoint=endpoint, endpoints=tuple(self.endpoints),
+                          server_id=self.endpoints.index(endpoint), trainers=self.trainers,
+                          sync_mode=self.sync_mode, geo=self.geo_push_nums is not None,
+                          dc_asgd=self.dc_asgd, tables=plan.tables,
+                          prefetch_blocks=tuple(b[1] for name in plan.prefetched
+                                                for b in plan.blocks[name]),
+                          row_grads=plan.row_grads)
 
-    def server_program(self, endpoint: str) -> Program:
-        prog = self._server(endpoint)[0].to_program()
-        prog._ps_server = self.server_info(endpoint)
-        # exe.run(pserver_program) serves until every trainer completes, as in Paddle
-        prog.run_in_executor = functools.partial(_serve, prog)
-        return prog
+    def server_program(self, endpoint: str) -> ServerProgram:
+        """``endpoint``'s program; ``exe.run(it)`` serves until every trainer completes, as
+        in Paddle."""
+        return ServerProgram(self._server(endpoint)[0].to_program(), self.server_info(endpoint))
 
     def server_startup(self, endpoint: str) -> Program:
         return self._server(endpoint)[1].to_program()
@@ -166,21 +213,14 @@ class Transpiler:
         skip = set(self.prefetched())  # their rows are pulled when needed
         params = [[name, [[b[1], b[5], b[4] - b[3]] for b in blocks]]
                   for name, blocks in self.blocks().items() if name not in skip]
-        graph, _ = self._run(self.startup, make_pass("ps-trainer-startup", params=params,
-                                                     trainer_id=self.trainer_id))
+        graph, _ = self._apply(self._startup(), make_pass("ps-trainer-startup", params=params,
+                                                          trainer_id=self.trainer_id))
         self.trainer_startup_graph = graph
         return graph.to_program()
 
     def trainer_program(self) -> Program:
-        prog = self.trainer_graph.to_program()
-        prog._ps_trainer = {"trainer_id": self.trainer_id, "endpoints": list(self.endpoints),
-                            "trainers": self.trainers, "sync_mode": self.sync_mode}
-        return prog
-
-
-def _serve(program, executor, scope):
-    from .server import serve
-    return serve(program, executor, scope)
+        self._require_plan()
+        return self.trainer_graph.to_program()
 
 
 def _table_init(startup_graph, name: str) -> dict:
@@ -205,16 +245,17 @@ def _table_init(startup_graph, name: str) -> dict:
                        "initializer of embedding(is_distributed=True), or a constant")
 
 
-def defer_table_init(startup: Program, tables: list[str]) -> None:
+def defer_table_init(startup: Program, tables: list[str], graph: Graph | None = None) -> None:
     """Paddle's ``fake_init``, in place: the startup program no longer makes the distributed
     tables ``tables`` (their rows are drawn by the servers, a few at a time), so no process
     ever holds a whole table. Every other random initializer first gets the seed it drew from
     as its own ``seed`` attribute, so removing an op does not move the others' positions in
-    the random stream: every value stays what a local run of the program draws."""
+    the random stream: every value stays what a local run of the program draws. ``graph``:
+    ``startup`` already lowered (it is not changed)."""
     if not tables:
         return
     from ...backends.evaluate import op_seed
-    graph = lower(startup)
+    graph = lower(startup) if graph is None else graph
     seeds: dict[str, list[int]] = {}
     for op in graph.ops():
         if op.type in ("uniform_random", "gaussian_random") and not op.attrs.get("seed"):

@@ -147,6 +147,7 @@ class DistributeTranspiler:
         graphc's collective path (data-parallel over every device of every process)."""
         from ...distributed import worker_num
         from ...runtime.compiled_program import CompiledProgram
+        from ...runtime.run_as import DATA_PARALLEL
         from ...strategy import BuildStrategy
         eps = trainers.split(",") if isinstance(trainers, str) else None
         self.trainer_endpoints, self.current_endpoint = eps, current_endpoint
@@ -157,7 +158,7 @@ class DistributeTranspiler:
         bs.hierarchical_allreduce_inter_nranks = self.config.hierarchical_allreduce_inter_nranks
         compiled = CompiledProgram(self.origin_program, build_strategy=bs)
         compiled.with_data_parallel(loss_name=_loss_name(self.origin_program), places=None)
-        self.origin_program._data_parallel = compiled
+        DATA_PARALLEL.bind(self.origin_program, compiled)  # exe.run(program) runs this
 
     def _require(self) -> Transpiler:
         if self._impl is None:
