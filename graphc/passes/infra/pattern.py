@@ -2,11 +2,12 @@
 name, ``guards`` (data, see guards.py) decline a match with the pass's standard reason.
 
 Nodes after the first are found through values already bound: an output slot naming a bound
-value finds its producer, an input slot the ops reading it. ``"Slot?"`` binds None when the
-op has no such operand; ``"*"`` (inputs only) is any slot. A pattern may add optional
-``extensions``, a second root joined by shared values (a forward op's grad op): the first
-extension whose nodes match and whose guards pass is bound, else its names are bound to None.
-The Driver (driver.py) owns iteration order, fixed point and statistics.
+value finds its producer, an input slot the ops reading it. ``"Slot?"`` is optional: an op
+without that operand fits whatever the name is bound to (None when unbound); ``"*"``
+(inputs only) is any slot. A pattern may add optional ``extensions``, a second root joined
+by shared values (a forward op's grad op): the first extension whose nodes match and whose
+guards pass is bound, else its names are bound to None. The Driver (driver.py) owns
+iteration order, fixed point and statistics.
 """
 
 from __future__ import annotations
@@ -52,7 +53,8 @@ class Node:
     """One op of a pattern: its accepted ``type`` (a name, a collection of names or a
     predicate on the name), the values it reads (``ins``) and writes (``outs``) by slot, and
     a structural test ``where(op, match)`` that, failing, makes it no candidate (no decline).
-    ``many``: bind the list of every op that fits (possibly empty) instead of one."""
+    ``many``: bind the list of every op that fits (possibly empty) instead of one;
+    ``unique``: no match unless exactly one op fits (an ambiguous pairing is no pairing)."""
 
     name: str
     type: TypeSpec
@@ -60,6 +62,7 @@ class Node:
     outs: Mapping[str, str] = field(default_factory=dict)
     where: Callable[[Op, Match], bool] | None = None
     many: bool = False
+    unique: bool = False
 
     def accepts(self, op_type: str) -> bool:
         t = self.type
@@ -159,6 +162,11 @@ def match_nodes(graph: Graph, nodes: Sequence[Node], m: Match,
         found = [op for op in candidates if _fits(node, op, m) is not None]
         yield from match_nodes(graph, rest, Match(m, **{node.name: found}))
         return
+    if node.unique:
+        fits = [m2 for m2 in (_fits(node, op, m) for op in candidates) if m2 is not None]
+        if len(fits) == 1:
+            yield from match_nodes(graph, rest, fits[0])
+        return
     for op in candidates:
         m2 = _fits(node, op, m)
         if m2 is not None:
@@ -166,18 +174,20 @@ def match_nodes(graph: Graph, nodes: Sequence[Node], m: Match,
 
 
 def _candidates(graph: Graph, node: Node, m: Match) -> list[Op]:
+    """Ops linked to ``m`` as ``node`` says: producers of bound values it writes, readers
+    (in that slot) of bound values it reads; in link order, each once."""
+    found: list[Op] = []
     for name in node.outs.values():
         v = m.get(_bare(name))
         if isinstance(v, Value):
             p = graph.producer(v)
-            return [p] if p is not None else []
+            found.extend([p] if p is not None else [])
     for slot, name in node.ins.items():
         v = m.get(_bare(name))
         if isinstance(v, Value):
             slot = _bare(slot)
-            return list(dict.fromkeys(op for op, s, _ in graph.users(v)
-                                      if slot == ANY_SLOT or s == slot))
-    return []  # linked only through values bound to None: an absent optional part
+            found.extend(op for op, s, _ in graph.users(v) if slot == ANY_SLOT or s == slot)
+    return list(dict.fromkeys(found))  # empty: linked only through absent optional values
 
 
 def _fits(node: Node, op: Op, m: Match) -> Match | None:
@@ -197,8 +207,11 @@ def _fits(node: Node, op: Op, m: Match) -> Match | None:
                 continue
             vals = io.get(slot)
             actual = vals[0] if vals else None
-            if actual is None and not optional:
-                return None
+            if actual is None:
+                if not optional:
+                    return None
+                m2.setdefault(name, None)  # an absent optional operand matches any binding
+                continue
             if name in m2:
                 if m2[name] is not actual:
                     return None
