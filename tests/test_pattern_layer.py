@@ -9,6 +9,7 @@ from typing import ClassVar
 import pytest
 from hypothesis import given, settings
 
+from graphc import layers
 from graphc.ir.text import parse
 from graphc.passes import (
     Driver,
@@ -19,6 +20,7 @@ from graphc.passes import (
     Pattern,
     guards,
     make_pass,
+    pattern_from_example,
     register_pass,
     run_patterns,
 )
@@ -266,3 +268,65 @@ class PatternFoldScale(Pass):
 @given(random_programs(steps=["scale", "activation"], min_ops=2, max_ops=5, with_loss=False))
 def test_a_pattern_pass_keeps_interpreter_results(gen):
     check_pass(make_pass("test-pattern-fold-scale"), gen)
+
+
+# -- patterns written by example ----------------------------------------------------------
+X4 = {"x": ([-1, 4], "float32")}
+RELU_RELU = pattern_from_example(lambda x: layers.relu(layers.relu(x)), X4, name="relu relu",
+                                 replacement=lambda x: layers.relu(x), stat="folded")
+X_PLUS_X = pattern_from_example(lambda x: layers.elementwise_add(x, x), X4, name="x+x",
+                                replacement=lambda x: layers.scale(x, scale=2.0),
+                                stat="doubled")
+
+
+def test_an_example_names_its_nodes_and_values():
+    assert [(n.name, n.type, dict(n.ins), dict(n.outs)) for n in RELU_RELU.nodes] == [
+        ("relu_1", "relu", {"X": "relu_0_Out"}, {"Out": "out"}),
+        ("relu_0", "relu", {"X": "x"}, {"Out": "relu_0_Out"})]
+    assert [(n.name, dict(n.ins)) for n in X_PLUS_X.nodes] == [
+        ("elementwise_add", {"X": "x", "Y": "x"})]
+
+
+def test_an_example_pattern_rewrites_by_its_replacement_and_declines_shared_values():
+    graph = graph_of("""  %a: f32[-1,4] = relu(X=%x)
+  %b: f32[-1,4] = relu(X=%a)
+  %c: f32[-1,4] = elementwise_add(X=%b, Y=%b)
+  %d: f32[-1,4] = elementwise_add(X=%b, Y=%c)
+  %e: f32[-1,4] = relu(X=%d)
+  %f: f32[-1,4] = relu(X=%e)
+  %g: f32[-1,4] = relu(X=%e)
+  output %f
+  output %g""")
+    ctx, driver = run(graph, [RELU_RELU, X_PLUS_X])
+    assert dict(ctx.stats) == {"folded": 1, "doubled": 1,
+                               "skipped: intermediate has 2 users": 2}
+    text = graph.to_text()
+    assert "%b: f32[-1,4] = relu(X=%x)" in text  # the folded relu defines b, name kept
+    assert "%c: f32[-1,4] = scale(X=%b) {scale=2.0}" in text
+    assert driver.stats["relu relu"].rewritten == 1
+
+
+def test_an_example_pattern_is_checked_when_made():
+    with pytest.raises(ValueError, match="exactly one"):
+        pattern_from_example(lambda x: layers.relu(x), X4, name="p")
+    with pytest.raises(ValueError, match="compute its result"):
+        pattern_from_example(lambda x: x, X4, name="p", rewrite=lambda m, ctx: None)
+    with pytest.raises(ValueError, match="compute every result"):
+        pattern_from_example(lambda x: layers.relu(x), X4, name="p", replacement=lambda x: x)
+
+
+@register_pass
+class ExampleFolds(Pass):
+    """test-example-folds: relu(relu(x)) -> relu(x) and x + x -> 2x, written by example."""
+
+    name: ClassVar[str] = "test-example-folds"
+
+    def run(self, graph, ctx) -> None:
+        run_patterns(graph, ctx, [RELU_RELU, X_PLUS_X])
+
+
+@settings(max_examples=15)
+@given(random_programs(steps=["activation", "elementwise"], min_ops=2, max_ops=5,
+                       with_loss=False))
+def test_an_example_pattern_pass_keeps_interpreter_results(gen):
+    check_pass(make_pass("test-example-folds"), gen)

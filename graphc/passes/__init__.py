@@ -17,6 +17,7 @@ from .infra.base import (
     register_pass,
 )
 from .infra.driver import Driver, PatternStats, run_patterns
+from .infra.example import pattern_from_example
 from .infra.manager import PassFailure, PassManager, PipelineReport
 from .infra.pattern import Extension, Match, Node, Pattern
 from .infra.pipeline import ORDER, passes_for, pipeline_for
@@ -30,6 +31,6 @@ for _module in pkgutil.walk_packages(__path__, prefix=f"{__name__}."):
 __all__ = [
     "ORDER", "Driver", "Extension", "Match", "Node", "Pass", "PassContext", "PassError",
     "PassFailure", "PassManager", "PassResult", "Pattern", "PatternStats", "PipelineReport",
-    "all_passes", "guards", "make_pass", "parse_pipeline", "passes_for", "pipeline_for",
-    "register_pass", "run_patterns",
+    "all_passes", "guards", "make_pass", "parse_pipeline", "passes_for",
+    "pattern_from_example", "pipeline_for", "register_pass", "run_patterns",
 ]
