@@ -18,6 +18,7 @@ import networkx as nx
 from .errors import ProgramError
 from .opdef import get_op_def
 from .types import TensorType
+from .uses import UseQueries
 
 VAR_KINDS = ("feed", "param", "persistable", "temp")
 
@@ -158,7 +159,7 @@ def _position(pv: tuple[int, Value]) -> int:
     return pv[0]
 
 
-class Graph:
+class Graph(UseQueries):
     """An SSA graph. Read freely; change only through ``graph.rewriter()``."""
 
     def __init__(self, name: str = "main"):
@@ -226,43 +227,6 @@ class Graph:
 
     def user_ops(self, value: Value) -> list[Op]:
         return list(self._succ[value])
-
-    # -- use queries for passes: passes ask these and never read the networkx maps -------
-    def num_uses(self, value: Value) -> int:
-        """How many operands read ``value`` (an op reading it in two slots counts twice)."""
-        return sum(len(keys) for keys in self._succ[value].values())
-
-    def num_user_ops(self, value: Value) -> int:
-        """How many distinct ops read ``value``."""
-        return len(self._succ[value])
-
-    def has_users(self, value: Value) -> bool:
-        """Whether any op reads ``value`` (O(1): dce and the memory planner ask per value)."""
-        return bool(self._succ[value])
-
-    def sole_user(self, value: Value) -> Op | None:
-        """The one op reading ``value`` (in one or more slots); None for none or several."""
-        users = self._succ[value]
-        if len(users) != 1:
-            return None
-        for op in users:
-            return op
-        return None
-
-    def values_defined_by(self, op: Op) -> list[Value]:
-        """The values ``op`` writes, without grouping them by slot (cheaper than outputs)."""
-        return list(self._succ[op])
-
-    def reads_output_of(self, op: Op, other: Op) -> bool:
-        """Whether ``op`` reads (as data or control) any value ``other`` writes."""
-        produced = self._succ[other]
-        return any(v in produced for v in self._pred[op])
-
-    @property
-    def revision(self) -> int:
-        """A number every change to the graph increases: a cached analysis is current while
-        the revision it was computed at is."""
-        return self._version
 
     def is_output(self, value: Value) -> bool:
         """Whether ``value`` is a graph output (O(1): passes ask this for every candidate)."""
