@@ -17,6 +17,7 @@ from graphc.passes import (
     Node,
     Pass,
     PassContext,
+    PassError,
     Pattern,
     guards,
     make_pass,
@@ -197,9 +198,9 @@ def test_many_optional_slots_and_any_slot():
 
 
 def test_a_disconnected_node_is_refused():
-    with pytest.raises(ValueError, match="shares no value"):
+    with pytest.raises(PassError, match="shares no value"):
         Pattern("p", (FIRST, Node("other", "relu", ins={"X": "z"})))
-    with pytest.raises(ValueError, match="repeat"):
+    with pytest.raises(PassError, match="repeat"):
         Driver([[AT_FIRST], [AT_FIRST]])
 
 
@@ -307,11 +308,11 @@ def test_an_example_pattern_rewrites_by_its_replacement_and_declines_shared_valu
 
 
 def test_an_example_pattern_is_checked_when_made():
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(PassError, match="exactly one"):
         pattern_from_example(lambda x: layers.relu(x), X4, name="p")
-    with pytest.raises(ValueError, match="compute its result"):
+    with pytest.raises(PassError, match="compute its result"):
         pattern_from_example(lambda x: x, X4, name="p", rewrite=lambda m, ctx: None)
-    with pytest.raises(ValueError, match="compute every result"):
+    with pytest.raises(PassError, match="compute every result"):
         pattern_from_example(lambda x: layers.relu(x), X4, name="p", replacement=lambda x: x)
 
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from ...ir.graph import Graph, Op
-from .base import PassContext
+from .base import PassContext, PassError
 from .pattern import Pattern
 
 MAX_SWEEPS = 100
@@ -40,7 +40,7 @@ class Driver:
         self.fixed_point = fixed_point
         names = [p.name for phase in self.phases for p in phase]
         if len(names) != len(set(names)):
-            raise ValueError(f"pattern names repeat: {names}")
+            raise PassError(f"pattern names repeat: {names}")
         self.stats: dict[str, PatternStats] = {}
         self.sweeps = 0
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from ...ir.graph import Graph, Op, Value, lower
-from .base import PassContext
+from .base import PassContext, PassError
 from .guards import Check, NoControlDeps, OnlyReadBy, SameRole
 from .pattern import Match, Node, Pattern
 
@@ -48,7 +48,7 @@ def pattern_from_example(fn: Callable, inputs: InputSpec, *, name: str,
     the matched results' values (names kept); or ``rewrite(match, ctx)`` edits by hand.
     ``guards`` run after the ones every example pattern has."""
     if (replacement is None) == (rewrite is None):
-        raise ValueError(f"pattern {name!r}: give exactly one of replacement and rewrite")
+        raise PassError(f"pattern {name!r}: give exactly one of replacement and rewrite")
     graph, ins, outs = trace(fn, inputs)
     value_names = {v: n for v, n in zip(ins, inputs)}
     value_names.update({v: "out" if len(outs) == 1 else f"out{i}" for i, v in enumerate(outs)})
@@ -94,7 +94,7 @@ def _nodes(graph: Graph, outs: list[Value], op_names: dict, value_names: dict) -
     """Nodes from the op producing the first result outwards, each linked to earlier ones."""
     root = graph.producer(outs[0])
     if root is None:
-        raise ValueError("an example pattern must compute its result (it returned an input)")
+        raise PassError("an example pattern must compute its result (it returned an input)")
     order, queue = [root], [root]
     while queue:
         op = queue.pop(0)
@@ -105,7 +105,7 @@ def _nodes(graph: Graph, outs: list[Value], op_names: dict, value_names: dict) -
                 order.append(other)
                 queue.append(other)
     if len(order) != graph.num_ops:
-        raise ValueError("an example pattern's ops must be connected")
+        raise PassError("an example pattern's ops must be connected")
     return tuple(Node(op_names[op], op.type,
                       ins={s: value_names[vs[0]] for s, vs in op.inputs.items()},
                       outs={s: value_names[vs[0]] for s, vs in op.outputs.items()})
@@ -130,14 +130,14 @@ def _replacer(name: str, fn: Callable, inputs: InputSpec, out_names: list[str],
               node_names: tuple[str, ...]):
     rgraph, rins, routs = trace(fn, inputs)
     if len(routs) != len(out_names):
-        raise ValueError(f"pattern {name!r}: the replacement returns {len(routs)} values, "
+        raise PassError(f"pattern {name!r}: the replacement returns {len(routs)} values, "
                          f"the pattern {len(out_names)}")
     if any(rgraph.producer(v) is None for v in routs):
-        raise ValueError(f"pattern {name!r}: the replacement must compute every result")
+        raise PassError(f"pattern {name!r}: the replacement must compute every result")
     arg_names = dict(zip(rins, inputs))
     result_names = dict(zip(routs, out_names))
     if any(v not in arg_names and rgraph.has_users(v) for v in rgraph.inputs):
-        raise ValueError(f"pattern {name!r}: the replacement may read only its parameters")
+        raise PassError(f"pattern {name!r}: the replacement may read only its parameters")
 
     def rewrite(m: Match, ctx: PassContext) -> None:
         rw, graph = ctx.rewriter, ctx.graph

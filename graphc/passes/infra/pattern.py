@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...ir.graph import Graph, Op, Value
-from .base import PassContext
+from .base import PassContext, PassError
 
 ANY_SLOT = "*"
 
@@ -145,7 +145,7 @@ def _check_connected(pattern: str, nodes: Sequence[Node], bound: set[str]) -> No
         if i > 0 or bound:
             links = [_bare(n) for n in (*node.ins.values(), *node.outs.values())]
             if not any(n in bound for n in links):
-                raise ValueError(f"pattern {pattern!r}: node {node.name!r} shares no value "
+                raise PassError(f"pattern {pattern!r}: node {node.name!r} shares no value "
                                  "with the nodes before it")
         bound.update(node.names())
 
