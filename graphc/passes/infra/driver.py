@@ -63,14 +63,18 @@ class Driver:
     def _phase(self, graph: Graph, ctx: PassContext, phase: tuple[Pattern, ...],
                declines: list[str]) -> bool:
         changed = False
-        roots = [op for op in graph.ops() if any(p.root.accepts(op.type) for p in phase)]
+        rooted: dict[str, list[Pattern]] = {}  # op type -> the patterns rooted at it
+        roots = []
+        for op in graph.ops():
+            if op.type not in rooted:
+                rooted[op.type] = [p for p in phase if p.root.accepts(op.type)]
+            if rooted[op.type]:
+                roots.append(op)
         for op in roots:
             if graph.ops_by_id.get(op.id) is not op:
                 continue  # erased by an earlier rewrite of this phase
             reason = None
-            for pattern in phase:
-                if not pattern.root.accepts(op.type):
-                    continue
+            for pattern in rooted[op.type]:
                 result = self._try(graph, ctx, pattern, op)
                 if result is True:
                     changed, reason = True, None

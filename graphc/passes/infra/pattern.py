@@ -174,20 +174,35 @@ def match_nodes(graph: Graph, nodes: Sequence[Node], m: Match,
 
 
 def _candidates(graph: Graph, node: Node, m: Match) -> list[Op]:
-    """Ops linked to ``m`` as ``node`` says: producers of bound values it writes, readers
-    (in that slot) of bound values it reads; in link order, each once."""
-    found: list[Op] = []
-    for name in node.outs.values():
+    """Ops linked to ``m`` as ``node`` says: the producer of a bound value it writes, else
+    the readers (in that slot) of a bound value it reads, from the link with fewest (every
+    candidate is checked against all links later). Optional slots constrain nothing, so
+    when only they are bound the candidates are all their readers and producers."""
+    optional: list[Op] = []
+    for slot, name in node.outs.items():
         v = m.get(_bare(name))
         if isinstance(v, Value):
             p = graph.producer(v)
-            found.extend([p] if p is not None else [])
+            found = [p] if p is not None else []
+            if not slot.endswith("?"):
+                return found
+            optional.extend(found)
+    required = []
     for slot, name in node.ins.items():
         v = m.get(_bare(name))
         if isinstance(v, Value):
-            slot = _bare(slot)
-            found.extend(op for op, s, _ in graph.users(v) if slot == ANY_SLOT or s == slot)
-    return list(dict.fromkeys(found))  # empty: linked only through absent optional values
+            if slot.endswith("?"):
+                optional.extend(_readers(graph, v, _bare(slot)))
+            else:
+                required.append((graph.num_uses(v), v, slot))
+    if required:
+        _, v, slot = min(required, key=lambda r: r[0])
+        return list(dict.fromkeys(_readers(graph, v, slot)))
+    return list(dict.fromkeys(optional))  # empty: linked only through absent optional values
+
+
+def _readers(graph: Graph, v: Value, slot: str) -> list[Op]:
+    return [op for op, s, _ in graph.users(v) if slot == ANY_SLOT or s == slot]
 
 
 def _fits(node: Node, op: Op, m: Match) -> Match | None:
