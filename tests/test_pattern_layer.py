@@ -4,6 +4,8 @@ pattern-based pass keeping interpreter results on random programs."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import ClassVar
 
 import pytest
@@ -331,3 +333,18 @@ class ExampleFolds(Pass):
                        with_loss=False))
 def test_an_example_pattern_pass_keeps_interpreter_results(gen):
     check_pass(make_pass("test-example-folds"), gen)
+
+
+# -- passes ask Graph, never its networkx maps ---------------------------------------------
+# parameter-server and rolling passes not yet moved to Graph's use queries (issue 23)
+NOT_YET = {"pserver/server_graph.py", "pserver/trainer_graph.py", "pserver/geo_graphs.py",
+           "roll/roll_repeated_layers.py", "roll/stack_rolled_state.py"}
+
+
+def test_passes_read_the_graph_through_public_queries():
+    root = Path(__file__).resolve().parent.parent / "graphc" / "passes"
+    private = re.compile(r"\._succ\b|\._pred\b|\.nx\b|\bgraph\._[a-z]")
+    offenders = {str(p.relative_to(root)): m.group(0)
+                 for p in sorted(root.rglob("*.py"))
+                 if (m := private.search(p.read_text()))}
+    assert not {k: v for k, v in offenders.items() if k not in NOT_YET}, offenders
