@@ -18,6 +18,7 @@ import networkx as nx
 from .errors import ProgramError
 from .opdef import get_op_def
 from .types import TensorType
+from .uses import UseQueries
 
 VAR_KINDS = ("feed", "param", "persistable", "temp")
 
@@ -158,7 +159,7 @@ def _position(pv: tuple[int, Value]) -> int:
     return pv[0]
 
 
-class Graph:
+class Graph(UseQueries):
     """An SSA graph. Read freely; change only through ``graph.rewriter()``."""
 
     def __init__(self, name: str = "main"):

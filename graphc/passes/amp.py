@@ -290,10 +290,10 @@ class _Casting:
         self.casts.setdefault((low, original.dtype), original)
 
     def _remove_unread_casts(self) -> None:
-        succ, keep, kept = self.graph._succ, self.ctx.keep, 0
+        graph, keep, kept = self.graph, self.ctx.keep, 0
         for cast in reversed(self.made):  # users before producers: chains go in one sweep
             out = cast.output("Out")
-            if succ[out] or out in keep or self.graph.is_output(out):
+            if graph.has_users(out) or out in keep or graph.is_output(out):
                 kept += 1
             else:
                 self.rw.erase_op(cast)

@@ -19,14 +19,13 @@ class DeadCodeElimination(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         outputs = set(graph.outputs)
-        succ = graph._succ
         rw = ctx.rewriter
         changed = True
         while changed:
             changed = False
             for op in reversed(graph.ops()):
-                outs = list(succ[op])
-                if any(succ[v] or v in outputs or v in ctx.keep for v in outs):
+                outs = graph.values_defined_by(op)
+                if any(graph.has_users(v) or v in outputs or v in ctx.keep for v in outs):
                     continue
                 if get_op_def(op.type).has_trait(COLLECTIVE):
                     ctx.decline("collective op")

@@ -244,7 +244,7 @@ class MemoryPlan:
         return (self._schedule if reuse else self._baseline).predict(batch_size, tokens)
 
     def is_current(self, graph: Graph) -> bool:
-        return getattr(graph, "memory_plan", None) is self and graph._version == \
+        return getattr(graph, "memory_plan", None) is self and graph.revision == \
             self.graph_version
 
     def count(self, kind: str) -> int:
@@ -283,7 +283,6 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
     keep = set(keep)
     outputs = set(graph.outputs)
     final = {v.var.name: v for v in graph.outputs}
-    succ = graph._succ
 
     # liveness: the last position that reads each value's data (control uses need no data)
     last_use: dict[Value, int] = {}
@@ -296,7 +295,7 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
     state_inputs = [v for v in graph.inputs if v.var.kind != "feed"]
     updated = {v for v in state_inputs if final.get(v.var.name, v) is not v}
     updated_by_var = {v.var.name: v for v in updated}
-    arguments = [v for v in graph.inputs if v in updated or succ[v] or v in keep]
+    arguments = [v for v in graph.inputs if v in updated or graph.has_users(v) or v in keep]
     state_vars = {v.var.name for v in state_inputs}
     step_outputs = list(dict.fromkeys(
         [final[v.var.name] for v in state_inputs if v in updated]
@@ -403,7 +402,7 @@ def plan_memory(graph: Graph, keep=(), batch_size: int = 1, donate_state: bool =
     with_reuse = schedule(True, declined, reuse, buffer_of)
     baseline = schedule(False, None, None, None)
     lod_values = sum(1 for v in graph.values.values() if v.type.lod_level)
-    return MemoryPlan(pass_name, pool, graph._version, batch_size, reuse, buffer_of,
+    return MemoryPlan(pass_name, pool, graph.revision, batch_size, reuse, buffer_of,
                       dict(sorted(declined.items(), key=lambda kv: (-kv[1], kv[0]))),
                       lod_values, lod_tokens or batch_size,
                       with_reuse.predict(batch_size, lod_tokens),

@@ -38,6 +38,7 @@ from typing import Literal
 from ..ir.graph import Graph, Op, Value
 from ..ir.opdef import CONTROL_SLOT, OPTIMIZER, get_op_def
 from ..ops.coalesce.defs import FUSED_OPTIMIZERS, SHARED_SLOT
+from .infra.analysis import DATA_EDGE, THROUGH_OTHERS, fusion_cycle
 from .infra.base import Pass, PassContext, members_of, register_pass
 
 
@@ -66,32 +67,14 @@ def _differences(a: tuple, b: tuple) -> list[str]:
     return out
 
 
+_CYCLE_REASONS = {DATA_EDGE: "reads another optimizer op's output",
+                  THROUGH_OTHERS: "depends on another optimizer op through other ops"}
+
+
 def _cycle(graph: Graph, members: list[Op]) -> str | None:
-    """Why one op in place of ``members`` would close a cycle, or None when it would not: a
-    member reads another's output as data, or depends on one through other ops. A direct
-    control dependency between members is fine (the fused op drops it)."""
-    group, succ = set(members), graph._succ
-    seen: set[Op] = set()
-    stack: list[Op] = []
-    for m in members:
-        for v in succ[m]:
-            for user, keys in succ[v].items():
-                if user in group:
-                    if any(slot != CONTROL_SLOT for slot, _ in keys):
-                        return "reads another optimizer op's output"
-                elif user not in seen:
-                    seen.add(user)
-                    stack.append(user)
-    while stack:
-        op = stack.pop()
-        for v in succ[op]:
-            for user in succ[v]:
-                if user in group:
-                    return "depends on another optimizer op through other ops"
-                if user not in seen:
-                    seen.add(user)
-                    stack.append(user)
-    return None
+    """Why one op in place of ``members`` would close a cycle (in this pass's words)."""
+    why = fusion_cycle(graph, members)
+    return None if why is None else _CYCLE_REASONS[why]
 
 
 @register_pass

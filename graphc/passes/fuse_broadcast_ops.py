@@ -19,8 +19,8 @@ from __future__ import annotations
 from pydantic import Field
 
 from ..ir.graph import Graph
-from .fuse_all_reduce_ops import PARAMETER_FUSED, fuse_buckets
 from .infra.base import Pass, PassContext, register_pass
+from .infra.buckets import PARAMETER_FUSED, fuse_buckets
 
 
 @register_pass

@@ -41,15 +41,20 @@ Stats: ``fused add->act``, ``fused act->add``, ``fused add->act grad``, ``fused 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..ir.grad_defs import GRAD_SUFFIX
-from ..ir.graph import Graph, Op, Value
-from ..ir.opdef import CONTROL_SLOT, get_op_def
-from ..ir.types import dims_compatible
+from ..ir.graph import Graph, Op
 from ..ops.fused_elementwise.defs import ACTIVATION_ATTRS, BINARY, FUSED_GRAD_OP, FUSED_OP
-from .infra.base import Pass, PassContext, members_of, register_pass, user_count_reason
+from .infra.base import Pass, PassContext, members_of, register_pass
+from .infra.driver import run_patterns
+from .infra.guards import NoControlDeps, OnlyReadBy, SameRole
+from .infra.pattern import Extension, Match, Node, Pattern
+from .infra.rewrite import replace_ops
 
 BINARY_GRAD = BINARY + "_grad"
-OUT_GRAD = "Out" + GRAD_SUFFIX
+OUT_GRAD, X_GRAD = "Out" + GRAD_SUFFIX, "X" + GRAD_SUFFIX
+GRAD_NOUN = "intermediate gradient"
 
 
 def _act_attrs(op: Op, act: str) -> dict:
@@ -60,256 +65,162 @@ def _other(slot: str) -> str:
     return "X" if slot == "Y" else "Y"
 
 
-class _Fuser:
-    """One run of the pass over one graph."""
+def _act_of(grad: Op) -> str:
+    return grad.type.removesuffix("_grad")
 
-    def __init__(self, graph: Graph, ctx: PassContext, acts: set[str]):
-        self.graph, self.ctx, self.rw = graph, ctx, ctx.rewriter
-        self.acts = acts
-        self.act_grads = {a + "_grad": a for a in acts}
 
-    # -- queries ------------------------------------------------------------------------
-    def alive(self, op: Op) -> bool:
-        return self.graph.ops_by_id.get(op.id) is op
+def _reads_forward(g1: Op) -> bool:
+    return g1.input("Out") is not None or g1.input("X") is not None
 
-    def readers(self, value: Value) -> list[tuple[Op, str]]:
-        return [(op, slot) for op, slot, _ in self.graph.users(value)]
 
-    def control_reason(self, ops: list[Op], internal: set[Value]) -> str | None:
-        """Ops of a pattern must neither wait on (``_deps``) nor be waited on through a
-        value the fusion removes."""
-        for op in ops:
-            if op.inputs.get(CONTROL_SLOT):
-                return "control dependencies"
-        for v in internal:
-            if any(slot == CONTROL_SLOT for _, slot in self.readers(v)):
-                return "control dependencies"
-        return None
+def _pairs_with(g1: Op, act_op: Op) -> bool:
+    """``g1`` is the gradient of ``act_op``: its type, and the same attributes."""
+    act = act_op.type
+    return g1.type == act + "_grad" and _act_attrs(g1, act) == _act_attrs(act_op, act)
 
-    def users_reason(self, value: Value, allowed: set[tuple[Op, str]],
-                     gradient: bool = False) -> str | None:
-        """None when ``value`` is read exactly once through each allowed (op, slot) and by
-        nothing else, and is neither fetched nor a graph output."""
-        reads = self.readers(value)
-        ok = (value not in self.ctx.keep and not self.graph.is_output(value)
-              and len(reads) == len(allowed) and set(reads) == allowed)
-        if ok:
-            return None
-        reason = user_count_reason(self.graph, value, self.ctx.keep)
-        return reason.replace("intermediate", "intermediate gradient", 1) if gradient \
-            else reason
 
-    # -- grad pairs ---------------------------------------------------------------------
-    def add_act_grad(self, g1: Op) -> Op | str | None:
-        """``g1 = act_grad -> dt -> g2 = elementwise_add_grad(Out@GRAD=dt)``: g2, a decline
-        reason, or None when g1 starts no such pair."""
-        dt = g1.output("X" + GRAD_SUFFIX)
-        if dt is None or g1.input(OUT_GRAD) is None or \
-                (g1.input("Out") is None and g1.input("X") is None):
-            return None
-        g2s = [op for op, slot in self.readers(dt) if slot == OUT_GRAD and op.type == BINARY_GRAD]
-        if len(g2s) != 1 or g2s[0].input("X") is None or g2s[0].input("Y") is None:
-            return None
-        g2 = g2s[0]
-        return self.users_reason(dt, {(g2, OUT_GRAD)}, gradient=True) or \
-            self.control_reason([g1, g2], {dt}) or g2
+def _same_axis(a: str) -> Callable[[Op, Match], bool]:
+    return lambda op, m: op.attrs["axis"] == m[a].attrs["axis"]
 
-    def act_add_grad(self, g2: Op, slot: str) -> Op | str | None:
-        """``g2 = elementwise_add_grad -> d(slot) -> g1 = act_grad``, where g2's ``slot``
-        input t is act's output: g1, a decline reason, or None when there is no such pair."""
-        t, other = g2.input(slot), g2.input(_other(slot))
-        dt = g2.output(slot + GRAD_SUFFIX)
-        if t is None or other is None or dt is None or g2.input(OUT_GRAD) is None:
-            return None
-        g1s = [op for op, s in self.readers(dt) if s == OUT_GRAD and op.type in self.act_grads]
-        if len(g1s) != 1 or g1s[0].output("X" + GRAD_SUFFIX) is None:
-            return None
-        g1 = g1s[0]
-        act = self.act_grads[g1.type]
-        if g1.input("Out") is not None:
-            if g1.input("Out") is not t:
-                return None
-        elif g1.input("X") is None:
-            return None
+
+# -- grad pairs (g2 = elementwise_add_grad, g1 = the activation's grad, dt between them) ----
+def _act_add_grad_nodes(slot: str, act_grads: set[str], where=None) -> tuple[Node, Node]:
+    """``g2 -> d(slot) -> g1``, where g2's ``slot`` input t is the activation's output."""
+    other = _other(slot)
+
+    def g1_fits(g1: Op, m: Match) -> bool:
+        if not _reads_forward(g1):
+            return False
         if g1.input("X") is not None:  # it reads the act's input: t must be act(that input)
-            fwd = t.producer
-            if fwd is None or fwd.type != act or fwd.input("X") is not g1.input("X") \
-                    or _act_attrs(fwd, act) != _act_attrs(g1, act):
-                return None
-        return self.users_reason(dt, {(g1, OUT_GRAD)}, gradient=True) or \
-            self.control_reason([g1, g2], {dt}) or g1
+            fwd = m.t.producer
+            if fwd is None or not _pairs_with(g1, fwd) or fwd.input("X") is not g1.input("X"):
+                return False
+        return where is None or where(g1, m)
 
-    # -- forward matches ------------------------------------------------------------------
-    def try_act_add(self, add: Op, slot: str) -> bool | str | None:
-        """Fuse ``add`` with the act producing its ``slot`` input: True, a reason, or None."""
-        t = add.input(slot)
-        act_op = t.producer
-        if act_op is None or act_op.type not in self.acts or act_op.output("Out") is not t:
-            return None
-        act = act_op.type
-        other = _other(slot)
-        b = add.input(other)
-        pair = None
-        g2s = [op for op, s in self.readers(t) if s == slot and op.type == BINARY_GRAD
-               and op.input(other) is b and op.attrs["axis"] == add.attrs["axis"]]
-        if len(g2s) == 1:
-            g1 = self.act_add_grad(g2s[0], slot)
-            if isinstance(g1, Op) and g1.type == act + "_grad" \
-                    and _act_attrs(g1, act) == _act_attrs(act_op, act) \
-                    and g1.input("X") in (None, act_op.input("X")):
-                pair = (g2s[0], g1)
-        allowed = {(add, slot)}
-        if pair is not None:
-            g2, g1 = pair
-            allowed.add((g2, slot))
-            if g1.input("Out") is t:
-                allowed.add((g1, "Out"))
-        reason = self.users_reason(t, allowed) or self.same_role(act_op, add) or \
-            self.control_reason([act_op, add], {t})
-        if reason:
-            return reason
-        if pair is not None:
-            self.fuse_act_add_grad(pair[0], pair[1], slot)
-        inter = t if self.readers(t) != [(add, slot)] else None
-        ins = {other: b, slot: act_op.input("X")}
-        attrs = {"functor_list": [BINARY, act], "unary_operand": slot,
-                 "axis": add.attrs["axis"], "save_intermediate_out": inter is not None,
-                 **_act_attrs(act_op, act)}
-        self.replace([act_op, add], FUSED_OP, ins,
-                     {"Out": add.output("Out"), "IntermediateOut": inter}, attrs,
-                     drop=[] if inter is not None else [t])
-        self.ctx.count("fused act->add")
-        return True
+    return (Node("g2", BINARY_GRAD, ins={slot: "t", other: "b", OUT_GRAD: "dout"},
+                 outs={slot + GRAD_SUFFIX: "dt"}),
+            Node("g1", act_grads, ins={OUT_GRAD: "dt", "Out?": "t"}, outs={X_GRAD: "da"},
+                 where=g1_fits, unique=True))
 
-    def try_add_act(self, add: Op) -> bool | str | None:
-        """Fuse ``add`` with the act reading its output: True, a reason, or None."""
-        t = add.output("Out")
-        acts = [op for op, s in self.readers(t) if s == "X" and op.type in self.acts]
-        if not acts:
-            return None
-        act_op = acts[0]
-        act = act_op.type
-        out = act_op.output("Out")
-        x, y = add.input("X"), add.input("Y")
-        pair = None
-        g1s = [op for op, s in self.readers(out) if s == "Out" and op.type == act + "_grad"]
-        g1s += [op for op, s in self.readers(t) if s == "X" and op.type == act + "_grad"]
-        if len(g1s) == 1 and _act_attrs(g1s[0], act) == _act_attrs(act_op, act):
-            g2 = self.add_act_grad(g1s[0])
-            if isinstance(g2, Op) and g2.input("X") is x and g2.input("Y") is y \
-                    and g2.attrs["axis"] == add.attrs["axis"]:
-                pair = (g1s[0], g2)
-        allowed = {(act_op, "X")}
-        if pair is not None and pair[0].input("X") is t:
-            allowed.add((pair[0], "X"))
-        reason = self.users_reason(t, allowed) or self.same_role(add, act_op) or \
-            self.control_reason([add, act_op], {t})
-        if reason:
-            return reason
-        if pair is not None:
-            self.fuse_add_act_grad(*pair)
-        inter = t if self.readers(t) != [(act_op, "X")] else None
-        attrs = {"functor_list": [act, BINARY], "axis": add.attrs["axis"],
-                 "save_intermediate_out": inter is not None, **_act_attrs(act_op, act)}
-        self.replace([add, act_op], FUSED_OP, {"X": x, "Y": y},
-                     {"Out": out, "IntermediateOut": inter}, attrs,
-                     drop=[] if inter is not None else [t])
-        self.ctx.count("fused add->act")
-        return True
 
-    def same_role(self, a: Op, b: Op) -> str | None:
-        return None if a.role == b.role else "ops have different roles"
+def _add_act_grad_nodes(act_grads: set[str], where=None) -> tuple[Node, Node]:
+    """``g1 -> dt -> g2(Out@GRAD=dt)``, g2 reading the add's operands x and y."""
+    return (Node("g1", act_grads, ins={OUT_GRAD: "dout", "Out?": "out", "X?": "t"},
+                 outs={X_GRAD: "dt"},
+                 where=lambda g1, m: _reads_forward(g1) and (where is None or where(g1, m))),
+            Node("g2", BINARY_GRAD, ins={OUT_GRAD: "dt", "X": "x", "Y": "y"}, unique=True))
 
-    # -- rewrites ------------------------------------------------------------------------
-    def fuse_add_act_grad(self, g1: Op, g2: Op) -> None:
-        act = self.act_grads[g1.type]
-        inter = g1.input("X")
-        ins = {"X": g2.input("X"), "Y": g2.input("Y"), "Out": g1.input("Out"),
-               "IntermediateOut": inter, OUT_GRAD: g1.input(OUT_GRAD)}
-        outs = {s: g2.output(s) for s in ("X" + GRAD_SUFFIX, "Y" + GRAD_SUFFIX)}
-        attrs = {"functor_list": [act, BINARY], "axis": g2.attrs["axis"],
-                 "save_intermediate_out": inter is not None, **_act_attrs(g1, act)}
-        self.replace([g1, g2], FUSED_GRAD_OP, ins, outs, attrs,
-                     drop=[g1.output("X" + GRAD_SUFFIX)])
-        self.ctx.count("fused add->act grad")
 
-    def fuse_act_add_grad(self, g2: Op, g1: Op, slot: str) -> None:
-        act = self.act_grads[g1.type]
-        other = _other(slot)
-        ins = {other: g2.input(other), slot: g1.input("X"), "IntermediateOut": g2.input(slot),
+# the gradient between the two grad ops is read by the second one alone
+_ACT_ADD_PAIR = (OnlyReadBy("dt", (("g1", OUT_GRAD),), GRAD_NOUN),
+                 NoControlDeps(("g1", "g2"), ("dt",)))
+_ADD_ACT_PAIR = (OnlyReadBy("dt", (("g2", OUT_GRAD),), GRAD_NOUN),
+                 NoControlDeps(("g1", "g2"), ("dt",)))
+
+
+def _fuse_add_act_grad(m: Match, ctx: PassContext) -> None:
+    g1, g2 = m.g1, m.g2
+    act = _act_of(g1)
+    inter = g1.input("X")
+    ins = {"X": g2.input("X"), "Y": g2.input("Y"), "Out": g1.input("Out"),
+           "IntermediateOut": inter, OUT_GRAD: g1.input(OUT_GRAD)}
+    outs = {s: g2.output(s) for s in (X_GRAD, "Y" + GRAD_SUFFIX)}
+    attrs = {"functor_list": [act, BINARY], "axis": g2.attrs["axis"],
+             "save_intermediate_out": inter is not None, **_act_attrs(g1, act)}
+    replace_ops(ctx, [g1, g2], FUSED_GRAD_OP, ins, outs, attrs, drop=[m.dt])
+
+
+def _act_add_grad_fuser(slot: str):
+    other = _other(slot)
+
+    def fuse(m: Match, ctx: PassContext) -> None:
+        g1, g2 = m.g1, m.g2
+        act = _act_of(g1)
+        ins = {other: g2.input(other), slot: g1.input("X"), "IntermediateOut": m.t,
                OUT_GRAD: g2.input(OUT_GRAD)}
         outs = {other + GRAD_SUFFIX: g2.output(other + GRAD_SUFFIX),
-                slot + GRAD_SUFFIX: g1.output("X" + GRAD_SUFFIX)}
+                slot + GRAD_SUFFIX: g1.output(X_GRAD)}
         attrs = {"functor_list": [BINARY, act], "unary_operand": slot,
                  "axis": g2.attrs["axis"], **_act_attrs(g1, act)}
-        self.replace([g2, g1], FUSED_GRAD_OP, ins, outs, attrs,
-                     drop=[g2.output(slot + GRAD_SUFFIX)])
-        self.ctx.count("fused act->add grad")
+        replace_ops(ctx, [g2, g1], FUSED_GRAD_OP, ins, outs, attrs, drop=[m.dt])
+    return fuse
 
-    def replace(self, ops: list[Op], op_type: str, ins: dict, outs: dict, attrs: dict,
-                drop: list[Value]) -> Op:
-        """Replace ``ops`` (in program order) by one op that defines their surviving output
-        values itself, so their readers are untouched; ``drop`` are the values only the
-        replaced ops read. Everything is checked before the first edit."""
-        ins = {k: v for k, v in ins.items() if v is not None}
-        outs = {k: v for k, v in outs.items() if v is not None}
-        opdef = get_op_def(op_type)
-        inferred = opdef.infer_types({k: [v.type] for k, v in ins.items()},
-                                     opdef.normalize_attrs(dict(attrs), op_type), op_type)
-        for slot, v in outs.items():
-            t = inferred[slot][0]
-            assert t.dtype == v.type.dtype and dims_compatible(t.shape, v.type.shape), \
-                (op_type, slot, t, v.type)
-        for op in reversed(ops):  # readers first
-            self.rw.erase_op(op, erase_outputs=False)
-        for v in drop:
-            self.rw.erase_value(v)
-        return self.rw.create_op(op_type, ins, outs, attrs, derived_from=ops)
 
-    # -- the sweeps ------------------------------------------------------------------------
-    def run(self) -> None:
-        graph, ctx = self.graph, self.ctx
-        adds = [op for op in graph.ops() if op.type == BINARY]
-        for add in adds:  # act->add first, as Paddle
-            reasons = []
-            for slot in ("Y", "X"):
-                if not self.alive(add):
-                    break
-                res = self.try_act_add(add, slot)
-                if res is True:
-                    reasons = []
-                    break
-                if res:
-                    reasons.append(res)
-            if reasons:
-                ctx.decline(reasons[0])
-        for add in adds:
-            if self.alive(add):
-                res = self.try_add_act(add)
-                if isinstance(res, str):
-                    ctx.decline(res)
-        # grad pairs whose forward stayed unfused (act->add ones first, as forward)
-        for g2 in [op for op in graph.ops() if op.type == BINARY_GRAD]:
-            reasons = []
-            for slot in ("Y", "X"):
-                if not self.alive(g2):
-                    break
-                g1 = self.act_add_grad(g2, slot)
-                if isinstance(g1, Op):
-                    self.fuse_act_add_grad(g2, g1, slot)
-                    reasons = []
-                    break
-                if g1:
-                    reasons.append(g1)
-            if reasons:
-                ctx.decline(reasons[0])
-        for g1 in [op for op in graph.ops() if op.type in self.act_grads]:
-            if self.alive(g1):
-                g2 = self.add_act_grad(g1)
-                if isinstance(g2, Op):
-                    self.fuse_add_act_grad(g1, g2)
-                elif g2:
-                    ctx.decline(g2)
+# -- forward fusions, each with its grad pair as an optional second root ------------------
+def _act_add(slot: str, acts: set[str], act_grads: set[str]) -> Pattern:
+    """``t = act(a); out = add(b, t)`` with t in ``slot``."""
+    other = _other(slot)
+    fuse_grad = _act_add_grad_fuser(slot)
+    g2, g1 = _act_add_grad_nodes(slot, act_grads, where=lambda g1, m: _pairs_with(g1, m.act)
+                                 and g1.input("X") in (None, m.a))
+
+    def fuse(m: Match, ctx: PassContext) -> None:
+        if m.g2 is not None:
+            fuse_grad(m, ctx)
+            ctx.count("fused act->add grad")
+        t, add, act = m.t, m.add, m.act
+        inter = t if [(op, s) for op, s, _ in ctx.graph.users(t)] != [(add, slot)] else None
+        attrs = {"functor_list": [BINARY, act.type], "unary_operand": slot,
+                 "axis": add.attrs["axis"], "save_intermediate_out": inter is not None,
+                 **_act_attrs(act, act.type)}
+        replace_ops(ctx, [act, add], FUSED_OP, {other: m.b, slot: m.a},
+                    {"Out": m.out, "IntermediateOut": inter}, attrs,
+                    drop=[] if inter is not None else [t])
+
+    return Pattern(
+        f"act->add ({slot})",
+        (Node("add", BINARY, ins={slot: "t", other: "b"}, outs={"Out": "out"}),
+         Node("act", acts, ins={"X": "a"}, outs={"Out": "t"})),
+        (OnlyReadBy("t", (("add", slot), ("g2", slot), ("g1", "Out"))),
+         SameRole(("act", "add")),
+         NoControlDeps(("act", "add"), ("t",))),
+        fuse, stat="fused act->add",
+        extensions=(Extension((Node(g2.name, g2.type, g2.ins, g2.outs, unique=True,
+                                    where=_same_axis("add")), g1), _ACT_ADD_PAIR),))
+
+
+def _add_act(acts: set[str], act_grads: set[str]) -> Pattern:
+    """``t = add(x, y); out = act(t)``."""
+    g1, g2 = _add_act_grad_nodes(act_grads, where=lambda g1, m: _pairs_with(g1, m.act))
+
+    def fuse(m: Match, ctx: PassContext) -> None:
+        if m.g1 is not None:
+            _fuse_add_act_grad(m, ctx)
+            ctx.count("fused add->act grad")
+        t, add, act = m.t, m.add, m.act
+        inter = t if [(op, s) for op, s, _ in ctx.graph.users(t)] != [(act, "X")] else None
+        attrs = {"functor_list": [act.type, BINARY], "axis": add.attrs["axis"],
+                 "save_intermediate_out": inter is not None, **_act_attrs(act, act.type)}
+        replace_ops(ctx, [add, act], FUSED_OP, {"X": m.x, "Y": m.y},
+                    {"Out": m.out, "IntermediateOut": inter}, attrs,
+                    drop=[] if inter is not None else [t])
+
+    return Pattern(
+        "add->act",
+        (Node("add", BINARY, ins={"X": "x", "Y": "y"}, outs={"Out": "t"}),
+         Node("act", acts, ins={"X": "t"}, outs={"Out": "out"})),
+        (OnlyReadBy("t", (("act", "X"), ("g1", "X"))),
+         SameRole(("add", "act")),
+         NoControlDeps(("add", "act"), ("t",))),
+        fuse, stat="fused add->act",
+        extensions=(Extension((Node(g1.name, g1.type, g1.ins, g1.outs, g1.where, unique=True),
+                               Node(g2.name, g2.type, g2.ins, g2.outs, unique=True,
+                                    where=_same_axis("add"))), _ADD_ACT_PAIR),))
+
+
+def patterns(acts: set[str]) -> list[list[Pattern]]:
+    """The four phases: act->add, add->act (each with its grad pair), then the grad pairs
+    whose forward stayed unfused (act->add ones first). act->add goes first, as in Paddle."""
+    act_grads = {a + "_grad" for a in acts}
+    return [
+        [_act_add("Y", acts, act_grads), _act_add("X", acts, act_grads)],
+        [_add_act(acts, act_grads)],
+        [Pattern(f"act->add grad ({slot})", _act_add_grad_nodes(slot, act_grads),
+                 _ACT_ADD_PAIR, _act_add_grad_fuser(slot), stat="fused act->add grad")
+         for slot in ("Y", "X")],
+        [Pattern("add->act grad", _add_act_grad_nodes(act_grads), _ADD_ACT_PAIR,
+                 _fuse_add_act_grad, stat="fused add->act grad")],
+    ]
 
 
 @register_pass
@@ -322,4 +233,4 @@ class FuseElewiseAddAct(Pass):
     _check = members_of("act_types", ACTIVATION_ATTRS, "activations")
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
-        _Fuser(graph, ctx, set(self.act_types)).run()
+        run_patterns(graph, ctx, *patterns(set(self.act_types)))

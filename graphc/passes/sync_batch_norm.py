@@ -15,12 +15,44 @@ forward op is not a batch_norm of this graph. Stats: ``synced``, ``synced grad``
 from __future__ import annotations
 
 from ..ir.graph import Graph, Op
-from ..ir.opdef import CONTROL_SLOT
 from .infra.base import Pass, PassContext, register_pass
+from .infra.driver import run_patterns
+from .infra.guards import Check, DenseValue, Never
+from .infra.pattern import Match, Node, Pattern
+from .infra.rewrite import retype
 
 
 def _frozen_stats(op: Op) -> bool:
     return bool(op.attrs.get("is_test") or op.attrs.get("use_global_stats"))
+
+
+def _dynamic(op: Op, m: Match) -> bool:
+    return not _frozen_stats(op) and not op.input("X").type.lod_level
+
+
+# the forward op and, as a second root, every batch_norm_grad reading its saved statistics
+_BN = Node("bn", "batch_norm", ins={"X": "x"}, outs={"SavedMean?": "saved_mean"})
+_GRADS = Node("grads", "batch_norm_grad", ins={"*": "saved_mean"}, many=True)
+_ONE_REPLICA = Pattern("one replica", (_BN,),
+                       (Never("one replica: batch statistics are already global"),))
+_ORPHAN_GRAD = Pattern("orphan grad", (Node("grad", "batch_norm_grad", where=_dynamic),),
+                       (Never("batch_norm_grad without its forward batch_norm"),))
+
+
+def _sync(nranks: int) -> Pattern:
+    def rewrite(m: Match, ctx: PassContext) -> None:
+        retype(ctx, m.bn, "sync_batch_norm", nranks=nranks)
+        ctx.count("synced")
+        for g in m.grads:
+            retype(ctx, g, "sync_batch_norm_grad", nranks=nranks)
+            ctx.count("synced grad")
+
+    return Pattern("sync", (_BN, _GRADS), (
+        Check(lambda m, ctx: not _frozen_stats(m.bn),
+              "is_test or use_global_stats: running statistics, nothing to sync"),
+        # sync_batch_norm has no LoD rule (docs/lod.md)
+        DenseValue("x", "batch_norm on a LoD value: statistics stay per replica"),
+    ), rewrite)
 
 
 @register_pass
@@ -32,40 +64,7 @@ class SyncBatchNorm(Pass):
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         nranks = self.nranks or ctx.num_devices
-        bns = [op for op in graph.ops() if op.type == "batch_norm"]
         if nranks <= 1:
-            if bns:
-                ctx.decline("one replica: batch statistics are already global", len(bns))
-            return
-        synced = set()
-        for bn in bns:
-            if _frozen_stats(bn):
-                ctx.decline("is_test or use_global_stats: running statistics, nothing to sync")
-                continue
-            if bn.input("X").type.lod_level:  # sync_batch_norm has no LoD rule (docs/lod.md)
-                ctx.decline("batch_norm on a LoD value: statistics stay per replica")
-                continue
-            saved = [v for v in (bn.output("SavedMean"), bn.output("SavedVariance")) if v]
-            grads = [u for v in saved for u in graph.user_ops(v) if u.type == "batch_norm_grad"]
-            self._replace(ctx, bn, "sync_batch_norm", nranks)
-            ctx.count("synced")
-            for g in dict.fromkeys(grads):  # unique, in order
-                self._replace(ctx, g, "sync_batch_norm_grad", nranks)
-                ctx.count("synced grad")
-            synced.update(saved)
-        for op in graph.ops():
-            if op.type == "batch_norm_grad" and not _frozen_stats(op) and not (
-                    {op.input("SavedMean"), op.input("SavedVariance")} & synced) \
-                    and not op.input("X").type.lod_level:
-                ctx.decline("batch_norm_grad without its forward batch_norm")
-
-    @staticmethod
-    def _replace(ctx: PassContext, op: Op, new_type: str, nranks: int) -> Op:
-        """The same op under ``new_type``: same inputs (control deps too), outputs and attrs."""
-        inputs = {s: list(vs) for s, vs in op.inputs.items()}
-        outputs = {s: list(vs) for s, vs in op.outputs.items()}
-        inputs.setdefault(CONTROL_SLOT, [])
-        rw = ctx.rewriter
-        rw.erase_op(op, erase_outputs=False)
-        return rw.create_op(new_type, inputs, outputs, {**op.attrs, "nranks": nranks},
-                            derived_from=[op])
+            run_patterns(graph, ctx, [_ONE_REPLICA])
+        else:
+            run_patterns(graph, ctx, [_sync(nranks)], [_ORPHAN_GRAD])

@@ -163,9 +163,8 @@ def parse_pipeline(text: str) -> list[Pass]:
 
 def single_user(graph: Graph, value: Value, keep: set) -> bool:
     """Whether exactly one op reads ``value`` (once) and nothing else needs it."""
-    users = graph._succ[value]
-    return (len(users) == 1 and sum(len(k) for k in users.values()) == 1
-            and value not in keep and not graph.is_output(value))
+    return (graph.num_uses(value) == 1 and value not in keep
+            and not graph.is_output(value))
 
 
 def user_count_reason(graph: Graph, value: Value, keep: set) -> str:
@@ -173,10 +172,8 @@ def user_count_reason(graph: Graph, value: Value, keep: set) -> str:
         return "intermediate is fetched"
     if graph.is_output(value):
         return "intermediate is a graph output"
-    n = sum(len(k) for k in graph._succ[value].values())
-    return f"intermediate has {n} users"
+    return f"intermediate has {graph.num_uses(value)} users"
 
 
 def only_op(graph: Graph, value: Value) -> Op | None:
-    users = list(graph._succ[value])
-    return users[0] if len(users) == 1 else None
+    return graph.sole_user(value)

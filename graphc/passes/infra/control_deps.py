@@ -16,8 +16,7 @@ def token(op: Op):
 
 def depends(graph: Graph, op: Op, on: Op) -> bool:
     """Whether ``op`` already reads (data or control) a value ``on`` defines."""
-    produced = set(graph._succ[on])
-    return any(v in produced for v in graph._pred[op])
+    return graph.reads_output_of(op, on)
 
 
 def add_dependency(ctx: PassContext, op: Op, on: Op) -> bool:
