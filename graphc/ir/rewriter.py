@@ -64,6 +64,24 @@ class Rewriter:
         self._emit("new_value", value=v)
         return v
 
+    def value_of(self, info: VarInfo, version: int, type: TensorType) -> Value:
+        """A value of variable ``info`` at ``version``, the variable added if the graph lacks
+        it (by name: exact names, as a pass that builds a graph from another's pieces needs)."""
+        g = self.graph
+        var = g.vars.get(info.name) or g._new_var(info)
+        v = g._new_value(var, version, type)
+        self._emit("new_value", value=v)
+        return v
+
+    def add_graph_input(self, value: Value) -> None:
+        """Make ``value`` (of this graph, without a producer) an input the step is fed with."""
+        self._check_own(value, "add_graph_input")
+        if self.graph.producer(value) is not None:
+            raise ProgramError(f"%{value.name} has a producer; a graph input cannot")
+        self.graph.inputs.append(value)
+        self.graph._touch()
+        self._emit("set_inputs", values=list(self.graph.inputs))
+
     def new_version(self, of: Value, type: TensorType | None = None) -> Value:
         """The next version of ``of``'s variable (for ops that update state in place)."""
         g = self.graph

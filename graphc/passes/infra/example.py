@@ -26,7 +26,8 @@ def trace(fn: Callable, inputs: InputSpec) -> tuple[Graph, list[Value], list[Val
     """(graph, input values, result values) of ``fn(*inputs)`` built into a fresh program;
     ``inputs`` maps each parameter name to (shape, dtype)."""
     from ...ir import unique_name
-    from ...ir.program import Program, program_guard
+    from ...ir.default_programs import program_guard
+    from ...ir.program import Program
 
     main = Program()
     with program_guard(main, Program()), unique_name.guard():

@@ -89,7 +89,7 @@ class PsGeoServerGraph(Pass):
             ctx.count("blocks")
         rw.set_outputs(outputs)
         for v in list(graph.inputs):
-            if not graph.nx.succ[v] and not graph.is_output(v):
+            if not graph.has_users(v) and not graph.is_output(v):
                 rw.erase_value(v)
         if not work:
             ctx.decline("this server owns no block")

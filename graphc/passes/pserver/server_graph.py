@@ -151,7 +151,7 @@ class PsServerGraph(Pass):
                 outputs.extend(graph.latest(env[s].var.name) for s in state)
                 ctx.count("blocks")
         for v in shared_inputs:  # learning rates; a schedule's counter, in its new version
-            if graph.nx.succ[v]:
+            if graph.has_users(v):
                 v.var.extra.setdefault(SOURCE_KEY, [v.var.name, 0, -1])
                 latest = graph.latest(v.var.name)
                 if latest not in outputs:
@@ -163,7 +163,7 @@ class PsServerGraph(Pass):
                 ctx.count("table learning rates")
         rw.set_outputs(outputs)
         for v in list(graph.inputs):
-            if not graph.nx.succ[v] and not graph.is_output(v):
+            if not graph.has_users(v) and not graph.is_output(v):
                 rw.erase_value(v)
         if not work and not table_lrs:
             ctx.decline("this server owns no block")

@@ -194,6 +194,6 @@ class PsTrainerGraph(Pass):
             ctx.count("optimize ops moved to servers")
         kept = set(outputs)
         for v in list(graph.inputs):
-            if not graph.nx.succ[v] and v.var.kind != "feed" and v not in kept:
+            if not graph.has_users(v) and v.var.kind != "feed" and v not in kept:
                 rw.erase_value(v)
                 ctx.count("state left to servers")

@@ -58,6 +58,7 @@ import numpy as np
 from ...ir.grad_defs import forward_type
 from ...ir.graph import Graph, Op, Value, VarInfo
 from ...ir.opdef import COLLECTIVE, CONTROL_SLOT, OPTIMIZER, RANDOM, get_op_def
+from ...ir.rewriter import Rewriter
 from ..infra.base import Pass, PassContext, register_pass
 from .stack_rolled_state import stack_state
 
@@ -262,7 +263,7 @@ class RollRepeatedLayers(Pass):
                 for slot, vals in graph.op_outputs(op).items():
                     for i, v in enumerate(vals):
                         outside = (v in ctx.keep or graph.is_output(v)
-                                   or any(u not in in_window for u in graph._succ[v]))
+                                   or any(u not in in_window for u in graph.user_ops(v)))
                         if outside:
                             exported[(t, (slot, i))].add(j)
 
@@ -321,29 +322,28 @@ class RollRepeatedLayers(Pass):
               value_at) -> str:
         """Layer 1 as a graph of its own, printed as text IR."""
         body = Graph("layer")
+        rw = Rewriter(body)
         ref = layers[1]
         mapping: dict[Value, Value] = {}
 
         def bval(v: Value, kind: str = "temp") -> Value:
             if v not in mapping:  # the body's inputs are fed by each iteration
-                var = body.vars.get(v.var.name) or body._new_var(
-                    VarInfo(v.var.name, kind, stop_gradient=kind == "feed"))
-                mapping[v] = body._new_value(var, v.version, v.type)
+                info = VarInfo(v.var.name, kind, stop_gradient=kind == "feed")
+                mapping[v] = rw.value_of(info, v.version, v.type)
             return mapping[v]
 
         ref_in = [v for op in ref for vals in graph.op_inputs(op).values() for v in vals]
         inputs = [value_at(0, key) for key in carry_keys]  # layer 1 reads layer 0's outputs
         inputs += [ref_in[groups[seq][0]] for seq in stacked]
         inputs += [ref_in[groups[seq][0]] for seq in consts]
-        body.inputs = [bval(v, "feed") for v in inputs]
-        for t, op in enumerate(ref):
+        for v in inputs:
+            rw.add_graph_input(bval(v, "feed"))
+        for op in ref:
             ins = {s: [bval(v) for v in vs] for s, vs in graph.op_inputs(op).items()}
             outs = {s: [bval(v) for v in vs] for s, vs in graph.op_outputs(op).items()}
-            bop = body._new_op(op.type, dict(op.attrs), None, op.role, (t,))
-            body._connect(bop, ins, outs)
-        body.outputs = [bval(value_at(1, key)) for key in carry_keys]
-        body.outputs += [bval(value_at(1, key)) for key in ys_keys]
-        body._outputs_version += 1
+            rw.create_op(op.type, ins, outs, dict(op.attrs), role=op.role)
+        rw.set_outputs([bval(value_at(1, key)) for key in carry_keys]
+                       + [bval(value_at(1, key)) for key in ys_keys])
         return body.to_text()
 
 
@@ -419,10 +419,10 @@ def fold_stacks(graph: Graph, ctx: PassContext) -> None:
         if new.type != y.type:
             continue  # an unknown (-1) dimension the pieces do not pin down alike
         rw.replace_all_uses(y, new)
-        if not graph._succ[y] and not graph.is_output(y) and y not in ctx.keep:
+        if not graph.has_users(y) and not graph.is_output(y) and y not in ctx.keep:
             rw.erase_op(op)
         ctx.count("stacks folded")
     for op in list(graph.ops()):
-        if op.type == "unstack" and all(not graph._succ[v] and not graph.is_output(v)
+        if op.type == "unstack" and all(not graph.has_users(v) and not graph.is_output(v)
                                         and v not in ctx.keep for v in op.output_values()):
             rw.erase_op(op)

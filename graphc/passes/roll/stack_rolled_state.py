@@ -75,13 +75,10 @@ def stack_state(graph: Graph, ctx: PassContext) -> None:
             ctx.decline(f"'{name}' already exists")
             continue
         first = op.inputs["X"][0].var
-        info = graph._new_var(VarInfo(
-            name, first.kind, first.stop_gradient, first.trainable, first.learning_rate,
-            extra={"stack_of": tuple(members)}))
-        stacked_in = graph._new_value(info, 0, op.output("Y").type)
-        graph.inputs.append(stacked_in)
-        graph._touch()
-        rw._emit("new_value", value=stacked_in)
+        info = VarInfo(name, first.kind, first.stop_gradient, first.trainable,
+                       first.learning_rate, extra={"stack_of": tuple(members)})
+        stacked_in = rw.value_of(info, 0, op.output("Y").type)
+        rw.add_graph_input(stacked_in)
         xs = list(op.inputs["X"])
         if any(map(graph.is_output, xs)):  # a read-only family the graph returns as is
             members_in = set(xs)
