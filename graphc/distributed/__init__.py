@@ -24,6 +24,7 @@ class DistributedError(GraphcError):
     """The distributed runtime cannot start, or was asked for too late."""
 
 
+# process: JAX's distributed runtime is joined once per process (init); its worker env
 _STATE: dict = {"env": None}
 
 

@@ -208,6 +208,7 @@ class Scope:
         return f"<Scope {len(self._vars)} variables>"
 
 
+# process: Paddle's global_scope(), the one default scope (scope_guard swaps it in a block)
 _global_scope = Scope()
 
 
