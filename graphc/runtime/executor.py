@@ -264,20 +264,18 @@ class Executor:
 
     def _execute(self, step: CompiledStep, prep: _Prepared, program: Program, feeds: dict,
                  scope: Scope, return_numpy: bool):
-        names = step.state_names
+        names, guard = step.state_names, prep.state_guards[step]
+        # (a variable held as a Reduce-mode step's rows comes whole if this step wants that)
         try:
-            inputs = scope.gather(names)
+            inputs = scope.gather(names, guard.wanted_shards)
         except KeyError:
             self._initialise_created_state(step, scope)
             scope.prepare_stacked(step)  # stack or split rolled parameters
             try:
-                inputs = scope.gather(names)
+                inputs = scope.gather(names, guard.wanted_shards)
             except KeyError as exc:
                 raise GraphcError(f"variable {exc} is not initialised in the scope; run the "
                                   "startup program first (exe.run(startup_program))") from None
-        guard = prep.state_guards[step]
-        if scope.has_shards():  # some held as a Reduce-mode step's rows: wholes where needed
-            inputs = scope.in_layouts(guard.wanted_shards, inputs)
         placed = guard.check(scope, inputs)
         if placed is not inputs:  # moved onto a data-parallel step's devices: keep them there
             scope.commit(names, placed)

@@ -92,11 +92,15 @@ class Scope:
         return jax.numpy.asarray(from_rows(arr, shard[1]))
 
     # -- the runtime's view (executor, startup): arrays as held, no copies ----------------
-    def gather(self, names) -> list:
-        """The arrays held under ``names`` as they are held (a Reduce-mode step's rows, not
-        wholes); KeyError for a name the scope holds nowhere or only as a stack's row."""
+    def gather(self, names, layouts=None) -> list:
+        """The arrays held under ``names`` as they are held; KeyError for a name the scope
+        holds nowhere or only as a stack's row. ``layouts``: the ``(name, shard)`` a step
+        wants per name: an array held in another layout comes whole (``in_layouts``)."""
         vars_ = self._vars
-        return [vars_[n] for n in names]
+        arrays = [vars_[n] for n in names]
+        if self._shards and layouts is not None:
+            return self.in_layouts(layouts, arrays)
+        return arrays
 
     def commit(self, names, arrays) -> None:
         """Hold ``arrays`` under ``names`` as they are: arrays the runtime made, which the
