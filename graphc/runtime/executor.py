@@ -222,7 +222,8 @@ class Executor:
         leading axis of K, and each fetched value comes back stacked per step, ``[K, ...]``.
         The result equals K single runs (state, fetches and dropout masks alike).
         """
-        runner = getattr(program, "run_in_executor", None)  # (H3: typed server program)
+        # a Program attribute the parameter-server transpiler sets (issue 23: a typed program)
+        runner = getattr(program, "run_in_executor", None)
         if runner is not None and feed is None and not fetch_list:
             # a program that is a loop of its own: exe.run(pserver_program) serves until the
             # trainers complete (the loop runs the same program with feeds: its update step)
@@ -325,7 +326,7 @@ class Executor:
     def _unpack(program):
         """(Program, CompiledProgram or None) for whatever run() was given."""
         if type(program) is Program:  # the common case, without the import below
-            return program, program._data_parallel  # (H3: typed data-parallel program)
+            return program, program._data_parallel  # (issue 23: a typed program object)
         from .compiled_program import CompiledProgram
         program = default_main_program() if program is None else program
         if isinstance(program, CompiledProgram):
