@@ -173,7 +173,7 @@ def worker(args) -> None:
     prog = t.get_trainer_program()
     exe.run(t.get_trainer_startup_program())
     res = _train(exe, prog, loss.name, args, batches(args, vocab, tid),
-                 channel=pserver._TRAINER[0])
+                 channel=pserver.trainer_channel())
     pserver.complete()
     (out / f"trainer{tid}.json").write_text(json.dumps(res))
 

@@ -60,7 +60,6 @@ def breakdown(n_layers: int, roll: bool, feed: np.ndarray) -> dict:
     import graphc as fluid
     from graphc.backends.jax import CompiledStep
     from graphc.backends.precision import with_graphc_x64
-    from graphc.runtime.stacked_state import prepare_for_step
     main, startup, loss = build(n_layers)
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
@@ -75,8 +74,8 @@ def breakdown(n_layers: int, roll: bool, feed: np.ndarray) -> dict:
     def stages():
         step = CompiledStep(graph, [loss.name], donate=True)
         t0 = time.perf_counter()
-        prepare_for_step(step, scope)
-        state = [scope._vars[n] for n in step.state_names]
+        scope.prepare_stacked(step)
+        state = scope.gather(step.state_names)
         out["stack state"] = time.perf_counter() - t0
         split = len(step.updated_names)
         args = (tuple(state[:split]), tuple(state[split:]), (jax.numpy.asarray(feed),), 0)

@@ -126,6 +126,7 @@ def breakdown() -> dict[str, float]:
 
     from graphc.backends.precision import graphc_x64
     from graphc.runtime import executor as ex
+    from graphc.runtime.feed_plan import feed_key
 
     main, startup, loss = build()
     scope, exe = graphc.Scope(), graphc.Executor()
@@ -138,7 +139,7 @@ def breakdown() -> dict[str, float]:
     fetch = (loss.name,)
     prep = exe._prepare(main, None, fetch)
     step = exe.compile(main, feed=feed, fetch_list=[loss])
-    guard, state = prep.state_guards[step], scope._vars
+    guard = prep.state_guards[step]
 
     def t(fn, n=20000):
         return min(timeit.repeat(fn, number=n, repeat=5)) / n * 1e6
@@ -150,13 +151,13 @@ def breakdown() -> dict[str, float]:
     out = {"x64 context (enter + exit)": t(x64)}
     with graphc_x64():
         out["feed checks: cached plan lookup"] = t(
-            lambda: prep.plans[(fetch, ex._feed_key(feed))])
+            lambda: prep.feed.plans[(fetch, feed_key(feed))])
         out["feed checks: full (what a plan saves)"] = t(
-            lambda: exe._step(prep, fetch, exe._check_feed_dict(prep, main, feed, None)[1]))
+            lambda: exe._step(prep, fetch, prep.feed.check_dict(main, feed, None)[1]))
         out["prepare lookup + fetch names"] = t(
             lambda: exe._prepare(*exe._unpack(main), tuple([ex._fetch_name(loss)])))
-        out["state gather from scope"] = t(lambda: [state[n] for n in step.state_names])
-        inputs = [state[n] for n in step.state_names]
+        out["state gather from scope"] = t(lambda: scope.gather(step.state_names))
+        inputs = scope.gather(step.state_names)
         split = len(step.updated_names)
         updated, readonly = tuple(inputs[:split]), tuple(inputs[split:])
         out["state type guard (check + ran)"] = t(
@@ -171,11 +172,11 @@ def breakdown() -> dict[str, float]:
 
         out["jitted call incl. feed transfer + device"] = t(call, 3000)
         fetched, checks = call()
-        state.update(zip(step.updated_names, box[0]))
+        scope.commit(step.updated_names, box[0])
         out["data-check read-back"] = t(
             lambda: any(row[0] for row in np.asarray(checks).tolist()))
-        out["state commit"] = t(lambda: (state.update(zip(step.updated_names, box[0])),
-                                         scope._run_counters.get(main, 0)))
+        out["state commit"] = t(lambda: (scope.commit(step.updated_names, box[0]),
+                                         scope.run_count(main)))
         out["fetch conversion"] = t(lambda: [np.asarray(a) for a in fetched])
         # everything but XLA: the run with its jitted call answered at once
         done = step._jitted(box[0], readonly, (feed["x"], feed["label"]), None)

@@ -132,10 +132,9 @@ class Servers:
 
 @contextlib.contextmanager
 def channel(ch):
-    """Route send/recv ops to ``ch`` for the duration (the runtime's trainer channel)."""
-    from graphc.ops.pserver.lowering import install_channel
-    install_channel(ch)
-    try:
+    """Route send/recv ops to ``ch`` for the duration: host services holding it are in
+    effect for the rules the interpreter runs (an Executor passes its own the same way)."""
+    from graphc.backends.lowering import services_in_effect
+    from graphc.runtime.host_services import HostServices
+    with services_in_effect(HostServices(channel=ch)):
         yield ch
-    finally:
-        install_channel(None)

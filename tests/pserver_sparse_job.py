@@ -132,7 +132,7 @@ def main(out_dir: str) -> None:
         pserver.save_checkpoint(str(out / "ckpt"))
     np.savez(out / f"trainer{tid}.npz", losses=np.array(losses),
              **dense_params(prog, fluid.global_scope()))
-    ch = pserver._TRAINER[0]
+    ch = pserver.trainer_channel()
     (out / f"trainer{tid}.json").write_text(json.dumps(
         {"bytes_sent": ch.bytes_sent, "bytes_received": ch.bytes_received}))
     pserver.complete()  # every push applied (its reply taken)

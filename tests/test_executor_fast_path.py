@@ -14,8 +14,8 @@ import graphc.distributed
 from graphc import layers, optimizer
 from graphc.backends.data_checks import DataError
 from graphc.ir.errors import GraphcError
-from graphc.runtime import executor as executor_module
 from graphc.runtime.executor import Executor, FeedError
+from graphc.runtime.host_services import HostServices, process_services
 
 
 def classifier():
@@ -68,7 +68,7 @@ def test_cached_runs_equal_fully_checked_runs():
     ours = [exe.run(main, feed=f, fetch_list=[loss], scope=scope)[0].item() for f in feeds]
     np.testing.assert_allclose(ours, reference_losses(feeds), rtol=1e-6)
     prep = exe._prepared[main][1][(loss.name,)]  # prepared per fetch list
-    assert len(prep.plans) == 2  # batch 5 and batch 7: one plan per accepted key
+    assert len(prep.feed.plans) == 2  # batch 5 and batch 7: one plan per accepted key
 
 
 @pytest.mark.parametrize("change, message", [
@@ -132,10 +132,11 @@ def test_state_checked_per_scope(trained):
 
 
 def test_run_is_not_wrapped_by_other_modules():
-    # graphc.io and graphc.distributed use the executor's hooks, not wrappers of run()
+    # graphc.io and graphc.distributed use the host services, not wrappers of run()
     assert Executor.run.__module__ == "graphc.runtime.executor"
     assert Executor.run.__wrapped__.__qualname__ == "Executor.run"
-    assert graphc.io._feed_from_bound_loaders in executor_module._FEED_PROVIDERS
+    assert graphc.io._feed_from_bound_loaders in process_services().feed_providers
+    assert Executor().services is process_services()
 
 
 def test_feed_provider_gives_the_feed_of_a_run_without_one(trained):
@@ -148,13 +149,14 @@ def test_feed_provider_gives_the_feed_of_a_run_without_one(trained):
         asked.append(program)
         return feed if program is main else None
 
-    executor_module.add_feed_provider(provider)
-    try:
-        got = exe.run(main, fetch_list=[loss], scope=scope)[0]
-    finally:
-        executor_module._FEED_PROVIDERS.remove(provider)
+    # an Executor with services of its own: the provider is not added process-wide
+    services = process_services().replace()
+    services.add_feed_provider(provider)
+    mine = Executor(services=services)
+    got = mine.run(main, fetch_list=[loss], scope=scope)[0]
     assert asked == [main]
     np.testing.assert_allclose(got.item(), want, rtol=1e-6)
+    assert provider not in process_services().feed_providers
 
 
 def test_collective_wait_wraps_every_run(trained):
@@ -171,25 +173,22 @@ def test_collective_wait_wraps_every_run(trained):
         def __exit__(self, *exc):
             entered.append("exit")
 
-    executor_module.set_collective_wait(Wait)
-    try:
-        exe.run(main, feed=good_feed(), fetch_list=[loss], scope=scope)
-        with pytest.raises(FeedError):
-            exe.run(main, feed={}, fetch_list=[loss], scope=scope)
-    finally:
-        executor_module.set_collective_wait(None)
+    waited = Executor(services=HostServices(collective_wait=Wait))
+    waited.run(main, feed=good_feed(), fetch_list=[loss], scope=scope)
+    with pytest.raises(FeedError):
+        waited.run(main, feed={}, fetch_list=[loss], scope=scope)
     assert entered == ["Executor.run", "exit", "Executor.run", "exit"]
-    exe.run(main, feed=good_feed(), fetch_list=[loss], scope=scope)
+    exe.run(main, feed=good_feed(), fetch_list=[loss], scope=scope)  # the process's: none
     assert len(entered) == 4
 
 
-def test_distributed_sets_the_watchdog_hooks():
-    from graphc.backends.jax import data_parallel
+def test_distributed_sets_the_watchdog_on_the_process_services():
     from graphc.distributed import watchdog
+    services = process_services()
     try:
         graphc.distributed._mark_multiprocess_steps()
-        assert executor_module._COLLECTIVE_WAIT[0] is watchdog.waiting
-        assert data_parallel._COLLECTIVE_WAIT[0] is watchdog.waiting
+        assert services.collective_wait is watchdog.waiting
+        # the steps an Executor builds carry its services (a data-parallel step waits there)
+        assert Executor().services.collective_wait is watchdog.waiting
     finally:
-        executor_module.set_collective_wait(None)
-        data_parallel.set_collective_wait(None)
+        services.collective_wait = None

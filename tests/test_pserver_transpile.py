@@ -330,30 +330,33 @@ def test_trainer_program_runs_its_exchange_in_order_inside_one_compiled_step():
     """The trainer program under the ordinary Executor, with a loopback channel: the ordered
     host callbacks run send, send_barrier, recv, fetch_barrier, and what recv returns
     becomes the parameters; a GEO program calls its exchange once per step."""
-    from graphc.ops.pserver.lowering import install_channel
+    from graphc.backends.lowering import LoweringError
+    from graphc.runtime.host_services import HostServices
     main, startup = build()
     ch = _LoopbackChannel()
-    install_channel(ch)
-    try:
-        t = Transpiler(EPS, trainers=2).transpile(main, startup)
-        exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
-        exe.run(startup, scope=scope)
-        rng = np.random.default_rng(1)
-        feed = {"x": rng.standard_normal((4, 128)).astype("float32"),
-                "y": rng.standard_normal((4, 1)).astype("float32")}
-        exe.run(t.trainer_program(), feed=feed, scope=scope)
-        assert ch.calls == ["send", "send_barrier", "recv", "fetch_barrier"]
-        w = np.asarray(scope["fc_0.w_0"])
-        grad = np.concatenate([ch.sent["fc_0.w_0@GRAD.block0"], ch.sent["fc_0.w_0@GRAD.block1"]])
-        np.testing.assert_array_equal(w, grad + 1)
-        np.testing.assert_array_equal(np.asarray(scope["fc_1.b_0"]), ch.sent["fc_1.b_0@GRAD"] + 1)
-        geo = Transpiler(EPS, trainers=2, geo_push_nums=3).transpile(main, startup)
-        for step in (1, 2):
-            exe.run(geo.trainer_program(), feed=feed, scope=scope)
-            assert ch.geo_calls == step
-            np.testing.assert_array_equal(np.asarray(scope["fc_0.b_0"]), step)
-    finally:
-        install_channel(None)
+    # the channel comes with this Executor's services: nothing process-wide is installed
+    t = Transpiler(EPS, trainers=2).transpile(main, startup)
+    exe = fluid.Executor(fluid.CPUPlace(), services=HostServices(channel=ch))
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    rng = np.random.default_rng(1)
+    feed = {"x": rng.standard_normal((4, 128)).astype("float32"),
+            "y": rng.standard_normal((4, 1)).astype("float32")}
+    exe.run(t.trainer_program(), feed=feed, scope=scope)
+    assert ch.calls == ["send", "send_barrier", "recv", "fetch_barrier"]
+    w = np.asarray(scope["fc_0.w_0"])
+    grad = np.concatenate([ch.sent["fc_0.w_0@GRAD.block0"], ch.sent["fc_0.w_0@GRAD.block1"]])
+    np.testing.assert_array_equal(w, grad + 1)
+    np.testing.assert_array_equal(np.asarray(scope["fc_1.b_0"]), ch.sent["fc_1.b_0@GRAD"] + 1)
+    geo = Transpiler(EPS, trainers=2, geo_push_nums=3).transpile(main, startup)
+    for step in (1, 2):
+        exe.run(geo.trainer_program(), feed=feed, scope=scope)
+        assert ch.geo_calls == step
+        np.testing.assert_array_equal(np.asarray(scope["fc_0.b_0"]), step)
+    # another Executor, with services of its own, shares none of it: its step cannot lower
+    other = fluid.Executor(fluid.CPUPlace(), services=HostServices())
+    with pytest.raises(LoweringError, match="no parameter-server trainer"):
+        other.run(t.trainer_program(), feed=feed, scope=scope)
 
 
 def test_nccl2_mode_is_graphcs_collective_path():
@@ -385,7 +388,7 @@ def test_nccl2_mode_is_graphcs_collective_path():
 def test_trainer_startup_pulls_the_initial_parameters_from_the_servers():
     """Transpiler.trainer_startup (fleet's worker startup_program): after the initialisers,
     recv (initial) + fetch_barrier + concat replace each parameter by the servers' blocks."""
-    from graphc.ops.pserver.lowering import install_channel
+    from graphc.runtime.host_services import HostServices
     main, startup = build()
     t = Transpiler(EPS, trainers=2).transpile(main, startup)
     ch = _LoopbackChannel()
@@ -393,21 +396,17 @@ def test_trainer_startup_pulls_the_initial_parameters_from_the_servers():
         shape = main.global_block().var(name).shape
         for b in blocks:
             ch.shapes[b[1]] = (b[4] - b[3], *shape[1:])
-    install_channel(ch)
-    try:
-        prog = t.trainer_startup()
-        ops = [op.type for op in prog.global_block().ops]
-        tail = ops[ops.index("recv"):]
-        assert tail == ["recv"] * 4 + ["fetch_barrier"] + ["concat"] * 4
-        scope = fluid.Scope()
-        fluid.Executor(fluid.CPUPlace()).run(prog, scope=scope)
-        w = np.asarray(scope["fc_0.w_0"])
-        np.testing.assert_array_equal(w[:64], 100.0)  # block 0
-        np.testing.assert_array_equal(w[64:], 101.0)  # block 1
-        np.testing.assert_array_equal(np.asarray(scope["fc_1.b_0"]), 100.0)
-        assert float(np.asarray(scope["learning_rate_0"])[0]) == pytest.approx(0.05)
-    finally:
-        install_channel(None)
+    prog = t.trainer_startup()
+    ops = [op.type for op in prog.global_block().ops]
+    tail = ops[ops.index("recv"):]
+    assert tail == ["recv"] * 4 + ["fetch_barrier"] + ["concat"] * 4
+    scope = fluid.Scope()
+    fluid.Executor(fluid.CPUPlace(), services=HostServices(channel=ch)).run(prog, scope=scope)
+    w = np.asarray(scope["fc_0.w_0"])
+    np.testing.assert_array_equal(w[:64], 100.0)  # block 0
+    np.testing.assert_array_equal(w[64:], 101.0)  # block 1
+    np.testing.assert_array_equal(np.asarray(scope["fc_1.b_0"]), 100.0)
+    assert float(np.asarray(scope["learning_rate_0"])[0]) == pytest.approx(0.05)
 
 
 def test_row_sparse_gradients_travel_as_rows_and_update_as_locally():

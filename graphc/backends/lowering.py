@@ -5,8 +5,10 @@ A rule takes a RuleContext and the op's inputs by slot and returns its outputs b
 
 from __future__ import annotations
 
+import contextlib
 import zlib
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any
 
 import jax
@@ -69,8 +71,25 @@ def replica_groups(nranks: int, inter_nranks: int) -> int | None:
     return inter_nranks if 1 < inter_nranks < nranks and nranks % inter_nranks == 0 else None
 
 
+# The host services (runtime/host_services.py) of the step being traced: the step builder
+# sets them around its trace (``services_in_effect``), so a rule reads the services of the
+# Executor that builds the step, never a module slot; unset outside a trace (None).
+_TRACING_SERVICES: ContextVar = ContextVar("graphc_host_services", default=None)
+
+
+@contextlib.contextmanager
+def services_in_effect(services):
+    """Rules traced inside the block see ``services`` as ``c.services``."""
+    token = _TRACING_SERVICES.set(services)
+    try:
+        yield services
+    finally:
+        _TRACING_SERVICES.reset(token)
+
+
 class RuleContext:
-    """What a rule sees besides its inputs: attrs, output types, randomness, replicas."""
+    """What a rule sees besides its inputs: attrs, output types, randomness, replicas, and
+    the host services of the step being built (``services``: None outside a step)."""
 
     __slots__ = ("op_type", "attrs", "out_types", "where", "seed_key", "step", "replicas")
 
@@ -81,6 +100,11 @@ class RuleContext:
 
     def __getitem__(self, name: str) -> Any:
         return self.attrs[name]
+
+    @property
+    def services(self):
+        """The HostServices of the Executor whose step is being traced (None: none)."""
+        return _TRACING_SERVICES.get()
 
     def out_dtype(self, slot: str, i: int = 0):
         return jnp.dtype(self.out_types[slot][i].dtype)

@@ -217,6 +217,14 @@ class DatasetBase:
         self.thread_num = 1
         self.use_vars: list[Variable] = []
 
+    def run_with_executor(self, exe, program, scope, thread: int, debug: bool, fetch_list,
+                          fetch_info, print_period: int, fetch_handler, desc: str):
+        """``exe.train_from_dataset`` / ``exe.infer_from_dataset`` (``desc``: "train" or
+        "infer") dispatch here, so the runtime never imports this module."""
+        run = train_from_dataset if desc == "train" else infer_from_dataset
+        return run(exe, program, self, scope, thread, debug, fetch_list, fetch_info,
+                   print_period, fetch_handler)
+
     def set_filelist(self, filelist) -> None:
         """The data files, read in this order."""
         if isinstance(filelist, str | os.PathLike):

@@ -47,8 +47,9 @@ per device for a data-parallel program (Paddle reads one batch per device), K of
 ``num_iteration_per_run = K``. When none is left the run raises ``EOFException``
 (``fluid.core.EOFException``) and changes nothing; ``loader.reset()`` ends the epoch:
 ``loader.start(); try: while True: exe.run(main) except EOFException: loader.reset()``.
-(graphc.io registers a feed provider with the executor at import
-(``runtime.executor.add_feed_provider``) that reads from bound loaders.)
+(graphc.io adds a feed provider that reads from bound loaders to the process's host
+services at import (``runtime.host_services``); an Executor given its own services reads
+from loaders only if they hold that provider too.)
 
 ``places`` that name a device more than once (``[CPUPlace()] * 2``) give one batch per
 place: each item is a list of feeds, batch i on place i (a trailing group smaller than the
@@ -77,7 +78,7 @@ import numpy as np
 from ..ir.default_programs import default_main_program
 from ..ir.program import Program, Variable
 from ..runtime.checkpoint import CheckpointError
-from ..runtime.executor import add_feed_provider
+from ..runtime.host_services import process_services
 from ..runtime.run_as import DATA_PARALLEL
 from .loader_epoch import (  # noqa: F401  (_var_dtype, to_feed_array: used by graphc.dataset)
     DataLoaderError,
@@ -295,8 +296,9 @@ class DataLoader:
 
 
 # -- non-iterable loaders: exe.run(program) without a feed reads from them -----------------
-# Program -> weak references to the loaders built on it (a loader holds its program through
-# its feed variables, so a strong reference here would keep both alive for ever).
+# side table: Program -> weak references to the loaders built on it, a fact about each
+# Program kept beside it (a loader holds its program through its feed variables, so a
+# strong reference here would keep both alive for ever).
 _BOUND: WeakKeyDictionary = WeakKeyDictionary()
 
 
@@ -342,12 +344,12 @@ def _concat(values: list, name: str):
 
 
 def _feed_from_bound_loaders(program_or_compiled):
-    """The executor's feed provider (runtime.executor.add_feed_provider): a run without a
+    """The executor's feed provider (HostServices.add_feed_provider): a run without a
     feed reads from the program's non-iterable loaders (Paddle's reader ops)."""
     return feed_from_loaders(program_or_compiled) if _BOUND else None
 
 
-add_feed_provider(_feed_from_bound_loaders)
+process_services().add_feed_provider(_feed_from_bound_loaders)
 
 
 class PyReader(DataLoader):

@@ -126,7 +126,7 @@ def _stage(variables, dirname: str, staged: Scope) -> None:
 def _commit(staged: Scope, scope: Scope | None) -> None:
     scope = global_scope() if scope is None else scope
     for name in staged.keys():
-        scope[name] = staged._vars[name]
+        scope[name] = staged.held(name)
 
 
 # -- save_vars family ------------------------------------------------------------------------

@@ -24,6 +24,7 @@ class DistributedError(GraphcError):
     """The distributed runtime cannot start, or was asked for too late."""
 
 
+# process: JAX's distributed runtime is joined once per process (init); its worker env
 _STATE: dict = {"env": None}
 
 
@@ -105,14 +106,13 @@ def _mark_multiprocess_steps() -> None:
     """``Executor.run`` and a multi-process data-parallel step count as collective waits for
     the watchdog (a step's collectives may be waited on anywhere in ``run``: fetches, checks).
 
-    Both offer a hook for it (``set_collective_wait``), set here, once, when a process joins
-    a job of several, so that a single process pays nothing.
+    The process's host services carry it (``collective_wait``, runtime/host_services.py):
+    set here, once, when a process joins a job of several, so that a single process pays
+    nothing; Executors made with services of their own take it only if those hold it.
     """
-    from ..backends.jax import data_parallel
-    from ..runtime import executor
+    from ..runtime.host_services import process_services
 
-    executor.set_collective_wait(watchdog.waiting)
-    data_parallel.set_collective_wait(watchdog.waiting)
+    process_services().collective_wait = watchdog.waiting
 
 
 def _coordinator_by_mpi(env: WorkerEnv) -> str:

@@ -21,6 +21,7 @@ log = logging.getLogger("graphc.distributed")
 __all__ = ["DistributedStrategy", "distributed_optimizer", "init", "is_first_worker",
            "worker_index", "worker_num", "barrier_worker"]
 
+# process: Paddle's fleet is one object per process (fleet.init, then fleet.main_program)
 _FLEET: dict = {"initialized": False, "main": None, "startup": None}
 
 

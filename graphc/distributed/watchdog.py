@@ -68,7 +68,9 @@ class _State:
         self.since = 0.0
 
 
+# process: the watchdog watches this process's main thread and ends the process
 _STATE = _State()
+# process: its one thread per process (started once)
 _STARTED: dict = {"thread": None}
 
 

@@ -28,9 +28,10 @@ __all__ = ["compilation_cache_dir", "default_cache_dir", "ensure_compilation_cac
            "set_compilation_cache"]
 
 _OFF = ("0", "off", "false", "no")
+_UNSET = object()
+# process: mirrors JAX's own process-wide cache setting (jax.config), set once per process:
 # [done, the directory graphc set (None: it set nothing), the choice set_compilation_cache
 # made (a path, None for off), or _UNSET to read the environment]
-_UNSET = object()
 _state: list = [False, None, _UNSET]
 
 

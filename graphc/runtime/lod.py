@@ -13,6 +13,7 @@ from ..ir.errors import GraphcError
 from ..ir.types import MAX_LOD_LEVEL, TensorType, dims_compatible
 from .feeds import FeedError, convert_feed
 
+# process: a process-wide setting (the environment, or set_min_bucket).
 # The smallest token bucket: a batch of T tokens is padded to max(MIN_BUCKET, 2**ceil(log2 T))
 # rows, so batches of random lengths compile at most log2(max T / MIN_BUCKET) + 1 steps.
 MIN_BUCKET = int(os.environ.get("GRAPHC_LOD_MIN_BUCKET", "16"))

@@ -14,7 +14,7 @@ import numpy as np
 
 from ..backends.precision import with_graphc_x64
 from ..ir.errors import GraphcError
-from .stacked_state import StateDict
+from .stacked_state import StateDict, prepare_for_step
 
 
 class ScopeError(GraphcError):
@@ -91,6 +91,65 @@ class Scope:
         from ..backends.jax import from_rows
         return jax.numpy.asarray(from_rows(arr, shard[1]))
 
+    # -- the runtime's view (executor, startup): arrays as held, no copies ----------------
+    def gather(self, names, layouts=None) -> list:
+        """The arrays held under ``names`` as they are held; KeyError for a name the scope
+        holds nowhere or only as a stack's row. ``layouts``: the ``(name, shard)`` a step
+        wants per name: an array held in another layout comes whole (``in_layouts``)."""
+        vars_ = self._vars
+        arrays = [vars_[n] for n in names]
+        if self._shards and layouts is not None:
+            return self.in_layouts(layouts, arrays)
+        return arrays
+
+    def commit(self, names, arrays) -> None:
+        """Hold ``arrays`` under ``names`` as they are: arrays the runtime made, which the
+        scope owns (no copy, unlike ``scope[name] = array``); a stack member's lands in its
+        row. Layouts (``set_shards``) are the caller's to update."""
+        self._vars.update(zip(names, arrays))
+
+    def holds(self, name: str) -> bool:
+        """Whether ``name`` has an array of its own (not only a row of a stack)."""
+        return name in self._vars
+
+    def held(self, name: str):
+        """The array held under ``name``, as held (KeyError when it has none of its own)."""
+        return self._vars[name]
+
+    def has_shards(self) -> bool:
+        """Whether some variable is held as a Reduce-mode data-parallel step's rows."""
+        return bool(self._shards)
+
+    def set_shards(self, layouts) -> None:
+        """Record how each ``(name, shard)`` of ``layouts`` is now held: ``shard`` is
+        ``(nranks, whole shape)`` for a Reduce-mode step's rows, None for a whole tensor."""
+        shards = self._shards
+        for name, shard in layouts:
+            if shard is not None:
+                shards[name] = shard
+            else:
+                shards.pop(name, None)
+
+    def in_layouts(self, layouts, arrays: list) -> list:
+        """``arrays`` (as held under the names of ``layouts``), each whole where its
+        ``(name, shard)`` wants another layout than the scope holds it in: a step on one
+        device, all-reduce, or another device count places the whole tensor as it needs."""
+        shards = self._shards
+        return [self.whole(name) if name in shards and shards[name] != want else arr
+                for (name, want), arr in zip(layouts, arrays)]
+
+    def prepare_stacked(self, step) -> None:
+        """Hold what ``step`` reads in the form it reads it: stack members it reads alone
+        split out, stacks it reads built from their members (stacked_state.py)."""
+        prepare_for_step(step, self._vars, self._shards, self)
+
+    def run_count(self, program) -> int:
+        """How many steps of ``program`` ran against this scope (keys its randomness)."""
+        return self._run_counters.get(program, 0)
+
+    def set_run_count(self, program, count: int) -> None:
+        self._run_counters[program] = count
+
     def find_var(self, name: str) -> ScopeVar | None:
         return ScopeVar(Tensor(self, name)) if name in self else None
 
@@ -110,7 +169,7 @@ class Scope:
         # them: the caller may read its array again, or set it under a second name too (one
         # buffer under two names cannot be donated twice), so a jax array is copied. numpy
         # values and lists become new device buffers anyway; the executor's own outputs go
-        # into _vars directly and are donated as they are.
+        # in through ``commit`` and are donated as they are.
         if isinstance(array, jax.Array):
             array = array.copy()
         try:
@@ -153,6 +212,7 @@ class Scope:
         return f"<Scope {len(self._vars)} variables>"
 
 
+# process: Paddle's global_scope(), the one default scope (scope_guard swaps it in a block)
 _global_scope = Scope()
 
 

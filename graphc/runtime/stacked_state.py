@@ -105,9 +105,10 @@ class StackedState:
             del self.rows[m]
             dict.__setitem__(vars_, m, place(rows[r]))
 
-    def build(self, scope, name: str, members: tuple[str, ...], type_) -> None:
-        """Stack the members (from wherever the scope holds them) into ``name``."""
-        vars_ = scope._vars
+    def build(self, vars_: dict, shards: dict, scope, name: str, members: tuple[str, ...],
+              type_) -> None:
+        """Stack the members (from wherever ``scope`` holds them: ``vars_``, its arrays;
+        ``shards``, its row layouts) into ``name``."""
         for holder in {self.rows[m][0] for m in members if m in self.rows}:
             self.split(vars_, holder)
         arrays = [scope.whole(m) for m in members]
@@ -122,7 +123,7 @@ class StackedState:
         dict.__setitem__(vars_, name, place(np.stack([np.asarray(a) for a in arrays])))
         for r, m in enumerate(members):
             del vars_[m]
-            scope._shards.pop(m, None)
+            shards.pop(m, None)
             self.rows[m] = (name, r)
         self.stacks[name] = tuple(members)
 
@@ -134,12 +135,12 @@ class StackedState:
         return out
 
 
-def prepare_for_step(step, scope) -> None:
-    """Make the scope hold what ``step`` reads in the form it reads it: members a step
-    reads on their own are split out of their stack; a stacked variable the scope lacks
-    is stacked from its members (once; later steps find it in place)."""
-    held = scope._stacked
-    vars_ = scope._vars
+def prepare_for_step(step, vars_: StateDict, shards: dict, scope) -> None:
+    """Make ``scope`` (its arrays ``vars_``, its row layouts ``shards``: Scope.prepare_stacked
+    passes them) hold what ``step`` reads in the form it reads it: members a step reads on
+    their own are split out of their stack; a stacked variable the scope lacks is stacked
+    from its members (once; later steps find it in place)."""
+    held = vars_.held
     values = step.updated_inputs + step.readonly_inputs
     for v in values:  # first split, so a stack to build may take members of another
         if v.var.name not in vars_ and v.var.name in held.rows:
@@ -154,4 +155,4 @@ def prepare_for_step(step, scope) -> None:
                     f"variable '{missing[0]}' (row {members.index(missing[0])} of stacked "
                     f"state '{v.var.name}'{more}) is not initialised in the scope; run the "
                     "startup program first (exe.run(startup_program))")
-            held.build(scope, v.var.name, tuple(members), v.type)
+            held.build(vars_, shards, scope, v.var.name, tuple(members), v.type)

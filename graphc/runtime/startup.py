@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import jax
@@ -29,6 +30,7 @@ import numpy as np
 
 from ..backends.data_checks import collecting
 from ..backends.evaluate import evaluate, op_seed
+from ..backends.lowering import services_in_effect
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Op, Value
 from .compile_cache import ensure_compilation_cache
@@ -42,7 +44,9 @@ from .startup_draws import (
 
 __all__ = ["run_grouped_startup", "use_grouped_startup"]
 
-_ENABLED = [True]
+# Whether startup programs run grouped: a context-scoped setting (use_grouped_startup), not a
+# module slot, so a block that turns it off affects only its own thread and is undone on exit.
+_GROUPED: ContextVar = ContextVar("graphc_grouped_startup", default=True)
 # Elements per flat draw: bounds the draw's temporaries (a few bytes per element).
 _CHUNK = 1 << 26
 # Ops that pass their input on unchanged (no arithmetic XLA could fold across).
@@ -53,12 +57,11 @@ _EXACT_COPIES = frozenset({"assign"})
 def use_grouped_startup(enabled: bool):
     """Within the block, startup programs run grouped (True, the default) or as one XLA
     computation of all their ops (False: the original path, kept for comparison)."""
-    old = _ENABLED[0]
-    _ENABLED[0] = bool(enabled)
+    token = _GROUPED.set(bool(enabled))
     try:
         yield
     finally:
-        _ENABLED[0] = old
+        _GROUPED.reset(token)
 
 
 def _frozen(x):
@@ -178,13 +181,14 @@ def _plan(graph: Graph) -> _Plan:
                  outputs=list(graph.outputs), grouped=len(grouped))
 
 
-def _rest_fn(graph: Graph, plan: _Plan):
+def _rest_fn(graph: Graph, plan: _Plan, services):
     ops, state, given, outs = plan.rest, plan.rest_state, plan.rest_given, plan.rest_outputs
 
     def rest(state_arrays, given_arrays, step):
         env = dict(zip(state, state_arrays))
         env.update(zip(given, given_arrays))
-        with collecting() as reports:
+        # the executor's host services, as its steps give them (a trainer's recv ops)
+        with collecting() as reports, services_in_effect(services):
             evaluate(graph, env, step, None, ops=ops)
         if reports:  # data checks need the step machinery: the caller falls back
             raise _HasChecks
@@ -214,7 +218,7 @@ def run_grouped_startup(exe, program, scope) -> bool:
     """Run ``program`` (no feeds, no fetches, one device) grouped into ``scope``; False when
     it is not a startup program (fewer ops to group than others: a main program run without
     feeds), or cannot run grouped, and the executor runs it whole."""
-    if not _ENABLED[0]:
+    if not _GROUPED.get():
         return False
     prep = exe._prepare(program)
     plan = getattr(prep, "startup_plan", None)
@@ -222,7 +226,7 @@ def run_grouped_startup(exe, program, scope) -> bool:
         plan = prep.startup_plan = _plan(prep.graph)
     if plan.declined or prep.read_feeds or plan.grouped <= len(plan.rest):
         return False  # not a startup program: nothing (or too little) to group
-    step = scope._run_counters.get(program, 0)
+    step = scope.run_count(program)
     ensure_compilation_cache()
     with contextlib.ExitStack() as stack:
         if not exe._on_default_device:
@@ -230,12 +234,12 @@ def run_grouped_startup(exe, program, scope) -> bool:
         env = _grouped_values(plan, step)
         if plan.rest:
             try:
-                state = [scope._vars[v.var.name] for v in plan.rest_state]
+                state = scope.gather([v.var.name for v in plan.rest_state])
             except KeyError as exc:
                 raise GraphcError(f"variable {exc} is not initialised in the scope; the "
                                   "startup program reads it") from None
             if plan.rest_fn is None:
-                plan.rest_fn = _rest_fn(prep.graph, plan)
+                plan.rest_fn = _rest_fn(prep.graph, plan, exe.services)
             try:
                 made = plan.rest_fn(tuple(state), tuple(env[v] for v in plan.rest_given), step)
             except _HasChecks:
@@ -243,9 +247,9 @@ def run_grouped_startup(exe, program, scope) -> bool:
                 return False
             env.update(zip(plan.rest_outputs, made))
     # Only now, with every value computed, does the scope change (as after a step).
-    for v in plan.outputs:
-        if v in env:
-            scope._vars[v.var.name] = env[v]
-            scope._shards.pop(v.var.name, None)
-    scope._run_counters[program] = step + 1
+    made = [v for v in plan.outputs if v in env]
+    scope.commit([v.var.name for v in made], [env[v] for v in made])
+    if scope.has_shards():  # written whole
+        scope.set_shards([(v.var.name, None) for v in made])
+    scope.set_run_count(program, step + 1)
     return True

@@ -82,6 +82,7 @@ def _flat(kinds: tuple[str, ...], dtype: str, n_pad: int):
     return jax.jit(fn)
 
 
+# cache: the jitted flat draw per (kinds, dtype, padded size); pure functions of the key
 _FLAT: dict[tuple, object] = {}
 
 

@@ -78,22 +78,12 @@ def from_rows(rows, shape) -> np.ndarray:
 # for its own outputs once every SYNC_EVERY calls, so at most that many are ever in flight.
 SYNC_EVERY = 8
 
-# ``wait(label) -> context manager`` entered around a multi-process step's call, where its
-# collectives are waited on; None: nothing. graphc.distributed sets its collective-deadline
-# watchdog here (set_collective_wait) when a process joins a job of several.
-_COLLECTIVE_WAIT: list = [None]
-
-
-def set_collective_wait(wait) -> None:
-    """Run every multi-process step inside ``wait("a data-parallel step")`` (None: not)."""
-    _COLLECTIVE_WAIT[0] = wait
-
-
 class DataParallelStep(CompiledStep):
     """A CompiledStep whose graph runs once per device of ``devices`` (see the module doc)."""
 
     def __init__(self, graph: Graph, fetch: Sequence, devices: Sequence, inter_nranks: int = 0,
-                 donate: bool = True, num_iterations: int = 1, check_data: bool = True):
+                 donate: bool = True, num_iterations: int = 1, check_data: bool = True,
+                 services=None):
         self.devices = list(devices)
         # a group size that forms no groups is a flat all-reduce (the pass declined it)
         self.replicas = Replicas(len(self.devices), replica_groups(len(self.devices),
@@ -103,7 +93,7 @@ class DataParallelStep(CompiledStep):
         me = jax.process_index()
         self.local_devices = [d for d in self.devices if d.process_index == me]
         self.multiprocess = len(self.local_devices) != len(self.devices)
-        super().__init__(graph, fetch, donate, num_iterations, check_data)
+        super().__init__(graph, fetch, donate, num_iterations, check_data, services)
         batch = P(Replicas.AXES) if num_iterations == 1 else P(None, Replicas.AXES)
         self.feed_sharding = NamedSharding(self.mesh, batch)
         self._calls = 0
@@ -151,7 +141,9 @@ class DataParallelStep(CompiledStep):
             if self._calls % SYNC_EVERY == 0:
                 jax.block_until_ready(out)
             return out
-        wait = _COLLECTIVE_WAIT[0]
+        # a multi-process step waits on its collectives here: under the services' deadline
+        # (graphc.distributed's watchdog, set when the process joined its job)
+        wait = None if self.services is None else self.services.collective_wait
         if wait is None:
             return self._call_multiprocess(updated, readonly, feeds, step)
         with wait("a data-parallel step"):

@@ -26,6 +26,7 @@ from ..data_checks import InvalidReport, collecting, ok, over_iterations, summar
 from ..evaluate import evaluate, evaluate_op
 from ..interpreter import resolve_fetch
 from ..lod import LoDArray
+from ..lowering import services_in_effect
 from ..precision import with_graphc_x64
 from ..selected_rows import SelectedRows
 
@@ -47,11 +48,14 @@ class CompiledStep:
     ``check_sites`` the reports they stand for (filled when the step is traced, on its
     first call). When one found a bad value the step's new updated state equals its old.
     ``check_data=False`` builds the step without them (``checks`` is then ``[0, 4]``).
+    ``services``: the runtime's HostServices, which the rules see (``c.services``) whenever
+    the step is traced (a parameter server's channel, a collective deadline).
     """
 
     def __init__(self, graph: Graph, fetch: Sequence, donate: bool = True,
-                 num_iterations: int = 1, check_data: bool = True):
+                 num_iterations: int = 1, check_data: bool = True, services=None):
         self.graph = graph
+        self.services = services
         self.fetch_values = [resolve_fetch(graph, f) for f in fetch]
         final = {v.var.name: v for v in graph.outputs}
         state_inputs = [v for v in graph.inputs if v.var.kind != "feed"]
@@ -92,13 +96,25 @@ class CompiledStep:
                         f"cannot run {num_iterations} iterations per call: state "
                         f"'{v.var.name}' is read as {v.type} but written as {out.type}, so "
                         "the next iteration could not read it")
-        self._jitted = self._jit(self._step if num_iterations == 1 else self._steps)
+        self._jitted = self._jit(self._traced_with_services(
+            self._step if num_iterations == 1 else self._steps))
 
     # what collective ops see: None on one device (data_parallel.py maps steps over several)
     replicas = None
 
     def _jit(self, body):
         return jax.jit(body, donate_argnums=(0,) if self.donate else ())
+
+    def _traced_with_services(self, body):
+        """``body`` with this step's services in effect whenever JAX traces it (its first
+        call, a retrace, ``lowered_text``), so its rules read them and nothing else."""
+        services = self.services
+
+        def traced(*args):
+            with services_in_effect(services):
+                return body(*args)
+
+        return traced
 
     def _split_updates(self) -> None:
         """Split the ops for data checks: ``_update_ops`` are the ops whose outputs are all
@@ -346,5 +362,6 @@ def _is_random(op: Op) -> bool:
 
 
 def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True,
-                 num_iterations: int = 1, check_data: bool = True) -> CompiledStep:
-    return CompiledStep(graph, fetch, donate, num_iterations, check_data)
+                 num_iterations: int = 1, check_data: bool = True,
+                 services=None) -> CompiledStep:
+    return CompiledStep(graph, fetch, donate, num_iterations, check_data, services)

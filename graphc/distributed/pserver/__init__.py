@@ -2,15 +2,14 @@
 the wire protocol, the server loop and the trainer's channel.
 
 ``Transpiler`` splits a program; ``serve(pserver_program)`` runs a server until every trainer
-completed; ``start_trainer(...)`` routes this process's send/recv ops to the servers and
+completed; ``start_trainer(...)`` routes this process's send/recv ops to the servers (the
+channel becomes the process's host services' ``channel``, runtime/host_services.py) and
 ``complete()`` says it takes no more steps (also done at exit).
 """
 
 from __future__ import annotations
 
 from .protocol import PServerError
-
-_TRAINER: list = [None]
 
 
 def __getattr__(name: str):
@@ -31,9 +30,9 @@ def start_trainer(trainer_id: int, endpoints: list[str], trainers: int,
     ``pipelined`` (async mode): a step takes the parameters the servers returned for the
     previous step's push and does not wait for its own (half-async waits). Idempotent for
     the same role; returns the channel."""
-    from ...ops.pserver.lowering import install_channel
     from .trainer import TrainerChannel
-    ch = _TRAINER[0]
+    services = _process_services()
+    ch = services.channel
     if ch is not None and (ch.trainer_id, ch.endpoints, ch.trainers) == (
             trainer_id, list(endpoints), trainers):
         ch.pipelined = pipelined
@@ -43,9 +42,18 @@ def start_trainer(trainer_id: int, endpoints: list[str], trainers: int,
                            f"{ch.endpoints}; one process has one role")
     ch = TrainerChannel(trainer_id, endpoints, trainers)
     ch.pipelined = pipelined
-    _TRAINER[0] = ch
-    install_channel(ch)
+    services.channel = ch
     return ch
+
+
+def trainer_channel():
+    """This process's trainer channel (None before ``start_trainer``)."""
+    return _process_services().channel
+
+
+def _process_services():
+    from ...runtime.host_services import process_services
+    return process_services()
 
 
 def save_checkpoint(dirname: str) -> None:
@@ -53,9 +61,10 @@ def save_checkpoint(dirname: str) -> None:
     and optimizer state to ``dirname`` (``pserver_<id>.safetensors``), this trainer the step
     count (``pserver_checkpoint.json``). Resume: ``load_checkpoint`` on each server after
     its startup program; trainers pull the values with their startup program."""
-    if _TRAINER[0] is None:
+    ch = trainer_channel()
+    if ch is None:
         raise PServerError("save_checkpoint() runs on a trainer (after get_trainer_program)")
-    _TRAINER[0].save(dirname)
+    ch.save(dirname)
 
 
 def load_checkpoint(pserver_program, dirname: str, scope=None) -> dict:
@@ -77,9 +86,10 @@ def load_checkpoint(pserver_program, dirname: str, scope=None) -> dict:
 
 def complete() -> None:
     """This trainer takes no more steps (Paddle's ``exe.close()`` / ``fleet.stop_worker()``)."""
-    if _TRAINER[0] is not None:
-        _TRAINER[0].complete()
+    ch = trainer_channel()
+    if ch is not None:
+        ch.complete()
 
 
 __all__ = ["PServerError", "Transpiler", "complete", "load_checkpoint", "save_checkpoint",
-           "serve", "start_trainer"]
+           "serve", "start_trainer", "trainer_channel"]

@@ -166,14 +166,15 @@ def serve(program, executor=None, scope=None) -> dict:
         timeout = watchdog.parse_timeout(os.environ.get(watchdog.ENV))
     except ValueError as exc:
         raise PServerError(str(exc)) from None
-    exe = executor or Executor()
+    given = executor or Executor()
     scope = global_scope() if scope is None else scope
     info = program.info
     cluster = Cluster.join(SERVER, info.server_id, len(info.endpoints), info.trainers)
-    state = _State(program, exe, scope, cluster, info)
+    state = _State(program, None, scope, cluster, info)
+    # the update step's ps_server_sum ops call this server: its executor's services hold it
+    state.exe = Executor(given.place, given.check_data,
+                         services=given.services.replace(server=state))
     _load_tables(program, state)
-    from ...ops.pserver.lowering import install_server
-    install_server(state)
     comm = cluster.comm
     watchdog.start(comm.Get_rank(), timeout)
     for rank in cluster.trainers:

@@ -1,8 +1,10 @@
 """Lowering rules for the parameter-server ops (send, send_barrier, recv, fetch_barrier, row pulls
-and pushes): ordered host callbacks into the trainer's channel, which the runtime installs.
+and pushes): ordered host callbacks into the trainer's channel, from the runtime's services.
 
-The backend does not import the runtime: ``install_channel`` is how the runtime hands its
-channel in. A step that its data checks refuse (a label out of range) exchanges nothing:
+The backend does not import the runtime: a rule finds the channel (and a server's sum) in
+the host services of the Executor building its step, ``c.services`` (runtime/host_services.py:
+a trainer's channel is ``services.channel``, set by distributed.pserver.start_trainer on the
+process's services). A step that its data checks refuse (a label out of range) exchanges nothing:
 every callback also reads whether a check traced before it found a bad element, and then
 only drops what the step queued (``drop_step``), so the servers never see the step.
 ``jax.experimental.io_callback(ordered=True)`` keeps the callbacks in program
@@ -20,21 +22,17 @@ from ...backends.lowering import LoweringError, RuleContext, lowering
 from ...backends.selected_rows import SelectedRows
 from ..nn.lowering import looked_up_rows
 
-_CHANNEL: list = [None]  # the trainer's channel; set by the runtime (install_channel)
-_SERVER: list = [None]  # a server's ``server_sum(array) -> array`` (install_server)
 _TOKEN = jax.ShapeDtypeStruct((1,), np.int32)
 
 
-def install_channel(channel) -> None:
-    """Route this process's send/recv ops to ``channel`` (``send(names, epmap, arrays)``,
-    ``send_barrier()``, ``recv(names, epmap, initial=False) -> arrays``, ``fetch_barrier()``,
-    ``geo_exchange(spec, olds, xs)``, ``pull(table, ids, keep, width, dtype, route) -> rows``,
-    ``send_rows(varnames, epmap, split, sections, rows, values)``); None: none."""
-    _CHANNEL[0] = channel
-
-
 def _channel(c: RuleContext):
-    ch = _CHANNEL[0]
+    """The trainer's channel of the services the step is built with: ``send(names, epmap,
+    arrays)``, ``send_barrier()``, ``recv(names, epmap, initial=False) -> arrays``,
+    ``fetch_barrier()``, ``geo_exchange(spec, olds, xs)``, ``pull(table, ids, keep, width,
+    dtype, route) -> rows``, ``send_rows(varnames, epmap, split, sections, rows, values)``,
+    ``drop_step()``."""
+    services = c.services
+    ch = None if services is None else services.channel
     if ch is None:
         raise LoweringError(f"{c.where}: this program exchanges blocks with parameter servers, "
                             "but this process is no parameter-server trainer: get the program "
@@ -194,15 +192,12 @@ def _send_rows(c: RuleContext, X):
     return {"Out": io_callback(run, _TOKEN, X.rows, X.values, _refused(), ordered=True)}
 
 
-def install_server(server) -> None:
-    """Route this process's ps_server_sum ops to ``server.server_sum`` (a parameter server's
-    all-reduce over every server); None: none."""
-    _SERVER[0] = server
-
-
 @lowering("ps_server_sum")
 def _ps_server_sum(c: RuleContext, X):
-    server = _SERVER[0]
+    # ``server.server_sum(array) -> array``: a parameter server's all-reduce over every
+    # server; serve() runs the server program with services that hold its state
+    services = c.services
+    server = None if services is None else services.server
     if server is None:
         raise LoweringError(f"{c.where}: sums over every parameter server: run the server "
                             "program with graphc.distributed.pserver.serve (exe.run of it)")
