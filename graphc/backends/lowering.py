@@ -148,7 +148,7 @@ def lowering(*op_types: str):
 
 # Rules used instead of an op's own rule when a LoD value is among its inputs (docs/lod.md):
 # they receive LoDArrays as they are, e.g. ``mean`` over the real tokens only. "@grad" is the
-# generic gradient of an aware op (rules/sequence.py), for grad ops without a rule.
+# generic gradient of an aware op (ops/sequence/lowering.py), for grad ops without a rule.
 _LOD_RULES: dict[str, Rule] = {}
 
 

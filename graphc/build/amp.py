@@ -9,7 +9,7 @@ Usage (single process)::
     exe.run(graphc.CompiledProgram(main, build_strategy=bs), feed=...,
             fetch_list=[loss, "loss_scaling", "found_infinite"])
 
-The names and types of the state are in ``graphc.ir.ops.amp_ops``; the ``amp`` pass
+The names and types of the state are in ``graphc.ops.amp.defs``; the ``amp`` pass
 (``graphc/passes/amp.py``) documents what it does with them.
 """
 

@@ -1,6 +1,6 @@
 """Fluid's ``DynamicRNN``: a step block written with ordinary layers, run over the time steps
 of LoD sequences. The ops appended inside ``block()`` become the body graph of one
-``dynamic_rnn`` op (ir/ops/dynamic_rnn_ops.py), so no sub-block is needed (docs/lod.md)."""
+``dynamic_rnn`` op (ops/dynamic_rnn/), so no sub-block is needed (docs/lod.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Sequence layers over LoD inputs (Fluid's ``layers.sequence_*``): each appends one op of
-ir/ops/sequence_ops.py; docs/lod.md says what each does with the LoD."""
+ops/sequence/; docs/lod.md says what each does with the LoD."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def sequence_last_step(input):
     return sequence_pool(input, "last")
 
 
-# -- the other sequence layers (ir/ops/sequence_more_ops.py; Paddle 1.8's signatures) ----------
+# -- the other sequence layers (ops/sequence_more/; Paddle 1.8's signatures) ----------
 
 def _out(helper, dtype, stop_gradient=False):
     return helper.create_variable_for_type_inference(dtype, stop_gradient=stop_gradient)

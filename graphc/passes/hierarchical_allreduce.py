@@ -13,7 +13,7 @@ no reduction to split into levels: it stays flat); ``inter_nranks`` 0 or 1, equa
 more than nranks (the seeds' 8 on a 4-device job), or not dividing it (one level would do, or
 the mesh cannot be formed); an all-reduce already hierarchical with another group size.
 Declined all-reduces stay flat, and the backend then maps the devices as one flat group
-(``backends.rules.registry.replica_groups``). Stats: ``hierarchical``.
+(``backends.lowering.replica_groups``). Stats: ``hierarchical``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Paddle 1.8's other optimizers (Adagrad, DecayedAdagrad, Adamax, Adadelta, RMSProp, Lamb,
 LarsMomentum, Ftrl) with its signatures, defaults and accumulator names; re-exported by
-graphc.optimizer. Their ops and formulas: graphc/ir/ops/adaptive_optimizer_ops.py."""
+graphc.optimizer. Their ops and formulas: graphc/ops/adaptive_optimizer/."""
 
 from __future__ import annotations
 

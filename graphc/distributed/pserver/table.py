@@ -3,7 +3,7 @@ from the table's row-keyed initializer, updated by SGD on the row gradients trai
 
 Only touched rows take memory, so a table's declared height is bounded by the id type, not by
 what one process can hold (Paddle's auto-growing SelectedRows table). Rows are drawn exactly
-as a local run's startup draws them (``backends.rules.tensor.draw_rows``), so a job equals
+as a local run's startup draws them (``ops.tensor.lowering.draw_rows``), so a job equals
 local training bit for bit at the start.
 """
 

@@ -1,5 +1,5 @@
 """Lowering of linear_chain_crf (forward algorithm in log space over the packed tokens, with
-rules/rnn.py's time loop, so its gradient is the same BPTT), crf_decoding (Viterbi and a
+ops/rnn/lowering.py's time loop, so its gradient is the same BPTT), crf_decoding (Viterbi and a
 backtracking loop) and chunk_eval (chunk boundaries found token-parallel)."""
 
 from __future__ import annotations

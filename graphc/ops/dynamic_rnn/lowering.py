@@ -1,5 +1,5 @@
 """Lowering of dynamic_rnn: its body graph (ops lowered by their own rules) as the cell of
-rules/rnn.py's time loop; the gradient is that loop's backward pass (BPTT), by jax.vjp."""
+ops/rnn/lowering.py's time loop; the gradient is that loop's backward pass (BPTT), by jax.vjp."""
 
 from __future__ import annotations
 

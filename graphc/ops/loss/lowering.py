@@ -1,4 +1,4 @@
-"""Lowering rules for the loss ops in ir/ops/loss_ops.py (Paddle 1.8's formulas).
+"""Lowering rules for the loss ops in defs.py beside this file (Paddle 1.8's formulas).
 
 Their gradients are JAX's derivatives of these rules (the generic grad); the finite-difference
 cases in tests/test_gradients.py check each one.

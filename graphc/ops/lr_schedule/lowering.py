@@ -1,4 +1,4 @@
-"""Lowering rules for the learning-rate schedule ops in ir/ops/lr_ops.py.
+"""Lowering rules for the learning-rate schedule ops in defs.py beside this file.
 
 Each rule rounds as Paddle 1.8's op chain does (``step / n`` is a float32 scale by 1/n, then
 further scale ops): the same float32 roundings in the same order, so linear_lr_warmup is exact.

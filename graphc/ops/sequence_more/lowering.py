@@ -1,4 +1,4 @@
-"""Lowering rules of the sequence ops of ir/ops/sequence_more_ops.py over LoDArrays: static
+"""Lowering rules of the sequence ops of defs.py beside this file over LoDArrays: static
 buffers in, static buffers out, padding rows zero (docs/lod.md, "Output capacities").
 
 Gradients come from the generic LoD gradient (a vjp of these rules over the tokens) except
