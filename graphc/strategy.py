@@ -406,6 +406,7 @@ class ExecutionStrategy(_Strategy):
 
 
 # -- fields accepted for porting, without effect on XLA: logged once per field per process ---
+# process: a no-effect field is logged once
 _WARNED_NO_EFFECT: set[tuple[str, str]] = set()
 
 

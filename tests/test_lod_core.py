@@ -567,7 +567,8 @@ def test_data_parallel_level_2_feeds_and_lod_fetches():
 @pytest.mark.parametrize("pooltype", ["SQRT", "MAX", "LAST"])
 def test_generic_lod_gradient_equals_the_pool_gradient_rule(pooltype):
     """An aware op's grad op without a rule of its own differentiates its forward rule over
-    the tokens (ops/sequence/lowering.py lod_generic_grad): it must agree with sequence_pool_grad."""
+    the tokens (ops/sequence/lowering.py lod_generic_grad): it must agree with
+    sequence_pool_grad."""
     from graphc.backends.lowering import RuleContext, get_rule
     from graphc.ir.types import TensorType
     from graphc.ops.sequence.lowering import lod_generic_grad

@@ -20,8 +20,6 @@ The rule (scanned with ast over every module of graphc/):
     weakly keyed by them), ``# process:`` (one per OS process by nature: JAX's own
     process-wide settings, a process's role in a job, Paddle's documented process defaults),
     each followed by the reason, or
-  - it is listed in ``OUTSIDE`` below (modules another part of issue 23 owns), with the
-    same classification.
 The parameter-server and collective slots issue 23 names (``_CHANNEL``, ``_SERVER``,
 ``_COLLECTIVE_WAIT``, ``_FEED_PROVIDERS``, ``_TRAINER``) and the startup switch
 (``_ENABLED``) must not come back in any form: runtime/host_services.py holds them.
@@ -48,23 +46,6 @@ MUTATORS = frozenset({
 MARKERS = ("cache:", "registry:", "side table:", "process:")
 CONSTANT = re.compile(r"_?[A-Z][A-Z0-9_]*\Z")
 
-# Slots in modules that other parts of issue 23 reorganise: classified here instead of by a
-# marker in the file (so the edits do not collide). (path under graphc/, name) -> why.
-OUTSIDE = {
-    ("backends/lowering.py", "_RULES"): "registry: lowering rules by op type (@lowering)",
-    ("backends/lowering.py", "_REFERENCES"): "registry: cross-replica reference rules",
-    ("backends/lowering.py", "_LOD_RULES"): "registry: LoD-aware rules (@lod_lowering)",
-    ("backends/evaluate.py", "_POSITIONS"): "cache: random-op positions per graph version",
-    ("ir/opdef.py", "_REGISTRY"): "registry: op definitions (register)",
-    ("passes/infra/base.py", "_PASSES"): "registry: passes by name (@register_pass)",
-    ("ir/source.py", "_display"): "cache: display name per source file name",
-    ("strategy.py", "_WARNED_NO_EFFECT"): "process: a no-effect field is logged once",
-    ("fluid/framework.py", "_name_scopes"): "process: Paddle's name_scope nesting",
-    ("fluid/framework.py", "_flags"): "process: Paddle's global FLAGS_* (set_flags)",
-    ("ir/unique_name.py", "_generator"): "process: Paddle's unique_name generator",
-    ("ir/program.py", "_main_program"): "process: Paddle's default_main_program",
-    ("ir/program.py", "_startup_program"): "process: Paddle's default_startup_program",
-}
 
 # What issue 23 removed: no module may bind these again.
 REMOVED = ("_CHANNEL", "_SERVER", "_COLLECTIVE_WAIT", "_FEED_PROVIDERS", "_TRAINER", "_ENABLED")
@@ -186,15 +167,14 @@ def scan(source: str, rel: str = "<source>", elsewhere: frozenset = frozenset())
             literal = not isinstance(node.value, ast.Call)
             if literal and CONSTANT.match(name) and name not in mutated:
                 continue  # a constant table
-            if _marked(node.lineno, comments, lines) or (rel, name) in OUTSIDE:
+            if _marked(node.lineno, comments, lines):
                 continue
             found.append(f"{rel}:{node.lineno} {name}")
     rebinds = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
     for node in _module_level(tree.body):  # the module-level binding a ``global`` rebinds
         if isinstance(node, ast.Assign | ast.AnnAssign):
             for name in _targets(node):
-                if name in rebinds and not _marked(node.lineno, comments, lines) \
-                        and (rel, name) not in OUTSIDE:
+                if name in rebinds and not _marked(node.lineno, comments, lines):
                     found.append(f"{rel}:{node.lineno} {name} (rebound with global)")
     return found
 
@@ -248,8 +228,3 @@ _FILL = "def f(k):\n    _FLAT[k] = 1\n"
 ])
 def test_the_rule(source, flagged):
     assert [hit.split()[1] for hit in scan(source)] == flagged
-
-
-def test_outside_entries_are_classified():
-    for why in OUTSIDE.values():
-        assert why.startswith(MARKERS), why

@@ -26,6 +26,7 @@ from .selected_rows import SelectedRows
 import_lowerings()  # every family's rules are registered before the first op is walked
 
 # graph -> (graph version, {op id: position among the graph's random ops})
+# cache: random-op positions per graph version
 _POSITIONS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 

@@ -123,10 +123,12 @@ class RuleContext:
 
 
 Rule = Callable[..., dict[str, Any]]
+# registry: lowering rules by op type (@lowering)
 _RULES: dict[str, Rule] = {}
 # Ops whose result on one replica depends on the others (collectives, sync_batch_norm): the
 # interpreter runs these jointly, ``fn(ctx, [inputs_by_slot of replica r ...]) -> [outputs of
 # replica r ...]``, so every collective has a reference meaning without devices.
+# registry: cross-replica reference rules
 _REFERENCES: dict[str, Callable[..., list[dict[str, Any]]]] = {}
 
 
@@ -149,6 +151,7 @@ def lowering(*op_types: str):
 # Rules used instead of an op's own rule when a LoD value is among its inputs (docs/lod.md):
 # they receive LoDArrays as they are, e.g. ``mean`` over the real tokens only. "@grad" is the
 # generic gradient of an aware op (ops/sequence/lowering.py), for grad ops without a rule.
+# registry: LoD-aware rules (@lod_lowering)
 _LOD_RULES: dict[str, Rule] = {}
 
 

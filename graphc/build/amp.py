@@ -15,10 +15,10 @@ The names and types of the state are in ``graphc.ops.amp.defs``; the ``amp`` pas
 
 from __future__ import annotations
 
-from ..ir.errors import ProgramError
-from ..ops.amp.defs import BAD_STEPS, GOOD_STEPS, LOSS_SCALING, STATE_TYPES
-from ..ir.program import Program
 from ..ir.default_programs import default_startup_program
+from ..ir.errors import ProgramError
+from ..ir.program import Program
+from ..ops.amp.defs import BAD_STEPS, GOOD_STEPS, LOSS_SCALING, STATE_TYPES
 from ..strategy import AmpConfigs, BuildStrategy
 
 __all__ = ["init_state"]

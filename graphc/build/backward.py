@@ -8,8 +8,8 @@ contributions under ``@RENAME@`` names, summed before use. Linear in program siz
 from __future__ import annotations
 
 from ..ir.errors import ProgramError
-from ..ir.graph import gc_paused
 from ..ir.grad_defs import GRAD_SUFFIX, is_differentiable
+from ..ir.graph import gc_paused
 from ..ir.opdef import get_op_def
 from ..ir.program import Parameter, Variable
 from ..ir.types import FLOAT_DTYPES

@@ -5,8 +5,8 @@
 
 from __future__ import annotations
 
-from .initializer import Initializer
 from ..ir.errors import ProgramError
+from .initializer import Initializer
 
 
 class ParamAttr:

@@ -57,6 +57,7 @@ def disable_static(place=None) -> None:
                           f"{advice_for('dygraph')}")
 
 
+# process: Paddle's name_scope nesting
 _name_scopes: list[str] = []
 
 
@@ -98,6 +99,7 @@ def require_version(min_version, max_version=None) -> None:
                            f"Paddle {PADDLE_COMPATIBLE_VERSION}'s Fluid API")
 
 
+# process: Paddle's global FLAGS_* (set_flags)
 _flags: dict[str, object] = {}
 _log = logging.getLogger("graphc.fluid")
 

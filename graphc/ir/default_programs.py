@@ -8,7 +8,9 @@ import contextlib
 from .errors import ProgramError
 from .program import Program
 
+# process: Paddle's default_main_program
 _main_program = Program()
+# process: Paddle's default_startup_program
 _startup_program = Program()
 
 

@@ -297,6 +297,7 @@ def _lod_levels(ins: dict[str, list[TensorType]]) -> dict[str, int]:
     return levels
 
 
+# registry: op definitions (register)
 _REGISTRY: dict[str, OpDef] = {}
 
 

@@ -9,6 +9,7 @@ import os
 import sys
 
 _PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+# cache: display name per source file name
 _display: dict[str, str | None] = {}
 
 

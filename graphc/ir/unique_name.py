@@ -20,6 +20,7 @@ class UniqueNameGenerator:
         return f"{self.prefix}{key}_{n}"
 
 
+# process: Paddle's unique_name generator
 _generator = UniqueNameGenerator()
 
 

@@ -64,5 +64,6 @@ class DataParallelBindings:
         return self.by_id.get(id(program)) if self.by_id else None
 
 
-# The runtime's one registry of bindings (the executor reads it, distributed/ binds).
+# process: the runtime's one registry of bindings (the executor reads it; fleet and the
+# nccl2 transpile bind the program this process trains, as Paddle's fleet does).
 DATA_PARALLEL = DataParallelBindings()

@@ -6,9 +6,9 @@ from __future__ import annotations
 import contextlib
 
 from ...ir import unique_name
+from ...ir.default_programs import default_main_program, default_startup_program
 from ...ir.errors import ProgramError
 from ...ir.program import Program, Variable
-from ...ir.default_programs import default_main_program, default_startup_program
 
 
 def _persistable(block, startup, name: str, shape, dtype: str, value: float) -> Variable:

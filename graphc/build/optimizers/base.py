@@ -6,13 +6,13 @@
 
 from __future__ import annotations
 
-from ..backward import append_backward
 from ...ir import unique_name
+from ...ir.default_programs import default_startup_program
 from ...ir.errors import ProgramError
 from ...ir.graph import gc_paused
 from ...ir.program import Parameter, Variable
-from ...ir.default_programs import default_startup_program
 from ...ir.source import user_source
+from ..backward import append_backward
 from ..regularizer import L2Decay
 
 

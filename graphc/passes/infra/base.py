@@ -97,6 +97,7 @@ def members_of(option: str, allowed: Iterable[str], what: str):
     return field_validator(option)(staticmethod(check))
 
 
+# registry: passes by name (@register_pass)
 _PASSES: dict[str, type[Pass]] = {}
 
 
