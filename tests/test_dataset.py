@@ -10,10 +10,11 @@ import threading
 
 import numpy as np
 import pytest
-from graphc.dataset import DatasetError, InMemoryDataset, QueueDataset, parse_line
+from graphc.dataset import DatasetError, InMemoryDataset, QueueDataset
 
 import graphc as fluid
 from graphc import layers, optimizer
+from graphc.dataio.multislot import parse_line
 
 pytestmark = pytest.mark.timeout(60)
 
