@@ -84,15 +84,43 @@ def test_ir_passes_and_op_definitions_never_import_jax_or_the_runtime(layer):
                      "in the family's lowering.py):\n" + "\n".join(bad))
 
 
-# The one known upward import out of runtime/: executor.py's lazy imports of the dataset
-# module (train/infer_from_dataset; the dataset -> io -> executor circle). Helper H2's split
-# of the executor removes them (issue 23, point 4); then drop this entry: the rule is exact.
-RUNTIME_KNOWN = {("graphc/runtime/executor.py", "graphc.dataio.dataset")}
+def test_runtime_never_imports_data_distribution_or_fluid():
+    """The data loader, the launcher and parameter servers reach the executor through the
+    host services it owns (runtime/host_services.py), never by being imported."""
+    bad = violations(_py("runtime"), ("graphc.dataio", "graphc.fluid", "graphc.distributed"))
+    assert not bad, ("runtime/ must not import the data layer, distribution or fluid/:\n"
+                     + "\n".join(bad))
 
 
-def test_runtime_never_imports_data_or_fluid():
-    bad = violations(_py("runtime"), ("graphc.dataio", "graphc.fluid"), RUNTIME_KNOWN)
-    assert not bad, "runtime/ must not import the data layer or fluid/:\n" + "\n".join(bad)
+def test_ir_imports_nothing_else_of_graphc():
+    """The IR is the bottom layer: op families register into it, never the other way."""
+    paths = _py("ir")
+    others = [n for n in ("graphc." + p.name for p in GRAPHC.iterdir()
+                          if p.is_dir() and p.name != "ir" and (p / "__init__.py").exists())]
+    others += ["graphc.strategy", "graphc.ops"]
+    bad = violations(paths, tuple(others))
+    assert not bad, "graphc/ir/ imports only itself:\n" + "\n".join(bad)
+
+
+# Layers above the IR that never import the Paddle surface or the run-time loop: fluid/ is
+# built on them, and program construction does not run programs. (layers/ reaches fluid's
+# advice table for names it lacks: graphc/fluid/_missing.py, allowed by name.)
+BELOW_FLUID = {
+    "graphc/build": (_py("build"), ("graphc.fluid", "graphc.runtime", "graphc.dataio"), ()),
+    "graphc/passes": (_py("passes"), ("graphc.fluid", "graphc.dataio", "graphc.distributed",
+                                      "graphc.build", "graphc.layers"), ()),
+    "graphc/backends": (_py("backends"), ("graphc.fluid", "graphc.runtime", "graphc.passes",
+                                          "graphc.dataio", "graphc.distributed"), ()),
+    "graphc/layers": (_py("layers"), ("graphc.fluid", "graphc.dataio", "graphc.passes"),
+                      (("graphc/layers/__init__.py", "graphc.fluid._missing"),)),
+}
+
+
+@pytest.mark.parametrize("layer", sorted(BELOW_FLUID))
+def test_lower_layers_never_import_upward(layer):
+    paths, forbidden, allowed = BELOW_FLUID[layer]
+    bad = violations(paths, forbidden, allowed)
+    assert not bad, f"{layer} imports a layer above it:\n" + "\n".join(bad)
 
 
 def test_op_definitions_change_only_their_own_ops():

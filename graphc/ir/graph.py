@@ -34,7 +34,7 @@ class VarInfo:
     learning_rate: float = 1.0
     lod_level: int = 0
     # (nranks, whole shape): each data-parallel replica holds only its [1, c] shard of this
-    # variable (collective_ops.shard_shape); the runtime keeps the whole in the scope's view
+    # variable (ir/shapes.py shard_shape); the runtime keeps the whole in the scope's view
     shard: tuple[int, tuple[int, ...]] | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)  # e.g. regularizer
 

@@ -94,7 +94,7 @@ class Rewriter:
         """Make every replica hold only its ``[1, c]`` shard of a persistable variable: each
         version is retyped, so the ops that read or write it must be replaced by ops on
         shards (the data-parallel pass's Reduce mode does so right after)."""
-        from ..ops.collective.defs import shard_shape
+        from .shapes import shard_shape
         g = self.graph
         var = g.vars.get(var_name)
         if var is None or not var.persistable:

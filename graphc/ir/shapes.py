@@ -107,3 +107,10 @@ def window_out(size: int, k: int, stride: int, pad_lo: int, pad_hi: int,
     if span < 0:
         raise ShapeError(f"window {eff} larger than padded input {size + pad_lo + pad_hi}")
     return (span + stride - 1) // stride + 1 if ceil_mode else span // stride + 1
+
+
+def shard_shape(shape, nranks: int) -> tuple[int, int]:
+    """The ``[1, c]`` piece each of ``nranks`` replicas holds of a tensor of ``shape``."""
+    if any(d < 0 for d in shape):
+        raise ValueError(f"cannot shard a tensor of unknown shape {list(shape)}")
+    return (1, -(-math.prod(shape) // nranks))

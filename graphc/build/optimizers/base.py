@@ -32,7 +32,7 @@ class Optimizer:
         self._learning_rate = learning_rate
         self.regularization = regularization
         self._name = name
-        # Paddle 1.8's grad_clip= (a GradientClip* object; graphc.fluid.clip applies it) and
+        # Paddle 1.8's grad_clip= (a GradientClip* object; build/clip.py applies it) and
         # parameter_list= (what minimize updates when it is given none)
         self._grad_clip = grad_clip
         self._parameter_list = list(parameter_list) if parameter_list is not None else None
@@ -98,7 +98,7 @@ class Optimizer:
         with program.op_role_guard("optimize"), program.source_guard(where), \
                 startup.source_guard(where):
             # Paddle 1.8's order: clip (grad_clip, else set_gradient_clip's), then regularise
-            from ...fluid.clip import append_gradient_clip_ops
+            from ..clip import append_gradient_clip_ops
             params_grads = append_gradient_clip_ops(
                 params_grads, grad_clip if grad_clip is not None else getattr(self, "_grad_clip",
                                                                               None))

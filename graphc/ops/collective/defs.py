@@ -10,20 +10,12 @@ forms take lists and exchange them as one flat buffer per call (one collective p
 
 from __future__ import annotations
 
-import math
-
 from ...ir.opdef import COLLECTIVE, NO_GRAD, InferContext, register
+from ...ir.shapes import shard_shape
 from ...ir.types import TensorType
 
 REDUCTIONS = ("sum", "mean")
 GROUPS = ("all",)  # which replicas take part; hierarchical all-reduce is an attribute
-
-
-def shard_shape(shape, nranks: int) -> tuple[int, int]:
-    """The ``[1, c]`` piece each of ``nranks`` replicas holds of a tensor of ``shape``."""
-    if any(d < 0 for d in shape):
-        raise ValueError(f"cannot shard a tensor of unknown shape {list(shape)}")
-    return (1, -(-math.prod(shape) // nranks))
 
 
 def _check_common(c: InferContext) -> None:
