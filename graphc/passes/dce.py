@@ -20,6 +20,7 @@ class DeadCodeElimination(Pass):
     def run(self, graph: Graph, ctx: PassContext) -> None:
         outputs = set(graph.outputs)
         rw = ctx.rewriter
+        declined: set = set()  # each kept collective is reported once, not once per sweep
         changed = True
         while changed:
             changed = False
@@ -28,7 +29,9 @@ class DeadCodeElimination(Pass):
                 if any(graph.has_users(v) or v in outputs or v in ctx.keep for v in outs):
                     continue
                 if get_op_def(op.type).has_trait(COLLECTIVE):
-                    ctx.decline("collective op")
+                    if op not in declined:
+                        declined.add(op)
+                        ctx.decline("collective op")
                     continue
                 rw.erase_op(op)
                 ctx.count("removed")
