@@ -166,27 +166,32 @@ def serve(program, executor=None, scope=None) -> dict:
         timeout = watchdog.parse_timeout(os.environ.get(watchdog.ENV))
     except ValueError as exc:
         raise PServerError(str(exc)) from None
-    given = executor or Executor()
+    exe = executor or Executor()
     scope = global_scope() if scope is None else scope
     info = program.info
     cluster = Cluster.join(SERVER, info.server_id, len(info.endpoints), info.trainers)
-    state = _State(program, None, scope, cluster, info)
-    # the update step's ps_server_sum ops call this server: its executor's services hold it
-    state.exe = Executor(given.place, given.check_data,
-                         services=given.services.replace(server=state))
-    _load_tables(program, state)
-    comm = cluster.comm
-    watchdog.start(comm.Get_rank(), timeout)
-    for rank in cluster.trainers:
-        comm.send(state.layout, dest=rank, tag=TAG_LAYOUT)
-    initial = pack(state.blocks())
-    from mpi4py import MPI
-    MPI.Request.Waitall([comm.Isend(initial, dest=rank, tag=TAG_PARAMS)  # trainers pull these
-                         for rank in cluster.trainers])
-    if info.sync_mode and not info.geo:
-        _serve_sync(state)
-    else:
-        _serve_async(state)
+    state = _State(program, exe, scope, cluster, info)
+    # The update step's ps_server_sum ops call this server through the serving executor's
+    # host services: the server joins them while it serves. The user's executor (a subclass,
+    # perhaps) runs every round, as in Paddle; its services are restored afterwards.
+    saved = exe.services
+    exe.services = saved.replace(server=state)
+    try:
+        _load_tables(program, state)
+        comm = cluster.comm
+        watchdog.start(comm.Get_rank(), timeout)
+        for rank in cluster.trainers:
+            comm.send(state.layout, dest=rank, tag=TAG_LAYOUT)
+        initial = pack(state.blocks())
+        from mpi4py import MPI
+        MPI.Request.Waitall([comm.Isend(initial, dest=rank, tag=TAG_PARAMS)  # trainers pull
+                             for rank in cluster.trainers])
+        if info.sync_mode and not info.geo:
+            _serve_sync(state)
+        else:
+            _serve_async(state)
+    finally:
+        exe.services = saved
     return state.stats
 
 
