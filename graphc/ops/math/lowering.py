@@ -188,8 +188,10 @@ def _selu(c, x):
 
 
 def _elu(c, x):
-    # max(0, x) + min(0, alpha * (e^x - 1)); expm1 of min(x, 0) keeps the untaken side finite
-    return jnp.where(x > 0, x, _attr(c, x, "alpha") * jnp.expm1(jnp.minimum(x, 0)))
+    # max(0, x) + min(0, alpha * (e^x - 1)). With alpha >= 0 the second term is 0 for x > 0,
+    # so e^x - 1 is taken at min(x, 0): a large x cannot overflow into a NaN gradient
+    e = jnp.expm1(jnp.minimum(x, 0) if c["alpha"] >= 0 else x)
+    return jnp.maximum(x, 0) + jnp.minimum(0, _attr(c, x, "alpha") * e)
 
 
 def _soft_relu(c, x):
