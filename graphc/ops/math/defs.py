@@ -69,9 +69,29 @@ ACTIVATION_ATTRS: dict[str, dict] = {
 }
 PLAIN_ACTIVATIONS = ("logsigmoid", "softplus", "tanh_shrink", "erf", "atan", "rsqrt", "ceil",
                      "floor", "cos", "acos", "asin", "sin", "round", "reciprocal")
+_ACTIVATION_DOCS = {
+    "selu": "Out = scale * (X if X > 0 else alpha * (e^X - 1))",
+    "elu": "Out = max(0, X) + min(0, alpha * (e^X - 1))",
+    "relu6": "Out = min(max(0, X), threshold)",
+    "stanh": "Out = scale_b * tanh(scale_a * X)",
+    "hard_sigmoid": "Out = max(0, min(1, slope * X + offset))",
+    "swish": "Out = X * sigmoid(beta * X)",
+    "brelu": "Out = min(max(X, t_min), t_max)",
+    "soft_relu": "Out = ln(1 + e^clip(X, -threshold, threshold))",
+    "hard_swish": "Out = X * min(max(0, X + offset), threshold) / scale",
+    "thresholded_relu": "Out = X if X > threshold else 0",
+    "softshrink": "Out = X - lambda if X > lambda, X + lambda if X < -lambda, else 0",
+    "hard_shrink": "Out = X if |X| > threshold else 0",
+    "logsigmoid": "Out = ln(sigmoid(X))", "softplus": "Out = ln(1 + e^X)",
+    "tanh_shrink": "Out = X - tanh(X)", "rsqrt": "Out = 1 / sqrt(X)",
+    "reciprocal": "Out = 1 / X",
+    "round": "Out = X rounded, halves away from zero (gradient zero)",
+    "ceil": "Out = ceil(X) (gradient zero)", "floor": "Out = floor(X) (gradient zero)",
+}
 for _name in (*ACTIVATION_ATTRS, *PLAIN_ACTIVATIONS):
     register(_name, "X", "Out", ACTIVATION_ATTRS.get(_name, {}), infer=_float_x,
-             traits=(ELEMENTWISE, ACTIVATION), lod_inputs=("X",))
+             traits=(ELEMENTWISE, ACTIVATION), lod_inputs=("X",),
+             doc=_ACTIVATION_DOCS.get(_name, f"Out = {_name}(X), elementwise"))
 # -- end issue 24: math activations
 
 register("scale", "X", "Out",

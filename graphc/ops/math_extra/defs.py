@@ -1,6 +1,6 @@
-"""More elementwise and reduction ops of Paddle 1.8: log, sign, pow, clip, norms, comparisons,
-logical ops, reduce_min/prod/all/any, arg_max/arg_min, argsort (names and slots as Paddle's).
-The elementwise ones and reduce_min take LoD values as math's do (docs/lod.md)."""
+"""More elementwise and reduction ops of Paddle 1.8 (names and slots as Paddle's), e.g. log, clip,
+comparisons, reduce_min, argsort, prelu, maxout, cumsum, size, isinf/isnan/isfinite.
+The elementwise ones, prelu and reduce_min take LoD values as math's do (docs/lod.md)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Lowering rules for log, sign, pow, clip, clip_by_norm, norm, comparisons, logical ops,
-reduce_min/prod/all/any, elementwise_mod/floordiv, arg_max/arg_min and argsort."""
+reduce_min/prod/all/any, elementwise_mod/floordiv, arg_max/arg_min, argsort, prelu, maxout,
+cumsum, size and isinf/isnan/isfinite."""
 
 from __future__ import annotations
 
