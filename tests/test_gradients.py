@@ -1108,6 +1108,92 @@ def tensor_clip_by_norm(c, max_norm):
     return layers.clip_by_norm(c.data("x", c.randn(2, 3)), max_norm)
 
 
+# -- issue 24: math activations ---------------------------------------------------------------
+def _grid(c, low, high, offset=0.05):
+    """A 0.1 grid on [low, high) moved off it by offset: no value within eps of a kink at a
+    multiple of 0.1 (or of a rounding step)."""
+    return c.rng.integers(round(low * 10), round(high * 10), (2, 3, 2)) * 0.1 + offset
+
+
+# name -> (layer call, values): kinks are kept away from by a grid or a margin
+MATH_ACTIVATIONS = {
+    "selu": (lambda x: layers.selu(x), lambda c: c.away_from_zero(2, 3, 2, margin=0.1)),
+    "selu-attrs": (lambda x: layers.selu(x, scale=1.5, alpha=0.7),
+                   lambda c: c.away_from_zero(2, 3, 2, margin=0.1)),
+    "elu": (lambda x: layers.elu(x, alpha=0.7), lambda c: c.away_from_zero(2, 3, 2, margin=0.1)),
+    "relu6": (lambda x: layers.relu6(x), lambda c: _grid(c, -2, 8)),
+    "stanh": (lambda x: layers.stanh(x, 0.5, 2.0), lambda c: c.randn(2, 3, 2)),
+    "hard_sigmoid": (lambda x: layers.hard_sigmoid(x), lambda c: _grid(c, -4, 4)),
+    "swish": (lambda x: layers.swish(x, beta=1.5), lambda c: c.randn(2, 3, 2)),
+    "brelu": (lambda x: layers.brelu(x, -0.5, 0.6), lambda c: _grid(c, -1, 1)),
+    "soft_relu": (lambda x: layers.soft_relu(x, threshold=1.0), lambda c: _grid(c, -2, 2)),
+    "logsigmoid": (layers.logsigmoid, lambda c: c.randn(2, 3, 2, scale=3.0)),
+    "hard_swish": (lambda x: layers.hard_swish(x), lambda c: _grid(c, -5, 5)),
+    "thresholded_relu": (lambda x: layers.thresholded_relu(x, 0.3), lambda c: _grid(c, -1, 1)),
+    "softplus": (layers.softplus, lambda c: c.randn(2, 3, 2, scale=3.0)),
+    "softshrink": (lambda x: layers.softshrink(x, 0.4), lambda c: _grid(c, -1, 1)),
+    "hard_shrink": (lambda x: layers.hard_shrink(x, 0.4), lambda c: _grid(c, -1, 1)),
+    "tanh_shrink": (layers.tanh_shrink, lambda c: c.randn(2, 3, 2)),
+    "erf": (layers.erf, lambda c: c.randn(2, 3, 2)),
+    "atan": (layers.atan, lambda c: c.randn(2, 3, 2)),
+    "rsqrt": (layers.rsqrt, lambda c: c.uniform(0.2, 2.0, 2, 3, 2)),
+    "cos": (layers.cos, lambda c: c.randn(2, 3, 2)),
+    "sin": (layers.sin, lambda c: c.randn(2, 3, 2)),
+    "acos": (layers.acos, lambda c: c.uniform(-0.9, 0.9, 2, 3, 2)),
+    "asin": (layers.asin, lambda c: c.uniform(-0.9, 0.9, 2, 3, 2)),
+    "reciprocal": (layers.reciprocal, lambda c: c.away_from_zero(2, 3, 2, margin=0.3)),
+    # zero gradient (Paddle's): central differences off the steps agree
+    "ceil": (layers.ceil, lambda c: _grid(c, -2, 2, 0.03)),
+    "floor": (layers.floor, lambda c: _grid(c, -2, 2, 0.03)),
+    "round": (layers.round, lambda c: _grid(c, -2, 2, 0.03)),
+}
+
+
+def math_activation(c, name):
+    fn, values = MATH_ACTIVATIONS[name]
+    out = fn(c.data("x", values(c)))
+    assert c.program.global_block().ops[-1].type == name.split("-")[0]
+    return out
+
+
+for _name in MATH_ACTIVATIONS:
+    grad_case(_name.split("-")[0], params=[{"name": _name}], ids=[_name])(math_activation)
+del _name
+
+
+@grad_case("prelu", params=[{"mode": "all"}, {"mode": "channel"}, {"mode": "element"}])
+def prelu(c, mode):
+    # Alpha is a parameter (its random value from the checker): both gradients are checked
+    return layers.prelu(c.data("x", c.away_from_zero(2, 3, 2, 2, margin=0.1)), mode)
+
+
+@grad_case("maxout", params=[{"axis": 1}, {"axis": -1}])
+def maxout(c, axis):
+    # distinct values, so each group's maximum is unique
+    values = c.rng.permutation(48).reshape(2, 4, 3, 2) * 0.1
+    return layers.maxout(c.data("x", values if axis == 1 else values.transpose(0, 2, 3, 1)),
+                         groups=2, axis=axis)
+
+
+@grad_case("cumsum", params=[{"axis": a, "exclusive": e, "reverse": r}
+                             for a, e, r in ((-1, False, False), (0, True, False),
+                                             (1, False, True), (1, True, True))])
+def cumsum(c, axis, exclusive, reverse):
+    return layers.cumsum(c.data("x", c.randn(2, 3, 2)), axis, exclusive, reverse)
+
+
+@grad_case("sum")
+def sum_layer(c):
+    return layers.sum([c.data("a", c.randn(2, 3)), c.data("b", c.randn(2, 3))])
+
+
+@grad_case("mul")
+def mul_layer(c):
+    return layers.mul(c.data("x", c.randn(2, 3, 4)), c.data("y", c.randn(4, 5)),
+                      x_num_col_dims=2)
+# -- end issue 24: math activations
+
+
 @grad_case("norm", params=[{"shape": (2, 3, 2), "axis": 1}, {"shape": (2, 3), "axis": -1},
                            {"shape": (4,), "axis": 3}])
 def tensor_l2_normalize(c, shape, axis):

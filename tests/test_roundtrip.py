@@ -681,6 +681,44 @@ def test_manipulation_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 
 
+# -- issue 24: math activations ---------------------------------------------------------------
+MATH_ACTIVATION_CASES = {
+    **{name: (lambda name=name: getattr(layers, name)(_x()))
+       for name in ("logsigmoid", "softplus", "tanh_shrink", "erf", "atan", "rsqrt", "ceil",
+                    "floor", "cos", "acos", "asin", "sin", "round", "reciprocal")},
+    "selu": lambda: layers.selu(_x(), scale=1.5),
+    "elu": lambda: layers.elu(_x(), alpha=0.5),
+    "relu6": lambda: layers.relu6(_x(), threshold=4.0),
+    "stanh": lambda: layers.stanh(_x(), 0.5, 2.0),
+    "hard_sigmoid": lambda: layers.hard_sigmoid(_x(), slope=0.1),
+    "swish": lambda: layers.swish(_x(), beta=2.0),
+    "brelu": lambda: layers.brelu(_x(), 1.0, 5.0),
+    "soft_relu": lambda: layers.soft_relu(_x(), threshold=20.0),
+    "hard_swish": lambda: layers.hard_swish(_x(), offset=2.0),
+    "thresholded_relu": lambda: layers.thresholded_relu(_x(), 0.5),
+    "softshrink": lambda: layers.softshrink(_x(), alpha=0.3),
+    "hard_shrink": lambda: layers.hard_shrink(_x(), threshold=0.3),
+    "prelu": lambda: layers.prelu(image(), "channel"),
+    "maxout": lambda: layers.maxout(image(), groups=2),
+    "cumsum": lambda: layers.cumsum(_x(), axis=1, exclusive=True, reverse=True),
+    "sum": lambda: layers.sum([_x(), _x(name="y")]),
+    "mul": lambda: layers.mul(_x(), _x((4, 5), "y"), x_num_col_dims=2),
+    "rank": lambda: layers.rank(_x()),
+    "size": lambda: layers.size(_x()),
+    "has_inf": lambda: layers.has_inf(_x()),
+    "has_nan": lambda: layers.has_nan(_x()),
+    "isfinite": lambda: layers.isfinite(_x()),
+}
+for _layer, _build in MATH_ACTIVATION_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("case_id", sorted(MATH_ACTIVATION_CASES))
+def test_math_activation_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: math activations
+
+
 # -- losses, metrics and learning-rate schedules (issue 15) ---------------------------------------
 def _prob(name="p", width=1):
     return layers.sigmoid(_x((-1, width), name))

@@ -1243,6 +1243,69 @@ def test_manipulation_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 
 
+# -- issue 24: math activations ---------------------------------------------------------------
+MATH_ACTIVATION_CASES = [
+    *[case(op, {"X": t(-1, 7)}, None, {"Out": t(-1, 7)})
+      for op in ("selu", "elu", "relu6", "stanh", "hard_sigmoid", "swish", "brelu", "soft_relu",
+                 "logsigmoid", "hard_swish", "thresholded_relu", "softplus", "softshrink",
+                 "hard_shrink", "tanh_shrink", "erf", "atan", "rsqrt", "ceil", "floor", "cos",
+                 "acos", "asin", "sin", "round", "reciprocal")],
+    case("selu", {"X": t(2, 3, dtype="float64")}, {"scale": 1.5, "alpha": 2.0},
+         {"Out": t(2, 3, dtype="float64")}, "f64-attrs"),
+    case("softshrink", {"X": t(3)}, {"lambda": 0.1}, {"Out": t(3)}, "lambda"),
+    case("prelu", {"X": t(-1, 3, 4, 4), "Alpha": t(1)}, {"mode": "all"},
+         {"Out": t(-1, 3, 4, 4)}),
+    case("prelu", {"X": t(-1, 3, 4, 4), "Alpha": t(1, 3, 1, 1)}, {"mode": "channel"},
+         {"Out": t(-1, 3, 4, 4)}, "channel"),
+    case("prelu", {"X": t(-1, 3, 5), "Alpha": t(1, 3, 5)}, {"mode": "element"},
+         {"Out": t(-1, 3, 5)}, "element"),
+    case("maxout", {"X": t(-1, 6, 4, 4)}, {"groups": 3}, {"Out": t(-1, 2, 4, 4)}),
+    case("maxout", {"X": t(2, 4, 4, 6)}, {"groups": 2, "axis": -1}, {"Out": t(2, 4, 4, 3)},
+         "nhwc"),
+    case("maxout", {"X": t(2, -1, 4, 4)}, {"groups": 2}, {"Out": t(2, -1, 4, 4)},
+         "unknown-channels"),
+    case("cumsum", {"X": t(-1, 5)}, None, {"Out": t(-1, 5)}),
+    case("cumsum", {"X": i64(2, 3, 4)}, {"axis": 0, "exclusive": True, "reverse": True},
+         {"Out": i64(2, 3, 4)}, "int-exclusive-reverse"),
+    case("size", {"Input": t(-1, 3)}, None, {"Out": i64(1)}),
+    *[case(op, {"X": t(-1, 3)}, None, {"Out": b(1)}) for op in ("isinf", "isnan", "isfinite")],
+]
+CASES.extend(MATH_ACTIVATION_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", MATH_ACTIVATION_CASES)
+def test_math_activation_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs",
+                         [p for p in MATH_ACTIVATION_CASES
+                          if has_op_def(grad_op_type(p.values[0]))])
+def test_math_activation_grad_op_types(op_type, ins, attrs, outs):
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+MATH_ACTIVATION_ERRORS = [
+    ("selu", {"X": i64(3)}, {}, "X must be floating point, got int64"),
+    ("ceil", {"X": t(3, dtype="int32")}, {}, "X must be floating point, got int32"),
+    ("prelu", {"X": t(-1, 3, 4, 4), "Alpha": t(1, 4, 1, 1)}, {"mode": "channel"},
+     "mode 'channel' with X [-1, 3, 4, 4] needs 3 alpha values, Alpha is [1, 4, 1, 1]"),
+    ("prelu", {"X": t(-1, 3), "Alpha": t(1)}, {"mode": "rows"}, "mode must be 'all'"),
+    ("prelu", {"X": t(2, 3), "Alpha": t(1, dtype="float64")}, {"mode": "all"},
+     "Alpha is float64 but X is float32"),
+    ("maxout", {"X": t(2, 5, 4, 4)}, {"groups": 2}, "channels 5 of X [2, 5, 4, 4] must divide"),
+    ("maxout", {"X": t(2, 4, 4)}, {"groups": 2}, "X must be 4-D"),
+    ("cumsum", {"X": t(2, 3)}, {"axis": 2}, "axis 2 is out of range for rank 2"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", MATH_ACTIVATION_ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in MATH_ACTIVATION_ERRORS])
+def test_math_activation_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end issue 24: math activations
+
+
 # -- losses, metrics and learning-rate schedules (issue 15) ---------------------------------------
 LOSS_CASES = [
     case("sigmoid_cross_entropy_with_logits", {"X": t(-1, 3), "Label": t(-1, 3)}, None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from ...ir.lod_rules import last_axis_only, reduce_lod
 from ...ir.opdef import ACTIVATION, ELEMENTWISE, LOSS, NO_GRAD, register
 from ...ir.shapes import broadcast_dim, broadcast_shapes, normalize_axis, prod_or_unknown
-from ...ir.types import TensorType
+from ...ir.types import FLOAT_DTYPES, TensorType
 
 
 def _same_as_x(c):
@@ -42,6 +42,58 @@ register("softsign", "X", "Out", infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATI
          lod_inputs=("X",), doc="Out = X / (1 + |X|)")
 register("leaky_relu", "X", "Out", {"alpha": ("float", 0.02)}, infer=_same_as_x,
          traits=(ELEMENTWISE, ACTIVATION), inplace={"Out": "X"}, lod_inputs=("X",))
+# -- issue 24: math activations. Paddle 1.8's activation ops: float X, Out of X's shape, the
+# attribute names and defaults of Paddle's op makers; round/ceil/floor differentiate to zero
+# (as Paddle's grad kernels do)
+def _float_x(c):
+    x = c.x("X")
+    c.check(x.dtype in FLOAT_DTYPES, f"X must be floating point, got {x.dtype}")
+    return {"Out": x}
+
+
+SELU_SCALE, SELU_ALPHA = 1.0507009873554804934193349852946, 1.6732632423543772848170429916717
+ACTIVATION_ATTRS: dict[str, dict] = {
+    "selu": {"scale": ("float", SELU_SCALE), "alpha": ("float", SELU_ALPHA)},
+    "elu": {"alpha": ("float", 1.0)},
+    "relu6": {"threshold": ("float", 6.0)},
+    "stanh": {"scale_a": ("float", 0.67), "scale_b": ("float", 1.7159)},
+    "hard_sigmoid": {"slope": ("float", 0.2), "offset": ("float", 0.5)},
+    "swish": {"beta": ("float", 1.0)},
+    "brelu": {"t_min": ("float", 0.0), "t_max": ("float", 24.0)},
+    "soft_relu": {"threshold": ("float", 40.0)},
+    "hard_swish": {"threshold": ("float", 6.0), "scale": ("float", 6.0),
+                   "offset": ("float", 3.0)},
+    "thresholded_relu": {"threshold": ("float", 1.0)},
+    "softshrink": {"lambda": ("float", 0.5)},
+    "hard_shrink": {"threshold": ("float", 0.5)},
+}
+PLAIN_ACTIVATIONS = ("logsigmoid", "softplus", "tanh_shrink", "erf", "atan", "rsqrt", "ceil",
+                     "floor", "cos", "acos", "asin", "sin", "round", "reciprocal")
+_ACTIVATION_DOCS = {
+    "selu": "Out = scale * (X if X > 0 else alpha * (e^X - 1))",
+    "elu": "Out = max(0, X) + min(0, alpha * (e^X - 1))",
+    "relu6": "Out = min(max(0, X), threshold)",
+    "stanh": "Out = scale_b * tanh(scale_a * X)",
+    "hard_sigmoid": "Out = max(0, min(1, slope * X + offset))",
+    "swish": "Out = X * sigmoid(beta * X)",
+    "brelu": "Out = min(max(X, t_min), t_max)",
+    "soft_relu": "Out = ln(1 + e^clip(X, -threshold, threshold))",
+    "hard_swish": "Out = X * min(max(0, X + offset), threshold) / scale",
+    "thresholded_relu": "Out = X if X > threshold else 0",
+    "softshrink": "Out = X - lambda if X > lambda, X + lambda if X < -lambda, else 0",
+    "hard_shrink": "Out = X if |X| > threshold else 0",
+    "logsigmoid": "Out = ln(sigmoid(X))", "softplus": "Out = ln(1 + e^X)",
+    "tanh_shrink": "Out = X - tanh(X)", "rsqrt": "Out = 1 / sqrt(X)",
+    "reciprocal": "Out = 1 / X",
+    "round": "Out = X rounded, halves away from zero (gradient zero)",
+    "ceil": "Out = ceil(X) (gradient zero)", "floor": "Out = floor(X) (gradient zero)",
+}
+for _name in (*ACTIVATION_ATTRS, *PLAIN_ACTIVATIONS):
+    register(_name, "X", "Out", ACTIVATION_ATTRS.get(_name, {}), infer=_float_x,
+             traits=(ELEMENTWISE, ACTIVATION), lod_inputs=("X",),
+             doc=_ACTIVATION_DOCS.get(_name, f"Out = {_name}(X), elementwise"))
+# -- end issue 24: math activations
+
 register("scale", "X", "Out",
          {"scale": ("float", 1.0), "bias": ("float", 0.0), "bias_after_scale": ("bool", True)},
          infer=_same_as_x, traits=(ELEMENTWISE, ACTIVATION), inplace={"Out": "X"},

@@ -9,6 +9,7 @@ import math as pymath
 
 import jax
 import jax.numpy as jnp
+from jax.scipy.special import erf
 
 from ...backends.lowering import lowering
 from ...backends.selected_rows import SelectedRows, add_to_dense, concat_rows
@@ -174,3 +175,73 @@ def _sigmoid_grad(c, **kw):
 def _tanh_grad(c, **kw):
     out = kw["Out"] if kw.get("Out") is not None else jnp.tanh(kw["X"])
     return {"X@GRAD": _dout(kw) * (1 - out * out)}
+
+
+# -- issue 24: math activations (Paddle 1.8's formulas; attributes as its op makers name them)
+def _attr(c, x, name):
+    return jnp.asarray(c[name], x.dtype)
+
+
+def _selu(c, x):
+    scale, alpha = _attr(c, x, "scale"), _attr(c, x, "alpha")
+    return scale * jnp.where(x > 0, x, alpha * jnp.expm1(jnp.minimum(x, 0)))
+
+
+def _elu(c, x):
+    # max(0, x) + min(0, alpha * (e^x - 1)). With alpha >= 0 the second term is 0 for x > 0,
+    # so e^x - 1 is taken at min(x, 0): a large x cannot overflow into a NaN gradient
+    e = jnp.expm1(jnp.minimum(x, 0) if c["alpha"] >= 0 else x)
+    return jnp.maximum(x, 0) + jnp.minimum(0, _attr(c, x, "alpha") * e)
+
+
+def _soft_relu(c, x):
+    t = _attr(c, x, "threshold")
+    return jnp.log1p(jnp.exp(jnp.clip(x, -t, t)))
+
+
+def _hard_swish(c, x):
+    t, s, o = (_attr(c, x, k) for k in ("threshold", "scale", "offset"))
+    return x * jnp.clip(x + o, 0, t) / s
+
+
+def _softshrink(c, x):
+    lam = _attr(c, x, "lambda")
+    return jnp.where(x > lam, x - lam, jnp.where(x < -lam, x + lam, jnp.zeros((), x.dtype)))
+
+
+def _zero_grad(fn):
+    # Paddle's round/ceil/floor grads are zero; stop_gradient says so to jax.vjp too
+    return lambda c, x: jax.lax.stop_gradient(fn(x))
+
+
+_ACTIVATIONS = {
+    "selu": _selu, "elu": _elu,
+    "relu6": lambda c, x: jnp.clip(x, 0, _attr(c, x, "threshold")),
+    "stanh": lambda c, x: _attr(c, x, "scale_b") * jnp.tanh(_attr(c, x, "scale_a") * x),
+    "hard_sigmoid": lambda c, x: jnp.clip(_attr(c, x, "slope") * x + _attr(c, x, "offset"),
+                                          0, 1),
+    "swish": lambda c, x: x * jax.nn.sigmoid(_attr(c, x, "beta") * x),
+    "brelu": lambda c, x: jnp.clip(x, _attr(c, x, "t_min"), _attr(c, x, "t_max")),
+    "soft_relu": _soft_relu, "hard_swish": _hard_swish,
+    "thresholded_relu": lambda c, x: jnp.where(x > _attr(c, x, "threshold"), x,
+                                               jnp.zeros((), x.dtype)),
+    "softshrink": _softshrink,
+    "hard_shrink": lambda c, x: jnp.where(jnp.abs(x) > _attr(c, x, "threshold"), x,
+                                          jnp.zeros((), x.dtype)),
+    "logsigmoid": lambda c, x: jax.nn.log_sigmoid(x),
+    "softplus": lambda c, x: jax.nn.softplus(x),
+    "tanh_shrink": lambda c, x: x - jnp.tanh(x),
+    "erf": lambda c, x: erf(x),
+    "atan": lambda c, x: jnp.arctan(x), "rsqrt": lambda c, x: jax.lax.rsqrt(x),
+    "cos": lambda c, x: jnp.cos(x), "acos": lambda c, x: jnp.arccos(x),
+    "asin": lambda c, x: jnp.arcsin(x), "sin": lambda c, x: jnp.sin(x),
+    "reciprocal": lambda c, x: 1 / x,
+    "ceil": _zero_grad(jnp.ceil), "floor": _zero_grad(jnp.floor),
+    # Paddle rounds halves away from zero (std::round), not to even as jnp.round does
+    "round": _zero_grad(lambda x: jnp.sign(x) * jnp.floor(jnp.abs(x) + 0.5)),
+}
+
+
+@lowering(*_ACTIVATIONS)
+def _activation(c, X):
+    return {"Out": _ACTIVATIONS[c.op_type](c, X)}

@@ -1,12 +1,12 @@
-"""More elementwise and reduction ops of Paddle 1.8: log, sign, pow, clip, norms, comparisons,
-logical ops, reduce_min/prod/all/any, arg_max/arg_min, argsort (names and slots as Paddle's).
-The elementwise ones and reduce_min take LoD values as math's do (docs/lod.md)."""
+"""More elementwise and reduction ops of Paddle 1.8 (names and slots as Paddle's), e.g. log, clip,
+comparisons, reduce_min, argsort, prelu, maxout, cumsum, size, isinf/isnan/isfinite.
+The elementwise ones, prelu and reduce_min take LoD values as math's do (docs/lod.md)."""
 
 from __future__ import annotations
 
 from ...ir.lod_rules import reduce_lod
 from ...ir.opdef import NO_GRAD, register
-from ...ir.shapes import broadcast_shapes, normalize_axis
+from ...ir.shapes import broadcast_shapes, normalize_axis, prod_or_unknown
 from ...ir.types import FLOAT_DTYPES, TensorType
 from ..math.defs import _elementwise, _reduce
 
@@ -140,3 +140,80 @@ def _argsort(c):
 
 register("argsort", "X", "Out Indices", {"axis": ("int", -1), "descending": ("bool", False)},
          infer=_argsort, doc="Out = X sorted along axis; Indices = where each came from")
+
+
+# -- issue 24: math activations (prelu, maxout, cumsum, size, isinf/isnan/isfinite) -----------
+def _prelu(c):
+    x, alpha = _float_like_x(c)["Out"], c.x("Alpha")
+    mode = c["mode"]
+    c.check(mode in ("all", "channel", "element"),
+            f"mode must be 'all', 'channel' or 'element', got {mode!r}")
+    c.check(alpha.dtype == x.dtype, f"Alpha is {alpha.dtype} but X is {x.dtype}")
+    c.check(x.rank >= 2 or mode == "all", f"mode {mode!r} needs X of rank >= 2, got "
+            f"{list(x.shape)}")
+    want = {"all": 1, "channel": x.shape[1] if x.rank >= 2 else 1,
+            "element": prod_or_unknown(x.shape[1:])}[mode]
+    have = prod_or_unknown(alpha.shape)
+    c.check(want < 0 or have < 0 or want == have,
+            f"mode {mode!r} with X {list(x.shape)} needs {want} alpha values, Alpha is "
+            f"{list(alpha.shape)}")
+    return {"Out": x}
+
+
+register("prelu", "X Alpha", "Out", {"mode": ("str", "all")}, infer=_prelu,
+         lod_inputs=("X",),
+         doc="Out = X where X > 0 else Alpha * X; one Alpha, one per channel (dim 1) or one "
+             "per element of a sample")
+
+
+def _maxout(c):
+    x = _float_like_x(c)["Out"]
+    groups = c["groups"]
+    c.check(x.rank == 4, f"X must be 4-D (NCHW or NHWC), got {list(x.shape)}")
+    c.check(c["axis"] in (1, -1, 3), f"axis must be 1, -1 or 3, got {c['axis']}")
+    axis = normalize_axis(c["axis"], x.rank)
+    ch = x.shape[axis]
+    c.check(groups >= 1 and (ch < 0 or ch % groups == 0),
+            f"channels {ch} of X {list(x.shape)} must divide by groups {groups}")
+    shape = list(x.shape)
+    shape[axis] = ch // groups if ch >= 0 else -1
+    return {"Out": TensorType(tuple(shape), x.dtype)}
+
+
+register("maxout", "X", "Out", {"groups": "int", "axis": ("int", 1)}, infer=_maxout,
+         doc="Out[.., i, ..] = max over k < groups of X[.., i * groups + k, ..] along axis")
+
+
+def _cumsum(c):
+    x = _ranked_x(c)
+    normalize_axis(c["axis"], x.rank)
+    return {"Out": x}
+
+
+register("cumsum", "X", "Out",
+         {"axis": ("int", -1), "exclusive": ("bool", False), "reverse": ("bool", False)},
+         infer=_cumsum,
+         doc="Out = running sum of X along axis (exclusive: without the element itself; "
+             "reverse: from the end)")
+
+
+def _size(c):
+    c.x("Input")
+    return {"Out": TensorType((1,), "int64")}
+
+
+register("size", "Input", "Out", infer=_size, traits=(NO_GRAD,),
+         doc="Out = the number of elements of Input (int64, shape [1])")
+
+
+def _overflow(c):
+    c.x("X")
+    return {"Out": TensorType((1,), "bool")}
+
+
+for _name, _what in (("isinf", "any element of X is infinite"),
+                     ("isnan", "any element of X is NaN"),
+                     ("isfinite", "every element of X is finite")):
+    register(_name, "X", "Out", infer=_overflow, traits=(NO_GRAD,),
+             doc=f"Out = [{_what}] (bool, shape [1])")
+# -- end issue 24: math activations

@@ -1,8 +1,10 @@
 """Lowering rules for log, sign, pow, clip, clip_by_norm, norm, comparisons, logical ops,
-reduce_min/prod/all/any, elementwise_mod/floordiv, arg_max/arg_min and argsort."""
+reduce_min/prod/all/any, elementwise_mod/floordiv, arg_max/arg_min, argsort, prelu, maxout,
+cumsum, size and isinf/isnan/isfinite."""
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from ...backends.lowering import lowering
@@ -104,3 +106,50 @@ def _argsort(c, X):
     # a stable sort of -X keeps equal elements in their order, as Paddle's descending sort
     idx = jnp.argsort(-X if c["descending"] else X, axis=axis, stable=True)
     return {"Out": jnp.take_along_axis(X, idx, axis=axis), "Indices": idx}
+
+
+# -- issue 24: math activations (prelu, maxout, cumsum, size, isinf/isnan/isfinite) -----------
+@lowering("prelu")
+def _prelu(c, X, Alpha):
+    mode = c["mode"]
+    if mode == "all":
+        alpha = Alpha.reshape(())
+    elif mode == "channel":
+        alpha = Alpha.reshape((1, -1) + (1,) * (X.ndim - 2))
+    else:
+        alpha = Alpha.reshape((1,) + X.shape[1:])
+    return {"Out": jnp.where(X > 0, X, alpha.astype(X.dtype) * X)}
+
+
+@lowering("maxout")
+def _maxout(c, X):
+    axis, groups = c["axis"] % X.ndim, c["groups"]
+    # channel i * groups + k goes to output channel i: split the axis as [C / groups, groups]
+    shape = X.shape[:axis] + (X.shape[axis] // groups, groups) + X.shape[axis + 1:]
+    return {"Out": jnp.max(X.reshape(shape), axis=axis + 1)}
+
+
+@lowering("cumsum")
+def _cumsum(c, X):
+    axis = c["axis"] % X.ndim
+    x = jnp.flip(X, axis) if c["reverse"] else X
+    if c["exclusive"]:
+        # shift by one along the axis (a leading 0): exact, unlike cumsum - x
+        pads = [(1, 0) if i == axis else (0, 0) for i in range(x.ndim)]
+        x = jax.lax.slice_in_dim(jnp.pad(x, pads), 0, x.shape[axis], axis=axis)
+    out = jnp.cumsum(x, axis=axis, dtype=X.dtype)
+    return {"Out": jnp.flip(out, axis) if c["reverse"] else out}
+
+
+@lowering("size")
+def _size(c, Input):
+    return {"Out": jnp.full((1,), Input.size, jnp.int64)}
+
+
+_OVERFLOW = {"isinf": lambda x: jnp.any(jnp.isinf(x)), "isnan": lambda x: jnp.any(jnp.isnan(x)),
+             "isfinite": lambda x: jnp.all(jnp.isfinite(x))}
+
+
+@lowering(*_OVERFLOW)
+def _overflow(c, X):
+    return {"Out": _OVERFLOW[c.op_type](X).reshape(1)}
