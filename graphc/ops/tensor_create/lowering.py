@@ -11,9 +11,12 @@ from ...backends.lowering import lowering
 
 @lowering("linspace")
 def _linspace(c):
-    out = jnp.linspace(c["start"], c["stop"], c["num"], dtype=jnp.float64
-                       if c["dtype"] == "float64" else jnp.float32)
-    return {"Out": out.astype(c["dtype"])}
+    # Paddle's formula, start + i * step, in the output's dtype (jnp.linspace interpolates
+    # differently and can miss values such as 2.0 by an ulp)
+    dtype, num = jnp.dtype(c["dtype"]), c["num"]
+    start = jnp.asarray(c["start"], dtype)
+    step = (jnp.asarray(c["stop"], dtype) - start) / max(num - 1, 1)
+    return {"Out": start + step * jnp.arange(num, dtype=dtype)}
 
 
 @lowering("eye")
