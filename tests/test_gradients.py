@@ -1090,6 +1090,56 @@ def tensor_unstack(c, axis):
     return layers.unstack(c.data("x", c.randn(2, 3, 2)), axis=axis)
 
 
+# -- issue 24: tensor creation and manipulation ------------------------------------------------
+@grad_case("pad", params=[{"paddings": [1, 0, 2, 1]}, {"paddings": [0, 2, 0, 0]}])
+def tensor_pad(c, paddings):
+    return layers.pad(c.data("x", c.randn(2, 3)), paddings, pad_value=0.5)
+
+
+@grad_case("pad2d", params=[{"mode": m, "fmt": f} for m in ("constant", "reflect", "edge")
+                            for f in ("NCHW", "NHWC")])
+def tensor_pad2d(c, mode, fmt):
+    return layers.pad2d(c.data("x", c.randn(1, 3, 4, 3)), [1, 2, 2, 1], mode, 0.3, fmt)
+
+
+@grad_case("pad_constant_like")
+def tensor_pad_constant_like(c):
+    x = c.data("x", c.randn(3, 4), grad=False)
+    return layers.pad_constant_like(x, c.data("y", c.randn(2, 3)), pad_value=1.0)
+
+
+@grad_case("crop", "crop_tensor")
+def tensor_crop(c):
+    x = c.data("x", c.randn(3, 4, 5))
+    like = c.data("like", c.randn(2, 2, 3), grad=False)
+    return [layers.crop(x, like, [1, 0, 2]), layers.crop_tensor(x, [2, -1, 3], [0, 1, 1])]
+
+
+@grad_case("label_smooth", params=[{"prior": False}, {"prior": True}])
+def tensor_label_smooth(c, prior):
+    dist = c.data("prior", c.uniform(0.1, 1.0, 1, 4)) if prior else None
+    return layers.label_smooth(c.data("x", c.uniform(0.0, 1.0, 3, 4)), dist, epsilon=0.2)
+
+
+@grad_case("multiplex")
+def tensor_multiplex(c):
+    xs = [c.data(f"x{i}", c.randn(4, 3)) for i in range(3)]
+    return layers.multiplex(xs, _ids(c, "ids", [[2], [0], [2], [1]]))
+
+
+@grad_case("scatter_nd_add")
+def tensor_scatter_nd_add(c):
+    ref, upd = c.data("ref", c.randn(3, 4, 2)), c.data("upd", c.randn(3, 2))
+    return layers.scatter_nd_add(ref, _ids(c, "index", [[0, 1], [2, 3], [0, 1]]), upd)
+
+
+@grad_case("space_to_depth", "pixel_shuffle", "shuffle_channel")
+def tensor_rearrange_channels(c):
+    x = c.data("x", c.randn(1, 8, 4, 2))
+    return [layers.space_to_depth(x, 2), layers.pixel_shuffle(x, 2),
+            layers.shuffle_channel(x, 4)]
+
+
 @grad_case("log", "pow", "sign")
 def tensor_log_pow_sign(c):
     x = c.data("x", c.uniform(0.5, 2.0, 2, 3))

@@ -719,6 +719,52 @@ def test_math_activation_layers_round_trip(case_id):
 # -- end issue 24: math activations
 
 
+# -- issue 24: tensor creation and manipulation ------------------------------------------------
+def _img(shape=(-1, 8, 4, 4), name="img"):
+    return graphc.data(name, list(shape), "float32")
+
+
+TENSOR_CREATION_CASES = {
+    "create_tensor": lambda: layers.assign(_x(), layers.create_tensor("float32", "held")),
+    "create_parameter": lambda: layers.create_parameter([3, 4], "float32", "w_free"),
+    "create_global_var": lambda: layers.create_global_var([1], 2.5, "float32", True,
+                                                          name="lr"),
+    "uniform_random": lambda: layers.uniform_random([2, 3], min=-0.5, max=0.5, seed=7),
+    "gaussian_random": lambda: layers.gaussian_random([4], 1.0, 2.0),
+    "gaussian_random_batch_size_like":
+        lambda: layers.gaussian_random_batch_size_like(_x(), [1, 6], std=0.5),
+    "sampling_id": lambda: layers.sampling_id(layers.softmax(_x((-1, 5)))),
+    "linspace": lambda: layers.linspace(0, 1, 5, "float64"),
+    "diag": lambda: layers.diag(_x((3,))),
+    "eye": lambda: layers.eye(2, 3, [4]),
+    "reverse": lambda: layers.reverse(_x(), [0, -1]),
+    "unique": lambda: layers.unique(labels("i", (6,))),
+    "unique_with_counts": lambda: layers.unique_with_counts(labels("i", (6,)), "int64"),
+    "pad": lambda: layers.pad(_x(), [0, 0, 1, 2, 0, 1], 0.5),
+    "pad2d": lambda: layers.pad2d(_img(), [1, 1, 0, 2], "edge"),
+    "pad_constant_like": lambda: layers.pad_constant_like(_x((5, 6)), _x((3, 6), "y"), 1.0),
+    "crop": lambda: layers.crop(_x((5, 6)), _x((2, 3), "like"), [1, 1]),
+    "crop_tensor": lambda: layers.crop_tensor(_x(), [-1, 2, 2], [0, 1, 0]),
+    "label_smooth": lambda: layers.label_smooth(_x((-1, 4)), epsilon=0.2),
+    "multiplex": lambda: layers.multiplex([_x(), _x(name="y")], labels()),
+    "scatter_nd_add":
+        lambda: layers.scatter_nd_add(_x((3, 4)), labels("i", (-1, 1)), _x((-1, 4), "u")),
+    "scatter_nd": lambda: layers.scatter_nd(labels("i", (-1, 2)), _x((-1,), "u"), [3, 4]),
+    "shard_index": lambda: layers.shard_index(labels(), 20, 2, 0),
+    "space_to_depth": lambda: layers.space_to_depth(_img(), 2),
+    "pixel_shuffle": lambda: layers.pixel_shuffle(_img(), 2),
+    "shuffle_channel": lambda: layers.shuffle_channel(_img(), 4),
+    "is_empty": lambda: layers.is_empty(_x()),
+}
+for _layer, _build in TENSOR_CREATION_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("case_id", sorted(TENSOR_CREATION_CASES))
+def test_tensor_creation_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+
+
 # -- losses, metrics and learning-rate schedules (issue 15) ---------------------------------------
 def _prob(name="p", width=1):
     return layers.sigmoid(_x((-1, width), name))

@@ -1306,6 +1306,89 @@ def test_math_activation_bad_inputs_name_the_op(op_type, ins, attrs, message):
 # -- end issue 24: math activations
 
 
+# -- issue 24: tensor creation and manipulation ------------------------------------------------
+TENSOR_CREATION_CASES = [
+    case("linspace", {}, {"start": 0.0, "stop": 1.0, "num": 5, "dtype": "float64"},
+         {"Out": t(5, dtype="float64")}),
+    case("eye", {}, {"num_rows": 3}, {"Out": t(3, 3)}),
+    case("eye", {}, {"num_rows": 2, "num_columns": 4, "dtype": "int64"}, {"Out": i64(2, 4)},
+         "rectangular"),
+    case("diag", {"Diagonal": i64(-1)}, None, {"Out": i64(-1, -1)}),
+    case("gaussian_random_batch_size_like", {"Input": t(-1, 7)}, {"shape": [0, 3]},
+         {"Out": t(-1, 3)}),
+    case("sampling_id", {"X": t(-1, 5)}, None, {"Out": i64(-1)}),
+    case("unique", {"X": i64(-1)}, None, {"Out": i64(-1), "Index": t(-1, dtype="int32")}),
+    case("unique_with_counts", {"X": t(6)}, {"dtype": "int64"},
+         {"Out": t(6), "Index": i64(6), "Count": i64(6)}),
+    case("shard_index", {"X": i64(-1, 1)}, {"index_num": 20, "nshards": 2, "shard_id": 1},
+         {"Out": i64(-1, 1)}),
+    case("is_empty", {"X": t(-1, 3)}, None, {"Out": b(1)}),
+    case("pad", {"X": t(-1, 3)}, {"paddings": [1, 2, 0, 3]}, {"Out": t(-1, 6)}),
+    case("pad2d", {"X": t(-1, 2, 3, 4)}, {"paddings": [1, 0, 2, 2], "mode": "reflect"},
+         {"Out": t(-1, 2, 4, 8)}),
+    case("pad2d", {"X": t(2, 3, 4, -1)}, {"paddings": [1, 1, 0, 2], "data_format": "NHWC"},
+         {"Out": t(2, 5, 6, -1)}, "nhwc"),
+    case("pad_constant_like", {"X": t(4, 5), "Y": t(2, 5)}, None, {"Out": t(4, 5)}),
+    case("crop", {"X": t(-1, 5, 6), "Y": t(-1, 2, 3)}, {"offsets": [0, 1, 2]},
+         {"Out": t(-1, 2, 3)}),
+    case("crop", {"X": t(4, 5)}, {"shape": [2, 3]}, {"Out": t(2, 3)}, "shape-attr"),
+    case("crop_tensor", {"X": t(-1, 5, 6)}, {"shape": [-1, 2, -1], "offsets": [0, 1, 2]},
+         {"Out": t(-1, 2, 4)}),
+    case("label_smooth", {"X": t(-1, 4), "PriorDist": t(1, 4)}, {"epsilon": 0.1},
+         {"Out": t(-1, 4)}),
+    case("multiplex", {"X": [t(-1, 3), t(-1, 3)], "Ids": i64(-1, 1)}, None, {"Out": t(-1, 3)}),
+    case("scatter_nd_add", {"X": t(3, 4, 5), "Index": i64(-1, 2), "Updates": t(-1, 5)}, None,
+         {"Out": t(3, 4, 5)}),
+    case("space_to_depth", {"X": t(-1, 4, 6, 8)}, {"blocksize": 2}, {"Out": t(-1, 16, 3, 4)}),
+    case("pixel_shuffle", {"X": t(-1, 18, 2, -1)}, {"upscale_factor": 3},
+         {"Out": t(-1, 2, 6, -1)}),
+    case("shuffle_channel", {"X": t(-1, 6, 2, 2)}, {"group": 3}, {"Out": t(-1, 6, 2, 2)}),
+]
+CASES.extend(TENSOR_CREATION_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", TENSOR_CREATION_CASES)
+def test_tensor_creation_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", [
+    p for p in TENSOR_CREATION_CASES if has_op_def(grad_op_type(p.values[0]))])
+def test_tensor_creation_grad_op_types(op_type, ins, attrs, outs):
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+TENSOR_CREATION_ERRORS = [
+    ("linspace", {}, {"start": 0.0, "stop": 1.0, "num": 0}, "num 0 must be positive"),
+    ("diag", {"Diagonal": t(2, 2)}, {}, "Diagonal must be 1-D"),
+    ("sampling_id", {"X": t(4)}, {}, "X must be [batch, classes]"),
+    ("unique", {"X": t(2, 3)}, {}, "X must be 1-D, got [2, 3]"),
+    ("shard_index", {"X": i64(4, 1)}, {"index_num": 8, "nshards": 2, "shard_id": 2},
+     "shard_id 2 must be in [0, nshards=2)"),
+    ("pad", {"X": t(2, 3)}, {"paddings": [1, 1]}, "must hold 2 entries (before, after)"),
+    ("pad2d", {"X": t(1, 1, 2, 2)}, {"paddings": [2, 0, 0, 0], "mode": "reflect"},
+     "must be smaller than X's dimension 2"),
+    ("pad2d", {"X": t(1, 1, 2, 2)}, {"mode": "wrap"}, "mode 'wrap'"),
+    ("pad_constant_like", {"X": t(2, 3), "Y": t(3, 3)}, {}, "no dimension larger than X's"),
+    ("crop_tensor", {"X": t(4, 5)}, {"shape": [3, 3], "offsets": [2, 0]}, "goes past X"),
+    ("crop", {"X": t(4, 5)}, {"shape": [3]}, "one entry per dimension of X"),
+    ("label_smooth", {"X": i64(2, 3)}, {}, "X must be floating point"),
+    ("label_smooth", {"X": t(2, 3), "PriorDist": t(1, 4)}, {}, "PriorDist [1, 4] must be"),
+    ("multiplex", {"X": [t(3, 2), t(3, 4)], "Ids": i64(3, 1)}, {}, "differ"),
+    ("scatter_nd_add", {"X": t(3, 4), "Index": i64(2, 1), "Updates": t(2, 5)}, {},
+     "Updates [2, 5] must be Index's leading dims"),
+    ("space_to_depth", {"X": t(1, 2, 4, 4)}, {"blocksize": 2}, "channels 2 must be a multiple"),
+    ("pixel_shuffle", {"X": t(1, 5, 2, 2)}, {"upscale_factor": 2}, "channels 5 must be"),
+    ("shuffle_channel", {"X": t(1, 5, 2, 2)}, {"group": 2}, "multiple of group 2"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", TENSOR_CREATION_ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in TENSOR_CREATION_ERRORS])
+def test_tensor_creation_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+
+
 # -- losses, metrics and learning-rate schedules (issue 15) ---------------------------------------
 LOSS_CASES = [
     case("sigmoid_cross_entropy_with_logits", {"X": t(-1, 3), "Label": t(-1, 3)}, None,

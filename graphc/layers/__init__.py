@@ -3,6 +3,23 @@
 Each layer appends Paddle's ops with Paddle's names; see helper.LayerHelper.
 """
 
+# -- issue 24: tensor creation and manipulation
+from .creation import (
+    create_global_var,
+    create_parameter,
+    create_tensor,
+    diag,
+    eye,
+    gaussian_random,
+    gaussian_random_batch_size_like,
+    is_empty,
+    linspace,
+    sampling_id,
+    shard_index,
+    uniform_random,
+    unique,
+    unique_with_counts,
+)
 from .crf import chunk_eval, crf_decoding, linear_chain_crf
 from .dynamic_rnn import DynamicRNN
 from .learning_rate_scheduler import (
@@ -152,6 +169,21 @@ from .math_activation import (  # -- issue 24: math activations
 from .math_op_patch import monkey_patch_variable
 from .metric_op import auc
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
+from .reshuffle import (
+    crop,
+    crop_tensor,
+    label_smooth,
+    multiplex,
+    pad,
+    pad2d,
+    pad_constant_like,
+    pixel_shuffle,
+    reverse,
+    scatter_nd,
+    scatter_nd_add,
+    shuffle_channel,
+    space_to_depth,
+)
 from .rnn import dynamic_gru, dynamic_lstm, dynamic_lstmp, gru_unit, lstm_unit
 from .sequence import (
     sequence_concat,
@@ -214,6 +246,12 @@ __all__ = [
     "sqrt", "square", "square_error_cost", "squeeze", "stack", "strided_slice", "sums", "tanh",
     "topk", "transpose", "uniform_random_batch_size_like", "unsqueeze", "unstack", "where",
     "zeros", "zeros_like",
+    # -- issue 24: tensor creation and manipulation
+    "create_global_var", "create_parameter", "create_tensor", "crop", "crop_tensor", "diag",
+    "eye", "gaussian_random", "gaussian_random_batch_size_like", "is_empty", "label_smooth",
+    "linspace", "multiplex", "pad", "pad2d", "pad_constant_like", "pixel_shuffle", "reverse",
+    "sampling_id", "scatter_nd", "scatter_nd_add", "shard_index", "shuffle_channel",
+    "space_to_depth", "uniform_random", "unique", "unique_with_counts",
 ]
 
 # -- issue 24: math activations
