@@ -114,6 +114,27 @@ from .math import (
 from .math_op_patch import monkey_patch_variable
 from .metric_op import auc
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
+
+# -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
+from .nn_more import (
+    adaptive_pool2d,
+    adaptive_pool3d,
+    affine_channel,
+    conv2d_transpose,
+    conv3d,
+    conv3d_transpose,
+    group_norm,
+    instance_norm,
+    lrn,
+    pool3d,
+)
+from .resize import (
+    image_resize,
+    image_resize_short,
+    resize_bilinear,
+    resize_nearest,
+    resize_trilinear,
+)
 from .rnn import dynamic_gru, dynamic_lstm, dynamic_lstmp, gru_unit, lstm_unit
 from .sequence import (
     sequence_concat,
@@ -176,6 +197,10 @@ __all__ = [
     "sqrt", "square", "square_error_cost", "squeeze", "stack", "strided_slice", "sums", "tanh",
     "topk", "transpose", "uniform_random_batch_size_like", "unsqueeze", "unstack", "where",
     "zeros", "zeros_like",
+    # -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
+    "adaptive_pool2d", "adaptive_pool3d", "affine_channel", "conv2d_transpose", "conv3d",
+    "conv3d_transpose", "group_norm", "image_resize", "image_resize_short", "instance_norm",
+    "lrn", "pool3d", "resize_bilinear", "resize_nearest", "resize_trilinear",
 ]
 
 

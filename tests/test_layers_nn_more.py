@@ -1,0 +1,371 @@
+"""Issue 24's nn layers (conv2d/3d transposes, conv3d, pool3d, adaptive pooling, instance,
+group and local response norm, affine_channel, the resize family, pool2d past its input):
+NumPy references of Paddle 1.8's semantics on the jitted Executor and the interpreter."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphc
+import graphc.fluid as fluid
+from graphc import layers
+from graphc.backends.interpreter import run_graph
+from graphc.ir.errors import GraphcError, ProgramError, ShapeError
+
+RNG = np.random.default_rng(24)
+
+
+def _run_both(fetch, feeds):
+    """Fetched values (outputs then parameters) from the jitted step and the interpreter."""
+    main, startup = graphc.default_main_program(), graphc.default_startup_program()
+    names = [v.name for v in fetch]
+    exe = graphc.Executor()
+    exe.run(startup)
+    jitted = exe.run(main, feed=feeds, fetch_list=names)
+    state, _ = run_graph(graphc.lower(startup))
+    _, interp = run_graph(graphc.lower(main), state, feeds, names)
+    return [np.asarray(v) for v in jitted], [np.asarray(v) for v in interp]
+
+
+def _params():
+    return [p for p in graphc.default_main_program().global_block().all_parameters()]
+
+
+def _check(out, feeds, ref, rtol=1e-5, atol=1e-6):
+    """``ref(params...)`` is the NumPy reference given the parameters each backend read."""
+    params = _params()
+    for got in _run_both([out, *params], feeds):
+        assert got[0].shape == ref(*got[1:]).shape
+        np.testing.assert_allclose(got[0], ref(*got[1:]), rtol=rtol, atol=atol)
+    return out
+
+
+# -- NumPy references ---------------------------------------------------------------------
+def conv_ref(x, w, s, pads, d, g):
+    nd = x.ndim - 2
+    xp = np.pad(x, [(0, 0), (0, 0), *pads])
+    k = w.shape[2:]
+    dims = [(xp.shape[2 + i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(nd)]
+    cg, mg = x.shape[1] // g, w.shape[0] // g
+    out = np.zeros((x.shape[0], w.shape[0], *dims))
+    for off in np.ndindex(*k):
+        sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (dims[i] - 1) + 1, s[i])
+                   for i in range(nd))
+        patch = xp[(slice(None), slice(None), *sl)]
+        for gi in range(g):
+            out[:, gi * mg:(gi + 1) * mg] += np.einsum(
+                "nc...,mc->nm...", patch[:, gi * cg:(gi + 1) * cg],
+                w[(slice(gi * mg, (gi + 1) * mg), slice(None), *off)])
+    return out
+
+
+def conv_transpose_ref(x, w, s, pads, d, g, out_size=None):
+    nd = x.ndim - 2
+    k, cg, mg = w.shape[2:], x.shape[1] // g, w.shape[1]
+    full = [(x.shape[2 + i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 for i in range(nd)]
+    buf = np.zeros((x.shape[0], mg * g, *full))
+    for off in np.ndindex(*k):
+        sl = tuple(slice(off[i] * d[i], off[i] * d[i] + s[i] * (x.shape[2 + i] - 1) + 1, s[i])
+                   for i in range(nd))
+        for gi in range(g):
+            buf[(slice(None), slice(gi * mg, (gi + 1) * mg), *sl)] += np.einsum(
+                "nc...,cm->nm...", x[:, gi * cg:(gi + 1) * cg],
+                w[(slice(gi * cg, (gi + 1) * cg), slice(None), *off)])
+    out = out_size or [full[i] - sum(pads[i]) for i in range(nd)]
+    buf = np.pad(buf, [(0, 0), (0, 0)] + [(0, max(0, pads[i][0] + out[i] - full[i]))
+                                          for i in range(nd)])
+    return buf[(slice(None), slice(None),
+                *(slice(pads[i][0], pads[i][0] + out[i]) for i in range(nd)))]
+
+
+def pool_ref(x, k, s, pads, kind, ceil=False):
+    """Paddle's pooling: windows clipped to the input (exclusive average)."""
+    nd = x.ndim - 2
+    dims = []
+    for i in range(nd):
+        num = x.shape[2 + i] + sum(pads[i]) - k[i] + (s[i] - 1 if ceil else 0)
+        dims.append(int(num / s[i]) + 1)
+    out = np.zeros(x.shape[:2] + tuple(dims))
+    for o in np.ndindex(*dims):
+        sl = []
+        for i in range(nd):
+            lo = o[i] * s[i] - pads[i][0]
+            sl.append(slice(max(lo, 0), min(lo + k[i], x.shape[2 + i])))
+        win = x[(slice(None), slice(None), *sl)].reshape(*x.shape[:2], -1)
+        out[(slice(None), slice(None), *o)] = win.max(-1) if kind == "max" else win.mean(-1)
+    return out
+
+
+def adaptive_ref(x, out, kind):
+    nd = x.ndim - 2
+    res = np.zeros(x.shape[:2] + tuple(out))
+    for o in np.ndindex(*out):
+        sl = [slice(o[i] * x.shape[2 + i] // out[i], -(-(o[i] + 1) * x.shape[2 + i] // out[i]))
+              for i in range(nd)]
+        win = x[(slice(None), slice(None), *sl)].reshape(*x.shape[:2], -1)
+        res[(slice(None), slice(None), *o)] = win.max(-1) if kind == "max" else win.mean(-1)
+    return res
+
+
+def interp_ref(x, out, method, align_corners, align_mode):
+    """Paddle 1.8's interp kernels, one output index at a time, axis by axis."""
+    y = x
+    for i, o in enumerate(out):
+        ax = 2 + i
+        size = y.shape[ax]
+        r = 0.0 if o <= 1 else ((size - 1) / (o - 1) if align_corners else size / o)
+        moved = np.moveaxis(y, ax, 0)
+        res = np.zeros((o,) + moved.shape[1:])
+        for kk in range(o):
+            if method == "nearest":
+                idx = int(r * kk + 0.5) if align_corners else int(r * kk)
+                res[kk] = moved[idx]
+                continue
+            flag = align_mode == 0 and not align_corners
+            n = int(r * (kk + 0.5) - 0.5) if flag else int(r * kk)
+            n = max(n, 0)
+            sn = min(n + 1, size - 1)
+            src = max(r * (kk + 0.5) - 0.5, 0) if flag else r * kk
+            dn = src - n
+            res[kk] = moved[n] * (1 - dn) + moved[sn] * dn
+        y = np.moveaxis(res, 0, ax)
+    return y
+
+
+# -- conv2d_transpose / conv3d / conv3d_transpose -------------------------------------------
+@pytest.mark.parametrize(("shape", "kw", "pads"), [
+    ((2, 3, 4, 5), dict(num_filters=4, filter_size=3), [(0, 0), (0, 0)]),
+    ((1, 4, 3, 3), dict(num_filters=2, filter_size=[2, 3], stride=2, padding=1), [(1, 1)] * 2),
+    ((1, 4, 3, 4), dict(num_filters=6, filter_size=3, stride=2, dilation=2, groups=2),
+     [(0, 0)] * 2),
+    ((1, 2, 3, 3), dict(num_filters=3, filter_size=3, stride=2, padding=[0, 1, 1, 0]),
+     [(0, 1), (1, 0)]),
+    ((-1, 2, 3, 3), dict(num_filters=3, filter_size=3, stride=2, padding=1,
+                         output_size=[6, 6]), [(1, 1)] * 2),
+])
+def test_conv2d_transpose(shape, kw, pads):
+    feed_shape = tuple(2 if d < 0 else d for d in shape)
+    x = graphc.data("x", list(shape), "float64")
+    out = layers.conv2d_transpose(x, bias_attr=False, **kw)
+    s = [kw.get("stride", 1)] * 2
+    d = [kw.get("dilation", 1)] * 2
+    v = RNG.standard_normal(feed_shape)
+    _check(out, {"x": v}, lambda w: conv_transpose_ref(v, w, s, pads, d, kw.get("groups", 1),
+                                                       kw.get("output_size")))
+    assert out.shape[0] == shape[0]
+
+
+def test_conv2d_transpose_filter_from_output_size_and_bias():
+    x = graphc.data("x", [1, 2, 4, 4], "float64")
+    out = layers.conv2d_transpose(x, 3, output_size=9, stride=2)
+    assert out.shape == (1, 3, 9, 9)
+    w = _params()[0]
+    assert list(w.shape) == [2, 3, 3, 3]  # Paddle: (9 - 3*2 - 1) // 1 + 1
+    ops = [op.type for op in graphc.default_main_program().global_block().ops]
+    assert ops == ["conv2d_transpose", "elementwise_add"]
+
+
+def test_conv2d_transpose_nhwc_and_same():
+    x = graphc.data("x", [1, 3, 3, 2], "float64")
+    out = layers.conv2d_transpose(x, 4, filter_size=3, stride=2, padding="SAME",
+                                  data_format="NHWC", bias_attr=False)
+    v = RNG.standard_normal((1, 3, 3, 2))
+    # SAME on a 3-wide input, k 3, stride 2: pads (1, 1)
+    _check(out, {"x": v}, lambda w: conv_transpose_ref(
+        v.transpose(0, 3, 1, 2), w, [2, 2], [(1, 1)] * 2, [1, 1], 1).transpose(0, 2, 3, 1))
+
+
+def test_conv2d_transpose_refuses_bad_output_size():
+    x = graphc.data("x", [1, 2, 3, 3], "float32")
+    with pytest.raises(ShapeError, match="output_size"):
+        layers.conv2d_transpose(x, 2, output_size=[9, 9], filter_size=3, stride=2)
+
+
+@pytest.mark.parametrize("kw", [dict(stride=1, padding=0), dict(stride=2, padding=1, groups=2),
+                                dict(stride=[1, 2, 1], padding=[1, 0, 1], dilation=2)])
+def test_conv3d(kw):
+    x = graphc.data("x", [2, 4, 5, 6, 5], "float64")
+    out = layers.conv3d(x, 4, 3, bias_attr=False, **kw)
+    v = RNG.standard_normal((2, 4, 5, 6, 5))
+    s = kw["stride"] if isinstance(kw["stride"], list) else [kw["stride"]] * 3
+    p = kw["padding"] if isinstance(kw["padding"], list) else [kw["padding"]] * 3
+    d = [kw.get("dilation", 1)] * 3
+    _check(out, {"x": v}, lambda w: conv_ref(v, w, s, [(q, q) for q in p], d,
+                                             kw.get("groups", 1)))
+
+
+def test_conv3d_transpose_and_ndhwc_conv3d():
+    x = graphc.data("x", [1, 2, 2, 3, 2], "float64")
+    out = layers.conv3d_transpose(x, 3, filter_size=2, stride=2, bias_attr=False)
+    v = RNG.standard_normal((1, 2, 2, 3, 2))
+    _check(out, {"x": v}, lambda w: conv_transpose_ref(v, w, [2] * 3, [(0, 0)] * 3, [1] * 3, 1))
+    y = graphc.data("y", [1, 4, 4, 4, 2], "float32")
+    assert layers.conv3d(y, 5, 3, data_format="NDHWC").shape == (1, 2, 2, 2, 5)
+
+
+# -- pooling ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("kw", [
+    dict(pool_size=2, pool_type="max", pool_stride=2),
+    dict(pool_size=3, pool_type="avg", pool_stride=2, pool_padding=1),
+    dict(pool_size=2, pool_type="avg", pool_stride=2, ceil_mode=True),
+    dict(pool_size=[2, 3, 2], pool_type="max", pool_stride=[1, 2, 1]),
+])
+def test_pool3d(kw):
+    x = graphc.data("x", [-1, 2, 5, 5, 4], "float32")
+    out = layers.pool3d(x, **kw)
+    v = RNG.standard_normal((2, 2, 5, 5, 4)).astype("float32")
+    k = kw["pool_size"] if isinstance(kw["pool_size"], list) else [kw["pool_size"]] * 3
+    s = kw["pool_stride"] if isinstance(kw["pool_stride"], list) else [kw["pool_stride"]] * 3
+    p = kw.get("pool_padding", 0)
+    _check(out, {"x": v}, lambda: pool_ref(v, k, s, [(p, p)] * 3, kw["pool_type"],
+                                           kw.get("ceil_mode", False)))
+
+
+def test_global_pool3d():
+    x = graphc.data("x", [2, 3, 4, 4, 4], "float32")
+    out = layers.pool3d(x, pool_type="avg", global_pooling=True)
+    v = RNG.standard_normal((2, 3, 4, 4, 4)).astype("float32")
+    _check(out, {"x": v}, lambda: v.mean(axis=(2, 3, 4), keepdims=True))
+
+
+@pytest.mark.parametrize("kind", ["max", "avg"])
+def test_pool2d_window_past_the_padded_input_gives_one_output(kind):
+    # Paddle 1.8: (3 - 4) / 2 + 1 = 1 (C division); the window is clipped to the input
+    x = graphc.data("x", [-1, 2, 3, 3], "float32")
+    out = layers.pool2d(x, pool_size=4, pool_type=kind, pool_stride=2)
+    assert out.shape == (-1, 2, 1, 1)
+    v = RNG.standard_normal((2, 2, 3, 3)).astype("float32")
+    _check(out, {"x": v}, lambda: pool_ref(v, [4, 4], [2, 2], [(0, 0)] * 2, kind))
+
+
+def test_pool2d_window_with_no_output_is_still_refused():
+    x = graphc.data("x", [2, 2, 3, 3], "float32")
+    with pytest.raises(ShapeError, match="larger than padded input"):
+        layers.pool2d(x, pool_size=5, pool_stride=1)
+
+
+@pytest.mark.parametrize(("nd", "size", "kind"), [
+    (2, [2, 3], "max"), (2, 3, "avg"), (3, [2, 1, 3], "avg"), (3, 2, "max")])
+def test_adaptive_pools(nd, size, kind):
+    shape = (2, 3, 5, 7) if nd == 2 else (1, 2, 5, 3, 4)
+    x = graphc.data("x", list(shape), "float32")
+    fn = layers.adaptive_pool2d if nd == 2 else layers.adaptive_pool3d
+    out = fn(x, size, pool_type=kind)
+    size = [size] * nd if isinstance(size, int) else size
+    v = RNG.standard_normal(shape).astype("float32")
+    _check(out, {"x": v}, lambda: adaptive_ref(v, size, kind))
+    with pytest.raises(ProgramError, match="require_index"):
+        fn(x, size, require_index=True)
+
+
+# -- normalisation ---------------------------------------------------------------------------
+def test_instance_norm():
+    x = graphc.data("x", [-1, 3, 4, 5], "float64")
+    out = layers.instance_norm(x, epsilon=1e-3)
+    v = RNG.standard_normal((2, 3, 4, 5)) * 3 + 1
+
+    def ref(scale, bias):
+        m = v.mean(axis=(2, 3), keepdims=True)
+        var = v.var(axis=(2, 3), keepdims=True)
+        return (v - m) / np.sqrt(var + 1e-3) * scale.reshape(1, 3, 1, 1) \
+            + bias.reshape(1, 3, 1, 1)
+    _check(out, {"x": v}, ref)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_group_norm(layout):
+    shape = (2, 6, 3, 4) if layout == "NCHW" else (2, 3, 4, 6)
+    x = graphc.data("x", list(shape), "float64")
+    out = layers.group_norm(x, groups=3, data_layout=layout, act="relu")
+    v = RNG.standard_normal(shape)
+
+    def ref(scale, bias):
+        t = v if layout == "NCHW" else v.transpose(0, 3, 1, 2)
+        g = t.reshape(2, 3, -1)
+        y = ((g - g.mean(-1, keepdims=True)) / np.sqrt(g.var(-1, keepdims=True) + 1e-5))
+        y = y.reshape(t.shape) * scale.reshape(1, 6, 1, 1) + bias.reshape(1, 6, 1, 1)
+        y = np.maximum(y, 0)
+        return y if layout == "NCHW" else y.transpose(0, 2, 3, 1)
+    _check(out, {"x": v}, ref)
+
+
+def test_group_norm_refuses_groups_not_dividing_channels():
+    x = graphc.data("x", [2, 6, 3, 4], "float32")
+    with pytest.raises(ShapeError, match="groups=4"):
+        layers.group_norm(x, groups=4)
+
+
+def test_lrn():
+    x = graphc.data("x", [2, 6, 3, 3], "float64")
+    out = layers.lrn(x, n=3, k=2.0, alpha=0.1, beta=0.5)
+    v = RNG.standard_normal((2, 6, 3, 3))
+
+    def ref():
+        mid = np.full_like(v, 2.0)
+        for ch in range(6):
+            for j in range(ch - 1, ch + 2):
+                if 0 <= j < 6:
+                    mid[:, ch] += 0.1 * v[:, j] ** 2
+        return v * mid ** -0.5
+    _check(out, {"x": v}, ref)
+
+
+def test_affine_channel():
+    x = graphc.data("x", [2, 3, 2, 2], "float32")
+    s = layers.fill_constant([3], "float32", 2.0)
+    b = layers.fill_constant([3], "float32", -1.0)
+    out = layers.affine_channel(x, s, b)
+    v = RNG.standard_normal((2, 3, 2, 2)).astype("float32")
+    _check(out, {"x": v}, lambda: v * 2.0 - 1.0)
+    with pytest.raises(ProgramError, match="scale"):
+        layers.affine_channel(x, None, b)
+
+
+# -- resize ----------------------------------------------------------------------------------
+@pytest.mark.parametrize(("method", "kw", "out"), [
+    ("bilinear", dict(out_shape=[6, 7]), [6, 7]),
+    ("bilinear", dict(out_shape=[6, 7], align_corners=False, align_mode=0), [6, 7]),
+    ("bilinear", dict(out_shape=[3, 2], align_corners=False, align_mode=1), [3, 2]),
+    ("bilinear", dict(scale=1.5, align_corners=False, align_mode=0), [6, 7]),
+    ("nearest", dict(out_shape=[7, 3]), [7, 3]),
+    ("nearest", dict(out_shape=[8, 9], align_corners=False), [8, 9]),
+])
+def test_resize_2d(method, kw, out):
+    x = graphc.data("x", [-1, 2, 4, 5], "float64")
+    fn = layers.resize_bilinear if method == "bilinear" else layers.resize_nearest
+    y = fn(x, **kw)
+    v = RNG.standard_normal((2, 2, 4, 5))
+    _check(y, {"x": v}, lambda: interp_ref(v, out, method, kw.get("align_corners", True),
+                                           kw.get("align_mode", 1)))
+
+
+def test_resize_trilinear_and_nhwc():
+    x = graphc.data("x", [1, 2, 3, 4, 2], "float64")
+    y = layers.resize_trilinear(x, out_shape=[4, 2, 5], align_corners=False, align_mode=0)
+    v = RNG.standard_normal((1, 2, 3, 4, 2))
+    _check(y, {"x": v}, lambda: interp_ref(v, [4, 2, 5], "linear", False, 0))
+    z = graphc.data("z", [1, 4, 5, 3], "float64")
+    r = layers.image_resize(z, out_shape=[2, 7], data_format="NHWC")
+    u = RNG.standard_normal((1, 4, 5, 3))
+    _check(r, {"x": v, "z": u}, lambda: interp_ref(u.transpose(0, 3, 1, 2), [2, 7], "linear", True,
+                                           1).transpose(0, 2, 3, 1))
+
+
+def test_image_resize_short_and_refusals():
+    x = graphc.data("x", [1, 3, 10, 15], "float32")
+    assert layers.image_resize_short(x, 4).shape == (1, 3, 4, 6)
+    with pytest.raises(ProgramError, match="out_shape or scale"):
+        layers.image_resize(x)
+    with pytest.raises(ProgramError, match="data-dependent"):
+        layers.image_resize(x, out_shape=layers.fill_constant([2], "int32", 4))
+    with pytest.raises(GraphcError):
+        layers.image_resize(x, out_shape=[2, 2], resample="BICUBIC")
+
+
+def test_fluid_spelling():
+    for name in ("conv2d_transpose", "conv3d", "conv3d_transpose", "pool3d", "adaptive_pool2d",
+                 "adaptive_pool3d", "instance_norm", "group_norm", "lrn", "image_resize",
+                 "image_resize_short", "resize_bilinear", "resize_nearest", "resize_trilinear",
+                 "affine_channel"):
+        assert getattr(fluid.layers, name) is getattr(layers, name)
