@@ -664,6 +664,22 @@ def interps(c, ac, mode):
     return [a, b, d]
 
 
+@grad_case("temporal_shift", "unfold", "bilinear_tensor_product")
+def temporal_shift_unfold_bilinear(c):
+    x = c.data("x", c.randn(4, 5, 3, 3))
+    a = layers.temporal_shift(x, seg_num=2, shift_ratio=0.2)
+    b = layers.unfold(x, [2, 2], strides=[1, 2], paddings=1, dilations=[2, 1])
+    p, q = c.data("p", c.randn(2, 3)), c.data("q", c.randn(2, 4))
+    return [a, b, layers.bilinear_tensor_product(p, q, 3)]
+
+
+@grad_case("elementwise_div", "reduce_mean")
+def dice_loss(c):
+    x = c.data("x", c.uniform(0.1, 1.0, 2, 3, 4))
+    lab = c.data("lab", c.rng.integers(0, 4, (2, 3, 1)), grad=False, dtype="int64")
+    return layers.dice_loss(x, lab)
+
+
 # -- random, embedding and losses -----------------------------------------------------------------
 @grad_case("dropout", params=[{"impl": "downgrade_in_infer", "is_test": False},
                               {"impl": "upscale_in_train", "is_test": False},

@@ -369,3 +369,81 @@ def test_fluid_spelling():
                  "image_resize_short", "resize_bilinear", "resize_nearest", "resize_trilinear",
                  "affine_channel"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
+
+
+# -- dice_loss, temporal_shift, unfold, bilinear_tensor_product ----------------------------
+def test_dice_loss():
+    x = graphc.data("x", [-1, 3, 4], "float64")
+    lab = graphc.data("lab", [-1, 3, 1], "int64")
+    out = layers.dice_loss(x, lab, epsilon=1e-3)
+    v = RNG.uniform(0, 1, (2, 3, 4))
+    ids = RNG.integers(0, 4, (2, 3, 1))
+
+    def ref():
+        hot = np.eye(4)[ids[..., 0]]
+        inse = (v * hot).sum(axis=(1, 2))
+        den = v.sum(axis=(1, 2)) + hot.sum(axis=(1, 2))
+        return np.mean(1 - inse * 2 / (den + 1e-3)).reshape(out.shape)
+    _check(out, {"x": v, "lab": ids}, ref)
+
+
+@pytest.mark.parametrize("ratio", [0.25, 0.2, 0.5])
+def test_temporal_shift(ratio):
+    x = graphc.data("x", [-1, 5, 2, 2], "float32")
+    out = layers.temporal_shift(x, seg_num=3, shift_ratio=ratio)
+    v = RNG.standard_normal((6, 5, 2, 2)).astype("float32")
+
+    def ref():
+        t = v.reshape(2, 3, 5, 2, 2)
+        res = np.zeros_like(t)
+        c1, c2 = int(5 * ratio), int(5 * 2 * ratio)
+        for it in range(3):
+            for ic in range(5):
+                src = it - 1 if ic < c1 else it + 1 if ic < c2 else it
+                if 0 <= src < 3:
+                    res[:, it, ic] = t[:, src, ic]
+        return res.reshape(v.shape)
+    _check(out, {"x": v}, ref)
+    with pytest.raises(ShapeError, match="multiple of seg_num"):
+        layers.temporal_shift(graphc.data("y", [4, 5, 2, 2], "float32"), seg_num=3)
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_sizes=2), dict(kernel_sizes=[2, 3], strides=2,
+                                                           paddings=[1, 0, 0, 2], dilations=1),
+                                dict(kernel_sizes=2, paddings=[1, 2], dilations=2)])
+def test_unfold(kw):
+    x = graphc.data("x", [2, 3, 5, 6], "float64")
+    out = layers.unfold(x, **kw)
+    v = RNG.standard_normal((2, 3, 5, 6))
+    k = kw["kernel_sizes"] if isinstance(kw["kernel_sizes"], list) else [kw["kernel_sizes"]] * 2
+    s = [kw.get("strides", 1)] * 2
+    d = [kw.get("dilations", 1)] * 2
+    p = kw.get("paddings", 0)
+    p = [p] * 4 if isinstance(p, int) else (p * 2 if len(p) == 2 else p)
+
+    def ref():
+        xp = np.pad(v, [(0, 0), (0, 0), (p[0], p[2]), (p[1], p[3])])
+        oh = (xp.shape[2] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+        ow = (xp.shape[3] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+        cols = np.zeros((2, 3, k[0], k[1], oh, ow))
+        for i in range(k[0]):
+            for j in range(k[1]):
+                cols[:, :, i, j] = xp[:, :, i * d[0]:i * d[0] + s[0] * (oh - 1) + 1:s[0],
+                                      j * d[1]:j * d[1] + s[1] * (ow - 1) + 1:s[1]]
+        return cols.reshape(2, 3 * k[0] * k[1], oh * ow)
+    _check(out, {"x": v}, ref)
+
+
+def test_bilinear_tensor_product():
+    x = graphc.data("x", [-1, 3], "float64")
+    y = graphc.data("y", [-1, 4], "float64")
+    out = layers.bilinear_tensor_product(x, y, 5, act="tanh")
+    assert out.shape == (-1, 5)
+    a, b = RNG.standard_normal((2, 3)), RNG.standard_normal((2, 4))
+    _check(out, {"x": a, "y": b},
+           lambda w, bias: np.tanh(np.einsum("bm,imn,bn->bi", a, w, b) + bias))
+
+
+def test_fluid_spelling_of_the_rest():
+    for name in ("dice_loss", "temporal_shift", "unfold", "bilinear_tensor_product"):
+        assert getattr(fluid.layers, name) is getattr(layers, name)

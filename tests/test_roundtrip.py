@@ -220,6 +220,27 @@ def _image_resize_short():
     layers.image_resize_short(image((-1, 3, 8, 12)), 4)
 
 
+@case("dice_loss")
+def _dice_loss():
+    layers.dice_loss(layers.softmax(graphc.data("p", [-1, 3, 4])), labels(shape=(-1, 3, 1)))
+
+
+@case("temporal_shift")
+def _temporal_shift():
+    layers.temporal_shift(image(), seg_num=2, shift_ratio=0.2)
+
+
+@case("unfold")
+def _unfold():
+    layers.unfold(image(), [2, 3], strides=2, paddings=[1, 0], dilations=1)
+
+
+@case("bilinear_tensor_product")
+def _bilinear_tensor_product():
+    layers.bilinear_tensor_product(graphc.data("a", [-1, 3]), graphc.data("b", [-1, 2]), 4,
+                                   act="sigmoid")
+
+
 @case("batch_norm")
 def _batch_norm():
     layers.batch_norm(image(), act="relu")

@@ -116,6 +116,7 @@ from .metric_op import auc
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
 
 # -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
+from .nn_misc import bilinear_tensor_product, dice_loss, temporal_shift, unfold
 from .nn_more import (
     adaptive_pool2d,
     adaptive_pool3d,
@@ -201,6 +202,7 @@ __all__ = [
     "adaptive_pool2d", "adaptive_pool3d", "affine_channel", "conv2d_transpose", "conv3d",
     "conv3d_transpose", "group_norm", "image_resize", "image_resize_short", "instance_norm",
     "lrn", "pool3d", "resize_bilinear", "resize_nearest", "resize_trilinear",
+    "bilinear_tensor_product", "dice_loss", "temporal_shift", "unfold",
 ]
 
 
