@@ -79,8 +79,9 @@ def conv_transpose_ref(x, w, s, pads, d, g, out_size=None):
                 *(slice(pads[i][0], pads[i][0] + out[i]) for i in range(nd)))]
 
 
-def pool_ref(x, k, s, pads, kind, ceil=False):
-    """Paddle's pooling: windows clipped to the input (exclusive average)."""
+def pool_ref(x, k, s, pads, kind, ceil=False, exclusive=True):
+    """Paddle's pooling: windows clipped to the input; an inclusive average divides by the
+    whole window."""
     nd = x.ndim - 2
     dims = []
     for i in range(nd):
@@ -93,7 +94,8 @@ def pool_ref(x, k, s, pads, kind, ceil=False):
             lo = o[i] * s[i] - pads[i][0]
             sl.append(slice(max(lo, 0), min(lo + k[i], x.shape[2 + i])))
         win = x[(slice(None), slice(None), *sl)].reshape(*x.shape[:2], -1)
-        out[(slice(None), slice(None), *o)] = win.max(-1) if kind == "max" else win.mean(-1)
+        avg = win.mean(-1) if exclusive else win.sum(-1) / np.prod(k)
+        out[(slice(None), slice(None), *o)] = win.max(-1) if kind == "max" else avg
     return out
 
 
@@ -210,6 +212,7 @@ def test_conv3d_transpose_and_ndhwc_conv3d():
     dict(pool_size=3, pool_type="avg", pool_stride=2, pool_padding=1),
     dict(pool_size=2, pool_type="avg", pool_stride=2, ceil_mode=True),
     dict(pool_size=[2, 3, 2], pool_type="max", pool_stride=[1, 2, 1]),
+    dict(pool_size=3, pool_type="avg", pool_stride=2, pool_padding=1, exclusive=False),
 ])
 def test_pool3d(kw):
     x = graphc.data("x", [-1, 2, 5, 5, 4], "float32")
@@ -219,7 +222,8 @@ def test_pool3d(kw):
     s = kw["pool_stride"] if isinstance(kw["pool_stride"], list) else [kw["pool_stride"]] * 3
     p = kw.get("pool_padding", 0)
     _check(out, {"x": v}, lambda: pool_ref(v, k, s, [(p, p)] * 3, kw["pool_type"],
-                                           kw.get("ceil_mode", False)))
+                                           kw.get("ceil_mode", False),
+                                           kw.get("exclusive", True)))
 
 
 def test_global_pool3d():
@@ -229,14 +233,17 @@ def test_global_pool3d():
     _check(out, {"x": v}, lambda: v.mean(axis=(2, 3, 4), keepdims=True))
 
 
-@pytest.mark.parametrize("kind", ["max", "avg"])
-def test_pool2d_window_past_the_padded_input_gives_one_output(kind):
+@pytest.mark.parametrize(("kind", "exclusive", "ceil"), [
+    ("max", True, False), ("avg", True, False), ("avg", False, False), ("max", True, True)])
+def test_pool2d_window_past_the_padded_input_gives_one_output(kind, exclusive, ceil):
     # Paddle 1.8: (3 - 4) / 2 + 1 = 1 (C division); the window is clipped to the input
     x = graphc.data("x", [-1, 2, 3, 3], "float32")
-    out = layers.pool2d(x, pool_size=4, pool_type=kind, pool_stride=2)
+    out = layers.pool2d(x, pool_size=4, pool_type=kind, pool_stride=2, exclusive=exclusive,
+                        ceil_mode=ceil)
     assert out.shape == (-1, 2, 1, 1)
     v = RNG.standard_normal((2, 2, 3, 3)).astype("float32")
-    _check(out, {"x": v}, lambda: pool_ref(v, [4, 4], [2, 2], [(0, 0)] * 2, kind))
+    _check(out, {"x": v}, lambda: pool_ref(v, [4, 4], [2, 2], [(0, 0)] * 2, kind, ceil,
+                                           exclusive))
 
 
 def test_pool2d_window_with_no_output_is_still_refused():

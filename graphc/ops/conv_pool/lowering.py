@@ -1,7 +1,9 @@
-"""Lowering rules for transposed convolutions, conv3d and pool3d (and N-d helpers that
-pool2d's window rule shares): XLA convolutions and reduce_window."""
+"""Lowering rules for transposed convolutions, conv3d and pool3d: XLA convolutions (a
+transposed one as the input-dilated convolution with the flipped kernel) and reduce_window."""
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -64,7 +66,7 @@ def pool_nd(X, spatial, ksize, strides, pads, is_max, exclusive):
         ones = jnp.ones([X.shape[ax] if ax in spatial else 1 for ax in range(X.ndim)], X.dtype)
         count = jax.lax.reduce_window(ones, zero, jax.lax.add, dims, st, padding)
     else:
-        count = jnp.array(int(jnp.prod(jnp.array(ksize))), X.dtype)
+        count = jnp.array(math.prod(ksize), X.dtype)
     return total / count
 
 
