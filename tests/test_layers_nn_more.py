@@ -116,19 +116,20 @@ def interp_ref(x, out, method, align_corners, align_mode):
     for i, o in enumerate(out):
         ax = 2 + i
         size = y.shape[ax]
-        r = 0.0 if o <= 1 else ((size - 1) / (o - 1) if align_corners else size / o)
+        f = np.float32  # Paddle's kernels compute positions in float32
+        r = f(0) if o <= 1 else (f(size - 1) / f(o - 1) if align_corners else f(size) / f(o))
         moved = np.moveaxis(y, ax, 0)
         res = np.zeros((o,) + moved.shape[1:])
         for kk in range(o):
             if method == "nearest":
-                idx = int(r * kk + 0.5) if align_corners else int(r * kk)
+                idx = int(r * f(kk) + f(0.5)) if align_corners else int(r * f(kk))
                 res[kk] = moved[idx]
                 continue
             flag = align_mode == 0 and not align_corners
-            n = int(r * (kk + 0.5) - 0.5) if flag else int(r * kk)
-            n = max(n, 0)
+            pos = r * (f(kk) + f(0.5)) - f(0.5) if flag else r * f(kk)
+            n = max(int(pos), 0)
             sn = min(n + 1, size - 1)
-            src = max(r * (kk + 0.5) - 0.5, 0) if flag else r * kk
+            src = max(pos, f(0))
             dn = src - n
             res[kk] = moved[n] * (1 - dn) + moved[sn] * dn
         y = np.moveaxis(res, 0, ax)

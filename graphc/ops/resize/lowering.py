@@ -11,18 +11,22 @@ from .defs import resized_dims
 
 
 def _ratio(size, out, align_corners):
+    # Paddle computes ratios, source positions and weights in float32: so do we, so a
+    # position that lands near an integer picks Paddle's source index
     if out <= 1:
-        return 0.0
-    return (size - 1) / (out - 1) if align_corners else size / out
+        return np.float32(0.0)
+    return np.float32(size - 1) / np.float32(out - 1) if align_corners \
+        else np.float32(size) / np.float32(out)
 
 
 def _linear(x, axis, out, align_corners, align_mode):
     size = x.shape[axis]
     r = _ratio(size, out, align_corners)
-    k = np.arange(out, dtype=np.float64)
+    k = np.arange(out, dtype=np.float32)
     half = align_mode == 0 and not align_corners
-    src = np.maximum(r * (k + 0.5) - 0.5, 0.0) if half else r * k
-    lo = np.maximum((r * (k + 0.5) - 0.5 if half else r * k).astype(np.int64), 0)
+    pos = r * (k + np.float32(0.5)) - np.float32(0.5) if half else r * k
+    src = np.maximum(pos, np.float32(0.0))
+    lo = np.maximum(pos.astype(np.int64), 0)
     hi = np.minimum(lo + 1, size - 1)
     frac = (src - lo).astype(x.dtype)
     shape = [1] * x.ndim
@@ -33,8 +37,8 @@ def _linear(x, axis, out, align_corners, align_mode):
 
 def _nearest(x, axis, out, align_corners, _align_mode):
     r = _ratio(x.shape[axis], out, align_corners)
-    k = np.arange(out, dtype=np.float64)
-    idx = (r * k + 0.5 if align_corners else r * k).astype(np.int64)
+    k = np.arange(out, dtype=np.float32)
+    idx = (r * k + np.float32(0.5) if align_corners else r * k).astype(np.int64)
     return jnp.take(x, np.minimum(idx, x.shape[axis] - 1), axis=axis)
 
 
