@@ -179,6 +179,20 @@ def test_conv2d_transpose_nhwc_and_same():
         v.transpose(0, 3, 1, 2), w, [2, 2], [(1, 1)] * 2, [1, 1], 1).transpose(0, 2, 3, 1))
 
 
+def test_padding_as_pairs_per_dimension():
+    x = graphc.data("x", [1, 2, 3, 3], "float64")
+    out = layers.conv2d_transpose(x, 2, filter_size=3, padding=[[0, 0], [0, 0], [1, 0], [0, 2]],
+                                  bias_attr=False)
+    v = RNG.standard_normal((1, 2, 3, 3))
+    _check(out, {"x": v}, lambda w: conv_transpose_ref(v, w, [1, 1], [(1, 0), (0, 2)], [1, 1],
+                                                       1))
+    y = graphc.data("y", [1, 4, 4, 4, 2], "float32")
+    assert layers.pool3d(y, 2, pool_padding=[[0, 0], [1, 1], [0, 0], [1, 0], [0, 0]],
+                         data_format="NDHWC").shape == (1, 5, 3, 4, 2)
+    with pytest.raises(ProgramError, match="padding pairs"):
+        layers.conv3d(y, 2, 2, padding=[[1, 1]] * 5, data_format="NDHWC")
+
+
 def test_conv2d_transpose_refuses_bad_output_size():
     x = graphc.data("x", [1, 2, 3, 3], "float32")
     with pytest.raises(ShapeError, match="output_size"):

@@ -20,8 +20,18 @@ def _tuple(v, n: int, what: str) -> list[int]:
     return [int(e) for e in v]
 
 
-def _padding(layer: str, padding, n: int):
-    """(padding_algorithm, paddings): 'SAME'/'VALID', an int, n ints or 2n ints."""
+def _padding(layer: str, padding, n: int, data_format: str = "NCHW"):
+    """(padding_algorithm, paddings): 'SAME'/'VALID', an int, n ints, 2n ints, or Paddle's
+    (before, after) pair per dimension of the input, batch and channel ones zero."""
+    if isinstance(padding, list | tuple) and any(isinstance(p, list | tuple) for p in padding):
+        pairs = [list(p) for p in padding]
+        spatial = pairs[1:-1] if data_format[-1] == "C" else pairs[2:]
+        rest = pairs[:1] + pairs[-1:] if data_format[-1] == "C" else pairs[:2]
+        if len(pairs) != n + 2 or any(p != [0, 0] for p in rest) or \
+                any(len(p) != 2 for p in spatial):
+            raise ProgramError(f"{layer}: padding pairs must be {n + 2} [before, after] "
+                               f"pairs, zero for batch and channels, got {padding}")
+        return "EXPLICIT", [int(v) for p in spatial for v in p]
     if isinstance(padding, str):
         algo = padding.upper()
         if algo not in ("SAME", "VALID"):
@@ -64,7 +74,7 @@ def _conv_nd(layer, nd, input, num_filters, filter_size, stride, padding, dilati
         raise ProgramError(f"{layer}: {ch} channels not divisible by groups={groups}")
     helper = LayerHelper(layer, name)
     ksize = _tuple(filter_size, nd, f"{layer}: filter_size")
-    algo, pads = _padding(layer, padding, nd)
+    algo, pads = _padding(layer, padding, nd, data_format)
     std = (2.0 / (math.prod(ksize) * ch)) ** 0.5
     w = helper.create_parameter(param_attr, [num_filters, ch // groups, *ksize], input.dtype,
                                 default_initializer=Normal(0.0, std, 0))
@@ -94,7 +104,7 @@ def _conv_transpose(layer, nd, input, num_filters, output_size, filter_size, pad
                            f"num_filters={num_filters}")
     stride = _tuple(stride, nd, f"{layer}: stride")
     dilation = _tuple(dilation, nd, f"{layer}: dilation")
-    algo, pads = _padding(layer, padding, nd)
+    algo, pads = _padding(layer, padding, nd, data_format)
     sizes = None if output_size is None else _tuple(output_size, nd, f"{layer}: output_size")
     last = data_format[-1] == "C"
     dims = input.shape[1:-1] if last else input.shape[2:]
@@ -147,7 +157,7 @@ def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
         raise ProgramError(f"pool3d: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if pool_size == -1 and not global_pooling:
         raise ProgramError("pool3d: give pool_size or set global_pooling=True")
-    algo, pads = _padding("pool3d", pool_padding, 3)
+    algo, pads = _padding("pool3d", pool_padding, 3, data_format)
     helper = LayerHelper("pool3d", name)
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("pool3d", {"X": input}, {"Out": out}, {
