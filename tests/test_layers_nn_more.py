@@ -409,7 +409,7 @@ def test_dice_loss():
     _check(out, {"x": v, "lab": ids}, ref)
 
 
-@pytest.mark.parametrize("ratio", [0.25, 0.2, 0.5])
+@pytest.mark.parametrize("ratio", [0.25, 0.2, 0.4])
 def test_temporal_shift(ratio):
     x = graphc.data("x", [-1, 5, 2, 2], "float32")
     out = layers.temporal_shift(x, seg_num=3, shift_ratio=ratio)
@@ -428,6 +428,8 @@ def test_temporal_shift(ratio):
     _check(out, {"x": v}, ref)
     with pytest.raises(ShapeError, match="multiple of seg_num"):
         layers.temporal_shift(graphc.data("y", [4, 5, 2, 2], "float32"), seg_num=3)
+    with pytest.raises(ShapeError, match="not in"):
+        layers.temporal_shift(x, seg_num=3, shift_ratio=0.5)
 
 
 @pytest.mark.parametrize("kw", [dict(kernel_sizes=2), dict(kernel_sizes=[2, 3], strides=2,

@@ -17,7 +17,7 @@ def _temporal_shift(c):
     c.check(t > 0, f"seg_num must be positive, got {t}")
     c.check(x.shape[0] < 0 or x.shape[0] % t == 0,
             f"the first dimension {x.shape[0]} of X must be a multiple of seg_num={t}")
-    c.check(0 < c["shift_ratio"] <= 0.5, f"shift_ratio {c['shift_ratio']} not in (0, 0.5]")
+    c.check(0 < c["shift_ratio"] < 0.5, f"shift_ratio {c['shift_ratio']} not in (0, 0.5)")
     return {"Out": x}
 
 
