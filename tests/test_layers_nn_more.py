@@ -374,6 +374,17 @@ def test_resize_trilinear_and_nhwc():
                                            1).transpose(0, 2, 3, 1))
 
 
+def test_trilinear_channels_last_carries_paddles_nhwc_attribute():
+    x = graphc.data("x", [1, 3, 4, 2, 2], "float64")
+    y = layers.resize_trilinear(x, out_shape=[2, 5, 3], data_format="NDHWC")
+    op = graphc.default_main_program().global_block().ops[-1]
+    assert (op.type, op.attr("data_layout"), y.shape) == ("trilinear_interp", "NHWC",
+                                                         (1, 2, 5, 3, 2))
+    v = RNG.standard_normal((1, 3, 4, 2, 2))
+    _check(y, {"x": v}, lambda: interp_ref(v.transpose(0, 4, 1, 2, 3), [2, 5, 3], "linear",
+                                           True, 1).transpose(0, 2, 3, 4, 1))
+
+
 def test_image_resize_short_and_refusals():
     x = graphc.data("x", [1, 3, 10, 15], "float32")
     assert layers.image_resize_short(x, 4).shape == (1, 3, 4, 6)

@@ -36,7 +36,7 @@ def image_resize(input, out_shape=None, scale=None, name=None, resample="BILINEA
         raise ProgramError(f"image_resize: align_mode must be 0 or 1, got {align_mode}")
     attrs = {"out_d": -1, "out_h": -1, "out_w": -1, "interp_method": op_type[:-7],
              "align_corners": align_corners, "align_mode": align_mode,
-             "data_layout": data_format}
+             "data_layout": "NHWC" if data_format[-1] == "C" else "NCHW"}
     if out_shape is not None:
         out_shape = [int(v) for v in out_shape]
         if len(out_shape) != nd or min(out_shape) <= 0:

@@ -8,7 +8,9 @@ from __future__ import annotations
 from ...ir.opdef import register
 from ...ir.types import FLOAT_DTYPES, TensorType
 
-_LAYOUTS = {2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}
+# Paddle's attribute says NCHW/NHWC (channels first/last) for 3-D inputs too
+_LAYOUTS = {2: ("NCHW", "NHWC"), 3: ("NCHW", "NHWC", "NCDHW", "NDHWC")}
+LAST = ("NHWC", "NDHWC")
 
 
 def resized_dims(c, dims, nd):
@@ -31,7 +33,7 @@ def _interp(nd):
         c.check(layout in _LAYOUTS[nd],
                 f"data_layout must be one of {_LAYOUTS[nd]}, got {layout!r}")
         c.check(c["align_mode"] in (0, 1), f"align_mode must be 0 or 1, got {c['align_mode']}")
-        last = layout == _LAYOUTS[nd][1]
+        last = layout in LAST
         dims = x.shape[1:-1] if last else x.shape[2:]
         out = resized_dims(c, dims, nd)
         c.check(all(d != 0 for d in out), f"resized dims {list(out)} must be positive")
@@ -44,7 +46,7 @@ def _attrs(nd, method):
     return {"out_d": ("int", -1), "out_h": ("int", -1), "out_w": ("int", -1),
             "scale": ("float", 0.0), "interp_method": ("str", method),
             "align_corners": ("bool", True), "align_mode": ("int", 1),
-            "data_layout": ("str", _LAYOUTS[nd][0])}
+            "data_layout": ("str", "NCHW")}
 
 
 register("bilinear_interp", "X", "Out", _attrs(2, "bilinear"), infer=_interp(2),

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...backends.lowering import lowering
-from .defs import resized_dims
+from .defs import LAST, resized_dims
 
 
 def _ratio(size, out, align_corners):
@@ -56,7 +56,7 @@ class _Attrs:
 @lowering("bilinear_interp", "nearest_interp", "trilinear_interp")
 def _interp(c, X):
     nd = 3 if c.op_type == "trilinear_interp" else 2
-    last = c["data_layout"] in ("NHWC", "NDHWC")
+    last = c["data_layout"] in LAST
     axes = tuple(range(1, nd + 1)) if last else tuple(range(2, nd + 2))
     out = resized_dims(_Attrs(c), [X.shape[a] for a in axes], nd)
     fn = _nearest if c.op_type == "nearest_interp" else _linear
