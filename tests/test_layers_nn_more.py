@@ -482,3 +482,15 @@ def test_bilinear_tensor_product():
 def test_fluid_spelling_of_the_rest():
     for name in ("dice_loss", "temporal_shift", "unfold", "bilinear_tensor_product"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
+
+
+def test_3d_ops_read_paddles_nchw_nhwc_spelling():
+    block = graphc.default_main_program().global_block()
+    x = graphc.data("x", [1, 4, 4, 4, 2], "float32")
+    out = block.create_var("out", None, "float32")
+    block.append_op("pool3d", {"X": x}, {"Out": out},
+                    {"ksize": [2, 2, 2], "strides": [2, 2, 2], "data_format": "NHWC"})
+    assert out.shape == (1, 2, 2, 2, 2)
+    v = RNG.standard_normal((1, 4, 4, 4, 2)).astype("float32")
+    _check(out, {"x": v}, lambda: pool_ref(v.transpose(0, 4, 1, 2, 3), [2] * 3, [2] * 3,
+                                           [(0, 0)] * 3, "max").transpose(0, 2, 3, 4, 1))

@@ -14,9 +14,10 @@ from ...ir.types import TensorType
 def spatial_nd(c, shape, layout, nd):
     """(batch, channels, spatial dims) of an N-d input in channel-first or -last layout."""
     c.check(len(shape) == nd + 2, f"expects a {nd + 2}-D input, got {list(shape)}")
-    c.check(layout in (_FIRST[nd], _LAST[nd], "AnyLayout"),
+    # a 3-D op also reads Paddle's NCHW/NHWC spelling (channels first/last)
+    c.check(layout in (_FIRST[nd], _LAST[nd], _FIRST[2], _LAST[2], "AnyLayout"),
             f"data format must be {_FIRST[nd]} or {_LAST[nd]}, got {layout!r}")
-    if layout == _LAST[nd]:
+    if layout in _LAST.values():
         return shape[0], shape[-1], tuple(shape[1:-1])
     return shape[0], shape[1], tuple(shape[2:])
 
