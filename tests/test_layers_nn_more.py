@@ -494,3 +494,12 @@ def test_3d_ops_read_paddles_nchw_nhwc_spelling():
     v = RNG.standard_normal((1, 4, 4, 4, 2)).astype("float32")
     _check(out, {"x": v}, lambda: pool_ref(v.transpose(0, 4, 1, 2, 3), [2] * 3, [2] * 3,
                                            [(0, 0)] * 3, "max").transpose(0, 2, 3, 4, 1))
+
+
+def test_pools_take_unknown_channels():
+    x = graphc.data("x", [2, -1, 6, 6], "float32")
+    assert layers.adaptive_pool2d(x, 3, "avg").shape == (2, -1, 3, 3)
+    y = graphc.data("y", [2, -1, 4, 4, 4], "float32")
+    assert layers.pool3d(y, 2, pool_stride=2).shape == (2, -1, 2, 2, 2)
+    with pytest.raises(ProgramError, match="channel dimension"):
+        layers.conv3d(y, 2, 3)

@@ -44,7 +44,7 @@ def _padding(layer: str, padding, n: int, data_format: str = "NCHW"):
     return "EXPLICIT", pads
 
 
-def _channels(layer: str, input, nd: int, data_format: str) -> int:
+def _channels(layer: str, input, nd: int, data_format: str, known: bool = True) -> int:
     check_variable(layer, "input", input)
     formats = {2: ("NCHW", "NHWC"), 3: ("NCDHW", "NDHWC")}[nd]
     if data_format not in formats:
@@ -54,7 +54,7 @@ def _channels(layer: str, input, nd: int, data_format: str) -> int:
         raise ProgramError(f"{layer}: input '{input.name}' must be {nd + 2}-D, got "
                            f"{list(input.shape)}")
     ch = input.shape[-1] if data_format == formats[1] else input.shape[1]
-    if ch < 0:
+    if ch < 0 and known:  # the layer's parameters are shaped by it
         raise ProgramError(f"{layer}: the channel dimension of {list(input.shape)} must be "
                            "known")
     return ch
@@ -152,7 +152,7 @@ def conv3d_transpose(input, num_filters, output_size=None, filter_size=None, pad
 def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
            global_pooling=False, use_cudnn=True, ceil_mode=False, name=None, exclusive=True,
            data_format="NCDHW"):
-    _channels("pool3d", input, 3, data_format)
+    _channels("pool3d", input, 3, data_format, known=False)
     if pool_type not in ("max", "avg"):
         raise ProgramError(f"pool3d: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if pool_size == -1 and not global_pooling:
@@ -170,7 +170,7 @@ def pool3d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
 
 
 def _adaptive(layer, nd, input, pool_size, pool_type, require_index, name):
-    _channels(layer, input, nd, "NCHW" if nd == 2 else "NCDHW")
+    _channels(layer, input, nd, "NCHW" if nd == 2 else "NCDHW", known=False)
     if pool_type not in ("max", "avg"):
         raise ProgramError(f"{layer}: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if require_index:
