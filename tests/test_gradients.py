@@ -638,6 +638,19 @@ def adaptive_pools_and_pool_past_input(c, type):
     return [y, w]
 
 
+@grad_case("max_pool2d_with_index", "max_pool3d_with_index")
+def max_pool_with_index(c):
+    x = c.data("x", c.rng.permutation(50).reshape(1, 2, 5, 5) * 0.1)
+    block = c.program.global_block()
+    out = block.create_var("out", None, "float64")
+    mask = block.create_var("mask", None, "int32")
+    block.append_op("max_pool2d_with_index", {"X": x}, {"Out": out, "Mask": mask},
+                    {"ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]})
+    y = c.data("y", c.rng.permutation(48).reshape(1, 2, 4, 3, 2) * 0.1)
+    pooled, _ = layers.adaptive_pool3d(y, [2, 2, 1], require_index=True)
+    return [out, pooled]
+
+
 @grad_case("instance_norm", "group_norm", params=[{"layout": "NCHW"}, {"layout": "NHWC"}])
 def instance_and_group_norm(c, layout):
     x = c.data("x", c.randn(*((2, 4, 2, 3) if layout == "NCHW" else (2, 2, 3, 4))) * 2 + 1)

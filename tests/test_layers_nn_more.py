@@ -278,7 +278,40 @@ def test_adaptive_pools(nd, size, kind):
     v = RNG.standard_normal(shape).astype("float32")
     _check(out, {"x": v}, lambda: adaptive_ref(v, size, kind))
     with pytest.raises(ProgramError, match="require_index"):
-        fn(x, size, require_index=True)
+        fn(x, size, "avg", require_index=True)
+
+
+def _argmax_ref(x, windows):
+    """(max, flat index in the input plane) per window: windows[o] = list of flat indices."""
+    plane = x.reshape(*x.shape[:2], -1)
+    out = np.zeros(x.shape[:2] + (len(windows),))
+    mask = np.zeros(out.shape, np.int64)
+    for o, w in enumerate(windows):
+        vals = plane[:, :, w]
+        mask[:, :, o] = np.array(w)[vals.argmax(-1)]
+        out[:, :, o] = vals.max(-1)
+    return out, mask
+
+
+@pytest.mark.parametrize(("nd", "size"), [(2, [2, 3]), (3, [2, 1, 2])])
+def test_adaptive_max_pool_with_index(nd, size):
+    shape = (2, 3, 5, 7) if nd == 2 else (1, 2, 3, 4, 5)
+    x = graphc.data("x", list(shape), "float32")
+    fn = layers.adaptive_pool2d if nd == 2 else layers.adaptive_pool3d
+    out, mask = fn(x, size, require_index=True)
+    assert (out.shape, mask.shape, mask.dtype) == (shape[:2] + tuple(size),) * 2 + ("int32",)
+    v = RNG.permutation(int(np.prod(shape))).reshape(shape).astype("float32")
+    dims = shape[2:]
+    windows = []
+    for o in np.ndindex(*size):
+        ranges = [range(o[i] * dims[i] // size[i], -(-(o[i] + 1) * dims[i] // size[i]))
+                  for i in range(nd)]
+        windows.append([int(np.ravel_multi_index(p, dims)) for p in np.ndindex(
+            *(len(r) for r in ranges)) for p in [tuple(r[j] for r, j in zip(ranges, p))]])
+    want_out, want_mask = _argmax_ref(v, windows)
+    for got in _run_both([out, mask], {"x": v}):
+        np.testing.assert_allclose(got[0].reshape(want_out.shape), want_out)
+        np.testing.assert_array_equal(got[1].reshape(want_mask.shape), want_mask)
 
 
 # -- normalisation ---------------------------------------------------------------------------
@@ -503,3 +536,20 @@ def test_pools_take_unknown_channels():
     assert layers.pool3d(y, 2, pool_stride=2).shape == (2, -1, 2, 2, 2)
     with pytest.raises(ProgramError, match="channel dimension"):
         layers.conv3d(y, 2, 3)
+
+
+def test_max_pool2d_with_index_strided_and_padded():
+    block = graphc.default_main_program().global_block()
+    x = graphc.data("x", [2, 3, 6, 5], "float32")
+    out = block.create_var("out", None, "float32")
+    mask = block.create_var("mask", None, "int32")
+    block.append_op("max_pool2d_with_index", {"X": x}, {"Out": out, "Mask": mask},
+                    {"ksize": [3, 2], "strides": [2, 2], "paddings": [1, 1]})
+    assert out.shape == (2, 3, 3, 3)
+    v = RNG.permutation(180).reshape(2, 3, 6, 5).astype("float32")
+    want = pool_ref(v, [3, 2], [2, 2], [(1, 1), (1, 1)], "max")
+    for got_out, got_mask in _run_both([out, mask], {"x": v}):
+        np.testing.assert_allclose(got_out, want)
+        plane = v.reshape(2, 3, -1)
+        np.testing.assert_allclose(np.take_along_axis(plane, got_mask.reshape(2, 3, -1), 2),
+                                   want.reshape(2, 3, -1))

@@ -169,6 +169,11 @@ def _adaptive_pool2d():
     layers.adaptive_pool2d(image(), [2, 3], "avg")
 
 
+@case("adaptive_pool2d", "adaptive_pool2d_with_index")
+def _adaptive_pool2d_with_index():
+    layers.adaptive_pool2d(image(), 3, require_index=True)
+
+
 @case("adaptive_pool3d")
 def _adaptive_pool3d():
     layers.adaptive_pool3d(image((-1, 2, 4, 4, 4)), 2)

@@ -173,11 +173,18 @@ def _adaptive(layer, nd, input, pool_size, pool_type, require_index, name):
     _channels(layer, input, nd, "NCHW" if nd == 2 else "NCDHW", known=False)
     if pool_type not in ("max", "avg"):
         raise ProgramError(f"{layer}: pool_type must be 'max' or 'avg', got {pool_type!r}")
-    if require_index:
-        raise ProgramError(f"{layer}: require_index=True (max_pool{nd}d_with_index) is not "
-                           "supported; pool without the index")
+    if require_index and pool_type != "max":
+        raise ProgramError(f"{layer}: require_index=True needs pool_type 'max', got "
+                           f"{pool_type!r}")
     helper = LayerHelper(layer, name)
     out = helper.create_variable_for_type_inference(input.dtype)
+    if require_index:  # (out, mask): the argmax's flat index in each input plane
+        mask = helper.create_variable_for_type_inference("int32", stop_gradient=True)
+        helper.append_op(f"max_pool{nd}d_with_index", {"X": input},
+                         {"Out": out, "Mask": mask},
+                         {"ksize": _tuple(pool_size, nd, f"{layer}: pool_size"),
+                          "adaptive": True})
+        return out, mask
     op = "pool2d" if nd == 2 else "pool3d"
     helper.append_op(op, {"X": input}, {"Out": out}, {
         "pooling_type": pool_type, "ksize": _tuple(pool_size, nd, f"{layer}: pool_size"),

@@ -176,3 +176,35 @@ register("pool3d", "X", "Out", {
     "exclusive": ("bool", True), "adaptive": ("bool", False),
     "data_format": ("str", "NCDHW"), "padding_algorithm": ("str", "EXPLICIT"),
 }, infer=_pool3d, doc="max or average pooling over 3-D windows")
+
+
+def _max_pool_with_index(nd):
+    def infer(c):
+        x = c.x("X")
+        c.check(x.rank == nd + 2, f"X must be {nd + 2}-D (channels first), got {list(x.shape)}")
+        k, s, p = c["ksize"], c["strides"], c["paddings"]
+        _check_lists(c, nd, ksize=k)
+        dims = tuple(x.shape[2:])
+        if c["global_pooling"]:
+            out = (1,) * nd
+        elif c["adaptive"]:
+            out = tuple(k)
+        else:
+            _check_lists(c, nd, strides=s, paddings=p)
+            out = tuple(window_size(c, dims[i], k[i], s[i], p[i], p[i]) for i in range(nd))
+        shape = x.shape[:2] + out
+        return {"Out": TensorType(shape, x.dtype), "Mask": TensorType(shape, "int32")}
+    return infer
+
+
+def _with_index_attrs(nd):
+    return {"ksize": "ints", "strides": ("ints", [1] * nd), "paddings": ("ints", [0] * nd),
+            "global_pooling": ("bool", False), "adaptive": ("bool", False)}
+
+
+register("max_pool2d_with_index", "X", "Out Mask", _with_index_attrs(2),
+         infer=_max_pool_with_index(2),
+         doc="2-D max pooling; Mask the argmax's flat index in its input plane (h * W + w)")
+register("max_pool3d_with_index", "X", "Out Mask", _with_index_attrs(3),
+         infer=_max_pool_with_index(3),
+         doc="3-D max pooling; Mask the argmax's flat index in its input volume")

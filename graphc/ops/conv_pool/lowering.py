@@ -7,6 +7,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ...backends.lowering import lowering
 from .defs import resolve_pads_nd, transpose_out_dims
@@ -138,3 +139,51 @@ def _pool3d(c, X):
                            (1,) * 3)
     pads = window_pads(dims, k, s, pads, ceil_mode=c["ceil_mode"])
     return {"Out": pool_nd(X, spatial, k, s, pads, is_max, c["exclusive"])}
+
+
+def _window_indices(size, out, k, s, p, adaptive):
+    """[out, window] source indices along one axis (-1: padding or past the input)."""
+    rows = []
+    for o in range(out):
+        if adaptive:
+            lo, hi = (o * size) // out, -(-((o + 1) * size) // out)
+        else:
+            lo = o * s - p
+            hi = lo + k
+        rows.append([i if 0 <= i < size else -1 for i in range(lo, hi)])
+    width = max(len(r) for r in rows)
+    return np.array([r + [-1] * (width - len(r)) for r in rows], np.int64)
+
+
+@lowering("max_pool2d_with_index", "max_pool3d_with_index")
+def _max_pool_with_index(c, X):
+    nd = X.ndim - 2
+    dims = X.shape[2:]
+    glob, adaptive = c["global_pooling"], c["adaptive"]
+    k = list(dims) if glob else list(c["ksize"])
+    s, p = (list(dims), [0] * nd) if glob else (list(c["strides"]), list(c["paddings"]))
+    idx, out = [], []
+    for i in range(nd):
+        o = 1 if glob else (k[i] if adaptive else (dims[i] + 2 * p[i] - k[i]) // s[i] + 1)
+        idx.append(_window_indices(dims[i], o, k[i], s[i], p[i], adaptive and not glob))
+        out.append(o)
+    # flat index of every window element in the input plane (-1: outside), [*out, *window]
+    flat = np.zeros([*out, *(a.shape[1] for a in idx)], np.int64)
+    valid = np.ones(flat.shape, bool)
+    stride = 1
+    for i in reversed(range(nd)):
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = idx[i].shape
+        a = idx[i].reshape(shape)
+        flat = flat + np.maximum(a, 0) * stride
+        valid = valid & (a >= 0)
+        stride *= dims[i]
+    flat = flat.reshape(*out, -1)
+    valid = valid.reshape(*out, -1)
+    plane = X.reshape(*X.shape[:2], -1)
+    win = jnp.take(plane, flat.reshape(-1), axis=2).reshape(*X.shape[:2], *flat.shape)
+    win = jnp.where(valid, win, jnp.asarray(-jnp.inf, X.dtype))
+    arg = jnp.argmax(win, axis=-1)
+    best = jnp.take_along_axis(win, arg[..., None], axis=-1)[..., 0]
+    mask = jnp.take_along_axis(jnp.broadcast_to(flat, win.shape), arg[..., None], axis=-1)
+    return {"Out": best, "Mask": mask[..., 0].astype(jnp.int32)}
