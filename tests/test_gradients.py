@@ -595,6 +595,104 @@ def layer_norm(c, axis, scale, shift):
     return layers.layer_norm(x, scale=scale, shift=shift, begin_norm_axis=axis)
 
 
+# -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
+@grad_case("conv2d_transpose", params=[
+    {"shape": (1, 4, 3, 3), "kw": dict(num_filters=2, filter_size=3, stride=2, padding=1)},
+    {"shape": (1, 4, 2, 3), "kw": dict(num_filters=4, filter_size=2, groups=2, dilation=2,
+                                       output_size=[4, 5])},
+    {"shape": (1, 3, 3, 2), "kw": dict(num_filters=2, filter_size=2, stride=2,
+                                       data_format="NHWC")}], ids=["pad", "groups", "nhwc"])
+def conv2d_transpose(c, shape, kw):
+    return layers.conv2d_transpose(c.data("x", c.randn(*shape)), bias_attr=False, **kw)
+
+
+@grad_case("depthwise_conv2d_transpose")
+def depthwise_conv2d_transpose(c):
+    x = c.data("x", c.randn(1, 3, 3, 3))
+    return layers.conv2d_transpose(x, 3, filter_size=2, stride=2, groups=3, use_cudnn=False,
+                                   bias_attr=False)
+
+
+@grad_case("conv3d", "conv3d_transpose")
+def conv3d_and_transpose(c):
+    x = c.data("x", c.randn(1, 2, 3, 3, 3))
+    y = layers.conv3d(x, 2, 2, padding=1, bias_attr=False)
+    return layers.conv3d_transpose(y, 2, filter_size=2, stride=2, padding=1, bias_attr=False)
+
+
+@grad_case("pool3d", params=[dict(pool_size=2, pool_type="max", pool_stride=2),
+                             dict(pool_size=3, pool_type="avg", pool_stride=2, pool_padding=1),
+                             dict(pool_size=[2, 3, 2], pool_type="avg", ceil_mode=True,
+                                  pool_stride=2)], ids=["max", "avg-pad", "avg-ceil"])
+def pool3d(c, **kw):
+    x = c.data("x", c.rng.permutation(72).reshape(1, 2, 3, 4, 3) * 0.1)
+    return layers.pool3d(x, **kw)
+
+
+@grad_case("pool3d", "pool2d", params=[{"type": "max"}, {"type": "avg"}])
+def adaptive_pools_and_pool_past_input(c, type):
+    x = c.data("x", c.rng.permutation(60).reshape(1, 2, 5, 3, 2) * 0.1)
+    y = layers.adaptive_pool3d(x, [2, 2, 1], type)
+    z = c.data("z", c.rng.permutation(18).reshape(1, 2, 3, 3) * 0.1)
+    w = layers.pool2d(z, 4, type, 2)
+    return [y, w]
+
+
+@grad_case("max_pool2d_with_index", "max_pool3d_with_index")
+def max_pool_with_index(c):
+    x = c.data("x", c.rng.permutation(50).reshape(1, 2, 5, 5) * 0.1)
+    block = c.program.global_block()
+    out = block.create_var("out", None, "float64")
+    mask = block.create_var("mask", None, "int32")
+    block.append_op("max_pool2d_with_index", {"X": x}, {"Out": out, "Mask": mask},
+                    {"ksize": [3, 3], "strides": [2, 2], "paddings": [1, 1]})
+    y = c.data("y", c.rng.permutation(48).reshape(1, 2, 4, 3, 2) * 0.1)
+    pooled, _ = layers.adaptive_pool3d(y, [2, 2, 1], require_index=True)
+    return [out, pooled]
+
+
+@grad_case("instance_norm", "group_norm", params=[{"layout": "NCHW"}, {"layout": "NHWC"}])
+def instance_and_group_norm(c, layout):
+    x = c.data("x", c.randn(*((2, 4, 2, 3) if layout == "NCHW" else (2, 2, 3, 4))) * 2 + 1)
+    a = layers.instance_norm(x)
+    b = layers.group_norm(x, 2, data_layout=layout)
+    return [a, b]
+
+
+@grad_case("lrn", "affine_channel")
+def lrn_and_affine_channel(c):
+    x = c.data("x", c.randn(2, 4, 2, 2))
+    s, b = c.data("s", c.randn(4)), c.data("b", c.randn(4))
+    return layers.affine_channel(layers.lrn(x, n=3, alpha=0.3), s, b)
+
+
+@grad_case("bilinear_interp", "nearest_interp", "trilinear_interp",
+           params=[{"ac": True, "mode": 1}, {"ac": False, "mode": 0}, {"ac": False, "mode": 1}])
+def interps(c, ac, mode):
+    x = c.data("x", c.randn(1, 2, 3, 4))
+    a = layers.resize_bilinear(x, [5, 3], align_corners=ac, align_mode=mode)
+    b = layers.resize_nearest(x, [5, 7], align_corners=ac)
+    y = c.data("y", c.randn(1, 1, 2, 3, 2))
+    d = layers.resize_trilinear(y, [3, 2, 4], align_corners=ac, align_mode=mode)
+    return [a, b, d]
+
+
+@grad_case("temporal_shift", "unfold", "bilinear_tensor_product")
+def temporal_shift_unfold_bilinear(c):
+    x = c.data("x", c.randn(4, 5, 3, 3))
+    a = layers.temporal_shift(x, seg_num=2, shift_ratio=0.2)
+    b = layers.unfold(x, [2, 2], strides=[1, 2], paddings=1, dilations=[2, 1])
+    p, q = c.data("p", c.randn(2, 3)), c.data("q", c.randn(2, 4))
+    return [a, b, layers.bilinear_tensor_product(p, q, 3)]
+
+
+@grad_case("elementwise_div", "reduce_mean")
+def dice_loss(c):
+    x = c.data("x", c.uniform(0.1, 1.0, 2, 3, 4))
+    lab = c.data("lab", c.rng.integers(0, 4, (2, 3, 1)), grad=False, dtype="int64")
+    return layers.dice_loss(x, lab)
+
+
 # -- random, embedding and losses -----------------------------------------------------------------
 @grad_case("dropout", params=[{"impl": "downgrade_in_infer", "is_test": False},
                               {"impl": "upscale_in_train", "is_test": False},

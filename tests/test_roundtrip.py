@@ -136,6 +136,116 @@ def _pool2d_ceil():
     layers.pool2d(image((-1, 2, 5, 5)), 2, pool_stride=2, pool_padding=[1, 0], ceil_mode=True)
 
 
+# -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
+@case("conv2d_transpose")
+def _conv2d_transpose():
+    layers.conv2d_transpose(image(), 3, output_size=[12, 12], filter_size=3, stride=2,
+                            padding=1, act="relu")
+
+
+@case("conv2d_transpose", "conv2d_transpose_depthwise_nhwc")
+def _conv2d_transpose_dw():
+    layers.conv2d_transpose(image((-1, 5, 5, 4)), 4, filter_size=2, groups=4,
+                            use_cudnn=False, data_format="NHWC")
+
+
+@case("conv3d")
+def _conv3d():
+    layers.conv3d(image((-1, 2, 4, 4, 4)), 3, 3, padding=1, groups=1)
+
+
+@case("conv3d_transpose")
+def _conv3d_transpose():
+    layers.conv3d_transpose(image((-1, 2, 3, 3, 3)), 2, filter_size=2, stride=2)
+
+
+@case("pool3d")
+def _pool3d():
+    layers.pool3d(image((-1, 2, 4, 4, 4)), 2, "avg", 2, ceil_mode=True)
+
+
+@case("adaptive_pool2d")
+def _adaptive_pool2d():
+    layers.adaptive_pool2d(image(), [2, 3], "avg")
+
+
+@case("adaptive_pool2d", "adaptive_pool2d_with_index")
+def _adaptive_pool2d_with_index():
+    layers.adaptive_pool2d(image(), 3, require_index=True)
+
+
+@case("adaptive_pool3d")
+def _adaptive_pool3d():
+    layers.adaptive_pool3d(image((-1, 2, 4, 4, 4)), 2)
+
+
+@case("instance_norm")
+def _instance_norm():
+    layers.instance_norm(image())
+
+
+@case("group_norm")
+def _group_norm():
+    layers.group_norm(image(), 2, act="relu")
+
+
+@case("lrn")
+def _lrn():
+    layers.lrn(image(), n=3)
+
+
+@case("affine_channel")
+def _affine_channel():
+    scale = layers.fill_constant([4], "float32", 2.0)
+    layers.affine_channel(image(), scale, layers.fill_constant([4], "float32", 0.5))
+
+
+@case("image_resize")
+def _image_resize():
+    layers.image_resize(image(), scale=1.5, resample="NEAREST", align_corners=False)
+
+
+@case("resize_bilinear")
+def _resize_bilinear():
+    layers.resize_bilinear(image(), [3, 9], align_corners=False, align_mode=0)
+
+
+@case("resize_nearest")
+def _resize_nearest():
+    layers.resize_nearest(image(), [12, 12])
+
+
+@case("resize_trilinear")
+def _resize_trilinear():
+    layers.resize_trilinear(image((-1, 2, 3, 3, 3)), [4, 5, 6])
+
+
+@case("image_resize_short")
+def _image_resize_short():
+    layers.image_resize_short(image((-1, 3, 8, 12)), 4)
+
+
+@case("dice_loss")
+def _dice_loss():
+    layers.dice_loss(layers.softmax(graphc.data("p", [-1, 3, 4])), labels(shape=(-1, 3, 1)))
+
+
+@case("temporal_shift")
+def _temporal_shift():
+    layers.temporal_shift(image(), seg_num=2, shift_ratio=0.2)
+
+
+@case("unfold")
+def _unfold():
+    layers.unfold(image(), [2, 3], strides=2, paddings=[1, 0], dilations=1)
+
+
+@case("bilinear_tensor_product")
+def _bilinear_tensor_product():
+    layers.bilinear_tensor_product(graphc.data("a", [-1, 3]), graphc.data("b", [-1, 2]), 4,
+                                   act="sigmoid")
+
+
 @case("batch_norm")
 def _batch_norm():
     layers.batch_norm(image(), act="relu")

@@ -169,6 +169,21 @@ from .math_activation import (  # -- issue 24: math activations
 from .math_op_patch import monkey_patch_variable
 from .metric_op import auc
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
+
+# -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
+from .nn_misc import bilinear_tensor_product, dice_loss, temporal_shift, unfold
+from .nn_more import (
+    adaptive_pool2d,
+    adaptive_pool3d,
+    affine_channel,
+    conv2d_transpose,
+    conv3d,
+    conv3d_transpose,
+    group_norm,
+    instance_norm,
+    lrn,
+    pool3d,
+)
 from .reshuffle import (
     crop,
     crop_tensor,
@@ -183,6 +198,13 @@ from .reshuffle import (
     scatter_nd_add,
     shuffle_channel,
     space_to_depth,
+)
+from .resize import (
+    image_resize,
+    image_resize_short,
+    resize_bilinear,
+    resize_nearest,
+    resize_trilinear,
 )
 from .rnn import dynamic_gru, dynamic_lstm, dynamic_lstmp, gru_unit, lstm_unit
 from .sequence import (
@@ -252,6 +274,11 @@ __all__ = [
     "linspace", "multiplex", "pad", "pad2d", "pad_constant_like", "pixel_shuffle", "reverse",
     "sampling_id", "scatter_nd", "scatter_nd_add", "shard_index", "shuffle_channel",
     "space_to_depth", "uniform_random", "unique", "unique_with_counts",
+    # -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
+    "adaptive_pool2d", "adaptive_pool3d", "affine_channel", "conv2d_transpose", "conv3d",
+    "conv3d_transpose", "group_norm", "image_resize", "image_resize_short", "instance_norm",
+    "lrn", "pool3d", "resize_bilinear", "resize_nearest", "resize_trilinear",
+    "bilinear_tensor_product", "dice_loss", "temporal_shift", "unfold",
 ]
 
 # -- issue 24: math activations

@@ -9,6 +9,7 @@ from ...ir.lod_rules import last_axis_only
 from ...ir.opdef import LOSS, RANDOM, STATEFUL, register
 from ...ir.shapes import normalize_axis, prod_or_unknown, resolve_pads, window_out
 from ...ir.types import INT_DTYPES, TensorType, dims_compatible
+from ..conv_pool.defs import window_size
 
 _LAYOUTS = ("NCHW", "NHWC", "AnyLayout")
 
@@ -25,11 +26,15 @@ def _assemble(layout, n, ch, hw):
     return (n, *hw, ch) if layout == "NHWC" else (n, ch, *hw)
 
 
-def _window_dims(c, hw, ksize, strides, paddings, algo, dilations=(1, 1), ceil_mode=False):
+def _window_dims(c, hw, ksize, strides, paddings, algo, dilations=(1, 1), ceil_mode=False,
+                 pool=False):
     c.check(len(ksize) == 2 and len(strides) == 2, "kernel and strides must have 2 entries")
     c.check(all(s > 0 for s in strides), f"strides must be positive, got {strides}")
     c.check(algo in ("EXPLICIT", "SAME", "VALID"), f"padding_algorithm {algo!r}")
     pads = resolve_pads(algo, paddings, hw, ksize, strides, dilations)
+    if pool:  # Paddle's pool size rule: a window past the padded input still gives one output
+        return tuple(window_size(c, hw[i], ksize[i], strides[i], *pads[i],
+                                 ceil_mode=ceil_mode) for i in range(2))
     return tuple(window_out(hw[i], ksize[i], strides[i], *pads[i], dilations[i], ceil_mode)
                  for i in range(2))
 
@@ -73,7 +78,7 @@ def _pool2d(c):
         out_hw = tuple(c["ksize"])
     else:
         out_hw = _window_dims(c, hw, c["ksize"], c["strides"], c["paddings"],
-                              c["padding_algorithm"], ceil_mode=c["ceil_mode"])
+                              c["padding_algorithm"], ceil_mode=c["ceil_mode"], pool=True)
     return {"Out": TensorType(_assemble(layout, n, ch, out_hw), x.dtype)}
 
 

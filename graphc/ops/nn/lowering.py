@@ -73,6 +73,9 @@ def _pool2d(c, X):
         return {"Out": _adaptive_pool(X, c["ksize"], jnp.max if is_max else jnp.mean, layout)}
     k, s = tuple(c["ksize"]), tuple(c["strides"])
     pads = window_padding(c, _hw(X, layout), k, s, ceil_mode=c["ceil_mode"])
+    for i, h in enumerate(_hw(X, layout)):  # a window past the padded input: one output
+        if h + sum(pads[i]) < k[i]:
+            pads[i] = (pads[i][0], k[i] - h - pads[i][0])
     dims, strides, padding = [1, 1, 1, 1], [1, 1, 1, 1], [(0, 0)] * 4
     for i, ax in enumerate(spatial):
         dims[ax], strides[ax], padding[ax] = k[i], s[i], pads[i]
