@@ -296,13 +296,18 @@ def test_gradients_match_finite_differences():
     y = layers.elementwise_mul(h, h)
     t = graphc.data("tg", [2, 3], "float64")
     gx, gw = fluid.backward.gradients([y], [x, w], target_gradients=[t])
-    got = graphc.Executor().run(feed={"x": xv, "w": wv, "tg": tg}, fetch_list=[gx, gw])
+    # a second call in the same program: its own gradient names, the first's kept
+    (gx_ones,) = fluid.backward.gradients(y, x)
+    assert gx_ones.name != gx.name
+    got = graphc.Executor().run(feed={"x": xv, "w": wv, "tg": tg},
+                                fetch_list=[gx, gw, gx_ones])
 
     def f(xx, ww, weights):
         return np.sum(np.tanh(xx @ ww) ** 2 * weights)
 
     np.testing.assert_allclose(got[0], _fd(lambda a: f(a, wv, tg), xv), rtol=1e-6, atol=1e-8)
     np.testing.assert_allclose(got[1], _fd(lambda a: f(xv, a, tg), wv), rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(got[2], _fd(lambda a: f(a, wv, 1.0), xv), rtol=1e-6, atol=1e-8)
 
 
 def test_gradients_with_respect_to_an_intermediate_value():

@@ -92,7 +92,8 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
         if t.dtype not in FLOAT_DTYPES:
             raise ProgramError(f"gradients: target '{t.name}' must be floating point")
     finalize = _backward(block, targets, target_gradients or [None] * len(targets),
-                         _names(no_grad_set), None, roots=[v.name for v in inputs])
+                         _names(no_grad_set), None, roots=[v.name for v in inputs],
+                         suffix=_free_suffix(block))
     out = []
     for v in inputs:
         g = finalize(v.name)
@@ -100,10 +101,23 @@ def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
     return out
 
 
-def _backward(block, targets, seeds, no_grad, callbacks, roots=()):
+def _free_suffix(block) -> str:
+    """``@GRAD``, or ``@GRAD@G<k>`` when gradients were already built in ``block``: a second
+    gradients() call must not overwrite the first one's values."""
+    names = list(block.vars)
+    if not any(GRAD_SUFFIX in n for n in names):
+        return GRAD_SUFFIX
+    k = 0
+    while any(f"{GRAD_SUFFIX}@G{k}" in n for n in names):
+        k += 1
+    return f"{GRAD_SUFFIX}@G{k}"
+
+
+def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_SUFFIX):
     """Append the grad ops of ``targets`` (``seeds``: each one's given output gradient, None:
     ones; ``seeds`` None: append_backward's single loss, seeded ``loss@GRAD`` = 1); returns
-    ``finalize(name)`` -> the name of name's complete gradient, or None."""
+    ``finalize(name)`` -> the name of name's complete gradient, or None. Gradients are named
+    ``<value><suffix>`` (``@GRAD``; gradients() picks another where that is taken)."""
     program = block.program
     ops = block.ops
     target_names = {t.name for t in targets}
@@ -178,7 +192,7 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=()):
             else:
                 # typed by inference: the sum of row-sparse parts is row-sparse (a table
                 # shared by sparse lookups), of mixed ones dense
-                full = block.create_var(name + GRAD_SUFFIX, dtype=block.var(name).dtype).name
+                full = block.create_var(name + suffix, dtype=block.var(name).dtype).name
                 block.append_op("sum", {"X": parts}, {"Out": full}, source=source)
                 if block.var(full).selected_rows:
                     sparse_grads.add(full)
@@ -193,7 +207,7 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=()):
 
     def zero_grad(op, name: str) -> str:
         """Zeros for an output whose gradient is unused but whose siblings' are not."""
-        zero = grad_var(name, name + GRAD_SUFFIX)
+        zero = grad_var(name, name + suffix)
         block.append_op("fill_zeros_like", {"X": name}, {"Out": zero}, source=op.source)
         grad_of[name] = zero
         return zero
@@ -209,7 +223,7 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=()):
             grad_of[loss.name] = loss_grad
         else:
             for t, given in zip(targets, seeds):
-                _seed(block, t, given, grad_var, source, pending)
+                _seed(block, t, given, grad_var, source, pending, suffix)
                 contributions[t.name] = contributions.get(t.name, 0) + 1
         for op in path:  # already in reverse order
             source = op.source
@@ -227,14 +241,14 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=()):
                 for n in names:
                     if n in needed and n in depends and differentiable(n):
                         k = len(pending.get(n, ()))
-                        gname = n + GRAD_SUFFIX if contributions[n] == 1 \
-                            else f"{n}{GRAD_SUFFIX}@RENAME@{k}"
+                        gname = n + suffix if contributions[n] == 1 \
+                            else f"{n}{suffix}@RENAME@{k}"
                         pending.setdefault(n, []).append(grad_var(n, gname, sparse))
                         gs.append(gname)
                     else:
                         gs.append(None)
                 if None in gs and any(gs):  # a duplicable input (concat, sum) partly needed
-                    gs = [g or grad_var(n, unused_name(n + GRAD_SUFFIX + "@EMPTY"))
+                    gs = [g or grad_var(n, unused_name(n + suffix + "@EMPTY"))
                           for n, g in zip(names, gs)]
                 in_grads[slot] = gs
             maker = get_op_def(op.type).grad_maker
@@ -257,10 +271,10 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=()):
     return finalize
 
 
-def _seed(block, target, given, grad_var, source, pending) -> None:
+def _seed(block, target, given, grad_var, source, pending, suffix) -> None:
     """``target``'s output gradient for gradients(): ``given``, else ones of its shape (of
     its run-time shape where a dimension is unknown)."""
-    name = grad_var(target.name, f"{target.name}{GRAD_SUFFIX}@SEED")
+    name = grad_var(target.name, f"{target.name}{suffix}@SEED")
     if given is not None:
         block.append_op("assign", {"X": given}, {"Out": name}, source=source)
     elif target.shape is not None and all(d >= 0 for d in target.shape):
@@ -268,7 +282,7 @@ def _seed(block, target, given, grad_var, source, pending) -> None:
                         attrs={"shape": list(target.shape), "dtype": target.dtype,
                                "value": 1.0}, source=source)
     else:
-        zeros = grad_var(target.name, f"{target.name}{GRAD_SUFFIX}@ZEROS")
+        zeros = grad_var(target.name, f"{target.name}{suffix}@ZEROS")
         block.append_op("fill_zeros_like", {"X": target}, {"Out": zeros}, source=source)
         block.append_op("scale", {"X": zeros}, {"Out": name}, {"scale": 1.0, "bias": 1.0},
                         source=source)
