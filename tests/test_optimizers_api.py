@@ -310,6 +310,10 @@ def test_gradients_match_finite_differences():
     np.testing.assert_allclose(got[2], _fd(lambda a: f(a, wv, 1.0), xv), rtol=1e-6, atol=1e-8)
 
 
+def test_gradients_is_also_top_level():
+    assert fluid.gradients is fluid.backward.gradients
+
+
 def test_gradients_with_respect_to_an_intermediate_value():
     xv = np.linspace(-1, 1, 6).reshape(2, 3)
     x = graphc.data("x", [2, 3], "float64")
