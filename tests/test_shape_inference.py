@@ -638,6 +638,11 @@ ERRORS = [
      "LearningRate must be [1]"),
     ("momentum", {"Param": t(3), "Grad": t(3), "Velocity": t(4), "LearningRate": t(1)},
      {"mu": 0.9}, "Velocity must match Param"),
+    # -- issue 24: optimizers
+    ("lookahead", {"Param": t(3), "SlowParam": t(4), "Step": t(1)}, {},
+     "SlowParam [4] must match Param [3]"),
+    ("dpsgd", {"Param": t(10, 5), "Grad": t(10, 4), "LearningRate": t(1)}, {},
+     "Param [10, 5] and Grad [10, 4] differ"),
     ("adam", {**ADAM_INS, "Moment2": t(5, 10)}, {}, "Moment2 must match Param [10, 5]"),
     ("fused_sgd", {"Param": [t(3), t(4)], "Grad": [t(3)], "LearningRate": t(1)}, {},
      "Grad has 1 values but Param has 2"),
@@ -1566,6 +1571,13 @@ OPTIMIZER_CASES = [
     case("ema_decay", {"ThresSteps": t(1)}, {"decay": 0.999}, {"Out": t(1)}),
     case("ema_update", {"Param": P10, "Ema": P10, "Decay": t(1)}, None, {"EmaOut": P10}),
     case("ema_bias_corrected", {"Ema": P10, "Decay": t(1), "Step": t(1)}, None, {"Out": P10}),
+    # -- issue 24: optimizers
+    case("dpsgd", {"Param": P10, "Grad": P10, "LearningRate": t(1)},
+         {"clip": 1.0, "batch_size": 4.0, "sigma": 0.5}, {"ParamOut": P10}),
+    case("lookahead", {"Param": P10, "SlowParam": P10, "Step": i64(1)}, {"alpha": 0.5, "k": 3},
+         {"ParamOut": P10, "SlowParamOut": P10}),
+    case("truncated_gaussian_random", {}, {"shape": [4, 5], "dtype": "float64", "std": 0.1},
+         {"Out": t(4, 5, dtype="float64")}),
 ]
 CASES.extend(OPTIMIZER_CASES)  # test_every_op_has_a_case reads CASES when it runs
 

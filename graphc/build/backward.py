@@ -1,4 +1,5 @@
-"""append_backward: add gradient ops for a loss to its program, Paddle style.
+"""append_backward (a loss's parameter gradients) and gradients (any targets' gradients
+with respect to any inputs): gradient ops added to the program, Paddle style.
 
 Grad ops come from each op's grad maker; a value read by several ops gets its gradient
 contributions under ``@RENAME@`` names, summed before use. Linear in program size. An
@@ -21,24 +22,110 @@ def _names(items) -> set[str]:
 
 @gc_paused
 def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
-                    callbacks=None) -> list[tuple[Parameter, Variable]]:
-    """Append grad ops for ``loss``; return [(parameter, its gradient variable)]."""
+                    callbacks=None, checkpoints=None) -> list[tuple[Parameter, Variable]]:
+    """Append grad ops for ``loss``; return [(parameter, its gradient variable)].
+
+    ``checkpoints`` (Paddle's recompute segments) are checked and recorded on the program
+    (``program._recompute_checkpoints``); the grad ops are the same, since the step compiles
+    to one XLA program whose scheduler decides what to keep or recompute."""
     if not isinstance(loss, Variable):
         raise ProgramError(f"append_backward: loss must be a Variable, got {type(loss).__name__}")
     block = loss.block
-    program = block.program
     if loss.shape is None or any(d < 0 for d in loss.shape):
         raise ProgramError(f"append_backward: loss '{loss.name}' must have a known shape, got "
                            f"{loss.shape}; reduce it with layers.mean first")
     if loss.dtype not in FLOAT_DTYPES:
         raise ProgramError(f"append_backward: loss '{loss.name}' must be floating point")
+    if checkpoints is not None:
+        block.program._recompute_checkpoints = _checkpoint_names(block, checkpoints)
+    no_grad = _names(no_grad_set)
+    finalize = _backward(block, [loss], None, no_grad, callbacks)
+    params = block.all_parameters() if parameter_list is None else [
+        block.var(getattr(p, "name", p)) for p in parameter_list]
+    result = []
+    for p in params:
+        if not isinstance(p, Parameter) or not p.trainable or p.name in no_grad:
+            continue
+        g = finalize(p.name)
+        if g is not None:
+            result.append((p, block.var(g)))
+    return result
+
+
+def _checkpoint_names(block, checkpoints) -> list[str]:
+    if not isinstance(checkpoints, list | tuple):
+        raise ProgramError(f"append_backward: checkpoints must be a list of Variables, got "
+                           f"{type(checkpoints).__name__}")
+    names = []
+    for c in checkpoints:
+        name = getattr(c, "name", c)
+        if not isinstance(name, str) or not block.has_var(name):
+            raise ProgramError(f"append_backward: checkpoint {c!r} is not a variable of the "
+                               "loss's program")
+        names.append(name)
+    return names
+
+
+@gc_paused
+def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
+    """Paddle's fluid.gradients: the gradients of sum(targets * target_gradients) (ones when
+    not given) with respect to each of ``inputs``, as a list (None where an input does not
+    reach a target or has stop_gradient=True)."""
+    targets = list(targets) if isinstance(targets, list | tuple) else [targets]
+    inputs = list(inputs) if isinstance(inputs, list | tuple) else [inputs]
+    for v in [*targets, *inputs]:
+        if not isinstance(v, Variable):
+            raise ProgramError(f"gradients: targets and inputs must be Variables, got {v!r}")
+    if target_gradients is not None:
+        target_gradients = list(target_gradients) if isinstance(
+            target_gradients, list | tuple) else [target_gradients]
+        if len(target_gradients) != len(targets):
+            raise ProgramError(f"gradients: {len(target_gradients)} target_gradients for "
+                               f"{len(targets)} targets")
+        for t, g in zip(targets, target_gradients):
+            if g is not None and t.shape is not None and g.shape is not None \
+                    and list(g.shape) != list(t.shape):
+                raise ProgramError(f"gradients: target_gradient '{g.name}' has shape "
+                                   f"{list(g.shape)}, target '{t.name}' {list(t.shape)}")
+    block = targets[0].block
+    for t in targets:
+        if t.dtype not in FLOAT_DTYPES:
+            raise ProgramError(f"gradients: target '{t.name}' must be floating point")
+    finalize = _backward(block, targets, target_gradients or [None] * len(targets),
+                         _names(no_grad_set), None, roots=[v.name for v in inputs],
+                         suffix=_free_suffix(block))
+    out = []
+    for v in inputs:
+        g = finalize(v.name)
+        out.append(block.var(g) if g is not None else None)
+    return out
+
+
+def _free_suffix(block) -> str:
+    """``@GRAD``, or ``@GRAD@G<k>`` when gradients were already built in ``block``: a second
+    gradients() call must not overwrite the first one's values."""
+    names = list(block.vars)
+    if not any(GRAD_SUFFIX in n for n in names):
+        return GRAD_SUFFIX
+    k = 0
+    while any(f"{GRAD_SUFFIX}@G{k}" in n for n in names):
+        k += 1
+    return f"{GRAD_SUFFIX}@G{k}"
+
+
+def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_SUFFIX):
+    """Append the grad ops of ``targets`` (``seeds``: each one's given output gradient, None:
+    ones; ``seeds`` None: append_backward's single loss, seeded ``loss@GRAD`` = 1); returns
+    ``finalize(name)`` -> the name of name's complete gradient, or None. Gradients are named
+    ``<value><suffix>`` (``@GRAD``; gradients() picks another where that is taken)."""
+    program = block.program
     ops = block.ops
-    loss_idx = max((i for i, op in enumerate(ops) if loss.name in op.output_arg_names),
+    target_names = {t.name for t in targets}
+    loss_idx = max((i for i, op in enumerate(ops) if target_names & set(op.output_arg_names)),
                    default=None)
     if loss_idx is None:
-        raise ProgramError(f"append_backward: no op computes loss '{loss.name}'")
+        raise ProgramError(f"append_backward: no op computes '{targets[0].name}'")
     forward = [op for op in ops[:loss_idx + 1] if op.role == "forward"]
-    no_grad = _names(no_grad_set)
 
     known: dict[str, bool] = {}  # asked several times per variable
 
@@ -54,11 +141,12 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
     depends = {v.name for v in block.vars.values()
                if v.name not in no_grad and not v.stop_gradient and v.dtype in FLOAT_DTYPES
                and (v.persistable or v.is_data)}
+    depends.update(n for n in roots if differentiable(n))
     for op in forward:
         if is_differentiable(op.type) and any(n in depends for n in op.input_arg_names):
             depends.update(n for n in op.output_arg_names if differentiable(n))
     # Backward reachability: ops on a path from something trainable to the loss.
-    needed, path = {loss.name}, []
+    needed, path = set(target_names), []
     for op in reversed(forward):
         if not is_differentiable(op.type) or not any(n in needed for n in op.output_arg_names):
             continue
@@ -104,7 +192,7 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
             else:
                 # typed by inference: the sum of row-sparse parts is row-sparse (a table
                 # shared by sparse lookups), of mixed ones dense
-                full = block.create_var(name + GRAD_SUFFIX, dtype=block.var(name).dtype).name
+                full = block.create_var(name + suffix, dtype=block.var(name).dtype).name
                 block.append_op("sum", {"X": parts}, {"Out": full}, source=source)
                 if block.var(full).selected_rows:
                     sparse_grads.add(full)
@@ -119,18 +207,24 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
 
     def zero_grad(op, name: str) -> str:
         """Zeros for an output whose gradient is unused but whose siblings' are not."""
-        zero = grad_var(name, name + GRAD_SUFFIX)
+        zero = grad_var(name, name + suffix)
         block.append_op("fill_zeros_like", {"X": name}, {"Out": zero}, source=op.source)
         grad_of[name] = zero
         return zero
 
     with program.op_role_guard("backward"):
         source = ops[loss_idx].source
-        loss_grad = grad_var(loss.name, loss.name + GRAD_SUFFIX)
-        block.append_op("fill_constant", outputs={"Out": loss_grad},
-                        attrs={"shape": list(loss.shape), "dtype": loss.dtype, "value": 1.0},
-                        source=source)
-        grad_of[loss.name] = loss_grad
+        if seeds is None:
+            loss = targets[0]
+            loss_grad = grad_var(loss.name, loss.name + GRAD_SUFFIX)
+            block.append_op("fill_constant", outputs={"Out": loss_grad},
+                            attrs={"shape": list(loss.shape), "dtype": loss.dtype,
+                                   "value": 1.0}, source=source)
+            grad_of[loss.name] = loss_grad
+        else:
+            for t, given in zip(targets, seeds):
+                _seed(block, t, given, grad_var, source, pending, suffix)
+                contributions[t.name] = contributions.get(t.name, 0) + 1
         for op in path:  # already in reverse order
             source = op.source
             out_grads = {s: [finalize(n) for n in names] for s, names in op.outputs.items()}
@@ -147,14 +241,14 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
                 for n in names:
                     if n in needed and n in depends and differentiable(n):
                         k = len(pending.get(n, ()))
-                        gname = n + GRAD_SUFFIX if contributions[n] == 1 \
-                            else f"{n}{GRAD_SUFFIX}@RENAME@{k}"
+                        gname = n + suffix if contributions[n] == 1 \
+                            else f"{n}{suffix}@RENAME@{k}"
                         pending.setdefault(n, []).append(grad_var(n, gname, sparse))
                         gs.append(gname)
                     else:
                         gs.append(None)
                 if None in gs and any(gs):  # a duplicable input (concat, sum) partly needed
-                    gs = [g or grad_var(n, unused_name(n + GRAD_SUFFIX + "@EMPTY"))
+                    gs = [g or grad_var(n, unused_name(n + suffix + "@EMPTY"))
                           for n, g in zip(names, gs)]
                 in_grads[slot] = gs
             maker = get_op_def(op.type).grad_maker
@@ -174,13 +268,22 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
         # still need their contributions summed into ``name@GRAD``.
         for name in list(pending):
             finalize(name)
-        params = block.all_parameters() if parameter_list is None else [
-            block.var(getattr(p, "name", p)) for p in parameter_list]
-        result = []
-        for p in params:
-            if not isinstance(p, Parameter) or not p.trainable or p.name in no_grad:
-                continue
-            g = finalize(p.name)
-            if g is not None:
-                result.append((p, block.var(g)))
-    return result
+    return finalize
+
+
+def _seed(block, target, given, grad_var, source, pending, suffix) -> None:
+    """``target``'s output gradient for gradients(): ``given``, else ones of its shape (of
+    its run-time shape where a dimension is unknown)."""
+    name = grad_var(target.name, f"{target.name}{suffix}@SEED")
+    if given is not None:
+        block.append_op("assign", {"X": given}, {"Out": name}, source=source)
+    elif target.shape is not None and all(d >= 0 for d in target.shape):
+        block.append_op("fill_constant", outputs={"Out": name},
+                        attrs={"shape": list(target.shape), "dtype": target.dtype,
+                               "value": 1.0}, source=source)
+    else:
+        zeros = grad_var(target.name, f"{target.name}{suffix}@ZEROS")
+        block.append_op("fill_zeros_like", {"X": target}, {"Out": zeros}, source=source)
+        block.append_op("scale", {"X": zeros}, {"Out": name}, {"scale": 1.0, "bias": 1.0},
+                        source=source)
+    pending.setdefault(target.name, []).append(name)

@@ -5,20 +5,34 @@
 
 from __future__ import annotations
 
+import copy
+
 from ..ir.errors import ProgramError
 from .initializer import Initializer
 
 
 class ParamAttr:
+    """Paddle 1.8's arguments: ``gradient_clip`` (a GradientClip* object) clips this
+    parameter's gradient when the optimizer has no grad_clip (as set_gradient_clip does);
+    ``do_model_average=False`` leaves it out of ModelAverage/ExponentialMovingAverage;
+    ``need_clip=False`` (Paddle 2.0's) leaves it out of the optimizer's grad_clip."""
+
     def __init__(self, name: str | None = None, initializer: Initializer | None = None,
                  learning_rate: float = 1.0, regularizer=None, trainable: bool = True,
-                 need_clip: bool = True):
+                 gradient_clip=None, do_model_average: bool = True, need_clip: bool = True):
         if initializer is not None and not isinstance(initializer, Initializer):
             raise ProgramError(f"ParamAttr initializer must be an Initializer, got "
                                f"{type(initializer).__name__}")
         self.name, self.initializer = name, initializer
         self.learning_rate, self.regularizer = float(learning_rate), regularizer
         self.trainable, self.need_clip = trainable, need_clip
+        self.gradient_clip, self.do_model_average = gradient_clip, bool(do_model_average)
+
+    def _set_on(self, param) -> None:
+        """Give a new Parameter the attributes the optimizer and the averages read from it."""
+        if self.gradient_clip is not None:
+            param.gradient_clip_attr = copy.deepcopy(self.gradient_clip)
+        param.do_model_average = self.do_model_average
 
     @staticmethod
     def to_attr(arg) -> ParamAttr | bool:

@@ -1,4 +1,5 @@
-"""Weight decay as ops: L2Decay(c) adds c * param to the gradient before the update.
+"""Weight decay as ops: L2Decay(c) adds c * param, L1Decay(c) c * sign(param), to the
+gradient before the update.
 
 Paddle's semantics: a ParamAttr's regularizer overrides the optimizer's; decay is not scaled
 by the learning rate; ops carry the optimize role. A row-sparse gradient (an is_sparse
@@ -7,6 +8,8 @@ rows the batch did not look up are not decayed (docs/sparse.md).
 """
 
 from __future__ import annotations
+
+from ..ir.errors import ProgramError
 
 
 class L2Decay:
@@ -28,4 +31,25 @@ class L2Decay:
         return f"L2Decay({self.coeff})"
 
 
-L2DecayRegularizer = L2Decay
+class L1Decay:
+    """grad + coeff * sign(param) (Paddle's L1DecayRegularizer: a sign op and a scale)."""
+
+    def __init__(self, regularization_coeff: float = 0.0):
+        self.coeff = float(regularization_coeff)
+
+    def append(self, block, param, grad):
+        if grad.selected_rows:
+            raise ProgramError(f"L1Decay on '{param.name}': its gradient is row-sparse (an "
+                               "is_sparse embedding); graphc decays those with L2Decay only")
+        sign = block.create_var(f"{param.name}@L1SIGN", param.shape, param.dtype)
+        decay = block.create_var(f"{param.name}@DECAY", param.shape, param.dtype)
+        block.append_op("sign", {"X": param}, {"Out": sign})
+        block.append_op("scale", {"X": sign}, {"Out": decay}, {"scale": self.coeff})
+        block.append_op("sum", {"X": [grad, decay]}, {"Out": grad})
+        return grad
+
+    def __repr__(self) -> str:
+        return f"L1Decay({self.coeff})"
+
+
+L2DecayRegularizer, L1DecayRegularizer = L2Decay, L1Decay

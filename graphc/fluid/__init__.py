@@ -24,7 +24,7 @@ for _key, _module in list(_sys.modules.items()):
     if _key.startswith("graphc.layers."):
         _sys.modules[__name__ + _key.removeprefix("graphc")] = _module
 
-from ..build.backward import append_backward  # noqa: E402
+from ..build.backward import append_backward, gradients  # noqa: E402
 from ..layers.tensor import declare_data as data  # noqa: E402  (fluid.data: shape as given)
 from . import (  # noqa: E402
     average,
@@ -105,7 +105,7 @@ _LAZY = {"save": "graphc.dataio.io", "load": "graphc.dataio.io",
 
 __all__ = [
     "average", "backward", "create_lod_tensor", "create_random_int_lodtensor", "get_flags",
-    "memory_optimize",
+    "gradients", "memory_optimize",
     "release_memory", "set_flags",
     "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy", "Executor",
     "DistributeTranspiler", "DistributeTranspilerConfig", "transpiler",

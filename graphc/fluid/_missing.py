@@ -65,6 +65,14 @@ ADVICE: dict[str, str] = {
     "layers.array_write": _LOD,
     "layers.array_read": _LOD,
     "layers.create_array": _LOD,
+    # -- issue 24: optimizers graphc refuses (docs/porting_from_paddle.md says why)
+    "optimizer.DGCMomentumOptimizer": (
+        "DGCMomentumOptimizer (deep gradient compression) is not supported: it sparsifies the "
+        "gradients multi-trainer all-reduce sends, and graphc's data parallelism all-reduces "
+        "dense gradients inside one XLA step; use MomentumOptimizer"),
+    "optimizer.PipelineOptimizer": (
+        "PipelineOptimizer is not supported: graphc compiles a whole step for its devices and "
+        "has no per-section pipeline workers or queues; use the inner optimizer"),
     # ``import graphc as paddle``: Paddle 2.x's dynamic-graph top level
     "paddle.nn": _DYGRAPH + "; use paddle.fluid.layers",
     "paddle.to_tensor": _DYGRAPH,

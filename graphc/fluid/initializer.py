@@ -8,4 +8,4 @@ __getattr__ = delegating_getattr(__name__, _base, {
     "ConstantInitializer": "Constant", "UniformInitializer": "Uniform",
     "NormalInitializer": "Normal", "TruncatedNormalInitializer": "TruncatedNormal",
     "XavierInitializer": "Xavier", "MSRAInitializer": "MSRA",
-    "BilinearInitializer": "Bilinear", "NumpyArrayInitializer": "NumpyArray"})
+    "BilinearInitializer": "Bilinear"})

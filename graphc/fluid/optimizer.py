@@ -6,6 +6,6 @@ from ._missing import delegating_getattr
 
 _PADDLE_ALIASES = {f"{n}Optimizer": n for n in (
     "SGD", "Momentum", "Adam", "Adamax", "Adagrad", "DecayedAdagrad", "RMSProp", "Lamb",
-    "LarsMomentum", "Ftrl", "Adadelta", "DGCMomentum", "Lookahead")}
+    "LarsMomentum", "Ftrl", "Adadelta", "DGCMomentum", "Lookahead", "Dpsgd", "Recompute")}
 
 __getattr__ = delegating_getattr(__name__, _base, _PADDLE_ALIASES)

@@ -29,7 +29,11 @@ def generate(key: str) -> str:
     return _generator(key)
 
 
-def switch(new_generator: UniqueNameGenerator | None = None) -> UniqueNameGenerator:
+def switch(new_generator: UniqueNameGenerator | None = None,
+           new_para_name_checker=None) -> UniqueNameGenerator:
+    """Make ``new_generator`` (a fresh one if None) current; returns the previous one.
+    ``new_para_name_checker`` (Paddle 1.8's dygraph parameter-name checker) is accepted and
+    unused: graphc has no dygraph mode, whose parameter names it checks."""
     global _generator
     old, _generator = _generator, new_generator or UniqueNameGenerator()
     return old

@@ -42,6 +42,7 @@ class LayerHelper:
         param = self.main_program.global_block().create_parameter(
             name, shape, dtype, trainable=attr.trainable, learning_rate=attr.learning_rate,
             regularizer=attr.regularizer, initializer=init, need_clip=attr.need_clip)
+        attr._set_on(param)  # Paddle 1.8's gradient_clip / do_model_average
         startup = self.startup_program.global_block()
         if name not in startup.vars:
             svar = startup.create_var(name, shape, dtype, persistable=True)

@@ -23,7 +23,7 @@ class Adagrad(Optimizer):
 
     def __init__(self, learning_rate, epsilon=1.0e-6, parameter_list=None, regularization=None,
                  grad_clip=None, name=None, initial_accumulator_value=0.0):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._epsilon = _float("Adagrad", "epsilon", epsilon)
         self._initial = _float("Adagrad", "initial_accumulator_value", initial_accumulator_value)
 
@@ -41,7 +41,7 @@ class DecayedAdagrad(Optimizer):
 
     def __init__(self, learning_rate, decay=0.95, epsilon=1.0e-6, parameter_list=None,
                  regularization=None, grad_clip=None, name=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._decay = _float("DecayedAdagrad", "decay", decay)
         self._epsilon = _float("DecayedAdagrad", "epsilon", epsilon)
 
@@ -60,7 +60,7 @@ class Adamax(Optimizer):
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  parameter_list=None, regularization=None, grad_clip=None, name=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._beta1 = _float("Adamax", "beta1", beta1)
         self._beta2 = _float("Adamax", "beta2", beta2)
         self._epsilon = _float("Adamax", "epsilon", epsilon)
@@ -87,7 +87,7 @@ class Adadelta(Optimizer):
 
     def __init__(self, learning_rate, epsilon=1.0e-6, rho=0.95, parameter_list=None,
                  regularization=None, grad_clip=None, name=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._epsilon = _float("Adadelta", "epsilon", epsilon)
         self._rho = _float("Adadelta", "rho", rho)
 
@@ -113,7 +113,7 @@ class RMSProp(Optimizer):
 
     def __init__(self, learning_rate, rho=0.95, epsilon=1.0e-6, momentum=0.0, centered=False,
                  parameter_list=None, regularization=None, grad_clip=None, name=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._rho = _float("RMSProp", "rho", rho)
         self._epsilon = _float("RMSProp", "epsilon", epsilon)
         self._momentum = _float("RMSProp", "momentum", momentum)
@@ -142,7 +142,7 @@ class Lamb(Optimizer):
     def __init__(self, learning_rate=0.001, lamb_weight_decay=0.01, beta1=0.9, beta2=0.999,
                  epsilon=1e-6, parameter_list=None, regularization=None, grad_clip=None,
                  exclude_from_weight_decay_fn=None, name=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._weight_decay = _float("Lamb", "lamb_weight_decay", lamb_weight_decay)
         self._beta1 = _float("Lamb", "beta1", beta1)
         self._beta2 = _float("Lamb", "beta2", beta2)
@@ -171,7 +171,7 @@ class LarsMomentum(Optimizer):
 
     def __init__(self, learning_rate, momentum, lars_coeff=0.001, lars_weight_decay=0.0005,
                  parameter_list=None, regularization=None, grad_clip=None, name=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._momentum = _float("LarsMomentum", "momentum", momentum)
         self._lars_coeff = _float("LarsMomentum", "lars_coeff", lars_coeff)
         self._lars_weight_decay = _float("LarsMomentum", "lars_weight_decay", lars_weight_decay)
@@ -193,7 +193,7 @@ class Ftrl(Optimizer):
 
     def __init__(self, learning_rate, l1=0.0, l2=0.0, lr_power=-0.5, parameter_list=None,
                  regularization=None, grad_clip=None, name=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._l1 = _float("Ftrl", "l1", l1)
         self._l2 = _float("Ftrl", "l2", l2)
         self._lr_power = _float("Ftrl", "lr_power", lr_power)

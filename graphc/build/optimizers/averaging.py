@@ -9,6 +9,8 @@ from ...ir import unique_name
 from ...ir.default_programs import default_main_program, default_startup_program
 from ...ir.errors import ProgramError
 from ...ir.program import Program, Variable
+from ..backward import append_backward
+from .base import _scope
 
 
 def _persistable(block, startup, name: str, shape, dtype: str, value: float) -> Variable:
@@ -70,6 +72,7 @@ class _Averaging:
 
 
 class ModelAverage(_Averaging):
+    # Paddle's ModelAverage is an Optimizer: its methods, where averaging gives them meaning
     """Average each parameter over a window of recent updates (Paddle's average_accumulates):
     build it after ``minimize``; its ops run after the parameter updates of each step."""
 
@@ -109,6 +112,39 @@ class ModelAverage(_Averaging):
             acc[name] = _persistable(block, startup, unique_name.generate(f"{p.name}_{name}"),
                                      [1], "int64", 0.0)
         return acc
+
+    def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None,
+                 callbacks=None):
+        return append_backward(loss, parameter_list, no_grad_set, callbacks)
+
+    def apply_gradients(self, params_grads):
+        """No update ops: the averaging ops were appended when this ModelAverage was built."""
+        return []
+
+    def apply_optimize(self, loss, startup_program, params_grads):
+        return self.apply_gradients(params_grads)
+
+    def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None,
+                 grad_clip=None):
+        params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
+        return self.apply_gradients(params_grads), params_grads
+
+    def get_opti_var_name_list(self) -> list[str]:
+        return [v.name for acc in self._accumulators.values() for v in acc.values()]
+
+    def state_dict(self, scope=None) -> dict:
+        """{accumulator name: value} from ``scope`` (default: the global scope)."""
+        scope = _scope(scope)
+        return {n: scope[n] for n in self.get_opti_var_name_list() if n in scope}
+
+    def set_dict(self, state_dict, scope=None) -> None:
+        own = set(self.get_opti_var_name_list())
+        scope = _scope(scope)
+        for name, value in state_dict.items():
+            if name not in own:
+                raise ProgramError(f"ModelAverage.set_dict: '{name}' is not one of its "
+                                   "accumulators")
+            scope[name] = value
 
     def _average_of(self, block, p) -> Variable:
         acc = {k: self._read(block, v) for k, v in self._accumulators[p.name].items()}

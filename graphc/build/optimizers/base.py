@@ -6,6 +6,10 @@
 
 from __future__ import annotations
 
+import sys
+
+import numpy as np
+
 from ...ir import unique_name
 from ...ir.default_programs import default_startup_program
 from ...ir.errors import ProgramError
@@ -16,13 +20,26 @@ from ..backward import append_backward
 from ..regularizer import L2Decay
 
 
+def _scope(scope):
+    """``scope``, else the process's global scope. build/ never imports the run-time layer
+    (programs are built without running them), so the global scope is looked up in the
+    loaded ``graphc.runtime.scope`` module, which importing graphc always loads."""
+    if scope is not None:
+        return scope
+    runtime_scope = sys.modules.get("graphc.runtime.scope")
+    if runtime_scope is None:
+        raise ProgramError("optimizer state: no global scope (import graphc first) and no "
+                           "scope= given")
+    return runtime_scope.global_scope()
+
+
 class Optimizer:
     """Base class. ``learning_rate`` is a float or a Variable (e.g. from an LR scheduler)."""
 
     type = ""
 
-    def __init__(self, learning_rate, regularization=None, name=None, grad_clip=None,
-                 parameter_list=None):
+    def __init__(self, learning_rate, parameter_list=None, regularization=None, grad_clip=None,
+                 name=None):
         if not isinstance(learning_rate, float | int | Variable) or isinstance(learning_rate,
                                                                                 bool):
             raise ProgramError(f"{type(self).__name__}: learning_rate must be a float or a "
@@ -38,10 +55,13 @@ class Optimizer:
         self._parameter_list = list(parameter_list) if parameter_list is not None else None
         self._lr_var: Variable | None = None
         self._accumulators: dict[tuple[str, str], Variable] = {}
+        self._opti_name_list: list[str] = []  # Paddle's get_opti_var_name_list()
 
     # -- state -----------------------------------------------------------------------
     def _global_var(self, block, startup, name: str, shape, dtype, value: float) -> Variable:
         var = block.create_var(name, shape, dtype, persistable=True, stop_gradient=True)
+        if name not in self._opti_name_list:
+            self._opti_name_list.append(name)
         sblock = startup.global_block()
         if name not in sblock.vars:
             svar = sblock.create_var(name, shape, dtype, persistable=True)
@@ -81,11 +101,48 @@ class Optimizer:
     def get_accumulator(self, name: str, param) -> Variable:
         return self._accumulators[(name, getattr(param, "name", param))]
 
+    def get_opti_var_name_list(self) -> list[str]:
+        """The names of the variables this optimizer created (learning rate, accumulators)."""
+        return list(self._opti_name_list)
+
+    def state_dict(self, scope=None) -> dict:
+        """{accumulator name (Paddle's, e.g. ``fc_0.w_0_moment1_0``): its value} read from
+        ``scope`` (default: the global scope); names not yet initialised are left out."""
+        scope = _scope(scope)
+        names = [v.name for v in self._accumulators.values()]
+        if self._lr_var is not None:
+            names.append(self._lr_var.name)
+        return {n: scope[n] for n in names if n in scope}
+
+    def set_dict(self, state_dict, scope=None) -> None:
+        """Write ``state_dict`` (``state_dict()``'s form) back into ``scope`` (default: the
+        global scope); a name this optimizer does not own is an error."""
+        own = {v.name: v for v in self._accumulators.values()}
+        if self._lr_var is not None:
+            own[self._lr_var.name] = self._lr_var
+        scope = _scope(scope)
+        for name, value in state_dict.items():
+            var = own.get(name)
+            if var is None:
+                raise ProgramError(f"{type(self).__name__}.set_dict: '{name}' is not one of "
+                                   f"this optimizer's variables ({sorted(own)})")
+            value = np.asarray(value, dtype=var.dtype)
+            if list(value.shape) != [int(d) for d in var.shape]:
+                raise ProgramError(f"{type(self).__name__}.set_dict: '{name}' has shape "
+                                   f"{list(var.shape)}, got {list(value.shape)}")
+            scope[name] = value
+
     # -- building ----------------------------------------------------------------------
-    def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
+    def backward(self, loss, startup_program=None, parameter_list=None, no_grad_set=None,
+                 callbacks=None):
+        """[(parameter, gradient)] for ``loss`` (``callbacks(block, op)`` after each grad op)."""
         if parameter_list is None:
             parameter_list = self._parameter_list
-        return append_backward(loss, parameter_list, no_grad_set)
+        return append_backward(loss, parameter_list, no_grad_set, callbacks)
+
+    def apply_optimize(self, loss, startup_program, params_grads):
+        """The update ops for ``params_grads`` (Paddle's second half of ``minimize``)."""
+        return self.apply_gradients(params_grads, startup_program)
 
     def apply_gradients(self, params_grads, startup_program=None, grad_clip=None):
         if not params_grads:
@@ -137,9 +194,9 @@ class Momentum(Optimizer):
 
     type = "momentum"
 
-    def __init__(self, learning_rate, momentum: float, use_nesterov: bool = False,
-                 regularization=None, name=None, grad_clip=None, parameter_list=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+    def __init__(self, learning_rate, momentum: float, parameter_list=None,
+                 use_nesterov: bool = False, regularization=None, grad_clip=None, name=None):
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._momentum, self._use_nesterov = float(momentum), bool(use_nesterov)
 
     def _append_update(self, block, startup, param, grad, lr):
@@ -154,9 +211,9 @@ class Adam(Optimizer):
     type = "adam"
 
     def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999,
-                 epsilon: float = 1e-8, regularization=None, name=None, lazy_mode: bool = False,
-                 grad_clip=None, parameter_list=None):
-        super().__init__(learning_rate, regularization, name, grad_clip, parameter_list)
+                 epsilon: float = 1e-8, parameter_list=None, regularization=None,
+                 grad_clip=None, name=None, lazy_mode: bool = False):
+        super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
         self._beta1, self._beta2, self._epsilon = float(beta1), float(beta2), float(epsilon)
         self._lazy_mode = lazy_mode
 
@@ -189,8 +246,8 @@ class AdamW(Adam):
                  epsilon: float = 1e-8, weight_decay: float = 0.01,
                  apply_decay_param_fun=None, name=None, lazy_mode: bool = False,
                  grad_clip=None, parameter_list=None):
-        super().__init__(learning_rate, beta1, beta2, epsilon, None, name, lazy_mode,
-                         grad_clip, parameter_list)
+        super().__init__(learning_rate, beta1, beta2, epsilon, parameter_list, None, grad_clip,
+                         name, lazy_mode)
         self._coeff, self._decay_fun = float(weight_decay), apply_decay_param_fun
 
     def _attrs(self, param) -> dict:

@@ -3,7 +3,7 @@ adamw) plus the step counter and schedule ops graphc's LR schedulers are built f
 
 from __future__ import annotations
 
-from ...ir.opdef import NO_GRAD, OPTIMIZER, STATEFUL, register
+from ...ir.opdef import NO_GRAD, OPTIMIZER, RANDOM, STATEFUL, register
 from ...ir.types import FLOAT_DTYPES, TensorType
 
 
@@ -97,3 +97,31 @@ register("linear_warmup", "Step LearningRate", "Out",
          {"warmup_steps": "int", "start_lr": "float", "end_lr": "float"}, infer=_warmup,
          traits=(NO_GRAD,),
          doc="start + (end - start) * step / warmup_steps while step < warmup_steps, else LR")
+
+
+# -- issue 24: optimizers (dpsgd; lookahead's slow/fast weight exchange)
+register("dpsgd", "Param Grad LearningRate", "ParamOut",
+         {"clip": ("float", 10.0), "batch_size": ("float", 16.0), "sigma": ("float", 1.0),
+          "seed": ("int", 0)},
+         infer=_sgd, traits=(OPTIMIZER, STATEFUL, NO_GRAD, RANDOM),
+         inplace={"ParamOut": "Param"},
+         doc="Paddle's dpsgd: scale = max(1, |Grad|_2 / clip); one scalar noise n ~ N(0, "
+             "sigma^2) per op and step; ParamOut = Param - lr * (Grad / scale + n / batch_size)")
+
+
+def _lookahead(c):
+    p, slow = c.x("Param"), c.x("SlowParam")
+    c.check(slow.shape == p.shape, f"SlowParam {list(slow.shape)} must match Param "
+                                   f"{list(p.shape)}")
+    step = c.x("Step")
+    c.check(step.shape in ((1,), ()), f"Step must be [1], got {list(step.shape)}")
+    return {"ParamOut": p, "SlowParamOut": slow}
+
+
+register("lookahead", "Param SlowParam Step", "ParamOut SlowParamOut",
+         {"alpha": ("float", 0.5), "k": ("int", 5)}, infer=_lookahead,
+         traits=(STATEFUL, NO_GRAD),
+         inplace={"ParamOut": "Param", "SlowParamOut": "SlowParam"},
+         doc="Paddle's LookaheadOptimizer after the inner update of step t (counted from 1): "
+             "t == 1: slow = fast; else every k-th t: slow = fast = alpha*fast + "
+             "(1-alpha)*slow; otherwise nothing")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math as pymath
 
+import jax
 import jax.numpy as jnp
 
 from ...backends.lowering import lowering
@@ -95,3 +96,28 @@ def _warmup(c, Step, LearningRate):
     out = jnp.where(step < c["warmup_steps"], warm.astype(LearningRate.dtype),
                     LearningRate.reshape(()))
     return {"Out": out.reshape(1)}
+
+
+# -- issue 24: optimizers (dpsgd; lookahead's slow/fast weight exchange)
+@lowering("dpsgd")
+def _dpsgd(c, Param, Grad, LearningRate):
+    g = Grad.astype(jnp.float32)
+    norm = jnp.sqrt(jnp.sum(g * g))
+    clip = jnp.float32(c["clip"])
+    scale = jnp.where(norm > clip, norm / clip, jnp.float32(1.0))
+    # one draw per op and step, shared by every element, as Paddle's kernel draws once
+    noise = jax.random.normal(c.rng(c["seed"]), (), jnp.float32) * jnp.float32(c["sigma"])
+    step = g / scale + noise / jnp.float32(c["batch_size"])
+    lr = _lr(LearningRate, step)
+    return {"ParamOut": (Param.astype(jnp.float32) - lr * step).astype(Param.dtype)}
+
+
+@lowering("lookahead")
+def _lookahead(c, Param, SlowParam, Step):
+    t = Step.reshape(()).astype(jnp.int64)
+    first = t == 1
+    sync = jnp.logical_and(jnp.logical_not(first), t % c["k"] == 0)
+    alpha = jnp.asarray(c["alpha"], Param.dtype)
+    mixed = alpha * Param + (1 - alpha) * SlowParam
+    slow = jnp.where(first, Param, jnp.where(sync, mixed, SlowParam))
+    return {"ParamOut": jnp.where(sync, mixed, Param), "SlowParamOut": slow}

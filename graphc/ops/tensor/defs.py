@@ -142,3 +142,11 @@ register("gaussian_random", "", "Out", {
     "seed": ("int", 0), "row_keyed": ("bool", False),
 }, infer=_filled, traits=(INITIALIZER, RANDOM, NO_GRAD),
     doc="Out ~ N(mean, std^2); row_keyed as for uniform_random")
+
+
+# -- issue 24: initializers (truncated_gaussian_random)
+register("truncated_gaussian_random", "", "Out", {
+    "shape": "ints", "dtype": ("dtype", "float32"), "mean": ("float", 0.0), "std": ("float", 1.0),
+    "seed": ("int", 0),
+}, infer=_filled, traits=(INITIALIZER, RANDOM, NO_GRAD),
+    doc="Out ~ N(mean, std^2) truncated to mean +- 2 std (Paddle redraws values beyond it)")

@@ -87,3 +87,10 @@ def _random_init(c):
     if c.attrs.get("row_keyed") and len(c["shape"]) >= 1:
         return {"Out": draw_rows(c.op_type, c.attrs, key, jnp.arange(c["shape"][0]))}
     return {"Out": _draw(c.op_type, c.attrs, key, tuple(c["shape"])).astype(c["dtype"])}
+
+
+# -- issue 24: initializers (truncated_gaussian_random)
+@lowering("truncated_gaussian_random")
+def _truncated_gaussian(c):
+    z = jax.random.truncated_normal(c.rng(c["seed"]), -2.0, 2.0, tuple(c["shape"]), jnp.float32)
+    return {"Out": (z * c["std"] + c["mean"]).astype(c["dtype"])}
