@@ -6,8 +6,6 @@
 
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from ...ir import unique_name
@@ -21,16 +19,13 @@ from ..regularizer import L2Decay
 
 
 def _scope(scope):
-    """``scope``, else the process's global scope. build/ never imports the run-time layer
-    (programs are built without running them), so the global scope is looked up in the
-    loaded ``graphc.runtime.scope`` module, which importing graphc always loads."""
+    """``scope``, else the process's global scope: state_dict/set_dict read and write values,
+    the one place program construction touches the run-time (test_layering allows exactly
+    this import; building a program never runs one)."""
     if scope is not None:
         return scope
-    runtime_scope = sys.modules.get("graphc.runtime.scope")
-    if runtime_scope is None:
-        raise ProgramError("optimizer state: no global scope (import graphc first) and no "
-                           "scope= given")
-    return runtime_scope.global_scope()
+    from ...runtime.scope import global_scope
+    return global_scope()
 
 
 class Optimizer:
