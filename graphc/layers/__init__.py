@@ -61,6 +61,14 @@ from .loss import (
     square_error_cost,
     topk,
 )
+from .loss_more import (  # -- issue 24: losses
+    center_loss,
+    edit_distance,
+    mean_iou,
+    npair_loss,
+    sigmoid_focal_loss,
+    teacher_student_sigmoid_loss,
+)
 from .manipulation import (
     arange,
     argmax,
@@ -321,6 +329,17 @@ __all__ += [
     "thresholded_relu",
 ]
 # -- end issue 24: math activations
+
+# -- issue 24: losses
+__all__ += [
+    "center_loss",
+    "edit_distance",
+    "mean_iou",
+    "npair_loss",
+    "sigmoid_focal_loss",
+    "teacher_student_sigmoid_loss",
+]
+# -- end issue 24: losses
 
 
 def __getattr__(name: str):

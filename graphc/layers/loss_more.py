@@ -1,0 +1,120 @@
+"""More losses and metrics of fluid.layers (issue 24): sigmoid_focal_loss,
+teacher_student_sigmoid_loss, center_loss, npair_loss, mean_iou and edit_distance."""
+
+from __future__ import annotations
+
+from ..ir.errors import ProgramError
+from ..ir.program import Variable
+from .helper import LayerHelper, check_variable
+
+
+def _one(helper, op_type, inputs, slot, attrs, dtype, stop_gradient=False):
+    out = helper.create_variable_for_type_inference(dtype, stop_gradient=stop_gradient)
+    helper.append_op(op_type, inputs, {slot: out}, attrs)
+    return out
+
+
+def sigmoid_focal_loss(x, label, fg_num, gamma=2, alpha=0.25):
+    """Per-element focal loss of logits ``x`` [N, C] against int ``label`` [N, 1] (0 is
+    background, -1 ignored), divided by ``fg_num`` (the foreground count, int [1])."""
+    for arg, v in (("x", x), ("label", label), ("fg_num", fg_num)):
+        check_variable("sigmoid_focal_loss", arg, v)
+    helper = LayerHelper("sigmoid_focal_loss")
+    return _one(helper, "sigmoid_focal_loss", {"X": x, "Label": label, "FgNum": fg_num}, "Out",
+                {"gamma": float(gamma), "alpha": float(alpha)}, x.dtype)
+
+
+def teacher_student_sigmoid_loss(input, label, soft_max_up_bound=15.0,
+                                 soft_max_lower_bound=-15.0):
+    """Sigmoid cross-entropy against a click bit and a teacher's score packed in ``label``."""
+    check_variable("teacher_student_sigmoid_loss", "input", input)
+    check_variable("teacher_student_sigmoid_loss", "label", label)
+    helper = LayerHelper("teacher_student_sigmoid_loss")
+    return _one(helper, "teacher_student_sigmoid_loss", {"X": input, "Label": label}, "Y",
+                {"soft_max_up_bound": float(soft_max_up_bound),
+                 "soft_max_lower_bound": float(soft_max_lower_bound)}, input.dtype)
+
+
+def center_loss(input, label, num_classes, alpha, param_attr, update_center=True):
+    """0.5 |input - center[label]|^2 per row ([N, 1]); the centers are a parameter
+    [num_classes, D] that the op itself moves towards its rows by ``alpha`` (not trained)."""
+    check_variable("center_loss", "input", input)
+    check_variable("center_loss", "label", label)
+    if input.shape[1] < 0:
+        raise ProgramError(f"center_loss: the feature size of input {list(input.shape)} must be "
+                           f"known")
+    helper = LayerHelper("center_loss")
+    centers = helper.create_parameter(param_attr, [num_classes, input.shape[1]], input.dtype)
+    # Paddle's centers take no gradient step: only the op's own update moves them
+    centers.stop_gradient = True
+    centers.trainable = False
+    if isinstance(alpha, Variable):
+        rate = alpha
+    else:
+        from .tensor import fill_constant
+        rate = fill_constant([1], input.dtype, float(alpha))
+    diff = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    loss = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("center_loss", {"X": input, "Label": label, "Centers": centers,
+                                     "CenterUpdateRate": rate},
+                     {"SampleCenterDiff": diff, "Loss": loss, "CentersOut": centers},
+                     {"cluster_num": int(num_classes), "need_update": bool(update_center)})
+    return loss
+
+
+def npair_loss(anchor, positive, labels, l2_reg=0.002):
+    """N-pair loss (Sohn 2016) as Paddle 1.8 computes it: a [1] tensor."""
+    for arg, v in (("anchor", anchor), ("positive", positive), ("labels", labels)):
+        check_variable("npair_loss", arg, v)
+    helper = LayerHelper("npair_loss")
+    return _one(helper, "npair_loss", {"Anchor": anchor, "Positive": positive,
+                                       "Labels": labels}, "Out", {"l2_reg": float(l2_reg)},
+                anchor.dtype)
+
+
+def mean_iou(input, label, num_classes):
+    """(mean IoU [1] float32, wrong counts [num_classes] int32, correct counts int32)."""
+    check_variable("mean_iou", "input", input)
+    check_variable("mean_iou", "label", label)
+    helper = LayerHelper("mean_iou")
+    outs = [helper.create_variable_for_type_inference(d, stop_gradient=True)
+            for d in ("float32", "int32", "int32")]
+    helper.append_op("mean_iou", {"Predictions": input, "Labels": label},
+                     dict(zip(("OutMeanIou", "OutWrong", "OutCorrect"), outs)),
+                     {"num_classes": int(num_classes)})
+    return tuple(outs)
+
+
+def _padded(x, length, what):
+    """A padded [N, L] int tensor and its lengths: a LoD ``x`` is padded here."""
+    if length is not None:
+        return x, length
+    if not getattr(x, "lod_level", 0):
+        raise ProgramError(f"edit_distance: {what} is a padded tensor {list(x.shape)}; pass its "
+                           f"lengths ({what}_length) or a LoD value")
+    from .manipulation import reshape
+    from .sequence import sequence_pad
+    from .tensor import fill_constant
+    padded, lengths = sequence_pad(x, fill_constant([1], x.dtype, 0))
+    return reshape(padded, [0, -1]), lengths
+
+
+def edit_distance(input, label, normalized=True, ignored_tokens=None, input_length=None,
+                  label_length=None):
+    """(distances [N, 1] float32, sequence count [1] int64) between hypotheses and references,
+    LoD values or padded [N, L] tensors with their lengths."""
+    check_variable("edit_distance", "input", input)
+    check_variable("edit_distance", "label", label)
+    if (input_length is None) != (label_length is None):
+        raise ProgramError("edit_distance: give both input_length and label_length, or neither")
+    hyps, hyps_len = _padded(input, input_length, "input")
+    refs, refs_len = _padded(label, label_length, "label")
+    helper = LayerHelper("edit_distance")
+    out = helper.create_variable_for_type_inference("float32", stop_gradient=True)
+    num = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    helper.append_op("edit_distance", {"Hyps": hyps, "Refs": refs, "HypsLength": hyps_len,
+                                       "RefsLength": refs_len},
+                     {"Out": out, "SequenceNum": num},
+                     {"normalized": bool(normalized),
+                      "ignored_tokens": [int(t) for t in ignored_tokens or ()]})
+    return out, num

@@ -1,0 +1,146 @@
+"""Lowering rules for the losses and metrics in defs.py beside this file (Paddle 1.8's formulas).
+
+The losses' gradients are JAX's derivatives of these rules (the generic grad), checked by
+finite differences in tests/test_gradients.py.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from ...backends.lowering import lowering
+
+
+def _softplus_neg_abs(x):
+    return jnp.log1p(jnp.exp(-jnp.abs(x)))
+
+
+@lowering("sigmoid_focal_loss")
+def _focal(c, X, Label, FgNum):
+    classes = jnp.arange(1, X.shape[1] + 1, dtype=Label.dtype)
+    lab = Label.reshape(-1, 1)
+    pos = (lab == classes).astype(X.dtype)
+    neg = ((lab != -1) & (lab != classes)).astype(X.dtype)
+    fg = jnp.maximum(FgNum.reshape(()), 1).astype(X.dtype)
+    gamma, alpha = c["gamma"], c["alpha"]
+    p = jax.nn.sigmoid(X)
+    # log p and log(1 - p) from the logit: finite for large |X|
+    log_p = -jax.nn.softplus(-X)
+    log_1mp = -jax.nn.softplus(X)
+    term_pos = (1 - p) ** gamma * log_p
+    term_neg = p ** gamma * log_1mp
+    out = -pos * term_pos * (alpha / fg) - neg * term_neg * ((1 - alpha) / fg)
+    return {"Out": out}
+
+
+@lowering("teacher_student_sigmoid_loss")
+def _teacher_student(c, X, Label):
+    base = jnp.maximum(X, 0) + _softplus_neg_abs(X)  # sigmoid CE with target 0
+    click = jnp.where(Label < -1, base, base - X)
+    teacher = jnp.where(Label < 1, base - X * Label, base - X * (Label - 1))
+    y = jnp.where(Label < 0, click, jnp.where(Label < 1, base, base - X) + teacher)
+    return {"Y": y}
+
+
+@lowering("center_loss")
+def _center(c, X, Label, Centers, CenterUpdateRate):
+    lab = Label.reshape(-1).astype(jnp.int32)
+    diff = X - Centers[lab]
+    loss = 0.5 * jnp.sum(diff * diff, axis=1, keepdims=True)
+    centers = Centers
+    if c["need_update"]:
+        k = Centers.shape[0]
+        acc = jnp.zeros_like(Centers).at[lab].add(lax.stop_gradient(diff))
+        count = jnp.zeros((k,), X.dtype).at[lab].add(1)
+        rate = CenterUpdateRate.reshape(()).astype(X.dtype)
+        centers = Centers + rate * acc / (1 + count)[:, None]
+    return {"SampleCenterDiff": diff, "Loss": loss, "CentersOut": centers}
+
+
+@lowering("npair_loss")
+def _npair(c, Anchor, Positive, Labels):
+    lab = Labels.reshape(-1)
+    same = (lab[:, None] == lab[None, :]).astype(Anchor.dtype)
+    target = same / jnp.sum(same, axis=1, keepdims=True)
+    l2 = (jnp.mean(jnp.sum(Anchor * Anchor, 1)) + jnp.mean(jnp.sum(Positive * Positive, 1)))
+    l2 = l2 * 0.25 * c["l2_reg"]
+    logits = Anchor @ Positive.T
+    ce = -jnp.sum(target * jax.nn.log_softmax(logits, axis=1), axis=1, keepdims=True)
+    # Paddle sums labels * ce over rows, then averages: the mean of ce (rows sum to 1)
+    celoss = jnp.mean(jnp.sum(target * ce, axis=0))
+    return {"Out": (l2 + celoss).reshape(1)}
+
+
+@lowering("mean_iou")
+def _mean_iou(c, Predictions, Labels, InWrongs, InCorrects, InMeanIou):
+    n = c["num_classes"]
+    pred = Predictions.reshape(-1).astype(jnp.int32)
+    lab = Labels.reshape(-1).astype(jnp.int32)
+    hit = pred == lab
+    one = jnp.ones_like(pred)
+    correct = jnp.zeros((n,), jnp.int32).at[pred].add(jnp.where(hit, one, 0), mode="drop")
+    wrong = (jnp.zeros((n,), jnp.int32).at[pred].add(jnp.where(hit, 0, one), mode="drop")
+             .at[lab].add(jnp.where(hit, 0, one), mode="drop"))
+    for w in InWrongs or []:
+        wrong = wrong + w.astype(jnp.int32)
+    for k in InCorrects or []:
+        correct = correct + k.astype(jnp.int32)
+    denom = wrong + correct
+    seen = denom > 0
+    iou = jnp.where(seen, correct / jnp.maximum(denom, 1), 0.0).astype(jnp.float32)
+    mean = jnp.sum(iou) / jnp.maximum(jnp.sum(seen), 1).astype(jnp.float32)
+    for m in InMeanIou or []:
+        mean = mean + m.reshape(()).astype(jnp.float32)
+    return {"OutMeanIou": mean.reshape(1), "OutWrong": wrong, "OutCorrect": correct}
+
+
+def _compact(seq, length, ignored):
+    """The kept tokens of a padded row moved to its front, and how many there are."""
+    keep = jnp.arange(seq.shape[0]) < length
+    for tok in ignored:
+        keep = keep & (seq != tok)
+    order = jnp.argsort(~keep, stable=True)
+    return seq[order], jnp.sum(keep)
+
+
+def _levenshtein(h, hn, r, rn):
+    cols = jnp.arange(r.shape[0] + 1)
+    first = cols.astype(jnp.float32)
+
+    def row(prev, i_tok):
+        i, tok = i_tok
+        cost = (r != tok).astype(jnp.float32)
+        # substitution and deletion need only the previous row; insertion runs along it
+        diag = jnp.minimum(prev[:-1] + cost, prev[1:] + 1)
+        start = (i + 1).astype(jnp.float32)
+
+        def step(left, d):
+            v = jnp.minimum(d, left + 1)
+            return v, v
+
+        _, rest = lax.scan(step, start, diag)
+        new = jnp.concatenate([start[None], rest])
+        new = jnp.where(i < hn, new, prev)  # past the hypothesis: keep its last row
+        return new, None
+
+    last, _ = lax.scan(row, first, (jnp.arange(h.shape[0]), h))
+    return last[rn]
+
+
+@lowering("edit_distance")
+def _edit_distance(c, Hyps, Refs, HypsLength, RefsLength):
+    ignored = tuple(c["ignored_tokens"] or ())
+
+    def one(h, hl, r, rl):
+        h, hn = _compact(h, hl, ignored)
+        r, rn = _compact(r, rl, ignored)
+        d = _levenshtein(h, hn, r, rn)
+        if c["normalized"]:
+            d = d / rn.astype(jnp.float32)  # Paddle refuses an empty reference here
+        return d
+
+    out = jax.vmap(one)(Hyps, HypsLength.reshape(-1), Refs, RefsLength.reshape(-1))
+    return {"Out": out.reshape(-1, 1).astype(jnp.float32),
+            "SequenceNum": jnp.asarray([Hyps.shape[0]], jnp.int64)}
