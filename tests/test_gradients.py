@@ -1656,3 +1656,33 @@ def dynamic_rnn_lod(c):
              "w": create_lod_tensor(c.randn(6, 2), [lengths])}
     state = c._default_state(graphc.lower(c.program))
     lod_grad_check(c.program, loss, feeds, ["x"], c.rng, state=state)
+
+
+# -- issue 24: losses ---------------------------------------------------------------------------
+@grad_case("sigmoid_focal_loss", params=[{"gamma": 2.0}, {"gamma": 0.5}])
+def loss_sigmoid_focal(c, gamma):
+    label = c.data("label", [[0], [2], [-1], [3]], grad=False, dtype="int32")
+    fg = c.data("fg", [2], grad=False, dtype="int32")
+    return layers.sigmoid_focal_loss(c.data("x", c.randn(4, 3)), label, fg, gamma=gamma)
+
+
+@grad_case("teacher_student_sigmoid_loss")
+def loss_teacher_student(c):
+    label = c.data("label", [[-2.0], [-0.5], [0.3], [1.6]], grad=False)
+    return layers.teacher_student_sigmoid_loss(c.data("x", c.randn(4, 1)), label)
+
+
+@grad_case("center_loss")
+def loss_center(c):
+    # no update: the centers (state) would move between the finite-difference runs
+    label = c.data("label", [[0], [2], [0]], grad=False, dtype="int64")
+    return layers.center_loss(c.data("x", c.randn(3, 4)), label, 3, 0.5, None,
+                              update_center=False)
+
+
+@grad_case("npair_loss")
+def loss_npair(c):
+    labels = c.data("labels", [1, 2, 1, 3], grad=False, dtype="int64")
+    return layers.npair_loss(c.data("a", c.randn(4, 3)), c.data("p", c.randn(4, 3)), labels,
+                             l2_reg=0.1)
+# -- end issue 24: losses

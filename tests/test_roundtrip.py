@@ -1006,3 +1006,34 @@ case("DynamicRNN")(_dynamic_rnn)  # test_every_layer_function_has_a_case reads C
 
 def test_dynamic_rnn_round_trips():
     test_layer_round_trips("DynamicRNN")
+
+
+# -- issue 24: losses ---------------------------------------------------------------------------
+def _ids(name, shape=(-1, 6), dtype="int64", lod_level=0):
+    return graphc.data(name, list(shape), dtype, lod_level=lod_level)
+
+
+LOSS_MORE_CASES = {
+    "sigmoid_focal_loss": lambda: layers.sigmoid_focal_loss(
+        _x((-1, 5)), _ids("label", (-1, 1), "int32"), _ids("fg", (1,), "int32"), gamma=1.5),
+    "teacher_student_sigmoid_loss": lambda: layers.teacher_student_sigmoid_loss(
+        _x((-1, 1)), _x((-1, 1), "label"), soft_max_up_bound=10.0),
+    "center_loss": lambda: layers.center_loss(_x((-1, 4)), _ids("label", (-1, 1)), 5, 0.1,
+                                              None),
+    "npair_loss": lambda: layers.npair_loss(_x((-1, 4)), _x((-1, 4), "p"), _ids("l", (-1,))),
+    "mean_iou": lambda: layers.mean_iou(_ids("p", (-1, 4, 4), "int32"),
+                                        _ids("l", (-1, 4, 4), "int32"), 3),
+    "edit_distance": lambda: layers.edit_distance(
+        _ids("h"), _ids("r", (-1, 4)), ignored_tokens=[0], input_length=_ids("hl", (-1,)),
+        label_length=_ids("rl", (-1,))),
+    "edit_distance-lod": lambda: layers.edit_distance(
+        _ids("h", (-1, 1), lod_level=1), _ids("r", (-1, 1), lod_level=1), normalized=False),
+}
+for _id, _build in LOSS_MORE_CASES.items():
+    case(_id.split("-")[0], _id)(_build)  # test_every_layer_function_has_a_case reads CASES
+
+
+@pytest.mark.parametrize("case_id", sorted(LOSS_MORE_CASES))
+def test_loss_more_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: losses

@@ -1788,3 +1788,65 @@ def test_scan_inferred_types(op_type, ins, attrs, outs):
 ])
 def test_scan_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+
+
+# -- issue 24: losses ---------------------------------------------------------------------------
+def _i32(*shape):
+    return t(*shape, dtype="int32")
+
+
+LOSS_MORE_CASES = [
+    case("sigmoid_focal_loss", {"X": t(-1, 5), "Label": _i32(-1, 1), "FgNum": _i32(1)},
+         {"gamma": 2.0, "alpha": 0.25}, {"Out": t(-1, 5)}),
+    case("teacher_student_sigmoid_loss", {"X": t(-1, 1), "Label": t(-1, 1)}, None,
+         {"Y": t(-1, 1)}),
+    case("center_loss", {"X": t(-1, 4), "Label": i64(-1, 1), "Centers": t(3, 4),
+                         "CenterUpdateRate": t(1)}, {"cluster_num": 3},
+         {"SampleCenterDiff": t(-1, 4), "Loss": t(-1, 1), "CentersOut": t(3, 4)}),
+    case("npair_loss", {"Anchor": t(-1, 6), "Positive": t(-1, 6), "Labels": i64(-1)}, None,
+         {"Out": t(1)}),
+    case("mean_iou", {"Predictions": _i32(-1, 8, 8), "Labels": _i32(-1, 8, 8)},
+         {"num_classes": 4},
+         {"OutMeanIou": t(1), "OutWrong": _i32(4), "OutCorrect": _i32(4)}),
+    case("edit_distance", {"Hyps": i64(-1, 7), "Refs": i64(-1, 5), "HypsLength": i64(-1),
+                           "RefsLength": i64(-1)}, {"normalized": True},
+         {"Out": t(-1, 1), "SequenceNum": i64(1)}),
+]
+CASES.extend(LOSS_MORE_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", LOSS_MORE_CASES)
+def test_loss_more_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs",
+                         [p for p in LOSS_MORE_CASES if has_op_def(grad_op_type(p.values[0]))])
+def test_loss_more_grad_op_types(op_type, ins, attrs, outs):
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+LOSS_MORE_ERRORS = [
+    ("sigmoid_focal_loss", {"X": t(4, 5), "Label": t(4, 1), "FgNum": _i32(1)}, {},
+     "Label must be an integer tensor, got float32"),
+    ("sigmoid_focal_loss", {"X": t(4, 5), "Label": _i32(3, 1), "FgNum": _i32(1)}, {},
+     "Label must be [N, 1] with X's N"),
+    ("teacher_student_sigmoid_loss", {"X": t(4, 2), "Label": t(4, 1)}, {}, "X must be [N, 1]"),
+    ("center_loss", {"X": t(-1, 4), "Label": i64(-1, 1), "Centers": t(3, 5),
+                     "CenterUpdateRate": t(1)}, {"cluster_num": 3}, "Centers must be"),
+    ("npair_loss", {"Anchor": t(2, 6), "Positive": t(2, 5), "Labels": i64(2)}, {},
+     "must both be [N, D]"),
+    ("mean_iou", {"Predictions": _i32(2, 3), "Labels": _i32(2, 4)}, {"num_classes": 2},
+     "must have the same shape"),
+    ("edit_distance", {"Hyps": i64(3, 7), "Refs": i64(2, 5), "HypsLength": i64(3),
+                       "RefsLength": i64(2)}, {}, "same N"),
+    ("edit_distance", {"Hyps": t(3, 7), "Refs": i64(3, 5), "HypsLength": i64(3),
+                       "RefsLength": i64(3)}, {}, "Hyps must be an integer tensor"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", LOSS_MORE_ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in LOSS_MORE_ERRORS])
+def test_loss_more_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end issue 24: losses

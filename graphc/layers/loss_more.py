@@ -92,9 +92,8 @@ def _padded(x, length, what):
     if not getattr(x, "lod_level", 0):
         raise ProgramError(f"edit_distance: {what} is a padded tensor {list(x.shape)}; pass its "
                            f"lengths ({what}_length) or a LoD value")
-    from .manipulation import reshape
     from .sequence import sequence_pad
-    from .tensor import fill_constant
+    from .tensor import fill_constant, reshape
     padded, lengths = sequence_pad(x, fill_constant([1], x.dtype, 0))
     return reshape(padded, [0, -1]), lengths
 

@@ -40,7 +40,6 @@ def _focal(c):
 
 register("sigmoid_focal_loss", "X Label FgNum", "Out",
          {"gamma": ("float", 2.0), "alpha": ("float", 0.25)}, infer=_focal, traits=(LOSS,),
-         grad_reads=("X", "Label", "FgNum"),
          doc="per class d: -(Label == d+1) alpha (1-p)^gamma log p - (Label not in {-1, d+1}) "
              "(1-alpha) p^gamma log(1-p), p = sigmoid(X), divided by max(FgNum, 1)")
 
@@ -79,7 +78,6 @@ def _center(c):
 
 register("center_loss", "X Label Centers CenterUpdateRate", "SampleCenterDiff Loss CentersOut",
          {"cluster_num": "int", "need_update": ("bool", True)}, infer=_center, traits=(LOSS,),
-         grad_reads=("X", "Label", "Centers"),
          doc="Loss = 0.5 |X - Centers[Label]|^2 per row; when need_update, CentersOut[k] = "
              "Centers[k] + rate * sum of the rows' (X - Centers[k]) labelled k / (1 + count)")
 
