@@ -1685,4 +1685,14 @@ def loss_npair(c):
     labels = c.data("labels", [1, 2, 1, 3], grad=False, dtype="int64")
     return layers.npair_loss(c.data("a", c.randn(4, 3)), c.data("p", c.randn(4, 3)), labels,
                              l2_reg=0.1)
+
+
+# norm_by_times scales the gradient alone, so finite differences of the loss cannot check it:
+# tests/test_layers_losses_more.py compares it with the scaled differences
+@grad_case("warpctc", params=[{"norm_by_times": False}])
+def loss_warpctc(c, norm_by_times):
+    label = c.data("label", [[1, 2, 0], [2, 2, 1]], grad=False, dtype="int32")
+    return layers.warpctc(c.data("x", c.randn(6, 2, 3)), label, norm_by_times=norm_by_times,
+                          input_length=c.data("xl", [5, 6], grad=False, dtype="int64"),
+                          label_length=c.data("ll", [2, 3], grad=False, dtype="int64"))
 # -- end issue 24: losses

@@ -195,6 +195,102 @@ def test_edit_distance_padded_needs_lengths():
 
 def test_fluid_spelling():
     for name in ("sigmoid_focal_loss", "teacher_student_sigmoid_loss", "center_loss",
-                 "npair_loss", "mean_iou", "edit_distance"):
+                 "npair_loss", "mean_iou", "edit_distance", "warpctc", "ctc_greedy_decoder"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__
+
+
+def ctc_ref(logits, label, blank):
+    """-log p(label | softmax(logits)) by the forward algorithm in probability space."""
+    e = np.exp(logits - logits.max(1, keepdims=True))
+    prob = e / e.sum(1, keepdims=True)
+    ext = [blank]
+    for tok in label:
+        ext += [tok, blank]
+    alpha = np.zeros(len(ext))
+    alpha[0] = prob[0, blank]
+    if len(ext) > 1:
+        alpha[1] = prob[0, ext[1]]
+    for t in range(1, len(prob)):
+        new = np.zeros_like(alpha)
+        for s in range(len(ext)):
+            v = alpha[s] + (alpha[s - 1] if s >= 1 else 0)
+            if s >= 2 and ext[s] != blank and ext[s] != ext[s - 2]:
+                v += alpha[s - 2]
+            new[s] = v * prob[t, ext[s]]
+        alpha = new
+    return -np.log(alpha[-1] + (alpha[-2] if len(ext) > 1 else 0))
+
+
+CTC_SEQS = [([2, 1, 1], 6), ([3], 4), ([], 3), ([1, 2], 5)]  # (label, T): repeats, an empty
+
+
+@pytest.mark.parametrize("blank", [0, 3])
+def test_warpctc_padded_matches_the_forward_algorithm(blank):
+    rng = np.random.default_rng(3)
+    seqs = [([t if t < blank or blank == 0 else t - 1 for t in lab], n) for lab, n in CTC_SEQS]
+    logits = rng.standard_normal((6, 4, 4)).astype("float64")
+    lv = np.zeros((4, 3), "int32")
+    for i, (lab, _) in enumerate(seqs):
+        lv[i, :len(lab)] = lab
+    loss = layers.warpctc(graphc.data("x", [6, -1, 4], "float64"), graphc.data("l", [-1, 3],
+                                                                               "int32"),
+                          blank=blank, input_length=graphc.data("xl", [-1], "int64"),
+                          label_length=graphc.data("ll", [-1], "int64"))
+    assert loss.shape == (-1, 1)
+    ref = [ctc_ref(logits[:n, i], lab, blank) for i, (lab, n) in enumerate(seqs)]
+    feed = {"x": logits, "l": lv, "xl": np.array([n for _, n in seqs]),
+            "ll": np.array([len(lab) for lab, _ in seqs])}
+    for got in _both([loss], feed):
+        np.testing.assert_allclose(got[0][:, 0], ref, rtol=1e-9)
+
+
+@pytest.mark.parametrize("norm_by_times", [False, True])
+def test_warpctc_lod_gradient_and_norm_by_times(norm_by_times):
+    rng = np.random.default_rng(4)
+    tokens = rng.standard_normal((9, 3)).astype("float64")
+    x = graphc.data("x", [-1, 3], "float64", lod_level=1)
+    x.stop_gradient = False
+    loss = layers.warpctc(x, graphc.data("l", [-1, 1], "int32", lod_level=1),
+                          norm_by_times=norm_by_times)
+    total = layers.reduce_sum(loss)
+    fluid.backward.append_backward(total)
+    labels = [[1, 2], [2, 2, 1]]
+    feed = {"x": create_lod_tensor(tokens, [[4, 5]]),
+            "l": create_lod_tensor(np.array([[1], [2], [2], [2], [1]], "int32"), [[2, 3]])}
+    got, grad = graphc.Executor().run(feed=feed, fetch_list=[loss, x.name + "@GRAD"])
+    ref = [ctc_ref(tokens[:4], labels[0], 0), ctc_ref(tokens[4:], labels[1], 0)]
+    np.testing.assert_allclose(got[:, 0], ref, rtol=1e-9)  # norm_by_times leaves the loss
+    num = np.zeros_like(tokens)
+    for i in range(tokens.shape[0]):
+        for j in range(3):
+            d = np.zeros_like(tokens)
+            d[i, j] = 1e-6
+            seq, lo = (0, 0) if i < 4 else (1, 4)
+            hi = lo + (4 if seq == 0 else 5)
+            num[i, j] = (ctc_ref((tokens + d)[lo:hi], labels[seq], 0)
+                         - ctc_ref((tokens - d)[lo:hi], labels[seq], 0)) / 2e-6
+            if norm_by_times:
+                num[i, j] /= hi - lo
+    np.testing.assert_allclose(np.asarray(grad), num, rtol=1e-5, atol=1e-8)
+
+
+def test_ctc_greedy_decoder_padded():
+    # arg-max paths: [1 1 0 1 2 2 | pad], [0 0 3 3 | ...], [2 | ...]
+    paths = [[1, 1, 0, 1, 2, 2], [0, 0, 3, 3], [2]]
+    probs = np.zeros((3, 6, 4), "float32")
+    for i, path in enumerate(paths):
+        probs[i, np.arange(len(path)), path] = 1.0
+        probs[i, len(path):, 1] = 1.0  # past the length: never read
+    out, length = layers.ctc_greedy_decoder(
+        graphc.data("x", [-1, 6, 4]), 0, input_length=graphc.data("n", [-1, 1], "int64"),
+        padding_value=-1)
+    for got in _both([out, length], {"x": probs, "n": np.array([[6], [4], [1]])}):
+        np.testing.assert_array_equal(got[0], [[1, 1, 2, -1, -1, -1], [3, -1, -1, -1, -1, -1],
+                                               [2, -1, -1, -1, -1, -1]])
+        np.testing.assert_array_equal(got[1][:, 0], [3, 1, 1])
+
+
+def test_ctc_greedy_decoder_lod_is_refused_with_the_padded_form():
+    with pytest.raises(ProgramError, match="data-dependent number of tokens.*input_length"):
+        layers.ctc_greedy_decoder(graphc.data("x", [-1, 4], lod_level=1), 0)

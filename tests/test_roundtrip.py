@@ -1028,6 +1028,14 @@ LOSS_MORE_CASES = {
         label_length=_ids("rl", (-1,))),
     "edit_distance-lod": lambda: layers.edit_distance(
         _ids("h", (-1, 1), lod_level=1), _ids("r", (-1, 1), lod_level=1), normalized=False),
+    "warpctc": lambda: layers.warpctc(_x((7, -1, 5)), _ids("l", (-1, 3), "int32"), blank=4,
+                                      input_length=_ids("xl", (-1,)),
+                                      label_length=_ids("ll", (-1,))),
+    "warpctc-lod": lambda: layers.warpctc(_ids("x", (-1, 5), "float32", 1),
+                                          _ids("l", (-1, 1), "int32", 1),
+                                          norm_by_times=True),
+    "ctc_greedy_decoder": lambda: layers.ctc_greedy_decoder(
+        _x((-1, 7, 5)), 0, input_length=_ids("n", (-1, 1)), padding_value=-1),
 }
 for _id, _build in LOSS_MORE_CASES.items():
     case(_id.split("-")[0], _id)(_build)  # test_every_layer_function_has_a_case reads CASES

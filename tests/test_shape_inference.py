@@ -1811,6 +1811,10 @@ LOSS_MORE_CASES = [
     case("edit_distance", {"Hyps": i64(-1, 7), "Refs": i64(-1, 5), "HypsLength": i64(-1),
                            "RefsLength": i64(-1)}, {"normalized": True},
          {"Out": t(-1, 1), "SequenceNum": i64(1)}),
+    case("warpctc", {"Logits": t(9, -1, 5), "Label": _i32(-1, 4), "LogitsLength": i64(-1),
+                     "LabelLength": i64(-1)}, {"blank": 4}, {"Loss": t(-1, 1)}),
+    case("ctc_align", {"Input": i64(-1, 9), "InputLength": i64(-1, 1)}, {"padding_value": -1},
+         {"Output": i64(-1, 9), "OutputLength": i64(-1, 1)}),
 ]
 CASES.extend(LOSS_MORE_CASES)  # test_every_op_has_a_case reads CASES when it runs
 
@@ -1842,6 +1846,12 @@ LOSS_MORE_ERRORS = [
                        "RefsLength": i64(2)}, {}, "same N"),
     ("edit_distance", {"Hyps": t(3, 7), "Refs": i64(3, 5), "HypsLength": i64(3),
                        "RefsLength": i64(3)}, {}, "Hyps must be an integer tensor"),
+    ("warpctc", {"Logits": t(9, 2, 5), "Label": _i32(2, 4), "LogitsLength": i64(2),
+                 "LabelLength": i64(2)}, {"blank": 5}, "blank 5 must be in [0, 5)"),
+    ("warpctc", {"Logits": t(2, 5), "Label": _i32(2, 4), "LogitsLength": i64(2),
+                 "LabelLength": i64(2)}, {}, "Logits must be padded [T, N"),
+    ("ctc_align", {"Input": i64(2, 9), "InputLength": i64(3, 1)}, {},
+     "InputLength must be [N, 1]"),
 ]
 
 

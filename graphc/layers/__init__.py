@@ -63,11 +63,13 @@ from .loss import (
 )
 from .loss_more import (  # -- issue 24: losses
     center_loss,
+    ctc_greedy_decoder,
     edit_distance,
     mean_iou,
     npair_loss,
     sigmoid_focal_loss,
     teacher_student_sigmoid_loss,
+    warpctc,
 )
 from .manipulation import (
     arange,
@@ -333,11 +335,13 @@ __all__ += [
 # -- issue 24: losses
 __all__ += [
     "center_loss",
+    "ctc_greedy_decoder",
     "edit_distance",
     "mean_iou",
     "npair_loss",
     "sigmoid_focal_loss",
     "teacher_student_sigmoid_loss",
+    "warpctc",
 ]
 # -- end issue 24: losses
 

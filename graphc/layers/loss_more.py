@@ -117,3 +117,56 @@ def edit_distance(input, label, normalized=True, ignored_tokens=None, input_leng
                      {"normalized": bool(normalized),
                       "ignored_tokens": [int(t) for t in ignored_tokens or ()]})
     return out, num
+
+
+def _pad_lod(x, what, layer):
+    """A LoD ``x`` padded to [N, bucket, ...] and its int64 lengths [N]."""
+    if not getattr(x, "lod_level", 0):
+        raise ProgramError(f"{layer}: {what} {list(x.shape)} is neither a LoD value nor given "
+                           f"with its lengths")
+    from .sequence import sequence_pad
+    from .tensor import fill_constant
+    return sequence_pad(x, fill_constant([1], x.dtype, 0))
+
+
+def warpctc(input, label, blank=0, norm_by_times=False, input_length=None, label_length=None):
+    """CTC loss [N, 1] of unscaled logits against int labels: LoD values ([T_total, C + 1] and
+    [L_total, 1]) or padded [T, N, C + 1] and [N, L] with ``input_length``/``label_length``."""
+    check_variable("warpctc", "input", input)
+    check_variable("warpctc", "label", label)
+    from .tensor import reshape, transpose
+    if (input_length is None) != (label_length is None):
+        raise ProgramError("warpctc: give both input_length and label_length, or neither")
+    if input_length is None:
+        padded, input_length = _pad_lod(input, "input", "warpctc")
+        input = transpose(padded, [1, 0, 2])
+        padded, label_length = _pad_lod(label, "label", "warpctc")
+        label = reshape(padded, [0, -1])
+    helper = LayerHelper("warpctc")
+    loss = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("warpctc", {"Logits": input, "Label": label, "LogitsLength": input_length,
+                                 "LabelLength": label_length}, {"Loss": loss},
+                     {"blank": int(blank), "norm_by_times": bool(norm_by_times)})
+    return loss
+
+
+def ctc_greedy_decoder(input, blank, input_length=None, padding_value=0, name=None):
+    """Best path decoding: the arg-max class per step, repeats merged and blanks removed.
+    Padded form only ([N, T, C + 1] with ``input_length`` [N, 1]): (ids [N, T] padded with
+    ``padding_value``, lengths [N, 1]). Paddle's LoD form has a data-dependent token count."""
+    check_variable("ctc_greedy_decoder", "input", input)
+    if input_length is None:
+        raise ProgramError(
+            "ctc_greedy_decoder: the LoD form's output has a data-dependent number of tokens, "
+            "which XLA cannot compile; pad the input (layers.sequence_pad) and pass "
+            "input_length to get (ids [N, T] padded with padding_value, lengths [N, 1])")
+    from .manipulation import argmax
+    ids = argmax(input, axis=-1)
+    helper = LayerHelper("ctc_greedy_decoder", name)
+    out = helper.create_variable_for_type_inference(ids.dtype, stop_gradient=True)
+    length = helper.create_variable_for_type_inference(input_length.dtype, stop_gradient=True)
+    helper.append_op("ctc_align", {"Input": ids, "InputLength": input_length},
+                     {"Output": out, "OutputLength": length},
+                     {"blank": int(blank), "merge_repeated": True,
+                      "padding_value": int(padding_value)})
+    return out, length

@@ -139,3 +139,46 @@ register("edit_distance", "Hyps Refs HypsLength RefsLength", "Out SequenceNum",
          doc="Levenshtein distance of each padded hypothesis (its first HypsLength tokens, "
              "ignored_tokens dropped) to its reference; divided by the reference's length "
              "when normalized")
+
+
+def _warpctc(c):
+    logits = _float(c, "Logits")
+    c.check(logits.rank == 3, f"Logits must be padded [T, N, num_classes + 1], got "
+                              f"{list(logits.shape)}")
+    lab = _int(c, "Label")
+    n = logits.shape[1:2]
+    c.check(lab.rank == 2 and dims_compatible(lab.shape[:1], n),
+            f"Label must be padded [N, L] with Logits' N, got Label {list(lab.shape)} and "
+            f"Logits {list(logits.shape)}")
+    for slot in ("LogitsLength", "LabelLength"):
+        t = _int(c, slot)
+        c.check(t.rank == 1 and dims_compatible(t.shape, n),
+                f"{slot} must be [N], got {list(t.shape)}")
+    k = logits.shape[2]
+    c.check(0 <= c["blank"] and (k < 0 or c["blank"] < k),
+            f"blank {c['blank']} must be in [0, {k}) for Logits {list(logits.shape)}")
+    return {"Loss": TensorType((logits.shape[1], 1), logits.dtype)}
+
+
+register("warpctc", "Logits Label LogitsLength LabelLength", "Loss",
+         {"blank": ("int", 0), "norm_by_times": ("bool", False)}, infer=_warpctc,
+         traits=(LOSS,),
+         doc="CTC loss -log p(Label | softmax(Logits)) per sequence (forward algorithm in log "
+             "space); norm_by_times divides the gradient, not the loss, by the sequence's T")
+
+
+def _ctc_align(c):
+    x = _int(c, "Input")
+    c.check(x.rank == 2, f"Input must be padded [N, T], got {list(x.shape)}")
+    ln = _int(c, "InputLength")
+    c.check(ln.rank == 2 and ln.shape[1] in (1, -1) and dims_compatible(ln.shape[:1],
+                                                                       x.shape[:1]),
+            f"InputLength must be [N, 1], got {list(ln.shape)}")
+    return {"Output": x, "OutputLength": TensorType((x.shape[0], 1), ln.dtype)}
+
+
+register("ctc_align", "Input InputLength", "Output OutputLength",
+         {"blank": ("int", 0), "merge_repeated": ("bool", True), "padding_value": ("int", 0)},
+         infer=_ctc_align, traits=(NO_GRAD,),
+         doc="each row's first InputLength tokens with repeats merged and blanks removed, "
+             "moved to the front, padding_value after; OutputLength the count kept")

@@ -144,3 +144,59 @@ def _edit_distance(c, Hyps, Refs, HypsLength, RefsLength):
     out = jax.vmap(one)(Hyps, HypsLength.reshape(-1), Refs, RefsLength.reshape(-1))
     return {"Out": out.reshape(-1, 1).astype(jnp.float32),
             "SequenceNum": jnp.asarray([Hyps.shape[0]], jnp.int64)}
+
+
+_NEG = -1e30  # log(0) kept finite: -inf would give nan gradients through logaddexp
+
+
+def _ctc_nll(logp, label, t_len, l_len, blank):
+    """-log p(label | logp) for one sequence: logp [T, C], label [L] (the first l_len real)."""
+    width = 2 * label.shape[0] + 1
+    ext = jnp.full((width,), blank, label.dtype).at[1::2].set(label)
+    pos = jnp.arange(width)
+    # a label may follow the one two back unless it repeats it (a blank must come between)
+    skip = (pos % 2 == 1) & (pos >= 2) & (ext != jnp.roll(ext, 2))
+    neg = jnp.asarray(_NEG, logp.dtype)
+    alpha = jnp.where(pos < 2, logp[0, ext], neg)
+    alpha = jnp.where(pos <= 2 * l_len, alpha, neg)
+
+    def step(a, t_lp):
+        t, lp = t_lp
+        a1 = jnp.concatenate([jnp.full((1,), neg), a[:-1]])
+        a2 = jnp.where(skip, jnp.concatenate([jnp.full((2,), neg), a[:-2]]), neg)
+        new = jnp.logaddexp(jnp.logaddexp(a, a1), a2) + lp[ext]
+        return jnp.where(t < t_len, new, a), None  # past the sequence's end: keep alpha
+
+    alpha, _ = lax.scan(step, alpha, (jnp.arange(1, logp.shape[0]), logp[1:]))
+    end = 2 * l_len
+    last = jnp.logaddexp(alpha[end], jnp.where(l_len > 0, alpha[end - 1], neg))
+    return -last
+
+
+@lowering("warpctc")
+def _warpctc(c, Logits, Label, LogitsLength, LabelLength):
+    logp = jax.nn.log_softmax(Logits, axis=-1).transpose(1, 0, 2)  # [N, T, C]
+    t_len = LogitsLength.reshape(-1).astype(jnp.int32)
+    l_len = LabelLength.reshape(-1).astype(jnp.int32)
+    loss = jax.vmap(_ctc_nll, (0, 0, 0, 0, None))(logp, Label.astype(jnp.int32), t_len, l_len,
+                                                   c["blank"])
+    if c["norm_by_times"]:
+        # the same value, with its gradient divided by the sequence's length (Paddle's rule)
+        frozen = lax.stop_gradient(loss)
+        loss = frozen + (loss - frozen) / jnp.maximum(t_len, 1).astype(loss.dtype)
+    return {"Loss": loss.reshape(-1, 1)}
+
+
+@lowering("ctc_align")
+def _ctc_align(c, Input, InputLength):
+    blank, pad = c["blank"], c["padding_value"]
+    steps = jnp.arange(Input.shape[1])
+    prev = jnp.concatenate([jnp.full_like(Input[:, :1], -1), Input[:, :-1]], axis=1)
+    keep = (steps < InputLength.reshape(-1, 1)) & (Input != blank)
+    if c["merge_repeated"]:
+        keep = keep & (Input != prev)
+    order = jnp.argsort(~keep, axis=1, stable=True)
+    moved = jnp.take_along_axis(Input, order, axis=1)
+    count = jnp.sum(keep, axis=1, keepdims=True)
+    out = jnp.where(steps < count, moved, jnp.asarray(pad, Input.dtype))
+    return {"Output": out, "OutputLength": count.astype(InputLength.dtype)}
