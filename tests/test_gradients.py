@@ -1695,4 +1695,34 @@ def loss_warpctc(c, norm_by_times):
     return layers.warpctc(c.data("x", c.randn(6, 2, 3)), label, norm_by_times=norm_by_times,
                           input_length=c.data("xl", [5, 6], grad=False, dtype="int64"),
                           label_length=c.data("ll", [2, 3], grad=False, dtype="int64"))
+
+
+@grad_case("hierarchical_sigmoid", params=[{"custom": False}, {"custom": True}])
+def nn_hsigmoid(c, custom):
+    kw = {}
+    if custom:
+        kw = {"path_table": c.data("t", [[0, 2, -1], [1, 3, 4]], grad=False, dtype="int64"),
+              "path_code": c.data("c", [[1, 0, 0], [0, 1, 1]], grad=False, dtype="int64"),
+              "is_custom": True}
+    label = c.data("label", [[1], [4]], grad=False, dtype="int64")
+    return layers.hsigmoid(c.data("x", c.randn(2, 3)), label, 5, **kw)
+
+
+@grad_case("row_conv")
+def nn_row_conv(c):
+    return layers.row_conv(c.data("x", c.randn(2, 4, 3)), 2)
+
+
+@grad_case("fsp_matrix", "add_position_encoding")
+def nn_fsp_position(c):
+    return [layers.fsp_matrix(c.data("a", c.randn(2, 2, 3, 3)), c.data("b", c.randn(2, 3, 3, 3))),
+            layers.add_position_encoding(c.data("s", c.randn(2, 3, 4)), 0.7, 1.5)]
+
+
+@grad_case("affine_grid", "grid_sampler")
+def nn_affine_grid_sampler(c):
+    theta = c.data("theta", [[[0.9, 0.1, 0.05], [-0.2, 0.8, 0.1]]] * 2)
+    grid = layers.affine_grid(theta, [2, 2, 3, 3])
+    # grid points off the pixel lines: bilinear weights are smooth there
+    return layers.grid_sampler(c.data("x", c.randn(2, 2, 4, 5)), grid)
 # -- end issue 24: losses

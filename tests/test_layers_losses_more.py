@@ -195,7 +195,9 @@ def test_edit_distance_padded_needs_lengths():
 
 def test_fluid_spelling():
     for name in ("sigmoid_focal_loss", "teacher_student_sigmoid_loss", "center_loss",
-                 "npair_loss", "mean_iou", "edit_distance", "warpctc", "ctc_greedy_decoder"):
+                 "npair_loss", "mean_iou", "edit_distance", "warpctc", "ctc_greedy_decoder",
+                 "hsigmoid", "row_conv", "fsp_matrix", "add_position_encoding", "affine_grid",
+                 "grid_sampler"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__
 
@@ -294,3 +296,113 @@ def test_ctc_greedy_decoder_padded():
 def test_ctc_greedy_decoder_lod_is_refused_with_the_padded_form():
     with pytest.raises(ProgramError, match="data-dependent number of tokens.*input_length"):
         layers.ctc_greedy_decoder(graphc.data("x", [-1, 4], lod_level=1), 0)
+
+
+def hsigmoid_ref(x, w, b, label, num_classes, table=None, code=None):
+    out = np.zeros((len(x), 1))
+    width = table.shape[1] if table is not None else max((num_classes - 1).bit_length(), 1)
+    for i in range(len(x)):
+        c = int(label[i]) + num_classes
+        for j in range(width):
+            if table is None:
+                on, idx, bit = j < c.bit_length() - 1, (c >> (j + 1)) - 1, (c >> j) & 1
+            else:
+                on = bool(np.all(table[i, :j + 1] >= 0))
+                idx, bit = table[i, j], code[i, j]
+            pre = np.clip(w[idx] @ x[i] + b[idx, 0], -40, 40) if on else 0.0
+            out[i, 0] += np.log1p(np.exp(pre)) - (bit * pre if on else 0)  # Paddle's log 2
+    return out
+
+
+@pytest.mark.parametrize("custom", [False, True])
+def test_hsigmoid(custom):
+    rng = np.random.default_rng(5)
+    xv = rng.standard_normal((3, 4)).astype("float32")
+    lv = np.array([[0], [3], [5]], "int64")
+    x = graphc.data("x", [-1, 4])
+    kw = {}
+    table = np.array([[0, 2, -1], [1, -1, -1], [0, 1, 3]], "int64")
+    code = np.array([[1, 0, 0], [0, 1, 1], [1, 1, 0]], "int64")
+    if custom:
+        kw = {"path_table": graphc.data("t", [-1, 3], "int64"),
+              "path_code": graphc.data("c", [-1, 3], "int64"), "is_custom": True}
+    out = layers.hsigmoid(x, graphc.data("l", [-1, 1], "int64"), 6,
+                          fluid.ParamAttr(name="hw"), fluid.ParamAttr(name="hb"), **kw)
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    feed = {"x": xv, "l": lv, **({"t": table, "c": code} if custom else {})}
+    got, w, b = exe.run(feed=feed, fetch_list=[out, "hw", "hb"])
+    assert w.shape == ((6 if custom else 5), 4)
+    b = b + 0.1 * np.arange(len(b))[:, None]  # a bias that is not zero
+    fluid.global_scope().find_var("hb").get_tensor().set(b.astype("float32"), None)
+    (got,) = exe.run(feed=feed, fetch_list=[out])
+    ref = hsigmoid_ref(xv, w, b, lv[:, 0], 6, table if custom else None, code)
+    np.testing.assert_allclose(got, ref, rtol=1e-5)
+
+
+def test_row_conv():
+    rng = np.random.default_rng(6)
+    xv = rng.standard_normal((2, 5, 3)).astype("float32")
+    out = layers.row_conv(graphc.data("x", [-1, 5, 3]), 2, fluid.ParamAttr(name="rw"))
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    got, w = exe.run(feed={"x": xv}, fetch_list=[out, "rw"])
+    ref = np.zeros_like(xv)
+    for t in range(5):
+        for k in range(3):
+            if t + k < 5:
+                ref[:, t] += xv[:, t + k] * w[k]
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_fsp_matrix_and_position_encoding():
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((2, 2, 3, 4)), rng.standard_normal((2, 3, 3, 4))
+    s = rng.standard_normal((2, 3, 6))
+    fm = layers.fsp_matrix(graphc.data("a", [-1, 2, 3, 4], "float64"),
+                           graphc.data("b", [-1, 3, 3, 4], "float64"))
+    pe = layers.add_position_encoding(graphc.data("s", [-1, 3, 6], "float64"), 0.5, 2.0)
+    pos = np.arange(3)[:, None] / 10000.0 ** (np.arange(3)[None, :] / 2)
+    ref_pe = 0.5 * s + 2.0 * np.concatenate([np.sin(pos), np.cos(pos)], 1)[None]
+    for got in _both([fm, pe], {"a": a, "b": b, "s": s}):
+        np.testing.assert_allclose(got[0], np.einsum("nahw,nbhw->nab", a, b) / 12, rtol=1e-9)
+        np.testing.assert_allclose(got[1], ref_pe, rtol=1e-9)
+
+
+def bilinear_ref(x, grid):
+    n, c, h, w = x.shape
+    out = np.zeros((n, c, *grid.shape[1:3]))
+    for i in range(n):
+        for p in range(grid.shape[1]):
+            for q in range(grid.shape[2]):
+                gx = (grid[i, p, q, 0] + 1) * (w - 1) / 2
+                gy = (grid[i, p, q, 1] + 1) * (h - 1) / 2
+                x0, y0 = int(np.floor(gx)), int(np.floor(gy))
+                for xi, yi in ((x0, y0), (x0 + 1, y0), (x0, y0 + 1), (x0 + 1, y0 + 1)):
+                    if 0 <= xi < w and 0 <= yi < h:
+                        out[i, :, p, q] += x[i, :, yi, xi] * (1 - abs(gx - xi)) * (
+                            1 - abs(gy - yi))
+    return out
+
+
+def test_affine_grid_and_grid_sampler():
+    rng = np.random.default_rng(8)
+    theta = np.array([[[1, 0, 0], [0, 1, 0]], [[0.8, -0.3, 0.2], [0.4, 1.1, -0.5]]])
+    xv = rng.standard_normal((2, 2, 3, 4))
+    grid = layers.affine_grid(graphc.data("th", [-1, 2, 3], "float64"), [2, 2, 3, 4])
+    out = layers.grid_sampler(graphc.data("x", [-1, 2, 3, 4], "float64"), grid)
+    assert grid.shape == (-1, 3, 4, 2) and out.shape == (-1, 2, 3, 4)
+    base = np.stack([*np.meshgrid(np.linspace(-1, 1, 4), np.linspace(-1, 1, 3)), np.ones((3, 4))],
+                    -1)
+    ref_grid = np.einsum("hwk,njk->nhwj", base, theta)
+    for got in _both([grid, out], {"th": theta, "x": xv}):
+        np.testing.assert_allclose(got[0], ref_grid, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(got[1], bilinear_ref(xv, ref_grid), rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(got[1][0], xv[0], rtol=1e-9)  # the identity map
+
+
+def test_nn_extra_refusals():
+    with pytest.raises(ProgramError, match="data-dependent"):
+        layers.affine_grid(graphc.data("th", [-1, 2, 3]), graphc.data("shp", [4], "int32"))
+    with pytest.raises(ProgramError, match="LoD input is not supported"):
+        layers.row_conv(graphc.data("x", [-1, 3], lod_level=1), 2)

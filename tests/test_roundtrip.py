@@ -1036,6 +1036,15 @@ LOSS_MORE_CASES = {
                                           norm_by_times=True),
     "ctc_greedy_decoder": lambda: layers.ctc_greedy_decoder(
         _x((-1, 7, 5)), 0, input_length=_ids("n", (-1, 1)), padding_value=-1),
+    "hsigmoid": lambda: layers.hsigmoid(_x((-1, 4)), _ids("l", (-1, 1)), 6),
+    "hsigmoid-custom": lambda: layers.hsigmoid(
+        _x((-1, 4)), _ids("l", (-1, 1)), 6, path_table=_ids("t", (-1, 3)),
+        path_code=_ids("c", (-1, 3)), is_custom=True, bias_attr=False),
+    "row_conv": lambda: layers.row_conv(_x((-1, 5, 4)), 2, act="relu"),
+    "fsp_matrix": lambda: layers.fsp_matrix(image(), image(name="img2")),
+    "add_position_encoding": lambda: layers.add_position_encoding(_x((-1, 3, 4)), 1.0, 0.5),
+    "affine_grid": lambda: layers.affine_grid(_x((-1, 2, 3)), [2, 1, 5, 6]),
+    "grid_sampler": lambda: layers.grid_sampler(image(), _x((-1, 3, 3, 2), "g")),
 }
 for _id, _build in LOSS_MORE_CASES.items():
     case(_id.split("-")[0], _id)(_build)  # test_every_layer_function_has_a_case reads CASES

@@ -1815,6 +1815,20 @@ LOSS_MORE_CASES = [
                      "LabelLength": i64(-1)}, {"blank": 4}, {"Loss": t(-1, 1)}),
     case("ctc_align", {"Input": i64(-1, 9), "InputLength": i64(-1, 1)}, {"padding_value": -1},
          {"Output": i64(-1, 9), "OutputLength": i64(-1, 1)}),
+    case("hierarchical_sigmoid", {"X": t(-1, 4), "W": t(5, 4), "Label": i64(-1, 1),
+                                  "Bias": t(5, 1)}, {"num_classes": 6},
+         {"Out": t(-1, 1), "PreOut": t(-1, 3)}),
+    case("hierarchical_sigmoid", {"X": t(-1, 4), "W": t(6, 4), "Label": i64(-1, 1),
+                                  "PathTable": i64(-1, 5), "PathCode": i64(-1, 5)},
+         {"num_classes": 6}, {"Out": t(-1, 1), "PreOut": t(-1, 5)}, "custom"),
+    case("row_conv", {"X": t(-1, 7, 4), "Filter": t(3, 4)}, None, {"Out": t(-1, 7, 4)}),
+    case("fsp_matrix", {"X": t(-1, 2, 5, 5), "Y": t(-1, 3, 5, 5)}, None, {"Out": t(-1, 2, 3)}),
+    case("add_position_encoding", {"X": t(-1, 7, 8)}, {"alpha": 1.0, "beta": 1.0},
+         {"Out": t(-1, 7, 8)}),
+    case("affine_grid", {"Theta": t(-1, 2, 3)}, {"output_shape": [4, 3, 5, 6]},
+         {"Output": t(-1, 5, 6, 2)}),
+    case("grid_sampler", {"X": t(-1, 3, 8, 8), "Grid": t(-1, 5, 6, 2)}, None,
+         {"Output": t(-1, 3, 5, 6)}),
 ]
 CASES.extend(LOSS_MORE_CASES)  # test_every_op_has_a_case reads CASES when it runs
 
@@ -1852,6 +1866,14 @@ LOSS_MORE_ERRORS = [
                  "LabelLength": i64(2)}, {}, "Logits must be padded [T, N"),
     ("ctc_align", {"Input": i64(2, 9), "InputLength": i64(3, 1)}, {},
      "InputLength must be [N, 1]"),
+    ("hierarchical_sigmoid", {"X": t(2, 4), "W": t(5, 3), "Label": i64(2, 1)},
+     {"num_classes": 6}, "W must be [nodes, D=4]"),
+    ("row_conv", {"X": t(2, 7, 4), "Filter": t(3, 5)}, {}, "Filter must be"),
+    ("fsp_matrix", {"X": t(2, 2, 5, 5), "Y": t(2, 3, 4, 5)}, {}, "with the same N, H, W"),
+    ("add_position_encoding", {"X": t(2, 7, 5)}, {"alpha": 1.0, "beta": 1.0}, "an even D"),
+    ("affine_grid", {"Theta": t(2, 3, 3)}, {"output_shape": [2, 1, 4, 4]},
+     "Theta must be [N, 2, 3]"),
+    ("grid_sampler", {"X": t(2, 3, 8, 8), "Grid": t(2, 5, 6, 3)}, {}, "Grid [N, H', W', 2]"),
 ]
 
 

@@ -179,6 +179,14 @@ from .math_activation import (  # -- issue 24: math activations
 from .math_op_patch import monkey_patch_variable
 from .metric_op import auc
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
+from .nn_extra import (  # -- issue 24: losses
+    add_position_encoding,
+    affine_grid,
+    fsp_matrix,
+    grid_sampler,
+    hsigmoid,
+    row_conv,
+)
 
 # -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
 from .nn_misc import bilinear_tensor_product, dice_loss, temporal_shift, unfold
@@ -342,6 +350,12 @@ __all__ += [
     "sigmoid_focal_loss",
     "teacher_student_sigmoid_loss",
     "warpctc",
+    "add_position_encoding",
+    "affine_grid",
+    "fsp_matrix",
+    "grid_sampler",
+    "hsigmoid",
+    "row_conv",
 ]
 # -- end issue 24: losses
 

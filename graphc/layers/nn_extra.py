@@ -1,0 +1,99 @@
+"""Further nn layers of fluid.layers (issue 24): hsigmoid, row_conv, fsp_matrix,
+add_position_encoding, affine_grid and grid_sampler."""
+
+from __future__ import annotations
+
+from ..ir.errors import ProgramError
+from ..ir.program import Variable
+from .helper import LayerHelper, check_variable
+
+
+def _dense(layer, arg, x):
+    check_variable(layer, arg, x)
+    if getattr(x, "lod_level", 0):
+        raise ProgramError(f"{layer}: a LoD {arg} is not supported yet; pad it "
+                           f"(layers.sequence_pad) and pass the padded [N, T, D] tensor")
+
+
+def _op(layer, op_type, inputs, attrs, dtype, slot="Out", name=None):
+    helper = LayerHelper(layer, name)
+    out = helper.create_variable_for_type_inference(dtype)
+    helper.append_op(op_type, inputs, {slot: out}, attrs)
+    return out
+
+
+def hsigmoid(input, label, num_classes, param_attr=None, bias_attr=None, name=None,
+             path_table=None, path_code=None, is_custom=False, is_sparse=False):
+    """Hierarchical sigmoid loss [N, 1] over Paddle's default binary tree of ``num_classes``
+    leaves, or over custom paths (``is_custom``: ``path_table``/``path_code`` [N, L], -1
+    ending a path). ``is_sparse`` is accepted; W's gradient is dense."""
+    check_variable("hsigmoid", "input", input)
+    check_variable("hsigmoid", "label", label)
+    if input.shape[1] < 0:
+        raise ProgramError(f"hsigmoid: the feature size of input {list(input.shape)} must be "
+                           f"known")
+    if is_custom != (path_table is not None and path_code is not None):
+        raise ProgramError("hsigmoid: is_custom=True needs path_table and path_code, and they "
+                           "need is_custom=True")
+    helper = LayerHelper("hierarchical_sigmoid", name)
+    nodes = num_classes if is_custom else num_classes - 1
+    inputs = {"X": input, "Label": label,
+              "W": helper.create_parameter(param_attr, [nodes, input.shape[1]], input.dtype)}
+    bias = helper.create_parameter(bias_attr, [nodes, 1], input.dtype, is_bias=True)
+    if bias is not None:
+        inputs["Bias"] = bias
+    if is_custom:
+        inputs["PathTable"], inputs["PathCode"] = path_table, path_code
+    out = helper.create_variable_for_type_inference(input.dtype)
+    pre = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    helper.append_op("hierarchical_sigmoid", inputs, {"Out": out, "PreOut": pre},
+                     {"num_classes": int(num_classes), "is_sparse": bool(is_sparse)})
+    return out
+
+
+def row_conv(input, future_context_size, param_attr=None, act=None):
+    """Lookahead convolution over the time steps of padded [N, T, D] (or one [T, D] sequence);
+    the filter [future_context_size + 1, D] is a parameter."""
+    _dense("row_conv", "input", input)
+    if input.shape[-1] < 0:
+        raise ProgramError(f"row_conv: the feature size of input {list(input.shape)} must be "
+                           f"known")
+    helper = LayerHelper("row_conv")
+    filt = helper.create_parameter(param_attr, [future_context_size + 1, input.shape[-1]],
+                                   input.dtype)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("row_conv", {"X": input, "Filter": filt}, {"Out": out})
+    return helper.append_activation(out, act)
+
+
+def fsp_matrix(x, y):
+    """The FSP matrix [N, C1, C2] of two feature maps [N, C1, H, W] and [N, C2, H, W]."""
+    check_variable("fsp_matrix", "x", x)
+    check_variable("fsp_matrix", "y", y)
+    return _op("fsp_matrix", "fsp_matrix", {"X": x, "Y": y}, {}, x.dtype)
+
+
+def add_position_encoding(input, alpha, beta, name=None):
+    """alpha * input + beta * the sinusoidal position encoding, for padded [N, T, D]."""
+    _dense("add_position_encoding", "input", input)
+    return _op("add_position_encoding", "add_position_encoding", {"X": input},
+               {"alpha": float(alpha), "beta": float(beta)}, input.dtype, name=name)
+
+
+def affine_grid(theta, out_shape, name=None):
+    """The [N, H, W, 2] sampling grid of affine maps ``theta`` [N, 2, 3]; ``out_shape`` is a
+    list [N, C, H, W] (a Variable shape would give a data-dependent output shape)."""
+    check_variable("affine_grid", "theta", theta)
+    if isinstance(out_shape, Variable):
+        raise ProgramError("affine_grid: out_shape must be a list or tuple of ints: a Variable "
+                           "would make the grid's shape data-dependent, which XLA cannot compile")
+    return _op("affine_grid", "affine_grid", {"Theta": theta},
+               {"output_shape": [int(d) for d in out_shape]}, theta.dtype, "Output", name)
+
+
+def grid_sampler(x, grid, name=None):
+    """Bilinear samples [N, C, H', W'] of x [N, C, H, W] at grid [N, H', W', 2]."""
+    check_variable("grid_sampler", "x", x)
+    check_variable("grid_sampler", "grid", grid)
+    return _op("grid_sampler", "grid_sampler", {"X": x, "Grid": grid}, {}, x.dtype, "Output",
+               name)

@@ -1,0 +1,108 @@
+"""Lowering rules for the ops in defs.py beside this file (Paddle 1.8's kernels' formulas).
+
+Their gradients are JAX's derivatives of these rules (the generic grad), checked by finite
+differences in tests/test_gradients.py.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from ...backends.lowering import lowering
+from .defs import code_length
+
+
+def _default_paths(label, num_classes, width):
+    """Paddle's default tree: node c + num_classes's ancestors (index, bit, on-path mask)."""
+    code = label.reshape(-1, 1).astype(jnp.int64) + num_classes
+    j = jnp.arange(width, dtype=jnp.int64)
+    index = (code >> (j + 1)) - 1
+    bit = (code >> j) & 1
+    # a path has bit_length(code) - 1 nodes
+    length = jnp.floor(jnp.log2(code.astype(jnp.float64))).astype(jnp.int64)
+    return index, bit, j < length
+
+
+@lowering("hierarchical_sigmoid")
+def _hsigmoid(c, X, W, Label, PathTable, PathCode, Bias):
+    if PathTable is not None:
+        table = PathTable.astype(jnp.int64)
+        # a custom path ends at its first negative node
+        on = jnp.cumprod(table >= 0, axis=1).astype(bool)
+        index, bit = jnp.where(on, table, 0), PathCode.astype(jnp.int64)
+    else:
+        index, bit, on = _default_paths(Label, c["num_classes"], code_length(c["num_classes"]))
+    pre = jnp.einsum("nd,nld->nl", X, W[index])
+    if Bias is not None:
+        pre = pre + Bias.reshape(-1)[index]
+    pre = jnp.where(on, jnp.clip(pre, -40.0, 40.0), 0)
+    bits = jnp.where(on, bit, 0).astype(X.dtype)
+    soft = jnp.log1p(jnp.exp(pre))  # off-path zeros give log 2, which Paddle's Out keeps
+    out = jnp.sum(soft, axis=1, keepdims=True) - jnp.sum(bits * pre, axis=1, keepdims=True)
+    return {"Out": out, "PreOut": soft}
+
+
+@lowering("row_conv")
+def _row_conv(c, X, Filter):
+    x = X if X.ndim == 3 else X[None]
+    steps = x.shape[1]
+    out = jnp.zeros_like(x)
+    for k in range(Filter.shape[0]):  # future context: a handful of taps
+        if k >= steps:
+            break
+        shifted = jnp.pad(x[:, k:], ((0, 0), (0, k), (0, 0)))
+        out = out + shifted * Filter[k]
+    return {"Out": out if X.ndim == 3 else out[0]}
+
+
+@lowering("fsp_matrix")
+def _fsp(c, X, Y):
+    n, c1, h, w = X.shape
+    x = X.reshape(n, c1, h * w)
+    y = Y.reshape(n, Y.shape[1], h * w)
+    return {"Out": jnp.einsum("nah,nbh->nab", x, y) / (h * w)}
+
+
+@lowering("add_position_encoding")
+def _position(c, X):
+    _, steps, dim = X.shape
+    half = dim // 2
+    pos = jnp.arange(steps, dtype=X.dtype)[:, None]
+    k = jnp.arange(half, dtype=X.dtype)[None, :]
+    denom = jnp.power(jnp.asarray(10000.0, X.dtype), k / max(half - 1, 1))
+    val = pos / denom
+    enc = jnp.concatenate([jnp.sin(val), jnp.cos(val)], axis=1)
+    return {"Out": c["alpha"] * X + c["beta"] * enc[None]}
+
+
+@lowering("affine_grid")
+def _affine_grid(c, Theta):
+    _, _, h, w = c["output_shape"]
+    xs = jnp.linspace(-1.0, 1.0, w, dtype=Theta.dtype)
+    ys = jnp.linspace(-1.0, 1.0, h, dtype=Theta.dtype)
+    gx, gy = jnp.meshgrid(xs, ys)  # [H, W]
+    base = jnp.stack([gx, gy, jnp.ones_like(gx)], axis=-1)  # [H, W, 3]
+    return {"Output": jnp.einsum("hwk,njk->nhwj", base, Theta)}
+
+
+@lowering("grid_sampler")
+def _grid_sampler(c, X, Grid):
+    n, ch, h, w = X.shape
+    gx = (Grid[..., 0] + 1) * (w - 1) / 2  # [N, H', W'] in pixels, corners aligned
+    gy = (Grid[..., 1] + 1) * (h - 1) / 2
+    x0, y0 = jnp.floor(gx), jnp.floor(gy)
+    flat = X.reshape(n, ch, h * w)
+
+    def tap(xi, yi, weight):
+        inside = (xi >= 0) & (xi <= w - 1) & (yi >= 0) & (yi <= h - 1)
+        idx = (jnp.clip(yi, 0, h - 1) * w + jnp.clip(xi, 0, w - 1)).astype(jnp.int32)
+        vals = jax.vmap(lambda f, i: f[:, i])(flat, idx.reshape(n, -1))
+        vals = vals.reshape(n, ch, *idx.shape[1:])
+        return vals * jnp.where(inside, weight, 0)[:, None]
+
+    wx1, wy1 = gx - x0, gy - y0
+    wx0, wy0 = 1 - wx1, 1 - wy1
+    out = (tap(x0, y0, wx0 * wy0) + tap(x0 + 1, y0, wx1 * wy0)
+           + tap(x0, y0 + 1, wx0 * wy1) + tap(x0 + 1, y0 + 1, wx1 * wy1))
+    return {"Output": out}
