@@ -1725,4 +1725,21 @@ def nn_affine_grid_sampler(c):
     grid = layers.affine_grid(theta, [2, 2, 3, 3])
     # grid points off the pixel lines: bilinear weights are smooth there
     return layers.grid_sampler(c.data("x", c.randn(2, 2, 4, 5)), grid)
+
+
+@grad_case("nce", params=[{"bias": True}, {"bias": False}])
+def nn_nce(c, bias):
+    # fixed negatives (Paddle's custom_neg_classes attribute): no fresh draw between runs
+    block = c.program.global_block()
+    ins = {"Input": c.data("x", c.randn(3, 4)), "Weight": c.data("w", c.randn(6, 4)),
+           "Label": c.data("label", [[1], [4], [0]], grad=False, dtype="int64"),
+           "SampleWeight": c.data("sw", [[1.0], [0.5], [2.0]], grad=False)}
+    if bias:
+        ins["Bias"] = c.data("b", c.randn(6, 1))
+    outs = {"Cost": block.create_var("cost", None, "float64"),
+            "SampleLogits": block.create_var("so", None, "float64"),
+            "SampleLabels": block.create_var("sl", None, "int64")}
+    block.append_op("nce", ins, outs, {"num_total_classes": 6, "sampler": 1,
+                                       "custom_neg_classes": [2, 5, 3]})
+    return outs["Cost"]
 # -- end issue 24: losses

@@ -406,3 +406,29 @@ def test_nn_extra_refusals():
         layers.affine_grid(graphc.data("th", [-1, 2, 3]), graphc.data("shp", [4], "int32"))
     with pytest.raises(ProgramError, match="LoD input is not supported"):
         layers.row_conv(graphc.data("x", [-1, 3], lod_level=1), 2)
+
+
+@pytest.mark.parametrize("sampler", ["uniform", "log_uniform", "custom_dist"])
+def test_nce_matches_its_samples_and_draws_each_step(sampler):
+    rng = np.random.default_rng(9)
+    xv, lv = rng.standard_normal((3, 4)).astype("float32"), np.array([[1], [7], [0]])
+    dist = np.linspace(1, 2, 10) / np.linspace(1, 2, 10).sum()
+    out = layers.nce(graphc.data("x", [-1, 4]), graphc.data("l", [-1, 1], "int64"), 10,
+                     param_attr=fluid.ParamAttr(name="nw"), bias_attr=fluid.ParamAttr(name="nb"),
+                     num_neg_samples=4, sampler=sampler,
+                     custom_dist=dist if sampler == "custom_dist" else None)
+    labels = next(op for op in graphc.default_main_program().global_block().ops
+                  if op.type == "nce").output("SampleLabels")[0]
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    draws = []
+    for _ in range(2):
+        got, sl, w, b = exe.run(feed={"x": xv, "l": lv}, fetch_list=[out, labels, "nw", "nb"])
+        assert sl.shape == (3, 5) and np.all(sl[:, 0] == lv[:, 0]) and np.all(sl < 10)
+        q = {"uniform": np.full(sl.shape, 0.1), "custom_dist": dist[sl],
+             "log_uniform": np.log((sl + 2) / (sl + 1)) / np.log(11)}[sampler]
+        o = _sigmoid(np.einsum("nd,nkd->nk", xv, w[sl]) + b[sl, 0])
+        cost = np.where(np.arange(5) < 1, -np.log(o / (o + 4 * q)), -np.log(4 * q / (o + 4 * q)))
+        np.testing.assert_allclose(got[:, 0], cost.sum(1) / 5, rtol=1e-5)
+        draws.append(sl[:, 1:])
+    assert not np.array_equal(draws[0], draws[1])  # a new draw each step

@@ -1045,6 +1045,8 @@ LOSS_MORE_CASES = {
     "add_position_encoding": lambda: layers.add_position_encoding(_x((-1, 3, 4)), 1.0, 0.5),
     "affine_grid": lambda: layers.affine_grid(_x((-1, 2, 3)), [2, 1, 5, 6]),
     "grid_sampler": lambda: layers.grid_sampler(image(), _x((-1, 3, 3, 2), "g")),
+    "nce": lambda: layers.nce(_x((-1, 4)), _ids("l", (-1, 1)), 30, num_neg_samples=4,
+                              sampler="log_uniform", seed=7),
 }
 for _id, _build in LOSS_MORE_CASES.items():
     case(_id.split("-")[0], _id)(_build)  # test_every_layer_function_has_a_case reads CASES

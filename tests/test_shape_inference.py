@@ -1829,6 +1829,9 @@ LOSS_MORE_CASES = [
          {"Output": t(-1, 5, 6, 2)}),
     case("grid_sampler", {"X": t(-1, 3, 8, 8), "Grid": t(-1, 5, 6, 2)}, None,
          {"Output": t(-1, 3, 5, 6)}),
+    case("nce", {"Input": t(-1, 4), "Label": i64(-1, 2), "Weight": t(20, 4), "Bias": t(20, 1)},
+         {"num_total_classes": 20, "num_neg_samples": 5},
+         {"Cost": t(-1, 1), "SampleLogits": t(-1, 7), "SampleLabels": i64(-1, 7)}),
 ]
 CASES.extend(LOSS_MORE_CASES)  # test_every_op_has_a_case reads CASES when it runs
 

@@ -185,6 +185,7 @@ from .nn_extra import (  # -- issue 24: losses
     fsp_matrix,
     grid_sampler,
     hsigmoid,
+    nce,
     row_conv,
 )
 
@@ -355,6 +356,7 @@ __all__ += [
     "fsp_matrix",
     "grid_sampler",
     "hsigmoid",
+    "nce",
     "row_conv",
 ]
 # -- end issue 24: losses

@@ -97,3 +97,50 @@ def grid_sampler(x, grid, name=None):
     check_variable("grid_sampler", "grid", grid)
     return _op("grid_sampler", "grid_sampler", {"X": x, "Grid": grid}, {}, x.dtype, "Output",
                name)
+
+
+_SAMPLERS = {"uniform": 0, "log_uniform": 1, "custom_dist": 2}
+
+
+def nce(input, label, num_total_classes, sample_weight=None, param_attr=None, bias_attr=None,
+        num_neg_samples=None, name=None, sampler="uniform", custom_dist=None, seed=0,
+        is_sparse=False):
+    """Noise-contrastive estimation loss [N, 1] (divided by num_neg_samples + 1, as Paddle's
+    layer); negatives drawn each step by graphc's seed rule (``seed`` fixes the op's seed)."""
+    check_variable("nce", "input", input)
+    check_variable("nce", "label", label)
+    if sampler not in _SAMPLERS:
+        raise ProgramError(f"nce: sampler must be one of {sorted(_SAMPLERS)}, got {sampler!r}")
+    if (sampler == "custom_dist") != (custom_dist is not None):
+        raise ProgramError("nce: custom_dist is given with sampler='custom_dist', and only then")
+    if input.shape[1] < 0:
+        raise ProgramError(f"nce: the feature size of input {list(input.shape)} must be known")
+    num_neg_samples = 10 if num_neg_samples is None else int(num_neg_samples)
+    helper = LayerHelper("nce", name)
+    inputs = {"Input": input, "Label": label,
+              "Weight": helper.create_parameter(param_attr, [num_total_classes, input.shape[1]],
+                                                input.dtype)}
+    bias = helper.create_parameter(bias_attr, [num_total_classes, 1], input.dtype, is_bias=True)
+    if bias is not None:
+        inputs["Bias"] = bias
+    if sample_weight is not None:
+        inputs["SampleWeight"] = sample_weight
+    if custom_dist is not None:
+        import numpy as np
+
+        from .tensor import assign
+        probs = np.asarray(custom_dist, "float64")
+        if probs.shape != (num_total_classes,):
+            raise ProgramError(f"nce: custom_dist must have num_total_classes="
+                               f"{num_total_classes} probabilities, got {probs.shape}")
+        inputs["CustomDistProbs"] = assign(probs.astype(input.dtype))
+    cost = helper.create_variable_for_type_inference(input.dtype)
+    logits = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    labels = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    helper.append_op("nce", inputs,
+                     {"Cost": cost, "SampleLogits": logits, "SampleLabels": labels},
+                     {"num_total_classes": int(num_total_classes),
+                      "num_neg_samples": num_neg_samples, "sampler": _SAMPLERS[sampler],
+                      "seed": int(seed), "is_sparse": bool(is_sparse)})
+    from .math import scale
+    return scale(cost, 1.0 / (num_neg_samples + 1))

@@ -3,7 +3,7 @@ affine_grid and grid_sampler (dense inputs; docs/porting_from_paddle.md says wha
 
 from __future__ import annotations
 
-from ...ir.opdef import LOSS, register
+from ...ir.opdef import LOSS, RANDOM, register
 from ...ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, dims_compatible
 
 
@@ -110,3 +110,38 @@ def _grid_sampler(c):
 
 register("grid_sampler", "X Grid", "Output", infer=_grid_sampler,
          doc="bilinear samples of X at Grid's (x, y) in [-1, 1] (corners aligned), zero outside")
+
+
+def _nce(c):
+    x, w = _float(c, "Input"), _float(c, "Weight")
+    c.check(x.rank == 2, f"Input must be [N, D], got {list(x.shape)}")
+    n_cls = c["num_total_classes"]
+    c.check(w.rank == 2 and w.shape[0] in (n_cls, -1) and dims_compatible(w.shape[1:],
+                                                                          x.shape[1:]),
+            f"Weight must be [num_total_classes={n_cls}, D={x.shape[1]}], got {list(w.shape)}")
+    lab = c.x("Label")
+    c.check(lab.dtype in INT_DTYPES and lab.rank == 2
+            and dims_compatible(lab.shape[:1], x.shape[:1]),
+            f"Label must be int [N, num_true] with Input's N, got {lab.dtype} {list(lab.shape)}")
+    c.check(c["sampler"] in (0, 1, 2), f"sampler must be 0 (uniform), 1 (log_uniform) or 2 "
+                                       f"(custom_dist), got {c['sampler']}")
+    c.check(c["sampler"] != 2 or c.has("CustomDistProbs"),
+            "sampler 2 (custom_dist) needs CustomDistProbs")
+    negs = len(c["custom_neg_classes"]) or c["num_neg_samples"]
+    width = -1 if lab.shape[1] < 0 else lab.shape[1] + negs
+    return {"Cost": TensorType((x.shape[0], 1), x.dtype),
+            "SampleLogits": TensorType((x.shape[0], width), x.dtype),
+            "SampleLabels": TensorType((x.shape[0], width), "int64")}
+
+
+register("nce", "Input Label Weight Bias? SampleWeight? CustomDistProbs?",
+         "Cost SampleLogits SampleLabels",
+         {"num_total_classes": "int", "num_neg_samples": ("int", 10), "sampler": ("int", 0),
+          "seed": ("int", 0), "is_sparse": ("bool", False), "custom_neg_classes": ("ints", ())},
+         infer=_nce, traits=(LOSS, RANDOM),
+         # its gradient differentiates the drawn samples, not a fresh draw
+         grad_reads=("Input", "Label", "Weight", "Bias", "SampleWeight", "CustomDistProbs",
+                     "SampleLabels"),
+         doc="noise-contrastive estimation: -log(o / (o + k q)) for the true labels and "
+             "-log(k q / (o + k q)) for k sampled ones, o = sigmoid(W x + b), q the sampler's "
+             "probability")

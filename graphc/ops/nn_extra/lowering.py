@@ -106,3 +106,67 @@ def _grid_sampler(c, X, Grid):
     out = (tap(x0, y0, wx0 * wy0) + tap(x0 + 1, y0, wx1 * wy0)
            + tap(x0, y0 + 1, wx0 * wy1) + tap(x0 + 1, y0 + 1, wx1 * wy1))
     return {"Output": out}
+
+
+def _nce_prob(c, labels, dist):
+    """The sampler's probability q of each label (Paddle's three samplers)."""
+    n = c["num_total_classes"]
+    if c["sampler"] == 0:
+        return jnp.full(labels.shape, 1.0 / n)
+    if c["sampler"] == 1:
+        k = labels.astype(jnp.float64)
+        return jnp.log((k + 2) / (k + 1)) / jnp.log(n + 1.0)
+    return dist[labels]
+
+
+def _nce_cost(c, Input, Weight, Bias, SampleWeight, CustomDistProbs, labels, num_true):
+    logits = jnp.einsum("nd,nkd->nk", Input, Weight[labels])
+    if Bias is not None:
+        logits = logits + Bias.reshape(-1)[labels]
+    o = jax.nn.sigmoid(logits)
+    negs = labels.shape[1] - num_true
+    b = (negs * _nce_prob(c, labels, CustomDistProbs)).astype(Input.dtype)
+    true = jnp.arange(labels.shape[1]) < num_true
+    cost = jnp.where(true, -jnp.log(o / (o + b)), -jnp.log(b / (o + b)))
+    cost = jnp.sum(cost, axis=1, keepdims=True)
+    if SampleWeight is not None:
+        cost = cost * SampleWeight.reshape(-1, 1)
+    return cost, o
+
+
+def _nce_draw(c, shape, dist):
+    if c["custom_neg_classes"]:
+        return jnp.broadcast_to(jnp.asarray(c["custom_neg_classes"], jnp.int64), shape)
+    key, n = c.rng(c["seed"]), c["num_total_classes"]
+    if c["sampler"] == 0:
+        return jax.random.randint(key, shape, 0, n).astype(jnp.int64)
+    if c["sampler"] == 1:
+        u = jax.random.uniform(key, shape, jnp.float64)
+        return jnp.clip(jnp.exp(u * jnp.log(n + 1.0)).astype(jnp.int64) - 1, 0, n - 1)
+    return jax.random.categorical(key, jnp.log(dist), shape=shape).astype(jnp.int64)
+
+
+@lowering("nce")
+def _nce(c, Input, Label, Weight, Bias, SampleWeight, CustomDistProbs):
+    negs = len(c["custom_neg_classes"]) or c["num_neg_samples"]
+    drawn = _nce_draw(c, (Input.shape[0], negs), CustomDistProbs)
+    labels = jnp.concatenate([Label.astype(jnp.int64), drawn], axis=1)
+    cost, o = _nce_cost(c, Input, Weight, Bias, SampleWeight, CustomDistProbs, labels,
+                        Label.shape[1])
+    return {"Cost": cost, "SampleLogits": o, "SampleLabels": labels}
+
+
+@lowering("nce_grad")
+def _nce_grad(c, **kw):
+    """The vjp of the cost at the forward's own samples (a fresh draw would differ)."""
+    labels, dcost = kw["SampleLabels"], kw["Cost@GRAD"]
+    names = [s for s in ("Input", "Weight", "Bias") if kw.get(s) is not None]
+
+    def cost(*args):
+        vals = dict(zip(names, args))
+        return _nce_cost(c, vals["Input"], vals["Weight"], vals.get("Bias"),
+                         kw.get("SampleWeight"), kw.get("CustomDistProbs"), labels,
+                         kw["Label"].shape[1])[0]
+
+    _, vjp = jax.vjp(cost, *[kw[s] for s in names])
+    return {f"{s}@GRAD": g for s, g in zip(names, vjp(dcost))}
