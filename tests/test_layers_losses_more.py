@@ -197,7 +197,7 @@ def test_fluid_spelling():
     for name in ("sigmoid_focal_loss", "teacher_student_sigmoid_loss", "center_loss",
                  "npair_loss", "mean_iou", "edit_distance", "warpctc", "ctc_greedy_decoder",
                  "hsigmoid", "row_conv", "fsp_matrix", "add_position_encoding", "affine_grid",
-                 "grid_sampler"):
+                 "grid_sampler", "nce", "random_crop", "similarity_focus"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__
 
@@ -432,3 +432,44 @@ def test_nce_matches_its_samples_and_draws_each_step(sampler):
         np.testing.assert_allclose(got[:, 0], cost.sum(1) / 5, rtol=1e-5)
         draws.append(sl[:, 1:])
     assert not np.array_equal(draws[0], draws[1])  # a new draw each step
+
+
+def test_random_crop_takes_a_window_per_instance():
+    xv = np.arange(4 * 2 * 5 * 6, dtype="float32").reshape(4, 2, 5, 6)
+    out = layers.random_crop(graphc.data("x", [-1, 2, 5, 6]), [3, 4], seed=3)
+    assert out.shape == (-1, 2, 3, 4)
+    exe = graphc.Executor()
+    seen = set()
+    for _ in range(3):
+        (got,) = exe.run(feed={"x": xv}, fetch_list=[out])
+        for n in range(4):
+            for ch in range(2):
+                r, c = divmod(int(got[n, ch, 0, 0] - xv[n, ch, 0, 0]), 6)
+                np.testing.assert_array_equal(got[n, ch], xv[n, ch, r:r + 3, c:c + 4])
+                seen.add((r, c))
+    assert len(seen) > 1  # offsets vary over instances and steps
+
+
+def focus_ref(x, axis, indexes):
+    moved = np.moveaxis(x, axis, 1)
+    mask = np.zeros((moved.shape[0], *moved.shape[2:]), bool)
+    for n in range(moved.shape[0]):
+        for i in indexes:
+            m = moved[n, i]
+            used_r, used_c = set(), set()
+            for k in np.argsort(-m.reshape(-1), kind="stable"):
+                r, c = divmod(int(k), m.shape[1])
+                if r not in used_r and c not in used_c:
+                    used_r.add(r)
+                    used_c.add(c)
+                    mask[n, r, c] = True
+    return np.moveaxis(np.broadcast_to(mask[:, None], moved.shape), 1, axis).astype(x.dtype)
+
+
+@pytest.mark.parametrize("axis, indexes", [(1, [0]), (2, [1, 2]), (3, [0, 3])])
+def test_similarity_focus(axis, indexes):
+    xv = np.random.default_rng(10).permutation(2 * 3 * 4 * 4).reshape(2, 3, 4, 4)
+    xv = xv.astype("float32")
+    out = layers.similarity_focus(graphc.data("x", [-1, 3, 4, 4]), axis, indexes)
+    for got in _both([out], {"x": xv}):
+        np.testing.assert_array_equal(got[0], focus_ref(xv, axis, indexes))

@@ -1047,6 +1047,8 @@ LOSS_MORE_CASES = {
     "grid_sampler": lambda: layers.grid_sampler(image(), _x((-1, 3, 3, 2), "g")),
     "nce": lambda: layers.nce(_x((-1, 4)), _ids("l", (-1, 1)), 30, num_neg_samples=4,
                               sampler="log_uniform", seed=7),
+    "random_crop": lambda: layers.random_crop(image(), [3, 3, 4], seed=2),
+    "similarity_focus": lambda: layers.similarity_focus(image(), 2, [0, 3]),
 }
 for _id, _build in LOSS_MORE_CASES.items():
     case(_id.split("-")[0], _id)(_build)  # test_every_layer_function_has_a_case reads CASES

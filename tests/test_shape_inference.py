@@ -1832,6 +1832,9 @@ LOSS_MORE_CASES = [
     case("nce", {"Input": t(-1, 4), "Label": i64(-1, 2), "Weight": t(20, 4), "Bias": t(20, 1)},
          {"num_total_classes": 20, "num_neg_samples": 5},
          {"Cost": t(-1, 1), "SampleLogits": t(-1, 7), "SampleLabels": i64(-1, 7)}),
+    case("random_crop", {"X": t(-1, 3, 8, 8)}, {"shape": [5, 6]}, {"Out": t(-1, 3, 5, 6)}),
+    case("similarity_focus", {"X": t(-1, 3, 4, 5)}, {"axis": 1, "indexes": [0, 2]},
+         {"Out": t(-1, 3, 4, 5)}),
 ]
 CASES.extend(LOSS_MORE_CASES)  # test_every_op_has_a_case reads CASES when it runs
 

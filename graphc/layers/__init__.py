@@ -186,7 +186,9 @@ from .nn_extra import (  # -- issue 24: losses
     grid_sampler,
     hsigmoid,
     nce,
+    random_crop,
     row_conv,
+    similarity_focus,
 )
 
 # -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
@@ -357,7 +359,9 @@ __all__ += [
     "grid_sampler",
     "hsigmoid",
     "nce",
+    "random_crop",
     "row_conv",
+    "similarity_focus",
 ]
 # -- end issue 24: losses
 

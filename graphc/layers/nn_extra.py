@@ -144,3 +144,23 @@ def nce(input, label, num_total_classes, sample_weight=None, param_attr=None, bi
                       "seed": int(seed), "is_sparse": bool(is_sparse)})
     from .math import scale
     return scale(cost, 1.0 / (num_neg_samples + 1))
+
+
+def random_crop(x, shape, seed=None):
+    """A random window of ``shape`` over x's trailing dims, its offset drawn per instance
+    each step by graphc's seed rule (an int ``seed`` fixes the op's seed)."""
+    check_variable("random_crop", "x", x)
+    if isinstance(seed, Variable):
+        raise ProgramError("random_crop: seed must be an int or None (graphc seeds ops by its "
+                           "own rule, not from a seed tensor)")
+    return _op("random_crop", "random_crop", {"X": x},
+               {"shape": [int(d) for d in shape], "seed": int(seed or 0)}, x.dtype)
+
+
+def similarity_focus(input, axis, indexes, name=None):
+    """Paddle's similarity focus mask (0/1, input's shape) over the slices ``indexes`` of a
+    4-D input along ``axis``."""
+    check_variable("similarity_focus", "input", input)
+    return _op("similarity_focus", "similarity_focus", {"X": input},
+               {"axis": int(axis), "indexes": [int(i) for i in indexes]}, input.dtype,
+               name=name)

@@ -3,7 +3,7 @@ affine_grid and grid_sampler (dense inputs; docs/porting_from_paddle.md says wha
 
 from __future__ import annotations
 
-from ...ir.opdef import LOSS, RANDOM, register
+from ...ir.opdef import LOSS, NO_GRAD, RANDOM, register
 from ...ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, dims_compatible
 
 
@@ -145,3 +145,36 @@ register("nce", "Input Label Weight Bias? SampleWeight? CustomDistProbs?",
          doc="noise-contrastive estimation: -log(o / (o + k q)) for the true labels and "
              "-log(k q / (o + k q)) for k sampled ones, o = sigmoid(W x + b), q the sampler's "
              "probability")
+
+
+def _random_crop(c):
+    x, shape = c.x("X"), list(c["shape"])
+    c.check(0 < len(shape) <= x.rank, f"shape {shape} must crop 1 to {x.rank} trailing dims of "
+                                      f"X {list(x.shape)}")
+    tail = x.shape[x.rank - len(shape):]
+    c.check(all(0 < s and (d < 0 or s <= d) for s, d in zip(shape, tail)),
+            f"shape {shape} must fit within X {list(x.shape)}'s trailing dims")
+    c.check(all(d >= 0 for d in tail), f"X {list(x.shape)}'s cropped dims must be known")
+    return {"Out": TensorType((*x.shape[:x.rank - len(shape)], *shape), x.dtype)}
+
+
+register("random_crop", "X", "Out", {"shape": "ints", "seed": ("int", 0)},
+         infer=_random_crop, traits=(RANDOM, NO_GRAD),
+         doc="a window of `shape` over X's trailing dims at an offset drawn per instance")
+
+
+def _similarity_focus(c):
+    x = _float(c, "X")
+    c.check(x.rank == 4, f"X must be 4-D, got {list(x.shape)}")
+    axis, idx = c["axis"], list(c["indexes"])
+    c.check(axis in (1, 2, 3), f"axis must be 1, 2 or 3, got {axis}")
+    c.check(len(idx) > 0 and all(0 <= i and (x.shape[axis] < 0 or i < x.shape[axis])
+                                 for i in idx),
+            f"indexes {idx} must be in [0, {x.shape[axis]}) along axis {axis}")
+    return {"Out": x}
+
+
+register("similarity_focus", "X", "Out", {"axis": "int", "indexes": "ints"},
+         infer=_similarity_focus, traits=(NO_GRAD,),
+         doc="a 0/1 mask: per chosen slice along axis, greedily the largest entries with no "
+             "row or column taken, OR-ed over the slices and spread along axis")

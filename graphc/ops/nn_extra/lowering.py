@@ -170,3 +170,43 @@ def _nce_grad(c, **kw):
 
     _, vjp = jax.vjp(cost, *[kw[s] for s in names])
     return {f"{s}@GRAD": g for s, g in zip(names, vjp(dcost))}
+
+
+@lowering("random_crop")
+def _random_crop(c, X):
+    shape = tuple(c["shape"])
+    lead = X.shape[:X.ndim - len(shape)]
+    tail = X.shape[X.ndim - len(shape):]
+    flat = X.reshape(-1, *tail)
+    room = jnp.asarray([d - s + 1 for d, s in zip(tail, shape)])
+    starts = jax.random.randint(c.rng(c["seed"]), (flat.shape[0], len(shape)), 0, room)
+    crop = jax.vmap(lambda x, s: jax.lax.dynamic_slice(x, tuple(s), shape))(flat, starts)
+    return {"Out": crop.reshape(*lead, *shape)}
+
+
+def _greedy_mask(m):
+    """Paddle's pick over a [B, C] matrix: the largest entries, none sharing a row or column."""
+    rows, cols = m.shape
+    order = jnp.argsort(-m.reshape(-1), stable=True)
+
+    def pick(state, k):
+        used_r, used_c, mask = state
+        r, col = k // cols, k % cols
+        take = ~used_r[r] & ~used_c[col]
+        return (used_r.at[r].set(used_r[r] | take), used_c.at[col].set(used_c[col] | take),
+                mask.at[r, col].set(take)), None
+
+    init = (jnp.zeros(rows, bool), jnp.zeros(cols, bool), jnp.zeros((rows, cols), bool))
+    (_, _, mask), _ = jax.lax.scan(pick, init, order)
+    return mask
+
+
+@lowering("similarity_focus")
+def _similarity_focus(c, X):
+    axis = c["axis"]
+    moved = jnp.moveaxis(X, axis, 1)  # [N, A, B, C] with A the chosen axis
+    mask = jnp.zeros((moved.shape[0], *moved.shape[2:]), bool)
+    for i in c["indexes"]:
+        mask = mask | jax.vmap(_greedy_mask)(moved[:, i])
+    out = jnp.broadcast_to(mask[:, None], moved.shape).astype(X.dtype)
+    return {"Out": jnp.moveaxis(out, 1, axis)}
