@@ -1742,4 +1742,15 @@ def nn_nce(c, bias):
     block.append_op("nce", ins, outs, {"num_total_classes": 6, "sampler": 1,
                                        "custom_neg_classes": [2, 5, 3]})
     return outs["Cost"]
+
+
+@grad_case("sampled_softmax_with_cross_entropy")
+def loss_sampled_softmax(c):
+    # given samples (use_customized_samples): no fresh draw between the runs
+    samples = c.data("s", [[2, 0, 5, 2], [4, 1, 3, 0], [0, 0, 1, 2]], grad=False,
+                     dtype="int64")
+    return layers.sampled_softmax_with_cross_entropy(
+        c.data("x", c.randn(3, 6)), c.data("l", [[2], [4], [0]], grad=False, dtype="int64"), 3,
+        use_customized_samples=True, customized_samples=samples,
+        customized_probabilities=c.data("p", c.uniform(0.2, 0.9, 3, 4), grad=False))
 # -- end issue 24: losses

@@ -197,7 +197,8 @@ def test_fluid_spelling():
     for name in ("sigmoid_focal_loss", "teacher_student_sigmoid_loss", "center_loss",
                  "npair_loss", "mean_iou", "edit_distance", "warpctc", "ctc_greedy_decoder",
                  "hsigmoid", "row_conv", "fsp_matrix", "add_position_encoding", "affine_grid",
-                 "grid_sampler", "nce", "random_crop", "similarity_focus"):
+                 "grid_sampler", "nce", "random_crop", "similarity_focus",
+                 "sampled_softmax_with_cross_entropy"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__
 
@@ -473,3 +474,62 @@ def test_similarity_focus(axis, indexes):
     out = layers.similarity_focus(graphc.data("x", [-1, 3, 4, 4]), axis, indexes)
     for got in _both([out], {"x": xv}):
         np.testing.assert_array_equal(got[0], focus_ref(xv, axis, indexes))
+
+
+def sampled_ref(logits, samples, probs, num_true, remove):
+    picked = np.take_along_axis(logits, samples, 1) - np.log(probs)
+    for i in range(len(picked)):
+        for j in range(num_true, samples.shape[1]):
+            if remove and samples[i, j] in samples[i, :num_true]:
+                picked[i, j] -= 1e20
+    picked = picked - picked.max(1, keepdims=True)
+    logp = picked - np.log(np.exp(picked).sum(1, keepdims=True))
+    return -logp[:, :num_true].sum(1, keepdims=True) / num_true
+
+
+@pytest.mark.parametrize("num_true", [1, 2])
+def test_sampled_softmax_with_cross_entropy(num_true):
+    rng = np.random.default_rng(11)
+    xv = rng.standard_normal((3, 12))
+    lv = np.array([[1, 4], [0, 3], [7, 1]])[:, :num_true]
+    x = graphc.data("x", [-1, 12], "float64")
+    loss = layers.sampled_softmax_with_cross_entropy(x, graphc.data("l", [-1, num_true], "int64"),
+                                                     5, num_true=num_true, seed=4)
+    op = next(o for o in graphc.default_main_program().global_block().ops
+              if o.type == "sampled_softmax_with_cross_entropy")
+    fetch = [loss, op.output("Samples")[0], op.output("Probabilities")[0]]
+    got, samples, probs = graphc.Executor().run(feed={"x": xv, "l": lv}, fetch_list=fetch)
+    assert samples.shape == (3, num_true + 5)
+    np.testing.assert_array_equal(samples[:, :num_true], lv)
+    assert len(set(samples[0, num_true:])) == 5 and np.all(samples[:, num_true:] == samples[0,
+                                                                                          num_true:])
+    p = np.log((samples + 2) / (samples + 1)) / np.log(13)
+    tries = np.log1p(-probs) / np.log1p(-p)  # Q = 1 - (1 - p)^tries, one count for all
+    np.testing.assert_allclose(tries, np.round(tries[0, 0]), rtol=1e-6)
+    assert tries[0, 0] >= 5
+    np.testing.assert_allclose(got, sampled_ref(xv, samples, probs, num_true, True), rtol=1e-9)
+
+
+def test_sampled_softmax_customized_samples_and_gradient():
+    rng = np.random.default_rng(12)
+    xv = rng.standard_normal((2, 6))
+    sv = np.array([[2, 0, 5, 2], [4, 1, 3, 0]])  # row 0 samples its own label: a hit
+    pv = rng.uniform(0.2, 0.9, (2, 4))
+    x = graphc.data("x", [-1, 6], "float64")
+    x.stop_gradient = False
+    loss = layers.sampled_softmax_with_cross_entropy(
+        x, graphc.data("l", [-1, 1], "int64"), 3, use_customized_samples=True,
+        customized_samples=graphc.data("s", [-1, 4], "int64"),
+        customized_probabilities=graphc.data("p", [-1, 4], "float64"))
+    fluid.backward.append_backward(layers.reduce_sum(loss))
+    feed = {"x": xv, "l": sv[:, :1], "s": sv, "p": pv}
+    got, grad = graphc.Executor().run(feed=feed, fetch_list=[loss, x.name + "@GRAD"])
+    np.testing.assert_allclose(got, sampled_ref(xv, sv, pv, 1, True), rtol=1e-9)
+    num = np.zeros_like(xv)
+    for i in range(2):
+        for j in range(6):
+            d = np.zeros_like(xv)
+            d[i, j] = 1e-6
+            num[i, j] = (sampled_ref(xv + d, sv, pv, 1, True).sum()
+                         - sampled_ref(xv - d, sv, pv, 1, True).sum()) / 2e-6
+    np.testing.assert_allclose(grad, num, rtol=1e-5, atol=1e-8)

@@ -1048,6 +1048,8 @@ LOSS_MORE_CASES = {
     "nce": lambda: layers.nce(_x((-1, 4)), _ids("l", (-1, 1)), 30, num_neg_samples=4,
                               sampler="log_uniform", seed=7),
     "random_crop": lambda: layers.random_crop(image(), [3, 3, 4], seed=2),
+    "sampled_softmax_with_cross_entropy": lambda: layers.sampled_softmax_with_cross_entropy(
+        _x((-1, 20)), _ids("l", (-1, 1)), 5, seed=1),
     "similarity_focus": lambda: layers.similarity_focus(image(), 2, [0, 3]),
 }
 for _id, _build in LOSS_MORE_CASES.items():

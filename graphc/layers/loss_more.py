@@ -170,3 +170,32 @@ def ctc_greedy_decoder(input, blank, input_length=None, padding_value=0, name=No
                      {"blank": int(blank), "merge_repeated": True,
                       "padding_value": int(padding_value)})
     return out, length
+
+
+def sampled_softmax_with_cross_entropy(logits, label, num_samples, num_true=1,
+                                       remove_accidental_hits=True, use_customized_samples=False,
+                                       customized_samples=None, customized_probabilities=None,
+                                       seed=0):
+    """Sampled softmax loss [N, 1]: the true classes against ``num_samples`` unique
+    log-uniform classes drawn once per batch each step (graphc's seed rule; ``seed`` fixes
+    the op's seed), or the given samples and probabilities."""
+    check_variable("sampled_softmax_with_cross_entropy", "logits", logits)
+    check_variable("sampled_softmax_with_cross_entropy", "label", label)
+    if label.shape[1] >= 0 and label.shape[1] != num_true:
+        raise ProgramError(f"sampled_softmax_with_cross_entropy: label {list(label.shape)} "
+                           f"must have num_true={num_true} columns")
+    helper = LayerHelper("sampled_softmax_with_cross_entropy")
+    inputs = {"Logits": logits, "Labels": label}
+    if use_customized_samples:
+        inputs["CustomizedSamples"] = customized_samples
+        inputs["CustomizedProbabilities"] = customized_probabilities
+    loss = helper.create_variable_for_type_inference(logits.dtype)
+    samples = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    probs = helper.create_variable_for_type_inference(logits.dtype, stop_gradient=True)
+    helper.append_op("sampled_softmax_with_cross_entropy", inputs,
+                     {"Loss": loss, "Samples": samples, "Probabilities": probs},
+                     {"num_samples": int(num_samples),
+                      "remove_accidental_hits": bool(remove_accidental_hits),
+                      "use_customized_samples": bool(use_customized_samples),
+                      "seed": int(seed)})
+    return loss

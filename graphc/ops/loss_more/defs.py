@@ -3,7 +3,7 @@ metrics mean_iou and edit_distance (padded sequences with lengths, docs/porting_
 
 from __future__ import annotations
 
-from ...ir.opdef import LOSS, NO_GRAD, register
+from ...ir.opdef import LOSS, NO_GRAD, RANDOM, register
 from ...ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType, dims_compatible
 
 
@@ -182,3 +182,37 @@ register("ctc_align", "Input InputLength", "Output OutputLength",
          infer=_ctc_align, traits=(NO_GRAD,),
          doc="each row's first InputLength tokens with repeats merged and blanks removed, "
              "moved to the front, padding_value after; OutputLength the count kept")
+
+
+def _sampled_softmax(c):
+    x = _float(c, "Logits")
+    c.check(x.rank == 2, f"Logits must be [N, K], got {list(x.shape)}")
+    lab = _int(c, "Labels")
+    c.check(lab.rank == 2 and dims_compatible(lab.shape[:1], x.shape[:1]),
+            f"Labels must be [N, num_true] with Logits' N, got {list(lab.shape)}")
+    s = c["num_samples"]
+    c.check(s > 0 and (x.shape[1] < 0 or s <= x.shape[1]),
+            f"num_samples {s} must be in [1, K] for Logits {list(x.shape)}")
+    width = -1 if lab.shape[1] < 0 else lab.shape[1] + s
+    if c["use_customized_samples"]:
+        c.check(c.has("CustomizedSamples") and c.has("CustomizedProbabilities"),
+                "use_customized_samples needs CustomizedSamples and CustomizedProbabilities")
+        for slot in ("CustomizedSamples", "CustomizedProbabilities"):
+            t = c.x(slot)
+            c.check(t.rank == 2 and dims_compatible(t.shape, (x.shape[0], width)),
+                    f"{slot} must be [N, num_true + num_samples = {width}], got "
+                    f"{list(t.shape)}")
+    return {"Loss": TensorType((x.shape[0], 1), x.dtype),
+            "Samples": TensorType((x.shape[0], width), "int64"),
+            "Probabilities": TensorType((x.shape[0], width), x.dtype)}
+
+
+register("sampled_softmax_with_cross_entropy",
+         "Logits Labels CustomizedSamples? CustomizedProbabilities?",
+         "Loss Samples Probabilities",
+         {"num_samples": "int", "remove_accidental_hits": ("bool", True),
+          "use_customized_samples": ("bool", False), "seed": ("int", 0)},
+         infer=_sampled_softmax, traits=(LOSS, RANDOM),
+         grad_reads=("Logits", "Labels", "Samples", "Probabilities"),
+         doc="softmax cross-entropy over the true classes and num_samples unique log-uniform "
+             "samples (shared by the batch), logits less log Q, accidental hits masked")

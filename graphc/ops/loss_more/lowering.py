@@ -200,3 +200,63 @@ def _ctc_align(c, Input, InputLength):
     count = jnp.sum(keep, axis=1, keepdims=True)
     out = jnp.where(steps < count, moved, jnp.asarray(pad, Input.dtype))
     return {"Output": out, "OutputLength": count.astype(InputLength.dtype)}
+
+
+def _log_uniform_unique(key, k, count):
+    """Paddle's unique log-uniform draw: classes drawn until `count` distinct ones, and how
+    many draws that took."""
+    log_range = jnp.log(k + 1.0)
+
+    def cond(st):
+        return st[2] < count
+
+    def body(st):
+        key, seen, n, tries, out = st
+        key, sub = jax.random.split(key)
+        v = jnp.clip(jnp.exp(jax.random.uniform(sub, (), jnp.float64) * log_range)
+                     .astype(jnp.int64) - 1, 0, k - 1)
+        new = ~seen[v]
+        out = jnp.where(new, out.at[n].set(v), out)
+        return key, seen.at[v].set(True), n + new, tries + 1, out
+
+    init = (key, jnp.zeros((k,), bool), jnp.int32(0), jnp.int64(0),
+            jnp.zeros((count,), jnp.int64))
+    _, _, _, tries, out = lax.while_loop(cond, body, init)
+    return out, tries
+
+
+def _sampled_loss(Logits, samples, probs, num_true, remove_hits):
+    picked = jnp.take_along_axis(Logits, samples, axis=1) - jnp.log(probs)
+    if remove_hits:
+        hit = jnp.any(samples[:, None, num_true:] == samples[:, :num_true, None], axis=1)
+        picked = picked.at[:, num_true:].add(jnp.where(hit, -1e20, 0).astype(Logits.dtype))
+    logp = jax.nn.log_softmax(picked, axis=1)
+    return -jnp.sum(logp[:, :num_true], axis=1, keepdims=True) / num_true
+
+
+@lowering("sampled_softmax_with_cross_entropy")
+def _sampled_softmax(c, Logits, Labels, CustomizedSamples, CustomizedProbabilities):
+    n, k = Logits.shape
+    num_true = Labels.shape[1]
+    if c["use_customized_samples"]:
+        samples = CustomizedSamples.astype(jnp.int64)
+        probs = CustomizedProbabilities.astype(Logits.dtype)
+    else:
+        drawn, tries = _log_uniform_unique(c.rng(c["seed"]), k, c["num_samples"])
+        samples = jnp.concatenate([Labels.astype(jnp.int64),
+                                   jnp.broadcast_to(drawn, (n, drawn.shape[0]))], axis=1)
+        y = samples.astype(jnp.float64)
+        p = jnp.log((y + 2) / (y + 1)) / jnp.log(k + 1.0)
+        # the chance a class is among `tries` draws: Paddle's Q for unique sampling
+        probs = (-jnp.expm1(tries * jnp.log1p(-p))).astype(Logits.dtype)
+    loss = _sampled_loss(Logits, samples, probs, num_true, c["remove_accidental_hits"])
+    return {"Loss": loss, "Samples": samples, "Probabilities": probs}
+
+
+@lowering("sampled_softmax_with_cross_entropy_grad")
+def _sampled_softmax_grad(c, **kw):
+    """The vjp at the forward's own samples (a fresh draw would differ)."""
+    samples, probs, num_true = kw["Samples"], kw["Probabilities"], kw["Labels"].shape[1]
+    _, vjp = jax.vjp(lambda x: _sampled_loss(x, samples, probs, num_true,
+                                             c["remove_accidental_hits"]), kw["Logits"])
+    return {"Logits@GRAD": vjp(kw["Loss@GRAD"])[0]}
