@@ -5,6 +5,18 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from losses_more_reference import (
+    _sigmoid,
+    bilinear_ref,
+    ctc_ref,
+    focal_ref,
+    focus_ref,
+    hsigmoid_ref,
+    levenshtein,
+    npair_ref,
+    sampled_ref,
+    teacher_student_ref,
+)
 
 import graphc
 import graphc.fluid as fluid
@@ -24,23 +36,6 @@ def _both(fetch, feed):
     return jitted, interp
 
 
-def _sigmoid(x):
-    return 1 / (1 + np.exp(-x))
-
-
-def focal_ref(x, label, fg, gamma, alpha):
-    out = np.zeros_like(x)
-    p = _sigmoid(x)
-    for i in range(x.shape[0]):
-        for d in range(x.shape[1]):
-            g = label[i, 0]
-            if g == d + 1:
-                out[i, d] = -alpha * (1 - p[i, d]) ** gamma * np.log(p[i, d]) / max(fg, 1)
-            elif g != -1:
-                out[i, d] = -(1 - alpha) * p[i, d] ** gamma * np.log(1 - p[i, d]) / max(fg, 1)
-    return out
-
-
 @pytest.mark.parametrize("fg", [0, 3])
 def test_sigmoid_focal_loss(fg):
     rng = np.random.default_rng(0)
@@ -54,18 +49,6 @@ def test_sigmoid_focal_loss(fg):
     for got in _both([out], {"x": xv, "l": lv, "fg": np.array([fg], "int32")}):
         np.testing.assert_allclose(got[0], ref, rtol=1e-5, atol=1e-7)
     assert np.all(ref[2] == 0)  # an ignored row
-
-
-def teacher_student_ref(x, label):
-    def ce(z):
-        return max(x, 0) - x * z + np.log1p(np.exp(-abs(x)))
-    if label < -1:
-        return ce(0)
-    if label < 0:
-        return ce(1)
-    if label < 1:
-        return ce(0) + ce(label)
-    return ce(1) + ce(label - 1)
 
 
 def test_teacher_student_sigmoid_loss():
@@ -107,17 +90,6 @@ def test_center_loss_trains_only_through_x():
     assert params == []  # the centers move by the op's own rule, never by an optimizer
 
 
-def npair_ref(a, p, labels, l2_reg):
-    same = (labels[:, None] == labels[None, :]).astype(float)
-    target = same / same.sum(1, keepdims=True)
-    logits = a @ p.T
-    logits = logits - logits.max(1, keepdims=True)
-    logsm = logits - np.log(np.exp(logits).sum(1, keepdims=True))
-    ce = -(target * logsm).sum(1)
-    l2 = ((a ** 2).sum(1).mean() + (p ** 2).sum(1).mean()) * 0.25 * l2_reg
-    return l2 + ce.mean()
-
-
 def test_npair_loss():
     rng = np.random.default_rng(2)
     av, pv = rng.standard_normal((2, 5, 4)).astype("float32")
@@ -142,15 +114,6 @@ def test_mean_iou():
         np.testing.assert_allclose(got[0], [iou.mean()], rtol=1e-6)
         np.testing.assert_array_equal(got[1], wrong)
         np.testing.assert_array_equal(got[2], correct)
-
-
-def levenshtein(a, b):
-    d = np.arange(len(b) + 1, dtype=float)
-    for i, x in enumerate(a, 1):
-        prev, d[0] = d.copy(), i
-        for j, y in enumerate(b, 1):
-            d[j] = min(prev[j] + 1, d[j - 1] + 1, prev[j - 1] + (x != y))
-    return d[len(b)]
 
 
 @pytest.mark.parametrize("normalized, ignored", [(False, None), (True, [9]), (True, None)])
@@ -201,28 +164,6 @@ def test_fluid_spelling():
                  "sampled_softmax_with_cross_entropy"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__
-
-
-def ctc_ref(logits, label, blank):
-    """-log p(label | softmax(logits)) by the forward algorithm in probability space."""
-    e = np.exp(logits - logits.max(1, keepdims=True))
-    prob = e / e.sum(1, keepdims=True)
-    ext = [blank]
-    for tok in label:
-        ext += [tok, blank]
-    alpha = np.zeros(len(ext))
-    alpha[0] = prob[0, blank]
-    if len(ext) > 1:
-        alpha[1] = prob[0, ext[1]]
-    for t in range(1, len(prob)):
-        new = np.zeros_like(alpha)
-        for s in range(len(ext)):
-            v = alpha[s] + (alpha[s - 1] if s >= 1 else 0)
-            if s >= 2 and ext[s] != blank and ext[s] != ext[s - 2]:
-                v += alpha[s - 2]
-            new[s] = v * prob[t, ext[s]]
-        alpha = new
-    return -np.log(alpha[-1] + (alpha[-2] if len(ext) > 1 else 0))
 
 
 CTC_SEQS = [([2, 1, 1], 6), ([3], 4), ([], 3), ([1, 2], 5)]  # (label, T): repeats, an empty
@@ -299,22 +240,6 @@ def test_ctc_greedy_decoder_lod_is_refused_with_the_padded_form():
         layers.ctc_greedy_decoder(graphc.data("x", [-1, 4], lod_level=1), 0)
 
 
-def hsigmoid_ref(x, w, b, label, num_classes, table=None, code=None):
-    out = np.zeros((len(x), 1))
-    width = table.shape[1] if table is not None else max((num_classes - 1).bit_length(), 1)
-    for i in range(len(x)):
-        c = int(label[i]) + num_classes
-        for j in range(width):
-            if table is None:
-                on, idx, bit = j < c.bit_length() - 1, (c >> (j + 1)) - 1, (c >> j) & 1
-            else:
-                on = bool(np.all(table[i, :j + 1] >= 0))
-                idx, bit = table[i, j], code[i, j]
-            pre = np.clip(w[idx] @ x[i] + b[idx, 0], -40, 40) if on else 0.0
-            out[i, 0] += np.log1p(np.exp(pre)) - (bit * pre if on else 0)  # Paddle's log 2
-    return out
-
-
 @pytest.mark.parametrize("custom", [False, True])
 def test_hsigmoid(custom):
     rng = np.random.default_rng(5)
@@ -368,22 +293,6 @@ def test_fsp_matrix_and_position_encoding():
     for got in _both([fm, pe], {"a": a, "b": b, "s": s}):
         np.testing.assert_allclose(got[0], np.einsum("nahw,nbhw->nab", a, b) / 12, rtol=1e-9)
         np.testing.assert_allclose(got[1], ref_pe, rtol=1e-9)
-
-
-def bilinear_ref(x, grid):
-    n, c, h, w = x.shape
-    out = np.zeros((n, c, *grid.shape[1:3]))
-    for i in range(n):
-        for p in range(grid.shape[1]):
-            for q in range(grid.shape[2]):
-                gx = (grid[i, p, q, 0] + 1) * (w - 1) / 2
-                gy = (grid[i, p, q, 1] + 1) * (h - 1) / 2
-                x0, y0 = int(np.floor(gx)), int(np.floor(gy))
-                for xi, yi in ((x0, y0), (x0 + 1, y0), (x0, y0 + 1), (x0 + 1, y0 + 1)):
-                    if 0 <= xi < w and 0 <= yi < h:
-                        out[i, :, p, q] += x[i, :, yi, xi] * (1 - abs(gx - xi)) * (
-                            1 - abs(gy - yi))
-    return out
 
 
 def test_affine_grid_and_grid_sampler():
@@ -451,22 +360,6 @@ def test_random_crop_takes_a_window_per_instance():
     assert len(seen) > 1  # offsets vary over instances and steps
 
 
-def focus_ref(x, axis, indexes):
-    moved = np.moveaxis(x, axis, 1)
-    mask = np.zeros((moved.shape[0], *moved.shape[2:]), bool)
-    for n in range(moved.shape[0]):
-        for i in indexes:
-            m = moved[n, i]
-            used_r, used_c = set(), set()
-            for k in np.argsort(-m.reshape(-1), kind="stable"):
-                r, c = divmod(int(k), m.shape[1])
-                if r not in used_r and c not in used_c:
-                    used_r.add(r)
-                    used_c.add(c)
-                    mask[n, r, c] = True
-    return np.moveaxis(np.broadcast_to(mask[:, None], moved.shape), 1, axis).astype(x.dtype)
-
-
 @pytest.mark.parametrize("axis, indexes", [(1, [0]), (2, [1, 2]), (3, [0, 3])])
 def test_similarity_focus(axis, indexes):
     xv = np.random.default_rng(10).permutation(2 * 3 * 4 * 4).reshape(2, 3, 4, 4)
@@ -474,17 +367,6 @@ def test_similarity_focus(axis, indexes):
     out = layers.similarity_focus(graphc.data("x", [-1, 3, 4, 4]), axis, indexes)
     for got in _both([out], {"x": xv}):
         np.testing.assert_array_equal(got[0], focus_ref(xv, axis, indexes))
-
-
-def sampled_ref(logits, samples, probs, num_true, remove):
-    picked = np.take_along_axis(logits, samples, 1) - np.log(probs)
-    for i in range(len(picked)):
-        for j in range(num_true, samples.shape[1]):
-            if remove and samples[i, j] in samples[i, :num_true]:
-                picked[i, j] -= 1e20
-    picked = picked - picked.max(1, keepdims=True)
-    logp = picked - np.log(np.exp(picked).sum(1, keepdims=True))
-    return -logp[:, :num_true].sum(1, keepdims=True) / num_true
 
 
 @pytest.mark.parametrize("num_true", [1, 2])
