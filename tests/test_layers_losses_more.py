@@ -1,5 +1,5 @@
-"""issue 24's further losses and metrics (graphc/ops/loss_more): NumPy references of Paddle
-1.8's semantics on the jitted step and the interpreter, center updates, padded and LoD inputs."""
+"""issue 24's further losses, metrics and nn layers (graphc/ops/loss_more, graphc/ops/nn_extra):
+NumPy references of Paddle 1.8's semantics on the jitted step and the interpreter, and more."""
 
 from __future__ import annotations
 
