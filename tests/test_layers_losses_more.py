@@ -314,8 +314,28 @@ def test_affine_grid_and_grid_sampler():
 def test_nn_extra_refusals():
     with pytest.raises(ProgramError, match="data-dependent"):
         layers.affine_grid(graphc.data("th", [-1, 2, 3]), graphc.data("shp", [4], "int32"))
-    with pytest.raises(ProgramError, match="LoD input is not supported"):
-        layers.row_conv(graphc.data("x", [-1, 3], lod_level=1), 2)
+
+
+def test_row_conv_and_position_encoding_per_lod_sequence():
+    rng = np.random.default_rng(13)
+    tokens = rng.standard_normal((7, 4))
+    x = graphc.data("x", [-1, 4], "float64", lod_level=1)
+    rc = layers.row_conv(x, 1, fluid.ParamAttr(name="rw"))
+    pe = layers.add_position_encoding(x, 1.0, 1.0)
+    assert rc.lod_level == 1 and pe.lod_level == 1
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    got_rc, got_pe, w = exe.run(feed={"x": create_lod_tensor(tokens, [[3, 4]])},
+                                fetch_list=[rc, pe, "rw"], return_numpy=False)
+    w = np.asarray(w)
+    ref_rc, ref_pe = [], []
+    for seq in (tokens[:3], tokens[3:]):
+        nxt = np.concatenate([seq[1:], np.zeros((1, 4))])  # a sequence's lookahead stops at its end
+        ref_rc.append(seq * w[0] + nxt * w[1])
+        pos = np.arange(len(seq))[:, None] / 10000.0 ** (np.arange(2)[None, :] / 1)
+        ref_pe.append(seq + np.concatenate([np.sin(pos), np.cos(pos)], 1))
+    np.testing.assert_allclose(np.asarray(got_rc), np.concatenate(ref_rc), rtol=1e-9)
+    np.testing.assert_allclose(np.asarray(got_pe), np.concatenate(ref_pe), rtol=1e-9)
 
 
 @pytest.mark.parametrize("sampler", ["uniform", "log_uniform", "custom_dist"])

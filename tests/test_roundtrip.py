@@ -1041,6 +1041,9 @@ LOSS_MORE_CASES = {
         _x((-1, 4)), _ids("l", (-1, 1)), 6, path_table=_ids("t", (-1, 3)),
         path_code=_ids("c", (-1, 3)), is_custom=True, bias_attr=False),
     "row_conv": lambda: layers.row_conv(_x((-1, 5, 4)), 2, act="relu"),
+    "row_conv-lod": lambda: layers.row_conv(_ids("x", (-1, 4), "float32", 1), 1),
+    "add_position_encoding-lod": lambda: layers.add_position_encoding(
+        _ids("x", (-1, 4), "float32", 1), 1.0, 0.5),
     "fsp_matrix": lambda: layers.fsp_matrix(image(), image(name="img2")),
     "add_position_encoding": lambda: layers.add_position_encoding(_x((-1, 3, 4)), 1.0, 0.5),
     "affine_grid": lambda: layers.affine_grid(_x((-1, 2, 3)), [2, 1, 5, 6]),

@@ -8,11 +8,19 @@ from ..ir.program import Variable
 from .helper import LayerHelper, check_variable
 
 
-def _dense(layer, arg, x):
+def _lod_padded(layer, arg, x, build):
+    """``build`` on x; a LoD x is padded per sequence first and unpadded after, so each
+    sequence is treated alone (its steps past its end are zeros, its positions restart)."""
     check_variable(layer, arg, x)
-    if getattr(x, "lod_level", 0):
-        raise ProgramError(f"{layer}: a LoD {arg} is not supported yet; pad it "
-                           f"(layers.sequence_pad) and pass the padded [N, T, D] tensor")
+    if not getattr(x, "lod_level", 0):
+        return build(x)
+    if x.lod_level != 1 or len(x.shape) != 2:
+        raise ProgramError(f"{layer}: a LoD {arg} must be [T, D] with one LoD level, got "
+                           f"{list(x.shape)} at LoD level {x.lod_level}")
+    from .sequence import sequence_pad, sequence_unpad
+    from .tensor import fill_constant
+    padded, length = sequence_pad(x, fill_constant([1], x.dtype, 0.0))
+    return sequence_unpad(build(padded), length)
 
 
 def _op(layer, op_type, inputs, attrs, dtype, slot="Out", name=None):
@@ -52,18 +60,22 @@ def hsigmoid(input, label, num_classes, param_attr=None, bias_attr=None, name=No
 
 
 def row_conv(input, future_context_size, param_attr=None, act=None):
-    """Lookahead convolution over the time steps of padded [N, T, D] (or one [T, D] sequence);
-    the filter [future_context_size + 1, D] is a parameter."""
-    _dense("row_conv", "input", input)
+    """Lookahead convolution over the time steps of each sequence of a LoD [T, D] input, or of
+    padded [N, T, D]; the filter [future_context_size + 1, D] is a parameter."""
+    check_variable("row_conv", "input", input)
     if input.shape[-1] < 0:
         raise ProgramError(f"row_conv: the feature size of input {list(input.shape)} must be "
                            f"known")
     helper = LayerHelper("row_conv")
     filt = helper.create_parameter(param_attr, [future_context_size + 1, input.shape[-1]],
                                    input.dtype)
-    out = helper.create_variable_for_type_inference(input.dtype)
-    helper.append_op("row_conv", {"X": input, "Filter": filt}, {"Out": out})
-    return helper.append_activation(out, act)
+
+    def build(x):
+        out = helper.create_variable_for_type_inference(x.dtype)
+        helper.append_op("row_conv", {"X": x, "Filter": filt}, {"Out": out})
+        return out
+
+    return helper.append_activation(_lod_padded("row_conv", "input", input, build), act)
 
 
 def fsp_matrix(x, y):
@@ -74,10 +86,11 @@ def fsp_matrix(x, y):
 
 
 def add_position_encoding(input, alpha, beta, name=None):
-    """alpha * input + beta * the sinusoidal position encoding, for padded [N, T, D]."""
-    _dense("add_position_encoding", "input", input)
-    return _op("add_position_encoding", "add_position_encoding", {"X": input},
-               {"alpha": float(alpha), "beta": float(beta)}, input.dtype, name=name)
+    """alpha * input + beta * the sinusoidal position encoding, for padded [N, T, D] or a LoD
+    [T, D] input (positions counted from each sequence's start)."""
+    return _lod_padded("add_position_encoding", "input", input, lambda x: _op(
+        "add_position_encoding", "add_position_encoding", {"X": x},
+        {"alpha": float(alpha), "beta": float(beta)}, x.dtype, name=name))
 
 
 def affine_grid(theta, out_shape, name=None):
