@@ -112,7 +112,7 @@ def grid_sampler(x, grid, name=None):
                name)
 
 
-_SAMPLERS = {"uniform": 0, "log_uniform": 1, "custom_dist": 2}
+_SAMPLERS = ("uniform", "log_uniform", "custom_dist")  # the op's sampler attribute: the index
 
 
 def nce(input, label, num_total_classes, sample_weight=None, param_attr=None, bias_attr=None,
@@ -123,7 +123,7 @@ def nce(input, label, num_total_classes, sample_weight=None, param_attr=None, bi
     check_variable("nce", "input", input)
     check_variable("nce", "label", label)
     if sampler not in _SAMPLERS:
-        raise ProgramError(f"nce: sampler must be one of {sorted(_SAMPLERS)}, got {sampler!r}")
+        raise ProgramError(f"nce: sampler must be one of {list(_SAMPLERS)}, got {sampler!r}")
     if (sampler == "custom_dist") != (custom_dist is not None):
         raise ProgramError("nce: custom_dist is given with sampler='custom_dist', and only then")
     if input.shape[1] < 0:
@@ -153,7 +153,7 @@ def nce(input, label, num_total_classes, sample_weight=None, param_attr=None, bi
     helper.append_op("nce", inputs,
                      {"Cost": cost, "SampleLogits": logits, "SampleLabels": labels},
                      {"num_total_classes": int(num_total_classes),
-                      "num_neg_samples": num_neg_samples, "sampler": _SAMPLERS[sampler],
+                      "num_neg_samples": num_neg_samples, "sampler": _SAMPLERS.index(sampler),
                       "seed": int(seed), "is_sparse": bool(is_sparse)})
     from .math import scale
     return scale(cost, 1.0 / (num_neg_samples + 1))
