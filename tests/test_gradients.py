@@ -1656,3 +1656,101 @@ def dynamic_rnn_lod(c):
              "w": create_lod_tensor(c.randn(6, 2), [lengths])}
     state = c._default_state(graphc.lower(c.program))
     lod_grad_check(c.program, loss, feeds, ["x"], c.rng, state=state)
+
+
+# -- issue 24: losses ---------------------------------------------------------------------------
+@grad_case("sigmoid_focal_loss", params=[{"gamma": 2.0}, {"gamma": 0.5}])
+def loss_sigmoid_focal(c, gamma):
+    label = c.data("label", [[0], [2], [-1], [3]], grad=False, dtype="int32")
+    fg = c.data("fg", [2], grad=False, dtype="int32")
+    return layers.sigmoid_focal_loss(c.data("x", c.randn(4, 3)), label, fg, gamma=gamma)
+
+
+@grad_case("teacher_student_sigmoid_loss")
+def loss_teacher_student(c):
+    label = c.data("label", [[-2.0], [-0.5], [0.3], [1.6]], grad=False)
+    return layers.teacher_student_sigmoid_loss(c.data("x", c.randn(4, 1)), label)
+
+
+@grad_case("center_loss")
+def loss_center(c):
+    # no update: the centers (state) would move between the finite-difference runs
+    label = c.data("label", [[0], [2], [0]], grad=False, dtype="int64")
+    return layers.center_loss(c.data("x", c.randn(3, 4)), label, 3, 0.5, None,
+                              update_center=False)
+
+
+@grad_case("npair_loss")
+def loss_npair(c):
+    labels = c.data("labels", [1, 2, 1, 3], grad=False, dtype="int64")
+    return layers.npair_loss(c.data("a", c.randn(4, 3)), c.data("p", c.randn(4, 3)), labels,
+                             l2_reg=0.1)
+
+
+# norm_by_times scales the gradient alone, so finite differences of the loss cannot check it:
+# tests/test_layers_losses_more.py compares it with the scaled differences
+@grad_case("warpctc", params=[{"norm_by_times": False}])
+def loss_warpctc(c, norm_by_times):
+    label = c.data("label", [[1, 2, 0], [2, 2, 1]], grad=False, dtype="int32")
+    return layers.warpctc(c.data("x", c.randn(6, 2, 3)), label, norm_by_times=norm_by_times,
+                          input_length=c.data("xl", [5, 6], grad=False, dtype="int64"),
+                          label_length=c.data("ll", [2, 3], grad=False, dtype="int64"))
+
+
+@grad_case("hierarchical_sigmoid", params=[{"custom": False}, {"custom": True}])
+def nn_hsigmoid(c, custom):
+    kw = {}
+    if custom:
+        kw = {"path_table": c.data("t", [[0, 2, -1], [1, 3, 4]], grad=False, dtype="int64"),
+              "path_code": c.data("c", [[1, 0, 0], [0, 1, 1]], grad=False, dtype="int64"),
+              "is_custom": True}
+    label = c.data("label", [[1], [4]], grad=False, dtype="int64")
+    return layers.hsigmoid(c.data("x", c.randn(2, 3)), label, 5, **kw)
+
+
+@grad_case("row_conv")
+def nn_row_conv(c):
+    return layers.row_conv(c.data("x", c.randn(2, 4, 3)), 2)
+
+
+@grad_case("fsp_matrix", "add_position_encoding")
+def nn_fsp_position(c):
+    return [layers.fsp_matrix(c.data("a", c.randn(2, 2, 3, 3)), c.data("b", c.randn(2, 3, 3, 3))),
+            layers.add_position_encoding(c.data("s", c.randn(2, 3, 4)), 0.7, 1.5)]
+
+
+@grad_case("affine_grid", "grid_sampler")
+def nn_affine_grid_sampler(c):
+    theta = c.data("theta", [[[0.9, 0.1, 0.05], [-0.2, 0.8, 0.1]]] * 2)
+    grid = layers.affine_grid(theta, [2, 2, 3, 3])
+    # grid points off the pixel lines: bilinear weights are smooth there
+    return layers.grid_sampler(c.data("x", c.randn(2, 2, 4, 5)), grid)
+
+
+@grad_case("nce", params=[{"bias": True}, {"bias": False}])
+def nn_nce(c, bias):
+    # fixed negatives (Paddle's custom_neg_classes attribute): no fresh draw between runs
+    block = c.program.global_block()
+    ins = {"Input": c.data("x", c.randn(3, 4)), "Weight": c.data("w", c.randn(6, 4)),
+           "Label": c.data("label", [[1], [4], [0]], grad=False, dtype="int64"),
+           "SampleWeight": c.data("sw", [[1.0], [0.5], [2.0]], grad=False)}
+    if bias:
+        ins["Bias"] = c.data("b", c.randn(6, 1))
+    outs = {"Cost": block.create_var("cost", None, "float64"),
+            "SampleLogits": block.create_var("so", None, "float64"),
+            "SampleLabels": block.create_var("sl", None, "int64")}
+    block.append_op("nce", ins, outs, {"num_total_classes": 6, "sampler": 1,
+                                       "custom_neg_classes": [2, 5, 3]})
+    return outs["Cost"]
+
+
+@grad_case("sampled_softmax_with_cross_entropy")
+def loss_sampled_softmax(c):
+    # given samples (use_customized_samples): no fresh draw between the runs
+    samples = c.data("s", [[2, 0, 5, 2], [4, 1, 3, 0], [0, 0, 1, 2]], grad=False,
+                     dtype="int64")
+    return layers.sampled_softmax_with_cross_entropy(
+        c.data("x", c.randn(3, 6)), c.data("l", [[2], [4], [0]], grad=False, dtype="int64"), 3,
+        use_customized_samples=True, customized_samples=samples,
+        customized_probabilities=c.data("p", c.uniform(0.2, 0.9, 3, 4), grad=False))
+# -- end issue 24: losses

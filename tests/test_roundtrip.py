@@ -1006,3 +1006,60 @@ case("DynamicRNN")(_dynamic_rnn)  # test_every_layer_function_has_a_case reads C
 
 def test_dynamic_rnn_round_trips():
     test_layer_round_trips("DynamicRNN")
+
+
+# -- issue 24: losses ---------------------------------------------------------------------------
+def _ids(name, shape=(-1, 6), dtype="int64", lod_level=0):
+    return graphc.data(name, list(shape), dtype, lod_level=lod_level)
+
+
+LOSS_MORE_CASES = {
+    "sigmoid_focal_loss": lambda: layers.sigmoid_focal_loss(
+        _x((-1, 5)), _ids("label", (-1, 1), "int32"), _ids("fg", (1,), "int32"), gamma=1.5),
+    "teacher_student_sigmoid_loss": lambda: layers.teacher_student_sigmoid_loss(
+        _x((-1, 1)), _x((-1, 1), "label"), soft_max_up_bound=10.0),
+    "center_loss": lambda: layers.center_loss(_x((-1, 4)), _ids("label", (-1, 1)), 5, 0.1,
+                                              None),
+    "npair_loss": lambda: layers.npair_loss(_x((-1, 4)), _x((-1, 4), "p"), _ids("l", (-1,))),
+    "mean_iou": lambda: layers.mean_iou(_ids("p", (-1, 4, 4), "int32"),
+                                        _ids("l", (-1, 4, 4), "int32"), 3),
+    "edit_distance": lambda: layers.edit_distance(
+        _ids("h"), _ids("r", (-1, 4)), ignored_tokens=[0], input_length=_ids("hl", (-1,)),
+        label_length=_ids("rl", (-1,))),
+    "edit_distance-lod": lambda: layers.edit_distance(
+        _ids("h", (-1, 1), lod_level=1), _ids("r", (-1, 1), lod_level=1), normalized=False),
+    "warpctc": lambda: layers.warpctc(_x((7, -1, 5)), _ids("l", (-1, 3), "int32"), blank=4,
+                                      input_length=_ids("xl", (-1,)),
+                                      label_length=_ids("ll", (-1,))),
+    "warpctc-lod": lambda: layers.warpctc(_ids("x", (-1, 5), "float32", 1),
+                                          _ids("l", (-1, 1), "int32", 1),
+                                          norm_by_times=True),
+    "ctc_greedy_decoder": lambda: layers.ctc_greedy_decoder(
+        _x((-1, 7, 5)), 0, input_length=_ids("n", (-1, 1)), padding_value=-1),
+    "hsigmoid": lambda: layers.hsigmoid(_x((-1, 4)), _ids("l", (-1, 1)), 6),
+    "hsigmoid-custom": lambda: layers.hsigmoid(
+        _x((-1, 4)), _ids("l", (-1, 1)), 6, path_table=_ids("t", (-1, 3)),
+        path_code=_ids("c", (-1, 3)), is_custom=True, bias_attr=False),
+    "row_conv": lambda: layers.row_conv(_x((-1, 5, 4)), 2, act="relu"),
+    "row_conv-lod": lambda: layers.row_conv(_ids("x", (-1, 4), "float32", 1), 1),
+    "add_position_encoding-lod": lambda: layers.add_position_encoding(
+        _ids("x", (-1, 4), "float32", 1), 1.0, 0.5),
+    "fsp_matrix": lambda: layers.fsp_matrix(image(), image(name="img2")),
+    "add_position_encoding": lambda: layers.add_position_encoding(_x((-1, 3, 4)), 1.0, 0.5),
+    "affine_grid": lambda: layers.affine_grid(_x((-1, 2, 3)), [2, 1, 5, 6]),
+    "grid_sampler": lambda: layers.grid_sampler(image(), _x((-1, 3, 3, 2), "g")),
+    "nce": lambda: layers.nce(_x((-1, 4)), _ids("l", (-1, 1)), 30, num_neg_samples=4,
+                              sampler="log_uniform", seed=7),
+    "random_crop": lambda: layers.random_crop(image(), [3, 3, 4], seed=2),
+    "sampled_softmax_with_cross_entropy": lambda: layers.sampled_softmax_with_cross_entropy(
+        _x((-1, 20)), _ids("l", (-1, 1)), 5, seed=1),
+    "similarity_focus": lambda: layers.similarity_focus(image(), 2, [0, 3]),
+}
+for _id, _build in LOSS_MORE_CASES.items():
+    case(_id.split("-")[0], _id)(_build)  # test_every_layer_function_has_a_case reads CASES
+
+
+@pytest.mark.parametrize("case_id", sorted(LOSS_MORE_CASES))
+def test_loss_more_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: losses

@@ -1800,3 +1800,106 @@ def test_scan_inferred_types(op_type, ins, attrs, outs):
 ])
 def test_scan_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+
+
+# -- issue 24: losses ---------------------------------------------------------------------------
+def _i32(*shape):
+    return t(*shape, dtype="int32")
+
+
+LOSS_MORE_CASES = [
+    case("sigmoid_focal_loss", {"X": t(-1, 5), "Label": _i32(-1, 1), "FgNum": _i32(1)},
+         {"gamma": 2.0, "alpha": 0.25}, {"Out": t(-1, 5)}),
+    case("teacher_student_sigmoid_loss", {"X": t(-1, 1), "Label": t(-1, 1)}, None,
+         {"Y": t(-1, 1)}),
+    case("center_loss", {"X": t(-1, 4), "Label": i64(-1, 1), "Centers": t(3, 4),
+                         "CenterUpdateRate": t(1)}, {"cluster_num": 3},
+         {"SampleCenterDiff": t(-1, 4), "Loss": t(-1, 1), "CentersOut": t(3, 4)}),
+    case("npair_loss", {"Anchor": t(-1, 6), "Positive": t(-1, 6), "Labels": i64(-1)}, None,
+         {"Out": t(1)}),
+    case("mean_iou", {"Predictions": _i32(-1, 8, 8), "Labels": _i32(-1, 8, 8)},
+         {"num_classes": 4},
+         {"OutMeanIou": t(1), "OutWrong": _i32(4), "OutCorrect": _i32(4)}),
+    case("edit_distance", {"Hyps": i64(-1, 7), "Refs": i64(-1, 5), "HypsLength": i64(-1),
+                           "RefsLength": i64(-1)}, {"normalized": True},
+         {"Out": t(-1, 1), "SequenceNum": i64(1)}),
+    case("warpctc", {"Logits": t(9, -1, 5), "Label": _i32(-1, 4), "LogitsLength": i64(-1),
+                     "LabelLength": i64(-1)}, {"blank": 4}, {"Loss": t(-1, 1)}),
+    case("ctc_align", {"Input": i64(-1, 9), "InputLength": i64(-1, 1)}, {"padding_value": -1},
+         {"Output": i64(-1, 9), "OutputLength": i64(-1, 1)}),
+    case("hierarchical_sigmoid", {"X": t(-1, 4), "W": t(5, 4), "Label": i64(-1, 1),
+                                  "Bias": t(5, 1)}, {"num_classes": 6},
+         {"Out": t(-1, 1), "PreOut": t(-1, 3)}),
+    case("hierarchical_sigmoid", {"X": t(-1, 4), "W": t(6, 4), "Label": i64(-1, 1),
+                                  "PathTable": i64(-1, 5), "PathCode": i64(-1, 5)},
+         {"num_classes": 6}, {"Out": t(-1, 1), "PreOut": t(-1, 5)}, "custom"),
+    case("row_conv", {"X": t(-1, 7, 4), "Filter": t(3, 4)}, None, {"Out": t(-1, 7, 4)}),
+    case("fsp_matrix", {"X": t(-1, 2, 5, 5), "Y": t(-1, 3, 5, 5)}, None, {"Out": t(-1, 2, 3)}),
+    case("add_position_encoding", {"X": t(-1, 7, 8)}, {"alpha": 1.0, "beta": 1.0},
+         {"Out": t(-1, 7, 8)}),
+    case("affine_grid", {"Theta": t(-1, 2, 3)}, {"output_shape": [4, 3, 5, 6]},
+         {"Output": t(-1, 5, 6, 2)}),
+    case("grid_sampler", {"X": t(-1, 3, 8, 8), "Grid": t(-1, 5, 6, 2)}, None,
+         {"Output": t(-1, 3, 5, 6)}),
+    case("nce", {"Input": t(-1, 4), "Label": i64(-1, 2), "Weight": t(20, 4), "Bias": t(20, 1)},
+         {"num_total_classes": 20, "num_neg_samples": 5},
+         {"Cost": t(-1, 1), "SampleLogits": t(-1, 7), "SampleLabels": i64(-1, 7)}),
+    case("sampled_softmax_with_cross_entropy", {"Logits": t(-1, 50), "Labels": i64(-1, 1)},
+         {"num_samples": 8},
+         {"Loss": t(-1, 1), "Samples": i64(-1, 9), "Probabilities": t(-1, 9)}),
+    case("random_crop", {"X": t(-1, 3, 8, 8)}, {"shape": [5, 6]}, {"Out": t(-1, 3, 5, 6)}),
+    case("similarity_focus", {"X": t(-1, 3, 4, 5)}, {"axis": 1, "indexes": [0, 2]},
+         {"Out": t(-1, 3, 4, 5)}),
+]
+CASES.extend(LOSS_MORE_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", LOSS_MORE_CASES)
+def test_loss_more_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs",
+                         [p for p in LOSS_MORE_CASES if has_op_def(grad_op_type(p.values[0]))])
+def test_loss_more_grad_op_types(op_type, ins, attrs, outs):
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+LOSS_MORE_ERRORS = [
+    ("sigmoid_focal_loss", {"X": t(4, 5), "Label": t(4, 1), "FgNum": _i32(1)}, {},
+     "Label must be an integer tensor, got float32"),
+    ("sigmoid_focal_loss", {"X": t(4, 5), "Label": _i32(3, 1), "FgNum": _i32(1)}, {},
+     "Label must be [N, 1] with X's N"),
+    ("teacher_student_sigmoid_loss", {"X": t(4, 2), "Label": t(4, 1)}, {}, "X must be [N, 1]"),
+    ("center_loss", {"X": t(-1, 4), "Label": i64(-1, 1), "Centers": t(3, 5),
+                     "CenterUpdateRate": t(1)}, {"cluster_num": 3}, "Centers must be"),
+    ("npair_loss", {"Anchor": t(2, 6), "Positive": t(2, 5), "Labels": i64(2)}, {},
+     "must both be [N, D]"),
+    ("mean_iou", {"Predictions": _i32(2, 3), "Labels": _i32(2, 4)}, {"num_classes": 2},
+     "must have the same shape"),
+    ("edit_distance", {"Hyps": i64(3, 7), "Refs": i64(2, 5), "HypsLength": i64(3),
+                       "RefsLength": i64(2)}, {}, "same N"),
+    ("edit_distance", {"Hyps": t(3, 7), "Refs": i64(3, 5), "HypsLength": i64(3),
+                       "RefsLength": i64(3)}, {}, "Hyps must be an integer tensor"),
+    ("warpctc", {"Logits": t(9, 2, 5), "Label": _i32(2, 4), "LogitsLength": i64(2),
+                 "LabelLength": i64(2)}, {"blank": 5}, "blank 5 must be in [0, 5)"),
+    ("warpctc", {"Logits": t(2, 5), "Label": _i32(2, 4), "LogitsLength": i64(2),
+                 "LabelLength": i64(2)}, {}, "Logits must be padded [T, N"),
+    ("ctc_align", {"Input": i64(2, 9), "InputLength": i64(3, 1)}, {},
+     "InputLength must be [N, 1]"),
+    ("hierarchical_sigmoid", {"X": t(2, 4), "W": t(5, 3), "Label": i64(2, 1)},
+     {"num_classes": 6}, "W must be [nodes, D=4]"),
+    ("row_conv", {"X": t(2, 7, 4), "Filter": t(3, 5)}, {}, "Filter must be"),
+    ("fsp_matrix", {"X": t(2, 2, 5, 5), "Y": t(2, 3, 4, 5)}, {}, "with the same N, H, W"),
+    ("add_position_encoding", {"X": t(2, 7, 5)}, {"alpha": 1.0, "beta": 1.0}, "an even D"),
+    ("affine_grid", {"Theta": t(2, 3, 3)}, {"output_shape": [2, 1, 4, 4]},
+     "Theta must be [N, 2, 3]"),
+    ("grid_sampler", {"X": t(2, 3, 8, 8), "Grid": t(2, 5, 6, 3)}, {}, "Grid [N, H', W', 2]"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", LOSS_MORE_ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in LOSS_MORE_ERRORS])
+def test_loss_more_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end issue 24: losses

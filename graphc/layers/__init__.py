@@ -61,6 +61,17 @@ from .loss import (
     square_error_cost,
     topk,
 )
+from .loss_more import (  # -- issue 24: losses
+    center_loss,
+    ctc_greedy_decoder,
+    edit_distance,
+    mean_iou,
+    npair_loss,
+    sampled_softmax_with_cross_entropy,
+    sigmoid_focal_loss,
+    teacher_student_sigmoid_loss,
+    warpctc,
+)
 from .manipulation import (
     arange,
     argmax,
@@ -169,6 +180,17 @@ from .math_activation import (  # -- issue 24: math activations
 from .math_op_patch import monkey_patch_variable
 from .metric_op import auc
 from .nn import batch_norm, conv2d, dropout, embedding, fc, layer_norm, pool2d
+from .nn_extra import (  # -- issue 24: losses
+    add_position_encoding,
+    affine_grid,
+    fsp_matrix,
+    grid_sampler,
+    hsigmoid,
+    nce,
+    random_crop,
+    row_conv,
+    similarity_focus,
+)
 
 # -- issue 24: nn layers (conv/pool 3-D and transposed, norms, resize)
 from .nn_misc import bilinear_tensor_product, dice_loss, temporal_shift, unfold
@@ -321,6 +343,29 @@ __all__ += [
     "thresholded_relu",
 ]
 # -- end issue 24: math activations
+
+# -- issue 24: losses
+__all__ += [
+    "center_loss",
+    "ctc_greedy_decoder",
+    "edit_distance",
+    "mean_iou",
+    "npair_loss",
+    "sampled_softmax_with_cross_entropy",
+    "sigmoid_focal_loss",
+    "teacher_student_sigmoid_loss",
+    "warpctc",
+    "add_position_encoding",
+    "affine_grid",
+    "fsp_matrix",
+    "grid_sampler",
+    "hsigmoid",
+    "nce",
+    "random_crop",
+    "row_conv",
+    "similarity_focus",
+]
+# -- end issue 24: losses
 
 
 def __getattr__(name: str):
