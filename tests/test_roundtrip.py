@@ -828,6 +828,36 @@ def test_math_activation_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: math activations
 
+# -- issue 24: detection ----------------------------------------------------------------------
+@case("prior_box")
+def _prior_box():
+    layers.prior_box(image(), image((-1, 3, 24, 24), "im"), [2.0], [4.0], [2.0], flip=True,
+                     clip=True, steps=[4.0, 4.0])
+
+
+@case("box_coder")
+def _box_coder():
+    prior = graphc.data("prior", [5, 4])
+    layers.box_coder(prior, [0.1, 0.1, 0.2, 0.2], graphc.data("t", [-1, 5, 4]),
+                     "decode_center_size")
+
+
+@case("iou_similarity")
+def _iou_similarity():
+    layers.iou_similarity(graphc.data("x", [-1, 4]), graphc.data("y", [5, 4]), False)
+
+
+@case("yolo_box")
+def _yolo_box():
+    layers.yolo_box(image((-1, 14, 3, 3)), graphc.data("size", [-1, 2], "int32"),
+                    [10, 13, 16, 30], 2, 0.01, 32)
+
+
+@pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box"])
+def test_detection_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: detection
+
 
 # -- issue 24: tensor creation and manipulation ------------------------------------------------
 def _img(shape=(-1, 8, 4, 4), name="img"):

@@ -1372,6 +1372,30 @@ def test_math_activation_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end issue 24: math activations
 
+# -- issue 24: detection ----------------------------------------------------------------------
+_PRIOR = {"min_sizes": [2.0, 4.0], "max_sizes": [3.0, 9.0], "aspect_ratios": [2.0, 1.0],
+          "flip": True}
+DETECTION_CASES = [
+    case("prior_box", {"Input": t(-1, 8, 5, 6), "Image": t(-1, 3, 40, 48)}, _PRIOR,
+         {"Boxes": t(5, 6, 8, 4), "Variances": t(5, 6, 8, 4)}),
+    case("prior_box", {"Input": t(2, 8, -1, 6), "Image": t(2, 3, 40, 48)},
+         {"min_sizes": [2.0]}, {"Boxes": t(-1, 6, 1, 4), "Variances": t(-1, 6, 1, 4)},
+         "unknown-height"),
+    case("box_coder", {"PriorBox": t(7, 4), "TargetBox": t(-1, 4)}, None,
+         {"OutputBox": t(-1, 7, 4)}, "encode"),
+    case("box_coder", {"PriorBox": t(7, 4), "PriorBoxVar": t(7, 4), "TargetBox": t(-1, 7, 4)},
+         {"code_type": "decode_center_size"}, {"OutputBox": t(-1, 7, 4)}, "decode"),
+    case("box_coder", {"PriorBox": t(-1, 4), "TargetBox": t(-1, 7, 4)},
+         {"code_type": "decode_center_size", "axis": 1, "variance": [1.0, 1.0, 2.0, 2.0]},
+         {"OutputBox": t(-1, 7, 4)}, "decode-axis1"),
+    case("iou_similarity", {"X": t(-1, 4), "Y": t(5, 4)}, None, {"Out": t(-1, 5)}),
+    case("yolo_box", {"X": t(-1, 14, 3, 4), "ImgSize": t(-1, 2, dtype="int32")},
+         {"anchors": [10, 13, 16, 30], "class_num": 2, "conf_thresh": 0.01,
+          "downsample_ratio": 32}, {"Boxes": t(-1, 24, 4), "Scores": t(-1, 24, 2)}),
+]
+CASES.extend(DETECTION_CASES)  # test_every_op_has_a_case reads CASES when it runs
+# -- end issue 24: detection
+
 
 # -- issue 24: tensor creation and manipulation ------------------------------------------------
 TENSOR_CREATION_CASES = [

@@ -322,6 +322,12 @@ __all__ += [
 ]
 # -- end issue 24: math activations
 
+# -- issue 24: detection
+from .detection import box_coder, iou_similarity, prior_box, yolo_box  # noqa: E402
+
+__all__ += ["box_coder", "iou_similarity", "prior_box", "yolo_box"]
+# -- end issue 24: detection
+
 
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)

@@ -1,0 +1,90 @@
+"""Detection layers of Paddle 1.8 (fluid/layers/detection.py): prior_box, box_coder,
+iou_similarity and yolo_box, emitting Paddle's ops with its attribute names."""
+
+from __future__ import annotations
+
+from ..ir.errors import ProgramError
+from ..ir.program import Variable
+from .helper import LayerHelper, check_variable
+
+
+def _floats(value):
+    if value is None:
+        return []
+    return [float(v) for v in value] if isinstance(value, (list, tuple)) else [float(value)]
+
+
+def prior_box(input, image, min_sizes, max_sizes=None, aspect_ratios=[1.0],  # noqa: B006
+              variance=[0.1, 0.1, 0.2, 0.2], flip=False, clip=False,  # noqa: B006
+              steps=[0.0, 0.0], offset=0.5, name=None,  # noqa: B006
+              min_max_aspect_ratios_order=False):
+    """SSD prior boxes of feature map ``input`` for ``image``: (boxes, variances), each
+    [H, W, num_priors, 4] with coordinates normalised by the image size."""
+    check_variable("prior_box", "input", input)
+    check_variable("prior_box", "image", image)
+    if not isinstance(steps, (list, tuple)) or len(steps) != 2:
+        raise ProgramError(f"prior_box: steps must be [step_w, step_h], got {steps!r}")
+    helper = LayerHelper("prior_box", name)
+    boxes = helper.create_variable_for_type_inference(input.dtype)
+    var = helper.create_variable_for_type_inference(input.dtype)
+    attrs = {"min_sizes": _floats(min_sizes), "max_sizes": _floats(max_sizes),
+             "aspect_ratios": _floats(aspect_ratios), "variances": _floats(variance),
+             "flip": bool(flip), "clip": bool(clip), "step_w": float(steps[0]),
+             "step_h": float(steps[1]), "offset": float(offset),
+             "min_max_aspect_ratios_order": bool(min_max_aspect_ratios_order)}
+    helper.append_op("prior_box", {"Input": input, "Image": image},
+                     {"Boxes": boxes, "Variances": var}, attrs)
+    boxes.stop_gradient = var.stop_gradient = True
+    return boxes, var
+
+
+def box_coder(prior_box, prior_box_var, target_box, code_type="encode_center_size",
+              box_normalized=True, name=None, axis=0):
+    """Encode ``target_box`` [N, 4] against priors [M, 4] into [N, M, 4] offsets, or decode
+    offsets [N, M, 4] back to boxes; the variance is a [M, 4] tensor, 4 floats or None."""
+    check_variable("box_coder", "prior_box", prior_box)
+    check_variable("box_coder", "target_box", target_box)
+    inputs = {"PriorBox": prior_box, "TargetBox": target_box}
+    attrs = {"code_type": code_type, "box_normalized": bool(box_normalized), "axis": int(axis)}
+    if isinstance(prior_box_var, Variable):
+        inputs["PriorBoxVar"] = prior_box_var
+    elif isinstance(prior_box_var, (list, tuple)):
+        attrs["variance"] = _floats(prior_box_var)
+    elif prior_box_var is not None:
+        raise ProgramError("box_coder: prior_box_var must be a Variable, a list of 4 floats "
+                           f"or None, got {type(prior_box_var).__name__}")
+    helper = LayerHelper("box_coder", name)
+    out = helper.create_variable_for_type_inference(target_box.dtype)
+    helper.append_op("box_coder", inputs, {"OutputBox": out}, attrs)
+    return out
+
+
+def iou_similarity(x, y, box_normalized=True, name=None):
+    """Out[i, j] = IoU(x[i], y[j]) of boxes [x1, y1, x2, y2] (+1 on sizes when not
+    normalised); a LoD x keeps its LoD."""
+    check_variable("iou_similarity", "x", x)
+    check_variable("iou_similarity", "y", y)
+    helper = LayerHelper("iou_similarity", name)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    helper.append_op("iou_similarity", {"X": x, "Y": y}, {"Out": out},
+                     {"box_normalized": bool(box_normalized)})
+    return out
+
+
+def yolo_box(x, img_size, anchors, class_num, conf_thresh, downsample_ratio, clip_bbox=True,
+             name=None):
+    """YOLOv3 head ``x`` [N, A*(5+C), H, W] to boxes [N, A*H*W, 4] in image pixels and
+    scores [N, A*H*W, C]; both are zero where the objectness is under conf_thresh."""
+    check_variable("yolo_box", "x", x)
+    check_variable("yolo_box", "img_size", img_size)
+    if not isinstance(anchors, (list, tuple)):
+        raise ProgramError(f"yolo_box: anchors must be a list of ints, got {anchors!r}")
+    helper = LayerHelper("yolo_box", name)
+    boxes = helper.create_variable_for_type_inference(x.dtype)
+    scores = helper.create_variable_for_type_inference(x.dtype)
+    attrs = {"anchors": [int(a) for a in anchors], "class_num": int(class_num),
+             "conf_thresh": float(conf_thresh), "downsample_ratio": int(downsample_ratio),
+             "clip_bbox": bool(clip_bbox)}
+    helper.append_op("yolo_box", {"X": x, "ImgSize": img_size},
+                     {"Boxes": boxes, "Scores": scores}, attrs)
+    return boxes, scores

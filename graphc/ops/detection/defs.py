@@ -1,0 +1,137 @@
+"""prior_box, box_coder, iou_similarity and yolo_box: slots, attributes, shape rules.
+
+All four are NO_GRAD as in Paddle 1.8 (their ops register no gradient maker).
+"""
+
+from __future__ import annotations
+
+from ...ir.opdef import NO_GRAD, register
+from ...ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType
+
+
+def _float(c, slot, rank=None):
+    x = c.x(slot)
+    c.check(x.dtype in FLOAT_DTYPES, f"{slot} must be floating point, got {x.dtype}")
+    if rank is not None:
+        c.check(x.rank == rank, f"{slot} must be {rank}-D, got {list(x.shape)}")
+    return x
+
+
+def _last4(c, slot, x):
+    c.check(x.shape[-1] in (4, -1), f"{slot}'s last dim must be 4, got {list(x.shape)}")
+
+
+def expand_aspect_ratios(ratios, flip):
+    """Paddle's ExpandAspectRatios: 1.0 first, then each new ratio (and 1/ratio if flip)."""
+    out = [1.0]
+    for r in ratios:
+        if any(abs(r - o) < 1e-6 for o in out):
+            continue
+        out.append(float(r))
+        if flip:
+            out.append(1.0 / r)
+    return out
+
+
+def num_priors(c):
+    return (len(expand_aspect_ratios(c["aspect_ratios"], c["flip"])) * len(c["min_sizes"])
+            + len(c["max_sizes"]))
+
+
+def _prior_box(c):
+    x = _float(c, "Input", 4)
+    _float(c, "Image", 4)
+    mins, maxs = c["min_sizes"], c["max_sizes"]
+    c.check(len(mins) > 0 and all(m > 0 for m in mins),
+            f"min_sizes must be positive, got {mins}")
+    c.check(not maxs or len(maxs) == len(mins),
+            f"max_sizes {maxs} must be empty or as long as min_sizes {mins}")
+    c.check(all(mx > mn for mn, mx in zip(mins, maxs)),
+            f"each max_size must exceed its min_size, got {mins} and {maxs}")
+    c.check(len(c["variances"]) == 4, f"variances must have 4 values, got {c['variances']}")
+    shape = (x.shape[2], x.shape[3], num_priors(c), 4)
+    return {"Boxes": TensorType(shape, x.dtype), "Variances": TensorType(shape, x.dtype)}
+
+
+register("prior_box", "Input Image", "Boxes Variances",
+         {"min_sizes": "floats", "max_sizes": ("floats", []),
+          "aspect_ratios": ("floats", [1.0]), "variances": ("floats", [0.1, 0.1, 0.2, 0.2]),
+          "flip": ("bool", True), "clip": ("bool", True), "step_w": ("float", 0.0),
+          "step_h": ("float", 0.0), "offset": ("float", 0.5),
+          "min_max_aspect_ratios_order": ("bool", False)},
+         infer=_prior_box, traits=(NO_GRAD,),
+         doc="SSD prior boxes [H, W, num_priors, 4] of a feature map, and their variances")
+
+
+def _box_coder(c):
+    prior = _float(c, "PriorBox", 2)
+    _last4(c, "PriorBox", prior)
+    target = _float(c, "TargetBox")
+    if c.has("PriorBoxVar"):
+        var = _float(c, "PriorBoxVar", 2)
+        c.check(var.shape[1] in (4, -1), f"PriorBoxVar must be [M, 4], got {list(var.shape)}")
+    c.check(not (c.has("PriorBoxVar") and c["variance"]),
+            "give the variance as the PriorBoxVar input or the variance attribute, not both")
+    c.check(not c["variance"] or len(c["variance"]) == 4,
+            f"variance must have 4 values, got {c['variance']}")
+    code = c["code_type"]
+    if code == "encode_center_size":
+        c.check(target.rank == 2, f"TargetBox must be 2-D to encode, got {list(target.shape)}")
+        _last4(c, "TargetBox", target)
+        return {"OutputBox": TensorType((target.shape[0], prior.shape[0], 4), target.dtype)}
+    c.check(code == "decode_center_size",
+            f"code_type must be encode_center_size or decode_center_size, got {code!r}")
+    c.check(target.rank == 3, f"TargetBox must be 3-D to decode, got {list(target.shape)}")
+    _last4(c, "TargetBox", target)
+    c.check(c["axis"] in (0, 1), f"axis must be 0 or 1, got {c['axis']}")
+    along = target.shape[1 - c["axis"]]
+    c.check(along < 0 or prior.shape[0] < 0 or along == prior.shape[0],
+            f"PriorBox has {prior.shape[0]} boxes but TargetBox {list(target.shape)} has "
+            f"{along} along axis {1 - c['axis']}")
+    return {"OutputBox": TensorType(target.shape, target.dtype)}
+
+
+register("box_coder", "PriorBox PriorBoxVar? TargetBox", "OutputBox",
+         {"code_type": ("str", "encode_center_size"), "box_normalized": ("bool", True),
+          "axis": ("int", 0), "variance": ("floats", [])},
+         infer=_box_coder, traits=(NO_GRAD,), lod_inputs=("TargetBox",),
+         doc="encode boxes against priors (center-size offsets) or decode offsets to boxes")
+
+
+def _iou_similarity(c):
+    x, y = _float(c, "X", 2), _float(c, "Y", 2)
+    _last4(c, "X", x)
+    _last4(c, "Y", y)
+    return {"Out": TensorType((x.shape[0], y.shape[0]), x.dtype)}
+
+
+register("iou_similarity", "X Y", "Out", {"box_normalized": ("bool", True)},
+         infer=_iou_similarity, traits=(NO_GRAD,), lod_inputs=("X",),
+         doc="Out[i, j] = IoU of box X[i] and box Y[j]")
+
+
+def _yolo_box(c):
+    x, size = _float(c, "X", 4), c.x("ImgSize")
+    c.check(size.dtype in INT_DTYPES and size.rank == 2 and size.shape[1] in (2, -1),
+            f"ImgSize must be an integer [N, 2], got {size.dtype}{list(size.shape)}")
+    anchors, classes = c["anchors"], c["class_num"]
+    c.check(len(anchors) > 0 and len(anchors) % 2 == 0,
+            f"anchors must be (width, height) pairs, got {anchors}")
+    c.check(classes > 0, f"class_num must be positive, got {classes}")
+    c.check(c["downsample_ratio"] > 0,
+            f"downsample_ratio must be positive, got {c['downsample_ratio']}")
+    an = len(anchors) // 2
+    c.check(x.shape[1] < 0 or x.shape[1] == an * (5 + classes),
+            f"X's channels must be {an} anchors * (5 + {classes}), got {list(x.shape)}")
+    h, w = x.shape[2], x.shape[3]
+    boxes = -1 if h < 0 or w < 0 else an * h * w
+    return {"Boxes": TensorType((x.shape[0], boxes, 4), x.dtype),
+            "Scores": TensorType((x.shape[0], boxes, classes), x.dtype)}
+
+
+register("yolo_box", "X ImgSize", "Boxes Scores",
+         {"anchors": "ints", "class_num": "int", "conf_thresh": "float",
+          "downsample_ratio": "int", "clip_bbox": ("bool", True)},
+         infer=_yolo_box, traits=(NO_GRAD,),
+         doc="YOLOv3 boxes and per-class scores of a head's output (scores zero under "
+             "conf_thresh)")

@@ -1,0 +1,133 @@
+"""Lowering rules for the detection ops: prior boxes are constants computed with NumPy at
+trace time (they depend on shapes and attributes only); the others are jnp arithmetic."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ...backends.lowering import lowering
+from .defs import expand_aspect_ratios
+
+
+def _prior_halves(c):
+    """(half width, half height) of each prior of one cell, in Paddle's order."""
+    ratios = expand_aspect_ratios(c["aspect_ratios"], c["flip"])
+    maxs = c["max_sizes"]
+    out = []
+    for s, mn in enumerate(c["min_sizes"]):
+        big = [(np.sqrt(mn * maxs[s]) / 2,) * 2] if maxs else []
+        shaped = [(mn * np.sqrt(r) / 2, mn / np.sqrt(r) / 2) for r in ratios]
+        if c["min_max_aspect_ratios_order"]:
+            # min-size square, max-size square, then the other ratios
+            rest = [hw for r, hw in zip(ratios, shaped) if abs(r - 1.0) >= 1e-6]
+            out += [(mn / 2, mn / 2)] + big + rest
+        else:
+            out += shaped + big
+    return np.array(out, np.float64)
+
+
+@lowering("prior_box")
+def _prior_box(c, Input, Image):
+    fh, fw = Input.shape[2], Input.shape[3]
+    ih, iw = Image.shape[2], Image.shape[3]
+    sw = c["step_w"] or iw / fw
+    sh = c["step_h"] or ih / fh
+    cx = (np.arange(fw) + c["offset"]) * sw
+    cy = (np.arange(fh) + c["offset"]) * sh
+    halves = _prior_halves(c)
+    hw, hh = halves[:, 0], halves[:, 1]
+    cx = cx[None, :, None]
+    cy = cy[:, None, None]
+    boxes = np.stack(np.broadcast_arrays((cx - hw) / iw, (cy - hh) / ih,
+                                         (cx + hw) / iw, (cy + hh) / ih), axis=-1)
+    if c["clip"]:
+        boxes = np.clip(boxes, 0.0, 1.0)
+    var = np.broadcast_to(np.array(c["variances"]), boxes.shape)
+    dtype = Input.dtype
+    return {"Boxes": jnp.asarray(boxes, dtype), "Variances": jnp.asarray(var, dtype)}
+
+
+def _center_size(box, norm):
+    w = box[..., 2] - box[..., 0] + norm
+    h = box[..., 3] - box[..., 1] + norm
+    return box[..., 0] + w / 2, box[..., 1] + h / 2, w, h
+
+
+@lowering("box_coder")
+def _box_coder(c, PriorBox, PriorBoxVar, TargetBox):
+    norm = 0.0 if c["box_normalized"] else 1.0
+    if PriorBoxVar is not None:
+        var = PriorBoxVar
+    elif c["variance"]:
+        var = jnp.asarray(c["variance"], PriorBox.dtype)[None, :]
+    else:
+        var = jnp.ones((1, 4), PriorBox.dtype)
+    pcx, pcy, pw, ph = _center_size(PriorBox, norm)
+    if c["code_type"] == "encode_center_size":
+        # target centres and sizes use no `norm` offset for the centre (Paddle's kernel)
+        t = TargetBox[:, None, :]
+        tcx = (t[..., 0] + t[..., 2]) / 2
+        tcy = (t[..., 1] + t[..., 3]) / 2
+        tw = t[..., 2] - t[..., 0] + norm
+        th = t[..., 3] - t[..., 1] + norm
+        out = jnp.stack([(tcx - pcx) / pw, (tcy - pcy) / ph,
+                         jnp.log(jnp.abs(tw / pw)), jnp.log(jnp.abs(th / ph))], axis=-1)
+        return {"OutputBox": out / var[None, :, :]}
+    # decode: priors run along TargetBox's axis 1 (axis=0) or axis 0 (axis=1)
+    expand = (lambda a: a[None, :]) if c["axis"] == 0 else (lambda a: a[:, None])
+    pcx, pcy, pw, ph = expand(pcx), expand(pcy), expand(pw), expand(ph)
+    v = var[None, :, :] if var.shape[0] == 1 else (var[None] if c["axis"] == 0
+                                                   else var[:, None])
+    t = TargetBox
+    cx = v[..., 0] * t[..., 0] * pw + pcx
+    cy = v[..., 1] * t[..., 1] * ph + pcy
+    w = jnp.exp(v[..., 2] * t[..., 2]) * pw
+    h = jnp.exp(v[..., 3] * t[..., 3]) * ph
+    out = jnp.stack([cx - w / 2, cy - h / 2, cx + w / 2 - norm, cy + h / 2 - norm], axis=-1)
+    return {"OutputBox": out}
+
+
+@lowering("iou_similarity")
+def _iou_similarity(c, X, Y):
+    norm = 0.0 if c["box_normalized"] else 1.0
+    x, y = X[:, None, :], Y[None, :, :]
+    ax = (x[..., 2] - x[..., 0] + norm) * (x[..., 3] - x[..., 1] + norm)
+    ay = (y[..., 2] - y[..., 0] + norm) * (y[..., 3] - y[..., 1] + norm)
+    iw = jnp.maximum(jnp.minimum(x[..., 2], y[..., 2]) - jnp.maximum(x[..., 0], y[..., 0])
+                     + norm, 0)
+    ih = jnp.maximum(jnp.minimum(x[..., 3], y[..., 3]) - jnp.maximum(x[..., 1], y[..., 1])
+                     + norm, 0)
+    inter = iw * ih
+    return {"Out": inter / (ax + ay - inter)}
+
+
+@lowering("yolo_box")
+def _yolo_box(c, X, ImgSize):
+    n, _, gh, gw = X.shape
+    anchors = np.array(c["anchors"], np.float64).reshape(-1, 2)
+    an, classes = anchors.shape[0], c["class_num"]
+    ds = c["downsample_ratio"]
+    x = X.reshape(n, an, 5 + classes, gh, gw)
+    img_h = ImgSize[:, 0].astype(X.dtype)[:, None, None, None]
+    img_w = ImgSize[:, 1].astype(X.dtype)[:, None, None, None]
+    col = jnp.arange(gw, dtype=X.dtype)[None, None, None, :]
+    row = jnp.arange(gh, dtype=X.dtype)[None, None, :, None]
+    aw = jnp.asarray(anchors[:, 0], X.dtype)[None, :, None, None]
+    ah = jnp.asarray(anchors[:, 1], X.dtype)[None, :, None, None]
+    bx = (col + jax.nn.sigmoid(x[:, :, 0])) * img_w / gw
+    by = (row + jax.nn.sigmoid(x[:, :, 1])) * img_h / gh
+    bw = jnp.exp(x[:, :, 2]) * aw * img_w / (ds * gw)
+    bh = jnp.exp(x[:, :, 3]) * ah * img_h / (ds * gh)
+    x1, y1, x2, y2 = bx - bw / 2, by - bh / 2, bx + bw / 2, by + bh / 2
+    if c["clip_bbox"]:
+        x1, y1 = jnp.maximum(x1, 0), jnp.maximum(y1, 0)
+        x2, y2 = jnp.minimum(x2, img_w - 1), jnp.minimum(y2, img_h - 1)
+    conf = jax.nn.sigmoid(x[:, :, 4])
+    keep = conf >= c["conf_thresh"]
+    boxes = jnp.where(keep[..., None], jnp.stack([x1, y1, x2, y2], axis=-1), 0)
+    scores = jnp.where(keep[:, :, None], conf[:, :, None] * jax.nn.sigmoid(x[:, :, 5:]), 0)
+    # boxes run anchor-major, then rows, then columns
+    return {"Boxes": boxes.reshape(n, -1, 4),
+            "Scores": jnp.moveaxis(scores, 2, -1).reshape(n, -1, classes)}

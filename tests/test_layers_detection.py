@@ -1,0 +1,262 @@
+"""Detection layers (prior_box, box_coder, iou_similarity, yolo_box) against loop-by-loop
+NumPy references of Paddle 1.8's kernels, on the jitted Executor and the interpreter."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import graphc
+import graphc.fluid as fluid
+from graphc import layers
+from graphc.backends.interpreter import run_graph
+from graphc.ir.errors import ShapeError
+
+
+def run_both(feed, fetch):
+    got = graphc.Executor().run(feed=feed, fetch_list=fetch)
+    _, ref = run_graph(graphc.lower(graphc.default_main_program()), {}, feed,
+                       [v.name for v in fetch])
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    return got
+
+
+def prior_box_ref(fh, fw, ih, iw, mins, maxs, ars, var, flip, clip, steps, offset, order):
+    ratios = [1.0]
+    for r in ars:
+        if all(abs(r - o) >= 1e-6 for o in ratios):
+            ratios.append(r)
+            if flip:
+                ratios.append(1 / r)
+    sw = steps[0] or iw / fw
+    sh = steps[1] or ih / fh
+    out = []
+    for h in range(fh):
+        for w in range(fw):
+            cx, cy = (w + offset) * sw, (h + offset) * sh
+            cell = []
+
+            def push(bw, bh, cx=cx, cy=cy, cell=cell):
+                cell.append([(cx - bw) / iw, (cy - bh) / ih, (cx + bw) / iw, (cy + bh) / ih])
+            for s, mn in enumerate(mins):
+                if order:
+                    push(mn / 2, mn / 2)
+                    if maxs:
+                        push(math.sqrt(mn * maxs[s]) / 2, math.sqrt(mn * maxs[s]) / 2)
+                    for r in ratios:
+                        if abs(r - 1) >= 1e-6:
+                            push(mn * math.sqrt(r) / 2, mn / math.sqrt(r) / 2)
+                else:
+                    for r in ratios:
+                        push(mn * math.sqrt(r) / 2, mn / math.sqrt(r) / 2)
+                    if maxs:
+                        push(math.sqrt(mn * maxs[s]) / 2, math.sqrt(mn * maxs[s]) / 2)
+            out.append(cell)
+    boxes = np.array(out).reshape(fh, fw, -1, 4)
+    if clip:
+        boxes = np.clip(boxes, 0, 1)
+    return boxes, np.broadcast_to(np.array(var), boxes.shape)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(min_sizes=[2.0], max_sizes=[5.0], aspect_ratios=[2.0], flip=True, clip=True),
+    dict(min_sizes=[2.0, 4.0], max_sizes=[3.0, 9.0], aspect_ratios=[1.0, 2.0, 0.5],
+         flip=True, min_max_aspect_ratios_order=True),
+    dict(min_sizes=3.0, aspect_ratios=[3.0], steps=[5.0, 2.0], offset=0.2,
+         variance=[0.1, 0.2, 0.3, 0.4]),
+])
+def test_prior_box(kw):
+    x = graphc.data("x", [-1, 3, 2, 3])
+    img = graphc.data("img", [-1, 3, 8, 12])
+    boxes, var = layers.prior_box(x, img, **kw)
+    feed = {"x": np.zeros((2, 3, 2, 3), "float32"), "img": np.zeros((2, 3, 8, 12), "float32")}
+    got_b, got_v = run_both(feed, [boxes, var])
+    mins = kw["min_sizes"] if isinstance(kw["min_sizes"], list) else [kw["min_sizes"]]
+    rb, rv = prior_box_ref(2, 3, 8, 12, mins, kw.get("max_sizes", []),
+                           kw.get("aspect_ratios", [1.0]),
+                           kw.get("variance", [0.1, 0.1, 0.2, 0.2]), kw.get("flip", False),
+                           kw.get("clip", False), kw.get("steps", [0.0, 0.0]),
+                           kw.get("offset", 0.5), kw.get("min_max_aspect_ratios_order", False))
+    assert boxes.shape == rb.shape and boxes.stop_gradient
+    np.testing.assert_allclose(got_b, rb, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got_v, rv, rtol=1e-6)
+
+
+def test_prior_box_bad_max_sizes():
+    x = graphc.data("x", [-1, 3, 2, 3])
+    img = graphc.data("img", [-1, 3, 8, 12])
+    with pytest.raises(ShapeError, match="max_size"):
+        layers.prior_box(x, img, [4.0], [2.0])
+
+
+def coder_ref(prior, var, target, code, norm_flag, axis):
+    norm = 0.0 if norm_flag else 1.0
+    m = prior.shape[0]
+    if code == "encode_center_size":
+        n = target.shape[0]
+        out = np.zeros((n, m, 4))
+        for i in range(n):
+            for j in range(m):
+                pw = prior[j, 2] - prior[j, 0] + norm
+                ph = prior[j, 3] - prior[j, 1] + norm
+                pcx, pcy = prior[j, 0] + pw / 2, prior[j, 1] + ph / 2
+                tcx = (target[i, 0] + target[i, 2]) / 2
+                tcy = (target[i, 1] + target[i, 3]) / 2
+                tw = target[i, 2] - target[i, 0] + norm
+                th = target[i, 3] - target[i, 1] + norm
+                out[i, j] = [(tcx - pcx) / pw, (tcy - pcy) / ph, np.log(abs(tw / pw)),
+                             np.log(abs(th / ph))]
+                if var is not None:
+                    out[i, j] /= var[j] if var.ndim == 2 else var
+        return out
+    out = np.zeros(target.shape)
+    for i in range(target.shape[0]):
+        for j in range(target.shape[1]):
+            p = j if axis == 0 else i
+            pw = prior[p, 2] - prior[p, 0] + norm
+            ph = prior[p, 3] - prior[p, 1] + norm
+            pcx, pcy = prior[p, 0] + pw / 2, prior[p, 1] + ph / 2
+            v = np.ones(4) if var is None else (var[p] if var.ndim == 2 else var)
+            t = target[i, j]
+            cx, cy = v[0] * t[0] * pw + pcx, v[1] * t[1] * ph + pcy
+            w, h = np.exp(v[2] * t[2]) * pw, np.exp(v[3] * t[3]) * ph
+            out[i, j] = [cx - w / 2, cy - h / 2, cx + w / 2 - norm, cy + h / 2 - norm]
+    return out
+
+
+def boxes(rng, n, scale=1.0):
+    lo = rng.uniform(0, 0.5, (n, 2)) * scale
+    return np.concatenate([lo, lo + rng.uniform(0.1, 0.5, (n, 2)) * scale], 1)
+
+
+@pytest.mark.parametrize("code", ["encode_center_size", "decode_center_size"])
+@pytest.mark.parametrize("var_kind", ["none", "list", "tensor"])
+@pytest.mark.parametrize("normalized, axis", [(True, 0), (False, 0), (True, 1)])
+def test_box_coder(code, var_kind, normalized, axis):
+    if code == "encode_center_size" and axis == 1:
+        pytest.skip("axis only matters when decoding")
+    rng = np.random.default_rng(0)
+    scale = 1.0 if normalized else 20.0
+    prior_v = boxes(rng, 3, scale).astype("float32")
+    var_v = rng.uniform(0.1, 0.3, (3, 4)).astype("float32")
+    if code == "encode_center_size":
+        target_v = boxes(rng, 5, scale).astype("float32")
+        tshape = [-1, 4]
+    else:
+        target_v = rng.normal(0, 0.5, (5, 3, 4) if axis == 0 else (3, 5, 4)).astype("float32")
+        tshape = [-1, 3, 4] if axis == 0 else [3, -1, 4]
+    prior = graphc.data("prior", [3, 4])
+    target = graphc.data("target", tshape)
+    feed = {"prior": prior_v, "target": target_v}
+    if var_kind == "tensor":
+        var, ref_var = graphc.data("var", [3, 4]), var_v
+        feed["var"] = var_v
+    elif var_kind == "list":
+        var, ref_var = [0.1, 0.2, 0.3, 0.4], np.array([0.1, 0.2, 0.3, 0.4])
+    else:
+        var, ref_var = None, None
+    out = layers.box_coder(prior, var, target, code, normalized, axis=axis)
+    (got,) = run_both(feed, [out])
+    ref = coder_ref(prior_v.astype("float64"), ref_var, target_v.astype("float64"), code,
+                    normalized, axis)
+    assert got.shape == ref.shape
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_box_coder_decode_needs_3d_target():
+    prior = graphc.data("prior", [3, 4])
+    target = graphc.data("target", [-1, 4])
+    with pytest.raises(ShapeError, match="3-D"):
+        layers.box_coder(prior, None, target, "decode_center_size")
+
+
+def iou_ref(x, y, normalized):
+    norm = 0.0 if normalized else 1.0
+    out = np.zeros((len(x), len(y)))
+    for i, a in enumerate(x):
+        for j, b in enumerate(y):
+            iw = max(min(a[2], b[2]) - max(a[0], b[0]) + norm, 0)
+            ih = max(min(a[3], b[3]) - max(a[1], b[1]) + norm, 0)
+            inter = iw * ih
+            area_a = (a[2] - a[0] + norm) * (a[3] - a[1] + norm)
+            area_b = (b[2] - b[0] + norm) * (b[3] - b[1] + norm)
+            out[i, j] = inter / (area_a + area_b - inter)
+    return out
+
+
+@pytest.mark.parametrize("normalized", [True, False])
+def test_iou_similarity(normalized):
+    rng = np.random.default_rng(1)
+    scale = 1.0 if normalized else 10.0
+    xv, yv = boxes(rng, 4, scale).astype("float32"), boxes(rng, 3, scale).astype("float32")
+    xv[3] = [5, 5, 6, 6]  # disjoint from every y: IoU 0
+    x = graphc.data("x", [-1, 4])
+    y = graphc.data("y", [3, 4])
+    out = layers.iou_similarity(x, y, box_normalized=normalized)
+    assert out.shape == (-1, 3)
+    (got,) = run_both({"x": xv, "y": yv}, [out])
+    np.testing.assert_allclose(got, iou_ref(xv, yv, normalized), rtol=1e-5, atol=1e-6)
+
+
+def sigmoid(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def yolo_ref(x, img, anchors, classes, thresh, ds, clip):
+    n, _, gh, gw = x.shape
+    an = len(anchors) // 2
+    bx = np.zeros((n, an * gh * gw, 4))
+    sc = np.zeros((n, an * gh * gw, classes))
+    for i in range(n):
+        ih, iw = img[i]
+        for j in range(an):
+            for k in range(gh):
+                for m in range(gw):
+                    ch = x[i, j * (5 + classes):(j + 1) * (5 + classes), k, m]
+                    conf = sigmoid(ch[4])
+                    if conf < thresh:
+                        continue
+                    cx = (m + sigmoid(ch[0])) * iw / gw
+                    cy = (k + sigmoid(ch[1])) * ih / gh
+                    w = np.exp(ch[2]) * anchors[2 * j] * iw / (ds * gw)
+                    h = np.exp(ch[3]) * anchors[2 * j + 1] * ih / (ds * gh)
+                    b = [cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2]
+                    if clip:
+                        b = [max(b[0], 0), max(b[1], 0), min(b[2], iw - 1), min(b[3], ih - 1)]
+                    idx = j * gh * gw + k * gw + m
+                    bx[i, idx] = b
+                    sc[i, idx] = conf * sigmoid(ch[5:])
+    return bx, sc
+
+
+@pytest.mark.parametrize("clip", [True, False])
+def test_yolo_box(clip):
+    rng = np.random.default_rng(2)
+    anchors, classes = [10, 13, 16, 30], 3
+    xv = rng.normal(0, 1.5, (2, 2 * 8, 3, 4)).astype("float32")
+    img_v = np.array([[96, 128], [60, 50]], "int32")
+    x = graphc.data("x", [-1, 16, 3, 4])
+    img = graphc.data("img", [-1, 2], "int32")
+    b, s = layers.yolo_box(x, img, anchors, classes, 0.5, 32, clip_bbox=clip)
+    assert (b.shape, s.shape) == ((-1, 24, 4), (-1, 24, 3))
+    got_b, got_s = run_both({"x": xv, "img": img_v}, [b, s])
+    rb, rs = yolo_ref(xv.astype("float64"), img_v, anchors, classes, 0.5, 32, clip)
+    assert (rs == 0).any() and (rs > 0).any()  # both sides of the threshold are checked
+    np.testing.assert_allclose(got_b, rb, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(got_s, rs, rtol=1e-4, atol=1e-6)
+
+
+def test_yolo_box_bad_channels():
+    x = graphc.data("x", [-1, 15, 3, 4])
+    img = graphc.data("img", [-1, 2], "int32")
+    with pytest.raises(ShapeError, match="channels"):
+        layers.yolo_box(x, img, [10, 13, 16, 30], 3, 0.5, 32)
+
+
+def test_fluid_spelling_and_no_gradient():
+    for name in ("prior_box", "box_coder", "iou_similarity", "yolo_box"):
+        assert getattr(fluid.layers, name) is getattr(layers, name)
+        assert name in fluid.layers.__all__
