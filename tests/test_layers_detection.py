@@ -256,7 +256,53 @@ def test_yolo_box_bad_channels():
         layers.yolo_box(x, img, [10, 13, 16, 30], 3, 0.5, 32)
 
 
+def anchor_ref(fh, fw, sizes, ratios, var, stride, offset):
+    out = np.zeros((fh, fw, len(sizes) * len(ratios), 4))
+    sw, sh = stride
+    for h in range(fh):
+        for w in range(fw):
+            cx, cy = w * sw + offset * (sw - 1), h * sh + offset * (sh - 1)
+            k = 0
+            for r in ratios:
+                for s in sizes:
+                    base_w = math.floor(math.sqrt(sw * sh / r) + 0.5)
+                    base_h = math.floor(base_w * r + 0.5)
+                    aw, ah = s / sw * base_w, s / sh * base_h
+                    out[h, w, k] = [cx - 0.5 * (aw - 1), cy - 0.5 * (ah - 1),
+                                    cx + 0.5 * (aw - 1), cy + 0.5 * (ah - 1)]
+                    k += 1
+    return out, np.broadcast_to(np.array(var), out.shape)
+
+
+def test_anchor_generator():
+    x = graphc.data("x", [-1, 3, 2, 3])
+    a, v = layers.anchor_generator(x, [32.0, 64.0], [0.5, 1.0, 2.0], [0.1, 0.1, 0.2, 0.3],
+                                   [16.0, 8.0], 0.5)
+    assert a.shape == (2, 3, 6, 4) and a.stop_gradient
+    got_a, got_v = run_both({"x": np.zeros((1, 3, 2, 3), "float32")}, [a, v])
+    ra, rv = anchor_ref(2, 3, [32.0, 64.0], [0.5, 1.0, 2.0], [0.1, 0.1, 0.2, 0.3],
+                        [16.0, 8.0], 0.5)
+    np.testing.assert_allclose(got_a, ra, rtol=1e-5)
+    np.testing.assert_allclose(got_v, rv, rtol=1e-6)
+
+
+def test_polygon_box_transform():
+    xv = np.random.default_rng(3).normal(size=(2, 4, 3, 5)).astype("float32")
+    x = graphc.data("x", [-1, 4, 3, 5])
+    out = layers.polygon_box_transform(x)
+    (got,) = run_both({"x": xv}, [out])
+    ref = np.empty_like(xv)
+    for c in range(4):
+        for h in range(3):
+            for w in range(5):
+                ref[:, c, h, w] = (4 * w if c % 2 == 0 else 4 * h) - xv[:, c, h, w]
+    np.testing.assert_allclose(got, ref, rtol=1e-6)
+    with pytest.raises(ShapeError, match="even"):
+        layers.polygon_box_transform(graphc.data("odd", [-1, 3, 3, 5]))
+
+
 def test_fluid_spelling_and_no_gradient():
-    for name in ("prior_box", "box_coder", "iou_similarity", "yolo_box"):
+    for name in ("prior_box", "box_coder", "iou_similarity", "yolo_box", "anchor_generator",
+                 "polygon_box_transform"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__

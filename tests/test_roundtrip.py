@@ -853,7 +853,18 @@ def _yolo_box():
                     [10, 13, 16, 30], 2, 0.01, 32)
 
 
-@pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box"])
+@case("anchor_generator")
+def _anchor_generator():
+    layers.anchor_generator(image(), [32.0, 64.0], [0.5, 1.0], stride=[16.0, 16.0])
+
+
+@case("polygon_box_transform")
+def _polygon_box_transform():
+    layers.polygon_box_transform(image())
+
+
+@pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box",
+                                     "anchor_generator", "polygon_box_transform"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

@@ -1392,6 +1392,11 @@ DETECTION_CASES = [
     case("yolo_box", {"X": t(-1, 14, 3, 4), "ImgSize": t(-1, 2, dtype="int32")},
          {"anchors": [10, 13, 16, 30], "class_num": 2, "conf_thresh": 0.01,
           "downsample_ratio": 32}, {"Boxes": t(-1, 24, 4), "Scores": t(-1, 24, 2)}),
+    case("anchor_generator", {"Input": t(-1, 8, 5, -1)},
+         {"anchor_sizes": [32.0, 64.0], "aspect_ratios": [0.5, 1.0, 2.0],
+          "stride": [16.0, 16.0]}, {"Anchors": t(5, -1, 6, 4), "Variances": t(5, -1, 6, 4)}),
+    case("polygon_box_transform", {"Input": t(-1, 8, 5, 6)}, None,
+         {"Output": t(-1, 8, 5, 6)}),
 ]
 CASES.extend(DETECTION_CASES)  # test_every_op_has_a_case reads CASES when it runs
 # -- end issue 24: detection

@@ -323,9 +323,17 @@ __all__ += [
 # -- end issue 24: math activations
 
 # -- issue 24: detection
-from .detection import box_coder, iou_similarity, prior_box, yolo_box  # noqa: E402
+from .detection import (  # noqa: E402
+    anchor_generator,
+    box_coder,
+    iou_similarity,
+    polygon_box_transform,
+    prior_box,
+    yolo_box,
+)
 
-__all__ += ["box_coder", "iou_similarity", "prior_box", "yolo_box"]
+__all__ += ["anchor_generator", "box_coder", "iou_similarity", "polygon_box_transform",
+            "prior_box", "yolo_box"]
 # -- end issue 24: detection
 
 

@@ -88,3 +88,34 @@ def yolo_box(x, img_size, anchors, class_num, conf_thresh, downsample_ratio, cli
     helper.append_op("yolo_box", {"X": x, "ImgSize": img_size},
                      {"Boxes": boxes, "Scores": scores}, attrs)
     return boxes, scores
+
+
+def anchor_generator(input, anchor_sizes=None, aspect_ratios=None,
+                     variance=[0.1, 0.1, 0.2, 0.2], stride=None, offset=0.5,  # noqa: B006
+                     name=None):
+    """Faster R-CNN anchors of feature map ``input``: (anchors, variances), each
+    [H, W, len(aspect_ratios) * len(anchor_sizes), 4] in image pixels."""
+    check_variable("anchor_generator", "input", input)
+    if not isinstance(stride, (list, tuple)):
+        raise ProgramError(f"anchor_generator: stride must be [stride_w, stride_h], got "
+                           f"{stride!r}")
+    helper = LayerHelper("anchor_generator", name)
+    anchors = helper.create_variable_for_type_inference(input.dtype)
+    var = helper.create_variable_for_type_inference(input.dtype)
+    attrs = {"anchor_sizes": _floats(anchor_sizes), "aspect_ratios": _floats(aspect_ratios),
+             "variances": _floats(variance), "stride": _floats(stride),
+             "offset": float(offset)}
+    helper.append_op("anchor_generator", {"Input": input},
+                     {"Anchors": anchors, "Variances": var}, attrs)
+    anchors.stop_gradient = var.stop_gradient = True
+    return anchors, var
+
+
+def polygon_box_transform(input, name=None):
+    """EAST geometry map [N, 2k, H, W] to coordinates: 4*w - x on even channels, 4*h - y on
+    odd ones."""
+    check_variable("polygon_box_transform", "input", input)
+    helper = LayerHelper("polygon_box_transform", name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("polygon_box_transform", {"Input": input}, {"Output": out}, {})
+    return out

@@ -135,3 +135,37 @@ register("yolo_box", "X ImgSize", "Boxes Scores",
          infer=_yolo_box, traits=(NO_GRAD,),
          doc="YOLOv3 boxes and per-class scores of a head's output (scores zero under "
              "conf_thresh)")
+
+
+def _anchor_generator(c):
+    x = _float(c, "Input", 4)
+    sizes, ratios, stride = c["anchor_sizes"], c["aspect_ratios"], c["stride"]
+    c.check(len(sizes) > 0 and all(s > 0 for s in sizes),
+            f"anchor_sizes must be positive, got {sizes}")
+    c.check(len(ratios) > 0 and all(r > 0 for r in ratios),
+            f"aspect_ratios must be positive, got {ratios}")
+    c.check(len(stride) == 2 and all(s > 0 for s in stride),
+            f"stride must be 2 positive values, got {stride}")
+    c.check(len(c["variances"]) == 4, f"variances must have 4 values, got {c['variances']}")
+    shape = (x.shape[2], x.shape[3], len(sizes) * len(ratios), 4)
+    return {"Anchors": TensorType(shape, x.dtype), "Variances": TensorType(shape, x.dtype)}
+
+
+register("anchor_generator", "Input", "Anchors Variances",
+         {"anchor_sizes": "floats", "aspect_ratios": "floats",
+          "variances": ("floats", [0.1, 0.1, 0.2, 0.2]), "stride": "floats",
+          "offset": ("float", 0.5)},
+         infer=_anchor_generator, traits=(NO_GRAD,),
+         doc="Faster R-CNN anchors [H, W, ratios*sizes, 4] in image pixels, and variances")
+
+
+def _polygon_box_transform(c):
+    x = _float(c, "Input", 4)
+    c.check(x.shape[1] < 0 or x.shape[1] % 2 == 0,
+            f"Input's channels must be even (x, y pairs), got {list(x.shape)}")
+    return {"Output": TensorType(x.shape, x.dtype)}
+
+
+register("polygon_box_transform", "Input", "Output", infer=_polygon_box_transform,
+         traits=(NO_GRAD,),
+         doc="geometry offsets to coordinates: 4*column - x (even channels), 4*row - y (odd)")

@@ -131,3 +131,34 @@ def _yolo_box(c, X, ImgSize):
     # boxes run anchor-major, then rows, then columns
     return {"Boxes": boxes.reshape(n, -1, 4),
             "Scores": jnp.moveaxis(scores, 2, -1).reshape(n, -1, classes)}
+
+
+@lowering("anchor_generator")
+def _anchor_generator(c, Input):
+    fh, fw = Input.shape[2], Input.shape[3]
+    sw, sh = c["stride"]
+    off = c["offset"]
+    halves = []
+    for r in c["aspect_ratios"]:  # ratios outer, sizes inner (Paddle's order)
+        for s in c["anchor_sizes"]:
+            # C's round (half away from zero) on positive values
+            base_w = np.floor(np.sqrt(sw * sh / r) + 0.5)
+            base_h = np.floor(base_w * r + 0.5)
+            halves.append((0.5 * (s / sw * base_w - 1), 0.5 * (s / sh * base_h - 1)))
+    halves = np.array(halves)
+    cx = (np.arange(fw) * sw + off * (sw - 1))[None, :, None]
+    cy = (np.arange(fh) * sh + off * (sh - 1))[:, None, None]
+    hw, hh = halves[:, 0], halves[:, 1]
+    anchors = np.stack(np.broadcast_arrays(cx - hw, cy - hh, cx + hw, cy + hh), axis=-1)
+    var = np.broadcast_to(np.array(c["variances"]), anchors.shape)
+    return {"Anchors": jnp.asarray(anchors, Input.dtype),
+            "Variances": jnp.asarray(var, Input.dtype)}
+
+
+@lowering("polygon_box_transform")
+def _polygon_box_transform(c, Input):
+    _, ch, h, w = Input.shape
+    col = np.broadcast_to(np.arange(w)[None, None, :] * 4.0, (ch, h, w))
+    row = np.broadcast_to(np.arange(h)[None, :, None] * 4.0, (ch, h, w))
+    base = np.where((np.arange(ch) % 2 == 0)[:, None, None], col, row)
+    return {"Output": jnp.asarray(base, Input.dtype)[None] - Input}
