@@ -7,12 +7,14 @@ import math
 
 import numpy as np
 import pytest
+from detection_reference import roi_align_ref
 
 import graphc
 import graphc.fluid as fluid
 from graphc import layers
 from graphc.backends.interpreter import run_graph
 from graphc.ir.errors import ShapeError
+from graphc.testing.lod import lod_grad_check
 
 
 def run_both(feed, fetch):
@@ -301,8 +303,51 @@ def test_polygon_box_transform():
         layers.polygon_box_transform(graphc.data("odd", [-1, 3, 3, 5]))
 
 
-def test_fluid_spelling_and_no_gradient():
-    for name in ("prior_box", "box_coder", "iou_similarity", "yolo_box", "anchor_generator",
-                 "polygon_box_transform"):
+def roi_data(rng):
+    xv = rng.normal(size=(2, 3, 6, 7))
+    rois = np.array([[0.0, 0.0, 13.0, 11.0], [4.0, 2.0, 9.0, 7.5], [1.0, 3.0, 2.0, 3.5],
+                     [-3.0, -2.0, 16.0, 14.0], [6.5, 5.0, 12.0, 11.5]])
+    return xv, rois, [[3, 2]]
+
+
+@pytest.mark.parametrize("ratio", [-1, 2])
+def test_roi_align_with_lod_rois(ratio):
+    xv, rois, lengths = roi_data(np.random.default_rng(4))
+    x = graphc.data("x", [-1, 3, 6, 7], "float64")
+    r = graphc.data("rois", [-1, 4], "float64", lod_level=1)
+    out = layers.roi_align(x, r, 2, 3, 0.5, ratio)
+    assert out.shape == (-1, 3, 2, 3) and out.lod_level == 1
+    t = fluid.create_lod_tensor(rois, lengths, fluid.CPUPlace())
+    (got,) = graphc.Executor().run(feed={"x": xv, "rois": t}, fetch_list=[out],
+                                   return_numpy=False)
+    ref = roi_align_ref(xv, rois, [0, 0, 0, 1, 1], 2, 3, 0.5, ratio)
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-10, atol=1e-12)
+
+
+def test_roi_align_with_rois_lod_offsets_and_its_gradient():
+    rng = np.random.default_rng(5)
+    xv, rois, _ = roi_data(rng)
+    x = graphc.data("x", [2, 3, 6, 7], "float64")
+    x.stop_gradient = False
+    r = graphc.data("rois", [5, 4], "float64")
+    offsets = graphc.data("offsets", [3], "int64")
+    out = layers.roi_align(x, r, 2, 2, 0.5, -1, rois_lod=offsets)
+    feed = {"x": xv, "rois": rois, "offsets": np.array([0, 1, 5])}
+    (got,) = run_both(feed, [out])
+    ref = roi_align_ref(xv, rois, [0, 1, 1, 1, 1], 2, 2, 0.5, -1)
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+    loss = layers.reduce_sum(layers.square(out))
+    lod_grad_check(graphc.default_main_program(), loss, feed, ["x"], rng)
+
+
+def test_roi_align_needs_lod_or_offsets():
+    x = graphc.data("x", [-1, 3, 6, 7])
+    with pytest.raises(ShapeError, match="RoisLod"):
+        layers.roi_align(x, graphc.data("rois", [-1, 4]))
+
+
+def test_fluid_spelling():
+    for name in ("roi_align", "prior_box", "box_coder", "iou_similarity", "yolo_box",
+                 "anchor_generator", "polygon_box_transform"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__

@@ -863,8 +863,14 @@ def _polygon_box_transform():
     layers.polygon_box_transform(image())
 
 
+@case("roi_align")
+def _roi_align():
+    layers.roi_align(image(), graphc.data("rois", [-1, 4], lod_level=1), 2, 2, 0.25, 2)
+
+
 @pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box",
-                                     "anchor_generator", "polygon_box_transform"])
+                                     "anchor_generator", "polygon_box_transform",
+                                     "roi_align"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

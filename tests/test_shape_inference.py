@@ -1397,6 +1397,8 @@ DETECTION_CASES = [
           "stride": [16.0, 16.0]}, {"Anchors": t(5, -1, 6, 4), "Variances": t(5, -1, 6, 4)}),
     case("polygon_box_transform", {"Input": t(-1, 8, 5, 6)}, None,
          {"Output": t(-1, 8, 5, 6)}),
+    case("roi_align", {"X": t(-1, 8, 5, 6), "ROIs": t(-1, 4), "RoisLod": i64(3)},
+         {"pooled_height": 2, "pooled_width": 3}, {"Out": t(-1, 8, 2, 3)}),
 ]
 CASES.extend(DETECTION_CASES)  # test_every_op_has_a_case reads CASES when it runs
 # -- end issue 24: detection

@@ -329,11 +329,12 @@ from .detection import (  # noqa: E402
     iou_similarity,
     polygon_box_transform,
     prior_box,
+    roi_align,
     yolo_box,
 )
 
 __all__ += ["anchor_generator", "box_coder", "iou_similarity", "polygon_box_transform",
-            "prior_box", "yolo_box"]
+            "prior_box", "roi_align", "yolo_box"]
 # -- end issue 24: detection
 
 

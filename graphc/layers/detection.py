@@ -119,3 +119,22 @@ def polygon_box_transform(input, name=None):
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("polygon_box_transform", {"Input": input}, {"Output": out}, {})
     return out
+
+
+def roi_align(input, rois, pooled_height=1, pooled_width=1, spatial_scale=1.0,
+              sampling_ratio=-1, name=None, rois_lod=None):
+    """RoIAlign of boxes ``rois`` [R, 4] over ``input`` [N, C, H, W] -> [R, C, pooled_height,
+    pooled_width]; each box's image is its LoD sequence, or given by offsets ``rois_lod``."""
+    check_variable("roi_align", "input", input)
+    check_variable("roi_align", "rois", rois)
+    inputs = {"X": input, "ROIs": rois}
+    if rois_lod is not None:
+        check_variable("roi_align", "rois_lod", rois_lod)
+        inputs["RoisLod"] = rois_lod
+    helper = LayerHelper("roi_align", name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("roi_align", inputs, {"Out": out},
+                     {"pooled_height": int(pooled_height), "pooled_width": int(pooled_width),
+                      "spatial_scale": float(spatial_scale),
+                      "sampling_ratio": int(sampling_ratio)})
+    return out

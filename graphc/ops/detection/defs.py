@@ -169,3 +169,32 @@ def _polygon_box_transform(c):
 register("polygon_box_transform", "Input", "Output", infer=_polygon_box_transform,
          traits=(NO_GRAD,),
          doc="geometry offsets to coordinates: 4*column - x (even channels), 4*row - y (odd)")
+
+
+def _roi_align(c):
+    x, rois = _float(c, "X", 4), c.x("ROIs")
+    c.check(rois.rank == 2 and rois.shape[1] in (4, -1),
+            f"ROIs must be [R, 4], got {list(rois.shape)}")
+    c.check(rois.dtype == x.dtype, f"ROIs must be {x.dtype} like X, got {rois.dtype}")
+    if c.has("RoisLod"):
+        lod = c.x("RoisLod")
+        c.check(lod.dtype in INT_DTYPES and lod.rank == 1,
+                f"RoisLod must be 1-D integer offsets, got {lod.dtype}{list(lod.shape)}")
+        c.check(rois.lod_level == 0, "give ROIs with a LoD or RoisLod, not both")
+    else:
+        c.check(rois.lod_level == 1,
+                f"ROIs needs a LoD of level 1 (its image of each box) or a RoisLod input, "
+                f"got lod_level {rois.lod_level}")
+    ph, pw = c["pooled_height"], c["pooled_width"]
+    c.check(ph > 0 and pw > 0, f"pooled sizes must be positive, got {ph}x{pw}")
+    c.check(c["spatial_scale"] > 0, f"spatial_scale must be positive, got {c['spatial_scale']}")
+    return {"Out": TensorType((rois.shape[0], x.shape[1], ph, pw), x.dtype, False,
+                              rois.lod_level)}
+
+
+register("roi_align", "X ROIs RoisLod?", "Out",
+         {"pooled_height": ("int", 1), "pooled_width": ("int", 1),
+          "spatial_scale": ("float", 1.0), "sampling_ratio": ("int", -1)},
+         infer=_roi_align, lod_inputs=("ROIs",), lod="aware",
+         doc="RoIAlign: each box's bins averaged over bilinear samples of its image in X "
+             "(a LoD ROIs keeps its LoD)")

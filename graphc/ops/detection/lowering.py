@@ -162,3 +162,68 @@ def _polygon_box_transform(c, Input):
     row = np.broadcast_to(np.arange(h)[None, :, None] * 4.0, (ch, h, w))
     base = np.where((np.arange(ch) % 2 == 0)[:, None, None], col, row)
     return {"Output": jnp.asarray(base, Input.dtype)[None] - Input}
+
+
+def _bilinear_weights(y, size):
+    """Paddle's RoIAlign corner rule along one axis: (low, high, w_low, w_high, inside)."""
+    inside = (y >= -1.0) & (y <= size)
+    y = jnp.maximum(y, 0)
+    low = jnp.floor(y).astype(jnp.int32)
+    top = low >= size - 1
+    low = jnp.where(top, size - 1, low)
+    high = jnp.where(top, size - 1, low + 1)
+    y = jnp.where(top, low.astype(y.dtype), y)
+    frac = y - low
+    return low, high, 1 - frac, frac, inside
+
+
+def _grid(lo, length, pooled, ratio, cap):
+    """Sample positions [R, pooled, G] of each bin, the mask of real samples and the count
+    per box; G is static: ``ratio`` or ``cap`` (Paddle's grid is ceil(length / pooled))."""
+    n = jnp.ceil(length / pooled) if ratio <= 0 else jnp.full_like(length, ratio)
+    g = ratio if ratio > 0 else cap
+    k = jnp.arange(g, dtype=length.dtype)
+    p = jnp.arange(pooled, dtype=length.dtype)
+    bin_ = (length / pooled)[:, None, None]
+    pos = lo[:, None, None] + p[None, :, None] * bin_ + (k + 0.5) * bin_ / n[:, None, None]
+    return pos, k[None, None, :] < n[:, None, None], n
+
+
+def roi_align(x, rois, batch, ph, pw, scale, ratio):
+    _, _, h, w = x.shape
+    box = rois * scale
+    hgt = jnp.maximum(box[:, 3] - box[:, 1], 1.0)
+    wid = jnp.maximum(box[:, 2] - box[:, 0], 1.0)
+    # a box at most one pooled bin past the map gets every sample Paddle takes
+    ys, ymask, ny = _grid(box[:, 1], hgt, ph, ratio, -(-h // ph) + 1)
+    xs, xmask, nx = _grid(box[:, 0], wid, pw, ratio, -(-w // pw) + 1)
+    yl, yh, wyl, wyh, yin = _bilinear_weights(ys, h)
+    xl, xh, wxl, wxh, xin = _bilinear_weights(xs, w)
+    b = batch[:, None, None, None, None]
+
+    def on_y(a):  # [R, ph, Gh] -> [R, ph, Gh, 1, 1]
+        return a[:, :, :, None, None]
+
+    def on_x(a):  # [R, pw, Gw] -> [R, 1, 1, pw, Gw]
+        return a[:, None, None, :, :]
+
+    def at(yi, xi):  # the advanced indices go first: [R, ph, Gh, pw, Gw, C]
+        return x[b, :, on_y(yi), on_x(xi)]
+
+    val = sum(on_y(wy)[..., None] * on_x(wx)[..., None] * at(yi, xi)
+              for yi, wy in ((yl, wyl), (yh, wyh)) for xi, wx in ((xl, wxl), (xh, wxh)))
+    keep = (on_y(ymask & yin) & on_x(xmask & xin))[..., None]
+    total = jnp.sum(jnp.where(keep, val, 0), axis=(2, 4))  # [R, ph, pw, C]
+    count = jnp.maximum(ny * nx, 1)[:, None, None, None]
+    return jnp.moveaxis(total / count, -1, 1)
+
+
+@lowering("roi_align")
+def _roi_align(c, X, ROIs, RoisLod):
+    args = (c["pooled_height"], c["pooled_width"], c["spatial_scale"], c["sampling_ratio"])
+    if RoisLod is None:  # a LoD ROIs: its sequence is its image
+        batch = jnp.minimum(ROIs.segment_ids(), X.shape[0] - 1)
+        return {"Out": ROIs.masked(roi_align(X, ROIs.data, batch, *args))}
+    ends = RoisLod[1:].astype(jnp.int32)
+    batch = jnp.searchsorted(ends, jnp.arange(ROIs.shape[0]), side="right")
+    return {"Out": roi_align(X, ROIs, jnp.minimum(batch, X.shape[0] - 1), *args)}
