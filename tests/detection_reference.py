@@ -46,3 +46,52 @@ def roi_align_ref(x, rois, batch, ph, pw, scale, ratio):
                                          x1 + j * bw + (ix + 0.5) * bw / gw)
                 out[r, :, i, j] = acc / max(gh * gw, 1)
     return out
+
+
+def _jaccard(a, b, normalized):
+    if b[0] > a[2] or b[2] < a[0] or b[1] > a[3] or b[3] < a[1]:
+        return 0.0
+    add = 0.0 if normalized else 1.0
+
+    def area(x):
+        if x[2] < x[0] or x[3] < x[1]:
+            return 0.0
+        return (x[2] - x[0] + add) * (x[3] - x[1] + add)
+    iw = min(a[2], b[2]) - max(a[0], b[0]) + add
+    ih = min(a[3], b[3]) - max(a[1], b[1]) + add
+    inter = iw * ih
+    return inter / (area(a) + area(b) - inter)
+
+
+def multiclass_nms_ref(boxes, scores, score_threshold, nms_top_k, keep_top_k, nms_threshold,
+                       normalized, eta, background):
+    """Paddle 1.8's MultiClassNMS per image: rows and the per-image counts."""
+    rows, counts = [], []
+    for b, sc in zip(boxes, scores):
+        picked = {}
+        for cls in range(sc.shape[0]):
+            if cls == background:
+                continue
+            order = sorted((i for i in range(len(b)) if sc[cls, i] > score_threshold),
+                           key=lambda i, cls=cls: -sc[cls, i])
+            if nms_top_k > -1:
+                order = order[:nms_top_k]
+            kept, thr = [], nms_threshold
+            for i in order:
+                ok = all(_jaccard(b[i], b[k], normalized) <= thr for k in kept)
+                if ok:
+                    kept.append(i)
+                    if eta < 1 and thr > 0.5:
+                        thr *= eta
+            picked[cls] = kept
+        total = sum(len(v) for v in picked.values())
+        if keep_top_k > -1 and total > keep_top_k:
+            pairs = sorted(((sc[cls, i], cls, i) for cls, v in picked.items() for i in v),
+                           key=lambda p: -p[0])[:keep_top_k]
+            picked = {}
+            for _, cls, i in pairs:
+                picked.setdefault(cls, []).append(i)
+        image = [[cls, sc[cls, i], *b[i]] for cls in sorted(picked) for i in picked[cls]]
+        rows += image
+        counts.append(len(image))
+    return np.array(rows).reshape(-1, 6), counts

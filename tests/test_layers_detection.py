@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from detection_reference import roi_align_ref
+from detection_reference import multiclass_nms_ref, roi_align_ref
 
 import graphc
 import graphc.fluid as fluid
@@ -346,8 +346,49 @@ def test_roi_align_needs_lod_or_offsets():
         layers.roi_align(x, graphc.data("rois", [-1, 4]))
 
 
+def nms_boxes(rng, n, m, scale):
+    lo = rng.uniform(0, 3, (n, m, 2)) * scale
+    return np.concatenate([lo, lo + rng.uniform(0.5, 2.0, (n, m, 2)) * scale], -1)
+
+
+@pytest.mark.parametrize("kw", [
+    dict(score_threshold=0.3, nms_top_k=-1, keep_top_k=-1),
+    dict(score_threshold=0.2, nms_top_k=4, keep_top_k=5, nms_threshold=0.2),
+    dict(score_threshold=0.1, nms_top_k=-1, keep_top_k=3, nms_eta=0.9, nms_threshold=0.7,
+         background_label=-1),
+    dict(score_threshold=0.05, nms_top_k=6, keep_top_k=10, normalized=False,
+         background_label=2),
+    dict(score_threshold=0.99, nms_top_k=6, keep_top_k=10),  # nothing survives
+])
+def test_multiclass_nms(kw):
+    rng = np.random.default_rng(6)
+    scale = 1.0 if kw.get("normalized", True) else 10.0
+    bv = nms_boxes(rng, 3, 8, scale).astype("float32")
+    sv = rng.uniform(size=(3, 4, 8)).astype("float32")
+    b = graphc.data("b", [-1, 8, 4])
+    s = graphc.data("s", [-1, 4, 8])
+    out = layers.multiclass_nms(b, s, **kw)
+    assert out.shape == (-1, 6) and out.lod_level == 1
+    (got,) = graphc.Executor().run(feed={"b": bv, "s": sv}, fetch_list=[out],
+                                   return_numpy=False)
+    args = {"nms_threshold": 0.3, "normalized": True, "nms_eta": 1.0, "background_label": 0,
+            **kw}
+    rows, counts = multiclass_nms_ref(bv.astype("float64"), sv.astype("float64"),
+                                      args["score_threshold"], args["nms_top_k"],
+                                      args["keep_top_k"], args["nms_threshold"],
+                                      args["normalized"], args["nms_eta"],
+                                      args["background_label"])
+    assert got.recursive_sequence_lengths() == [counts]
+    np.testing.assert_allclose(np.asarray(got).reshape(-1, 6), rows, rtol=1e-5, atol=1e-6)
+
+
+def test_multiclass_nms_refuses_the_lod_form():
+    with pytest.raises(ShapeError, match="dense form"):
+        layers.multiclass_nms(graphc.data("b", [-1, 4]), graphc.data("s", [-1, 3]), 0.1, 5, 5)
+
+
 def test_fluid_spelling():
-    for name in ("roi_align", "prior_box", "box_coder", "iou_similarity", "yolo_box",
-                 "anchor_generator", "polygon_box_transform"):
+    for name in ("multiclass_nms", "roi_align", "prior_box", "box_coder", "iou_similarity",
+                 "yolo_box", "anchor_generator", "polygon_box_transform"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__

@@ -868,9 +868,15 @@ def _roi_align():
     layers.roi_align(image(), graphc.data("rois", [-1, 4], lod_level=1), 2, 2, 0.25, 2)
 
 
+@case("multiclass_nms")
+def _multiclass_nms():
+    layers.multiclass_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
+                          4, nms_eta=0.9)
+
+
 @pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box",
                                      "anchor_generator", "polygon_box_transform",
-                                     "roi_align"])
+                                     "roi_align", "multiclass_nms"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

@@ -1399,6 +1399,9 @@ DETECTION_CASES = [
          {"Output": t(-1, 8, 5, 6)}),
     case("roi_align", {"X": t(-1, 8, 5, 6), "ROIs": t(-1, 4), "RoisLod": i64(3)},
          {"pooled_height": 2, "pooled_width": 3}, {"Out": t(-1, 8, 2, 3)}),
+    case("multiclass_nms", {"BBoxes": t(-1, 9, 4), "Scores": t(-1, 3, 9)},
+         {"score_threshold": 0.1, "nms_top_k": 5, "keep_top_k": 4},
+         {"Out": TensorType((-1, 6), "float32", False, 1)}),
 ]
 CASES.extend(DETECTION_CASES)  # test_every_op_has_a_case reads CASES when it runs
 # -- end issue 24: detection

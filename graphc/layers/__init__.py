@@ -327,14 +327,15 @@ from .detection import (  # noqa: E402
     anchor_generator,
     box_coder,
     iou_similarity,
+    multiclass_nms,
     polygon_box_transform,
     prior_box,
     roi_align,
     yolo_box,
 )
 
-__all__ += ["anchor_generator", "box_coder", "iou_similarity", "polygon_box_transform",
-            "prior_box", "roi_align", "yolo_box"]
+__all__ += ["anchor_generator", "box_coder", "iou_similarity", "multiclass_nms",
+            "polygon_box_transform", "prior_box", "roi_align", "yolo_box"]
 # -- end issue 24: detection
 
 

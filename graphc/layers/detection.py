@@ -138,3 +138,21 @@ def roi_align(input, rois, pooled_height=1, pooled_width=1, spatial_scale=1.0,
                       "spatial_scale": float(spatial_scale),
                       "sampling_ratio": int(sampling_ratio)})
     return out
+
+
+def multiclass_nms(bboxes, scores, score_threshold, nms_top_k, keep_top_k, nms_threshold=0.3,
+                   normalized=True, nms_eta=1.0, background_label=0, name=None):
+    """Greedy NMS per image and class of ``bboxes`` [N, M, 4] scored by ``scores``
+    [N, C, M]: a LoD value of rows [label, score, x1, y1, x2, y2], one sequence per image
+    (labels ascending, scores descending within a label; docs/porting_from_paddle.md)."""
+    check_variable("multiclass_nms", "bboxes", bboxes)
+    check_variable("multiclass_nms", "scores", scores)
+    helper = LayerHelper("multiclass_nms", name)
+    out = helper.create_variable_for_type_inference(bboxes.dtype)
+    helper.append_op("multiclass_nms", {"BBoxes": bboxes, "Scores": scores}, {"Out": out},
+                     {"background_label": int(background_label),
+                      "score_threshold": float(score_threshold), "nms_top_k": int(nms_top_k),
+                      "nms_threshold": float(nms_threshold), "nms_eta": float(nms_eta),
+                      "keep_top_k": int(keep_top_k), "normalized": bool(normalized)})
+    out.stop_gradient = True
+    return out

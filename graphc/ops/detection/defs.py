@@ -198,3 +198,37 @@ register("roi_align", "X ROIs RoisLod?", "Out",
          infer=_roi_align, lod_inputs=("ROIs",), lod="aware",
          doc="RoIAlign: each box's bins averaged over bilinear samples of its image in X "
              "(a LoD ROIs keeps its LoD)")
+
+
+def nms_keep(c):
+    """Rows kept per image: keep_top_k, or every (class, box) pair when it is -1."""
+    scores = c.x("Scores")
+    k = c["keep_top_k"]
+    return k if k > -1 else scores.shape[1] * scores.shape[2]
+
+
+def _multiclass_nms(c):
+    boxes, scores = _float(c, "BBoxes"), _float(c, "Scores")
+    c.check(boxes.lod_level == 0 and scores.lod_level == 0 and scores.rank == 3,
+            "only the dense form is supported: Scores [N, C, M] and BBoxes [N, M, 4] (not "
+            f"Paddle's LoD form with 2-D Scores), got Scores {list(scores.shape)}")
+    c.check(boxes.rank == 3 and boxes.shape[2] in (4, -1),
+            f"BBoxes must be [N, M, 4], got {list(boxes.shape)}")
+    c.check(boxes.shape[1] < 0 or scores.shape[2] < 0 or boxes.shape[1] == scores.shape[2],
+            f"BBoxes {list(boxes.shape)} and Scores {list(scores.shape)} must have as many "
+            "boxes (M)")
+    c.check(c["keep_top_k"] == -1 or c["keep_top_k"] > 0,
+            f"keep_top_k must be positive or -1, got {c['keep_top_k']}")
+    c.check(c["keep_top_k"] > -1 or (scores.shape[1] > 0 and scores.shape[2] > 0),
+            "keep_top_k=-1 needs the class and box counts of Scores known to bound the rows")
+    c.check(0 < c["nms_eta"] <= 1, f"nms_eta must be in (0, 1], got {c['nms_eta']}")
+    return {"Out": TensorType((-1, 6), boxes.dtype, False, 1)}
+
+
+register("multiclass_nms", "BBoxes Scores", "Out",
+         {"background_label": ("int", 0), "score_threshold": "float", "nms_top_k": "int",
+          "nms_threshold": ("float", 0.3), "nms_eta": ("float", 1.0), "keep_top_k": "int",
+          "normalized": ("bool", True)},
+         infer=_multiclass_nms, traits=(NO_GRAD,), lod_inputs=("BBoxes",), lod="aware",
+         doc="per image and class: greedy NMS of the boxes over score_threshold; the "
+             "keep_top_k best rows [label, score, x1, y1, x2, y2] per image, as a LoD value")
