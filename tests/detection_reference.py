@@ -95,3 +95,32 @@ def multiclass_nms_ref(boxes, scores, score_threshold, nms_top_k, keep_top_k, nm
         rows += image
         counts.append(len(image))
     return np.array(rows).reshape(-1, 6), counts
+
+
+def _c_round(v):
+    return int(math.floor(abs(v) + 0.5)) * (1 if v >= 0 else -1)
+
+
+def roi_pool_ref(x, rois, batch, ph, pw, scale):
+    _, ch, h, w = x.shape
+    out = np.zeros((len(rois), ch, ph, pw))
+    arg = np.full((len(rois), ch, ph, pw), -1)
+    for r, (roi, b) in enumerate(zip(rois, batch)):
+        x1, y1, x2, y2 = (_c_round(v * scale) for v in roi)
+        bh, bw = max(y2 - y1 + 1, 1) / ph, max(x2 - x1 + 1, 1) / pw
+        for i in range(ph):
+            for j in range(pw):
+                hs = min(max(math.floor(i * bh) + y1, 0), h)
+                he = min(max(math.ceil((i + 1) * bh) + y1, 0), h)
+                ws = min(max(math.floor(j * bw) + x1, 0), w)
+                we = min(max(math.ceil((j + 1) * bw) + x1, 0), w)
+                if he <= hs or we <= ws:
+                    continue
+                for c in range(ch):
+                    best, idx = -np.inf, -1
+                    for yy in range(hs, he):
+                        for xx in range(ws, we):
+                            if x[b, c, yy, xx] > best:
+                                best, idx = x[b, c, yy, xx], yy * w + xx
+                    out[r, c, i, j], arg[r, c, i, j] = best, idx
+    return out, arg

@@ -1352,6 +1352,16 @@ def roi_align(c, ratio):
                                     [1.1, 0.7, 3.3, 2.9]]), grad=False)
     offsets = c.data("offsets", np.array([0, 2, 3]), grad=False, dtype="int64")
     return layers.roi_align(x, rois, 2, 2, 0.6, ratio, rois_lod=offsets)
+
+
+@grad_case("roi_pool")
+def roi_pool(c):
+    """Gradient to each bin's maximum (distinct random values: no ties)."""
+    x = c.data("x", c.randn(2, 2, 5, 6))
+    rois = c.data("rois", np.array([[0.0, 0.0, 9.0, 7.0], [2.0, 1.0, 6.0, 8.0],
+                                    [1.0, 1.0, 3.0, 3.0]]), grad=False)
+    offsets = c.data("offsets", np.array([0, 2, 3]), grad=False, dtype="int64")
+    return layers.roi_pool(x, rois, 2, 2, 0.6, rois_lod=offsets)
 # -- end issue 24: detection
 
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 import pytest
-from detection_reference import multiclass_nms_ref, roi_align_ref
+from detection_reference import multiclass_nms_ref, roi_align_ref, roi_pool_ref
 
 import graphc
 import graphc.fluid as fluid
@@ -340,6 +340,33 @@ def test_roi_align_with_rois_lod_offsets_and_its_gradient():
     lod_grad_check(graphc.default_main_program(), loss, feed, ["x"], rng)
 
 
+@pytest.mark.parametrize("lod", [True, False])
+def test_roi_pool(lod):
+    rng = np.random.default_rng(7)
+    xv, rois, lengths = roi_data(rng)
+    x = graphc.data("x", [2, 3, 6, 7], "float64")
+    x.stop_gradient = False
+    if lod:
+        r = graphc.data("rois", [-1, 4], "float64", lod_level=1)
+        out = layers.roi_pool(x, r, 2, 3, 0.5)
+        feed = {"x": xv, "rois": fluid.create_lod_tensor(rois, lengths, fluid.CPUPlace())}
+        batch = [0, 0, 0, 1, 1]
+    else:
+        r = graphc.data("rois", [5, 4], "float64")
+        out = layers.roi_pool(x, r, 2, 3, 0.5, rois_lod=graphc.data("offsets", [3], "int64"))
+        feed = {"x": xv, "rois": rois, "offsets": np.array([0, 4, 5])}
+        batch = [0, 0, 0, 0, 1]
+    argmax = graphc.default_main_program().global_block().ops[-1].output("Argmax")[0]
+    got, got_arg = graphc.Executor().run(feed=feed, fetch_list=[out, argmax],
+                                         return_numpy=False)
+    ref, ref_arg = roi_pool_ref(xv, rois, batch, 2, 3, 0.5)
+    np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-12)
+    np.testing.assert_array_equal(np.asarray(got_arg), ref_arg)
+    if not lod:
+        lod_grad_check(graphc.default_main_program(), layers.reduce_sum(layers.square(out)),
+                       feed, ["x"], rng)
+
+
 def test_roi_align_needs_lod_or_offsets():
     x = graphc.data("x", [-1, 3, 6, 7])
     with pytest.raises(ShapeError, match="RoisLod"):
@@ -388,7 +415,7 @@ def test_multiclass_nms_refuses_the_lod_form():
 
 
 def test_fluid_spelling():
-    for name in ("multiclass_nms", "roi_align", "prior_box", "box_coder", "iou_similarity",
-                 "yolo_box", "anchor_generator", "polygon_box_transform"):
+    for name in ("roi_pool", "multiclass_nms", "roi_align", "prior_box", "box_coder",
+                 "iou_similarity", "yolo_box", "anchor_generator", "polygon_box_transform"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__

@@ -868,6 +868,12 @@ def _roi_align():
     layers.roi_align(image(), graphc.data("rois", [-1, 4], lod_level=1), 2, 2, 0.25, 2)
 
 
+@case("roi_pool")
+def _roi_pool():
+    layers.roi_pool(image(), graphc.data("rois", [-1, 4]), 2, 2, 0.25,
+                    rois_lod=graphc.data("offsets", [3], "int64"))
+
+
 @case("multiclass_nms")
 def _multiclass_nms():
     layers.multiclass_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
@@ -876,7 +882,7 @@ def _multiclass_nms():
 
 @pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box",
                                      "anchor_generator", "polygon_box_transform",
-                                     "roi_align", "multiclass_nms"])
+                                     "roi_align", "roi_pool", "multiclass_nms"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

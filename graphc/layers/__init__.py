@@ -331,11 +331,12 @@ from .detection import (  # noqa: E402
     polygon_box_transform,
     prior_box,
     roi_align,
+    roi_pool,
     yolo_box,
 )
 
 __all__ += ["anchor_generator", "box_coder", "iou_similarity", "multiclass_nms",
-            "polygon_box_transform", "prior_box", "roi_align", "yolo_box"]
+            "polygon_box_transform", "prior_box", "roi_align", "roi_pool", "yolo_box"]
 # -- end issue 24: detection
 
 

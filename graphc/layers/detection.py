@@ -156,3 +156,21 @@ def multiclass_nms(bboxes, scores, score_threshold, nms_top_k, keep_top_k, nms_t
                       "keep_top_k": int(keep_top_k), "normalized": bool(normalized)})
     out.stop_gradient = True
     return out
+
+
+def roi_pool(input, rois, pooled_height=1, pooled_width=1, spatial_scale=1.0, rois_lod=None):
+    """RoIPool of boxes ``rois`` [R, 4] over ``input`` [N, C, H, W] -> [R, C, pooled_height,
+    pooled_width]; each box's image is its LoD sequence, or given by offsets ``rois_lod``."""
+    check_variable("roi_pool", "input", input)
+    check_variable("roi_pool", "rois", rois)
+    inputs = {"X": input, "ROIs": rois}
+    if rois_lod is not None:
+        check_variable("roi_pool", "rois_lod", rois_lod)
+        inputs["RoisLod"] = rois_lod
+    helper = LayerHelper("roi_pool")
+    out = helper.create_variable_for_type_inference(input.dtype)
+    argmax = helper.create_variable_for_type_inference("int64")
+    helper.append_op("roi_pool", inputs, {"Out": out, "Argmax": argmax},
+                     {"pooled_height": int(pooled_height), "pooled_width": int(pooled_width),
+                      "spatial_scale": float(spatial_scale)})
+    return out

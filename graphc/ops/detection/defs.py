@@ -192,6 +192,19 @@ def _roi_align(c):
                               rois.lod_level)}
 
 
+def _roi_pool(c):
+    out = _roi_align(c)["Out"]
+    return {"Out": out, "Argmax": TensorType(out.shape, "int64", False, out.lod_level)}
+
+
+register("roi_pool", "X ROIs RoisLod?", "Out Argmax",
+         {"pooled_height": ("int", 1), "pooled_width": ("int", 1),
+          "spatial_scale": ("float", 1.0)},
+         infer=_roi_pool, lod_inputs=("ROIs",), lod="aware",
+         doc="RoIPool: the max of each box's bins (rounded to cells) of its image in X, and "
+             "the flat h * W + w index of that max (-1 for an empty bin)")
+
+
 register("roi_align", "X ROIs RoisLod?", "Out",
          {"pooled_height": ("int", 1), "pooled_width": ("int", 1),
           "spatial_scale": ("float", 1.0), "sampling_ratio": ("int", -1)},
