@@ -414,8 +414,74 @@ def test_multiclass_nms_refuses_the_lod_form():
         layers.multiclass_nms(graphc.data("b", [-1, 4]), graphc.data("s", [-1, 3]), 0.1, 5, 5)
 
 
+def clip_ref(box, inf):
+    h, w = math.floor(inf[0] / inf[2] + 0.5), math.floor(inf[1] / inf[2] + 0.5)
+    return np.minimum(np.maximum(box, 0), [w - 1, h - 1, w - 1, h - 1])
+
+
+CLIP_BOXES = np.random.default_rng(8).uniform(-20, 120, (5, 4))
+CLIP_INFO = np.array([[60.0, 81.0, 1.0], [100.0, 90.0, 1.6]])
+
+
+def test_box_clip_lod():
+    bv, info, ref = CLIP_BOXES, CLIP_INFO, clip_ref
+    x = graphc.data("x", [-1, 4], "float64", lod_level=1)
+    im = graphc.data("im", [-1, 3], "float64")
+    out = layers.box_clip(x, im)
+    assert out.lod_level == 1
+    t = fluid.create_lod_tensor(bv, [[2, 3]], fluid.CPUPlace())
+    (got,) = graphc.Executor().run(feed={"x": t, "im": info}, fetch_list=[out],
+                                   return_numpy=False)
+    expect = np.concatenate([ref(bv[:2], info[0]), ref(bv[2:], info[1])])
+    np.testing.assert_allclose(np.asarray(got), expect)
+
+
+def test_box_clip_dense_batch_major():
+    bv, info, ref = CLIP_BOXES, CLIP_INFO, clip_ref
+    im = graphc.data("im", [-1, 3], "float64")
+    dense = layers.box_clip(graphc.data("d", [-1, 5, 4], "float64"), im)
+    (got,) = run_both({"d": np.stack([bv, bv]), "im": info}, [dense])
+    np.testing.assert_allclose(got, np.stack([ref(bv, info[0]), ref(bv, info[1])]))
+
+
+def test_box_decoder_and_assign():
+    rng = np.random.default_rng(9)
+    n, classes = 4, 3
+    prior_v = boxes(rng, n, 50.0)
+    var_v = np.array([0.1, 0.1, 0.2, 0.2])
+    target_v = rng.normal(0, 8, (n, classes * 4))  # large deltas: box_clip binds
+    score_v = rng.uniform(size=(n, classes))
+    score_v[1, 1:] = -2.0  # no foreground score above -1: the prior is assigned
+    names = ("prior", "var", "target", "score")
+    ins = [graphc.data(nm, list(v.shape), "float64")
+           for nm, v in zip(names, (prior_v, var_v, target_v, score_v))]
+    dec, assign = layers.box_decoder_and_assign(*ins, box_clip=1.5)
+    got_d, got_a = run_both(dict(zip(names, (prior_v, var_v, target_v, score_v))),
+                            [dec, assign])
+    ref_d = np.zeros((n, classes * 4))
+    ref_a = np.zeros((n, 4))
+    for i in range(n):
+        pw = prior_v[i, 2] - prior_v[i, 0] + 1
+        ph = prior_v[i, 3] - prior_v[i, 1] + 1
+        pcx, pcy = prior_v[i, 0] + pw / 2, prior_v[i, 1] + ph / 2
+        for j in range(classes):
+            d = target_v[i, 4 * j:4 * j + 4]
+            cx, cy = var_v[0] * d[0] * pw + pcx, var_v[1] * d[1] * ph + pcy
+            w = np.exp(min(var_v[2] * d[2], 1.5)) * pw
+            h = np.exp(min(var_v[3] * d[3], 1.5)) * ph
+            ref_d[i, 4 * j:4 * j + 4] = [cx - w / 2, cy - h / 2, cx + w / 2 - 1, cy + h / 2 - 1]
+        best, best_j = -1.0, -1
+        for j in range(1, classes):
+            if score_v[i, j] > best:
+                best, best_j = score_v[i, j], j
+        ref_a[i] = ref_d[i, 4 * best_j:4 * best_j + 4] if best_j > 0 else prior_v[i]
+    np.testing.assert_allclose(got_d, ref_d, rtol=1e-10)
+    np.testing.assert_allclose(got_a, ref_a, rtol=1e-10)
+
+
 def test_fluid_spelling():
-    for name in ("roi_pool", "multiclass_nms", "roi_align", "prior_box", "box_coder",
-                 "iou_similarity", "yolo_box", "anchor_generator", "polygon_box_transform"):
+    for name in ("box_clip", "box_decoder_and_assign", "roi_pool", "multiclass_nms",
+                 "roi_align", "prior_box", "box_coder", "iou_similarity", "yolo_box",
+                 "anchor_generator", "polygon_box_transform"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__

@@ -874,6 +874,17 @@ def _roi_pool():
                     rois_lod=graphc.data("offsets", [3], "int64"))
 
 
+@case("box_clip")
+def _box_clip():
+    layers.box_clip(graphc.data("b", [-1, 4], lod_level=1), graphc.data("im", [-1, 3]))
+
+
+@case("box_decoder_and_assign")
+def _box_decoder_and_assign():
+    layers.box_decoder_and_assign(graphc.data("p", [-1, 4]), graphc.data("v", [4]),
+                                  graphc.data("t", [-1, 8]), graphc.data("s", [-1, 2]), 4.1)
+
+
 @case("multiclass_nms")
 def _multiclass_nms():
     layers.multiclass_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
@@ -882,7 +893,8 @@ def _multiclass_nms():
 
 @pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box",
                                      "anchor_generator", "polygon_box_transform",
-                                     "roi_align", "roi_pool", "multiclass_nms"])
+                                     "roi_align", "roi_pool", "multiclass_nms", "box_clip",
+                                     "box_decoder_and_assign"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

@@ -174,3 +174,32 @@ def roi_pool(input, rois, pooled_height=1, pooled_width=1, spatial_scale=1.0, ro
                      {"pooled_height": int(pooled_height), "pooled_width": int(pooled_width),
                       "spatial_scale": float(spatial_scale)})
     return out
+
+
+def box_clip(input, im_info, name=None):
+    """Clip boxes to their image (``im_info`` rows [height, width, scale]): x to
+    [0, round(width / scale) - 1], y likewise; a LoD input's sequence i is image i."""
+    check_variable("box_clip", "input", input)
+    check_variable("box_clip", "im_info", im_info)
+    helper = LayerHelper("box_clip", name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("box_clip", {"Input": input, "ImInfo": im_info}, {"Output": out}, {})
+    return out
+
+
+def box_decoder_and_assign(prior_box, prior_box_var, target_box, box_score, box_clip,
+                           name=None):
+    """Decode per-class deltas ``target_box`` [N, 4C] against ``prior_box`` [N, 4] and
+    assign each row the box of its best non-background class: (decoded, assigned)."""
+    for arg, var in (("prior_box", prior_box), ("prior_box_var", prior_box_var),
+                     ("target_box", target_box), ("box_score", box_score)):
+        check_variable("box_decoder_and_assign", arg, var)
+    helper = LayerHelper("box_decoder_and_assign", name)
+    decoded = helper.create_variable_for_type_inference(prior_box.dtype)
+    assigned = helper.create_variable_for_type_inference(prior_box.dtype)
+    helper.append_op("box_decoder_and_assign",
+                     {"PriorBox": prior_box, "PriorBoxVar": prior_box_var,
+                      "TargetBox": target_box, "BoxScore": box_score},
+                     {"DecodeBox": decoded, "OutputAssignBox": assigned},
+                     {"box_clip": float(box_clip)})
+    return decoded, assigned

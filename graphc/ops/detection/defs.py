@@ -245,3 +245,39 @@ register("multiclass_nms", "BBoxes Scores", "Out",
          infer=_multiclass_nms, traits=(NO_GRAD,), lod_inputs=("BBoxes",), lod="aware",
          doc="per image and class: greedy NMS of the boxes over score_threshold; the "
              "keep_top_k best rows [label, score, x1, y1, x2, y2] per image, as a LoD value")
+
+
+def _box_clip(c):
+    box, info = _float(c, "Input"), _float(c, "ImInfo", 2)
+    _last4(c, "Input", box)
+    c.check(info.shape[1] in (3, -1), f"ImInfo must be [N, 3], got {list(info.shape)}")
+    c.check(box.lod_level == 1 or (box.lod_level == 0 and box.rank == 3),
+            "Input needs a LoD of level 1 (the image of each box) or the dense form "
+            f"[N, M, 4], got lod_level {box.lod_level} and {list(box.shape)}")
+    return {"Output": box}
+
+
+register("box_clip", "Input ImInfo", "Output", infer=_box_clip, traits=(NO_GRAD,),
+         lod_inputs=("Input",), lod="aware",
+         doc="clip boxes to their image: x to [0, round(w / scale) - 1], y likewise")
+
+
+def _box_decoder_and_assign(c):
+    prior, target, score = _float(c, "PriorBox", 2), _float(c, "TargetBox", 2), \
+        _float(c, "BoxScore", 2)
+    var = _float(c, "PriorBoxVar", 1)
+    _last4(c, "PriorBox", prior)
+    c.check(var.shape[0] in (4, -1), f"PriorBoxVar must be [4], got {list(var.shape)}")
+    classes = score.shape[1]
+    c.check(classes < 0 or target.shape[1] < 0 or target.shape[1] == 4 * classes,
+            f"TargetBox {list(target.shape)} must have 4 values per class of BoxScore "
+            f"{list(score.shape)}")
+    return {"DecodeBox": TensorType(target.shape, target.dtype),
+            "OutputAssignBox": TensorType((target.shape[0], 4), target.dtype)}
+
+
+register("box_decoder_and_assign", "PriorBox PriorBoxVar TargetBox BoxScore",
+         "DecodeBox OutputAssignBox", {"box_clip": ("float", 4.135)},
+         infer=_box_decoder_and_assign, traits=(NO_GRAD,),
+         doc="decode each class's deltas against its prior (pixel boxes, +1 sizes); assign "
+             "each row the box of its best non-background class (the prior when none)")

@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ...backends.lod import LoDArray
 from ...backends.lowering import lowering
 from .defs import expand_aspect_ratios
 
@@ -227,3 +228,42 @@ def _roi_align(c, X, ROIs, RoisLod):
     ends = RoisLod[1:].astype(jnp.int32)
     batch = jnp.searchsorted(ends, jnp.arange(ROIs.shape[0]), side="right")
     return {"Out": roi_align(X, ROIs, jnp.minimum(batch, X.shape[0] - 1), *args)}
+
+
+def _clip_to(box, info):
+    """Paddle's ClipTiledBoxes with is_scale: image size round(h or w / scale)."""
+    h = jnp.floor(info[..., 0] / info[..., 2] + 0.5)
+    w = jnp.floor(info[..., 1] / info[..., 2] + 0.5)
+    lim = jnp.stack([w, h, w, h], axis=-1) - 1
+    return jnp.minimum(jnp.maximum(box, 0), lim)
+
+
+@lowering("box_clip")
+def _box_clip(c, Input, ImInfo):
+    if isinstance(Input, LoDArray):
+        batch = jnp.minimum(Input.segment_ids(), ImInfo.shape[0] - 1)
+        return {"Output": Input.masked(_clip_to(Input.data, ImInfo[batch]))}
+    return {"Output": _clip_to(Input, ImInfo[:, None, :])}
+
+
+@lowering("box_decoder_and_assign")
+def _box_decoder_and_assign(c, PriorBox, PriorBoxVar, TargetBox, BoxScore):
+    n, classes = BoxScore.shape
+    pw = PriorBox[:, 2] - PriorBox[:, 0] + 1
+    ph = PriorBox[:, 3] - PriorBox[:, 1] + 1
+    pcx, pcy = (PriorBox[:, 0] + pw / 2)[:, None], (PriorBox[:, 1] + ph / 2)[:, None]
+    pw, ph = pw[:, None], ph[:, None]
+    t = TargetBox.reshape(n, classes, 4)
+    v = PriorBoxVar
+    dw = jnp.minimum(v[2] * t[..., 2], c["box_clip"])
+    dh = jnp.minimum(v[3] * t[..., 3], c["box_clip"])
+    cx, cy = v[0] * t[..., 0] * pw + pcx, v[1] * t[..., 1] * ph + pcy
+    w, h = jnp.exp(dw) * pw, jnp.exp(dh) * ph
+    dec = jnp.stack([cx - w / 2, cy - h / 2, cx + w / 2 - 1, cy + h / 2 - 1], axis=-1)
+    # the first class > 0 with the highest score above -1 (Paddle's strict > scan)
+    fg = jnp.where(jnp.arange(classes) > 0, BoxScore, -jnp.inf)
+    best = jnp.argmax(fg, axis=1)
+    found = jnp.take_along_axis(fg, best[:, None], axis=1)[:, 0] > -1
+    chosen = jnp.take_along_axis(dec, best[:, None, None], axis=1)[:, 0]
+    return {"DecodeBox": dec.reshape(n, classes * 4),
+            "OutputAssignBox": jnp.where(found[:, None], chosen, PriorBox)}
