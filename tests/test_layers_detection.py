@@ -33,8 +33,7 @@ def prior_box_ref(fh, fw, ih, iw, mins, maxs, ars, var, flip, clip, steps, offse
             ratios.append(r)
             if flip:
                 ratios.append(1 / r)
-    sw = steps[0] or iw / fw
-    sh = steps[1] or ih / fh
+    sw, sh = steps if steps[0] and steps[1] else (iw / fw, ih / fh)
     out = []
     for h in range(fh):
         for w in range(fw):
@@ -69,6 +68,7 @@ def prior_box_ref(fh, fw, ih, iw, mins, maxs, ars, var, flip, clip, steps, offse
          flip=True, min_max_aspect_ratios_order=True),
     dict(min_sizes=3.0, aspect_ratios=[3.0], steps=[5.0, 2.0], offset=0.2,
          variance=[0.1, 0.2, 0.3, 0.4]),
+    dict(min_sizes=[3.0], steps=[5.0, 0.0]),  # one step unset: both from the image
 ])
 def test_prior_box(kw):
     x = graphc.data("x", [-1, 3, 2, 3])

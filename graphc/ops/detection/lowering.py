@@ -33,8 +33,9 @@ def _prior_halves(c):
 def _prior_box(c, Input, Image):
     fh, fw = Input.shape[2], Input.shape[3]
     ih, iw = Image.shape[2], Image.shape[3]
-    sw = c["step_w"] or iw / fw
-    sh = c["step_h"] or ih / fh
+    sw, sh = c["step_w"], c["step_h"]
+    if sw == 0 or sh == 0:  # either step unset: both from the image (Paddle's kernel)
+        sw, sh = iw / fw, ih / fh
     cx = (np.arange(fw) + c["offset"]) * sw
     cy = (np.arange(fh) + c["offset"]) * sh
     halves = _prior_halves(c)
