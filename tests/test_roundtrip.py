@@ -885,6 +885,12 @@ def _box_decoder_and_assign():
                                   graphc.data("t", [-1, 8]), graphc.data("s", [-1, 2]), 4.1)
 
 
+@case("density_prior_box")
+def _density_prior_box():
+    layers.density_prior_box(image(), image((-1, 3, 24, 24), "im"), [2, 1], [4.0, 8.0], [1.0],
+                             flatten_to_2d=True)
+
+
 @case("multiclass_nms")
 def _multiclass_nms():
     layers.multiclass_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
@@ -894,7 +900,7 @@ def _multiclass_nms():
 @pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box",
                                      "anchor_generator", "polygon_box_transform",
                                      "roi_align", "roi_pool", "multiclass_nms", "box_clip",
-                                     "box_decoder_and_assign"])
+                                     "box_decoder_and_assign", "density_prior_box"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

@@ -328,6 +328,7 @@ from .detection import (  # noqa: E402
     box_clip,
     box_coder,
     box_decoder_and_assign,
+    density_prior_box,
     iou_similarity,
     multiclass_nms,
     polygon_box_transform,
@@ -338,7 +339,7 @@ from .detection import (  # noqa: E402
 )
 
 __all__ += ["anchor_generator", "box_clip", "box_coder", "box_decoder_and_assign",
-            "iou_similarity", "multiclass_nms",
+            "density_prior_box", "iou_similarity", "multiclass_nms",
             "polygon_box_transform", "prior_box", "roi_align", "roi_pool", "yolo_box"]
 # -- end issue 24: detection
 

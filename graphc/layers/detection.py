@@ -203,3 +203,27 @@ def box_decoder_and_assign(prior_box, prior_box_var, target_box, box_score, box_
                      {"DecodeBox": decoded, "OutputAssignBox": assigned},
                      {"box_clip": float(box_clip)})
     return decoded, assigned
+
+
+def density_prior_box(input, image, densities=None, fixed_sizes=None, fixed_ratios=None,
+                      variance=[0.1, 0.1, 0.2, 0.2], clip=False,  # noqa: B006
+                      steps=[0.0, 0.0], offset=0.5, flatten_to_2d=False,  # noqa: B006
+                      name=None):
+    """Density prior boxes of ``input`` for ``image``: (boxes, variances), each
+    [H, W, num_priors, 4] ([H * W * num_priors, 4] with flatten_to_2d)."""
+    check_variable("density_prior_box", "input", input)
+    check_variable("density_prior_box", "image", image)
+    if not isinstance(steps, (list, tuple)) or len(steps) != 2:
+        raise ProgramError(f"density_prior_box: steps must be [step_w, step_h], got {steps!r}")
+    helper = LayerHelper("density_prior_box", name)
+    boxes = helper.create_variable_for_type_inference(input.dtype)
+    var = helper.create_variable_for_type_inference(input.dtype)
+    attrs = {"densities": [int(d) for d in (densities or [])],
+             "fixed_sizes": _floats(fixed_sizes), "fixed_ratios": _floats(fixed_ratios),
+             "variances": _floats(variance), "clip": bool(clip), "step_w": float(steps[0]),
+             "step_h": float(steps[1]), "offset": float(offset),
+             "flatten_to_2d": bool(flatten_to_2d)}
+    helper.append_op("density_prior_box", {"Input": input, "Image": image},
+                     {"Boxes": boxes, "Variances": var}, attrs)
+    boxes.stop_gradient = var.stop_gradient = True
+    return boxes, var

@@ -281,3 +281,30 @@ register("box_decoder_and_assign", "PriorBox PriorBoxVar TargetBox BoxScore",
          infer=_box_decoder_and_assign, traits=(NO_GRAD,),
          doc="decode each class's deltas against its prior (pixel boxes, +1 sizes); assign "
              "each row the box of its best non-background class (the prior when none)")
+
+
+def _density_prior_box(c):
+    x = _float(c, "Input", 4)
+    _float(c, "Image", 4)
+    dens, sizes, ratios = c["densities"], c["fixed_sizes"], c["fixed_ratios"]
+    c.check(len(dens) > 0 and len(dens) == len(sizes) and all(d > 0 for d in dens),
+            f"densities {dens} must be positive, one per fixed size {sizes}")
+    c.check(len(ratios) > 0 and all(r > 0 for r in ratios),
+            f"fixed_ratios must be positive, got {ratios}")
+    c.check(len(c["variances"]) == 4, f"variances must have 4 values, got {c['variances']}")
+    n = len(ratios) * sum(d * d for d in dens)
+    h, w = x.shape[2], x.shape[3]
+    if c["flatten_to_2d"]:
+        shape = (-1 if h < 0 or w < 0 else h * w * n, 4)
+    else:
+        shape = (h, w, n, 4)
+    return {"Boxes": TensorType(shape, x.dtype), "Variances": TensorType(shape, x.dtype)}
+
+
+register("density_prior_box", "Input Image", "Boxes Variances",
+         {"densities": "ints", "fixed_sizes": "floats", "fixed_ratios": "floats",
+          "variances": ("floats", [0.1, 0.1, 0.2, 0.2]), "clip": ("bool", False),
+          "step_w": ("float", 0.0), "step_h": ("float", 0.0), "offset": ("float", 0.5),
+          "flatten_to_2d": ("bool", False)},
+         infer=_density_prior_box, traits=(NO_GRAD,),
+         doc="prior boxes on a density x density grid per cell, size and ratio, and variances")

@@ -268,3 +268,38 @@ def _box_decoder_and_assign(c, PriorBox, PriorBoxVar, TargetBox, BoxScore):
     chosen = jnp.take_along_axis(dec, best[:, None, None], axis=1)[:, 0]
     return {"DecodeBox": dec.reshape(n, classes * 4),
             "OutputAssignBox": jnp.where(found[:, None], chosen, PriorBox)}
+
+
+@lowering("density_prior_box")
+def _density_prior_box(c, Input, Image):
+    fh, fw = Input.shape[2], Input.shape[3]
+    ih, iw = Image.shape[2], Image.shape[3]
+    sw, sh = c["step_w"], c["step_h"]
+    if sw == 0 or sh == 0:
+        sw, sh = iw / fw, ih / fh
+    avg = int((sw + sh) * 0.5)  # Paddle truncates the mean step, and the shift, to ints
+    offsets, halves = [], []
+    for size, dens in zip(c["fixed_sizes"], c["densities"]):
+        shift = avg // dens
+        for r in c["fixed_ratios"]:
+            root = np.sqrt(np.float32(r))
+            half = (np.float32(size * root) / 2, np.float32(size / root) / 2)
+            for di in range(dens):
+                for dj in range(dens):
+                    offsets.append((-avg / 2 + shift / 2 + dj * shift,
+                                    -avg / 2 + shift / 2 + di * shift))
+                    halves.append(half)
+    offsets, halves = np.array(offsets), np.array(halves, np.float64)
+    cx = ((np.arange(fw) + c["offset"]) * sw)[None, :, None] + offsets[:, 0]
+    cy = ((np.arange(fh) + c["offset"]) * sh)[:, None, None] + offsets[:, 1]
+    hw, hh = halves[:, 0], halves[:, 1]
+    boxes = np.stack(np.broadcast_arrays(np.maximum((cx - hw) / iw, 0),
+                                         np.maximum((cy - hh) / ih, 0),
+                                         np.minimum((cx + hw) / iw, 1),
+                                         np.minimum((cy + hh) / ih, 1)), axis=-1)
+    if c["clip"]:
+        boxes = np.clip(boxes, 0.0, 1.0)
+    if c["flatten_to_2d"]:
+        boxes = boxes.reshape(-1, 4)
+    var = np.broadcast_to(np.array(c["variances"]), boxes.shape)
+    return {"Boxes": jnp.asarray(boxes, Input.dtype), "Variances": jnp.asarray(var, Input.dtype)}
