@@ -1,5 +1,5 @@
-"""density_prior_box against a loop-by-loop NumPy reference of Paddle 1.8's kernel (the
-other detection layers: tests/test_layers_detection.py)."""
+"""density_prior_box and bipartite_match against loop-by-loop NumPy references of Paddle
+1.8's kernels (the other detection layers: tests/test_layers_detection.py)."""
 
 from __future__ import annotations
 
@@ -59,3 +59,59 @@ def test_density_prior_box(kw):
         np.testing.assert_allclose(v, np.broadcast_to(kw.get("variance", [0.1, 0.1, 0.2, 0.2]),
                                                       expect.shape), rtol=1e-6)
     assert fluid.layers.density_prior_box is layers.density_prior_box
+
+
+def match_ref(d, per_prediction, threshold):
+    rows, cols = d.shape
+    idx, val = np.full(cols, -1), np.zeros(cols)
+    pool = list(range(rows))
+    while pool:
+        best, bj, bi = -1.0, -1, -1
+        for j in range(cols):
+            if idx[j] != -1:
+                continue
+            for i in pool:
+                if d[i, j] >= 1e-6 and d[i, j] > best:
+                    best, bj, bi = d[i, j], j, i
+        if bj == -1:
+            break
+        idx[bj], val[bj] = bi, best
+        pool.remove(bi)
+    if per_prediction:
+        for j in range(cols):
+            if idx[j] != -1:
+                continue
+            best, bi = -1.0, -1
+            for i in range(rows):
+                if d[i, j] >= 1e-6 and d[i, j] >= threshold and d[i, j] > best:
+                    best, bi = d[i, j], i
+            if bi != -1:
+                idx[j], val[j] = bi, best
+    return idx, val
+
+
+@pytest.mark.parametrize("match_type", [None, "per_prediction"])
+def test_bipartite_match_per_lod_instance(match_type):
+    rng = np.random.default_rng(10)
+    lengths = [[2, 0, 4, 1]]
+    dist = rng.uniform(size=(7, 5))
+    dist[0, 1] = 0.0  # below the epsilon: never matched
+    x = graphc.data("d", [-1, 5], "float64", lod_level=1)
+    idx, val = layers.bipartite_match(x, match_type, 0.4)
+    assert idx.shape == (-1, 5) and idx.dtype == "int32"
+    t = fluid.create_lod_tensor(dist, lengths, fluid.CPUPlace())
+    got_i, got_v = graphc.Executor().run(feed={"d": t}, fetch_list=[idx, val])
+    starts = np.cumsum([0] + lengths[0])
+    for k in range(len(lengths[0])):
+        ri, rv = match_ref(dist[starts[k]:starts[k + 1]], match_type == "per_prediction", 0.4)
+        np.testing.assert_array_equal(got_i[k], ri)
+        np.testing.assert_allclose(got_v[k], rv)
+
+
+def test_bipartite_match_dense_is_one_instance():
+    dist = np.random.default_rng(11).uniform(size=(3, 6))
+    idx, val = layers.bipartite_match(graphc.data("d", [3, 6], "float64"))
+    got_i, got_v = graphc.Executor().run(feed={"d": dist}, fetch_list=[idx, val])
+    ri, rv = match_ref(dist, False, 0.5)
+    np.testing.assert_array_equal(got_i, ri[None])
+    np.testing.assert_allclose(got_v, rv[None])

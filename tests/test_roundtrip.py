@@ -891,6 +891,11 @@ def _density_prior_box():
                              flatten_to_2d=True)
 
 
+@case("bipartite_match")
+def _bipartite_match():
+    layers.bipartite_match(graphc.data("d", [-1, 6], lod_level=1), "per_prediction", 0.3)
+
+
 @case("multiclass_nms")
 def _multiclass_nms():
     layers.multiclass_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
@@ -900,7 +905,8 @@ def _multiclass_nms():
 @pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box",
                                      "anchor_generator", "polygon_box_transform",
                                      "roi_align", "roi_pool", "multiclass_nms", "box_clip",
-                                     "box_decoder_and_assign", "density_prior_box"])
+                                     "box_decoder_and_assign", "density_prior_box",
+                                     "bipartite_match"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

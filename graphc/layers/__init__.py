@@ -325,6 +325,7 @@ __all__ += [
 # -- issue 24: detection
 from .detection import (  # noqa: E402
     anchor_generator,
+    bipartite_match,
     box_clip,
     box_coder,
     box_decoder_and_assign,
@@ -338,8 +339,8 @@ from .detection import (  # noqa: E402
     yolo_box,
 )
 
-__all__ += ["anchor_generator", "box_clip", "box_coder", "box_decoder_and_assign",
-            "density_prior_box", "iou_similarity", "multiclass_nms",
+__all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
+            "box_decoder_and_assign", "density_prior_box", "iou_similarity", "multiclass_nms",
             "polygon_box_transform", "prior_box", "roi_align", "roi_pool", "yolo_box"]
 # -- end issue 24: detection
 

@@ -227,3 +227,18 @@ def density_prior_box(input, image, densities=None, fixed_sizes=None, fixed_rati
                      {"Boxes": boxes, "Variances": var}, attrs)
     boxes.stop_gradient = var.stop_gradient = True
     return boxes, var
+
+
+def bipartite_match(dist_matrix, match_type=None, dist_threshold=None, name=None):
+    """Greedy bipartite matching of each instance's distance matrix (one LoD sequence per
+    instance, rows = entities, columns = priors): (match indices int32 [N, M], distances)."""
+    check_variable("bipartite_match", "dist_matrix", dist_matrix)
+    helper = LayerHelper("bipartite_match", name)
+    idx = helper.create_variable_for_type_inference("int32")
+    dist = helper.create_variable_for_type_inference(dist_matrix.dtype)
+    attrs = {"match_type": match_type or "bipartite",
+             "dist_threshold": 0.5 if dist_threshold is None else float(dist_threshold)}
+    helper.append_op("bipartite_match", {"DistMat": dist_matrix},
+                     {"ColToRowMatchIndices": idx, "ColToRowMatchDist": dist}, attrs)
+    idx.stop_gradient = dist.stop_gradient = True
+    return idx, dist

@@ -308,3 +308,20 @@ register("density_prior_box", "Input Image", "Boxes Variances",
           "flatten_to_2d": ("bool", False)},
          infer=_density_prior_box, traits=(NO_GRAD,),
          doc="prior boxes on a density x density grid per cell, size and ratio, and variances")
+
+
+def _bipartite_match(c):
+    dist = _float(c, "DistMat", 2)
+    c.check(dist.lod_level <= 1, f"DistMat's LoD must be of level 1, got {dist.lod_level}")
+    c.check(c["match_type"] in ("bipartite", "per_prediction"),
+            f"match_type must be bipartite or per_prediction, got {c['match_type']!r}")
+    n = -1 if dist.lod_level else 1
+    return {"ColToRowMatchIndices": TensorType((n, dist.shape[1]), "int32"),
+            "ColToRowMatchDist": TensorType((n, dist.shape[1]), dist.dtype)}
+
+
+register("bipartite_match", "DistMat", "ColToRowMatchIndices ColToRowMatchDist",
+         {"match_type": ("str", "bipartite"), "dist_threshold": ("float", 0.5)},
+         infer=_bipartite_match, traits=(NO_GRAD,), lod_inputs=("DistMat",), lod="aware",
+         doc="per instance (LoD sequence): greedy bipartite matching of columns to rows by "
+             "largest distance; per_prediction also matches the rest at >= dist_threshold")
