@@ -115,3 +115,34 @@ def test_bipartite_match_dense_is_one_instance():
     ri, rv = match_ref(dist, False, 0.5)
     np.testing.assert_array_equal(got_i, ri[None])
     np.testing.assert_allclose(got_v, rv[None])
+
+
+@pytest.mark.parametrize("p, with_neg", [(1, False), (4, True)])
+def test_target_assign(p, with_neg):
+    rng = np.random.default_rng(12)
+    lengths = [[3, 0, 2]]
+    xv = rng.normal(size=(5, p, 2))
+    match = np.array([[2, -1, 0, 1], [-1, -1, -1, -1], [1, 0, -1, -1]], "int32")
+    x = graphc.data("x", [-1, p, 2], "float64", lod_level=1)
+    mi = graphc.data("m", [-1, 4], "int32")
+    feed = {"x": fluid.create_lod_tensor(xv, lengths, fluid.CPUPlace()), "m": match}
+    neg = None
+    if with_neg:
+        neg = graphc.data("neg", [-1, 1], "int32", lod_level=1)
+        feed["neg"] = fluid.create_lod_tensor(np.array([[1], [3], [2]], "int32"), [[1, 2, 0]],
+                                              fluid.CPUPlace())
+    out, wt = layers.target_assign(x, mi, neg, mismatch_value=7)
+    assert out.shape == (-1, 4, 2) and wt.dtype == "float32"
+    got_o, got_w = graphc.Executor().run(feed=feed, fetch_list=[out, wt])
+    starts = [0, 3, 3]
+    ref_o, ref_w = np.full((3, 4, 2), 7.0), np.zeros((3, 4, 1))
+    for i in range(3):
+        for j in range(4):
+            if match[i, j] > -1:
+                ref_o[i, j] = xv[starts[i] + match[i, j], j % p]
+                ref_w[i, j] = 1
+    if with_neg:
+        for i, col in ((0, 1), (1, 3), (1, 2)):
+            ref_o[i, col], ref_w[i, col] = 7.0, 1
+    np.testing.assert_allclose(got_o, ref_o)
+    np.testing.assert_allclose(got_w, ref_w)

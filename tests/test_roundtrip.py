@@ -896,6 +896,13 @@ def _bipartite_match():
     layers.bipartite_match(graphc.data("d", [-1, 6], lod_level=1), "per_prediction", 0.3)
 
 
+@case("target_assign")
+def _target_assign():
+    layers.target_assign(graphc.data("x", [-1, 1, 4], lod_level=1),
+                         graphc.data("m", [-1, 6], "int32"),
+                         graphc.data("neg", [-1, 1], "int32", lod_level=1), 0)
+
+
 @case("multiclass_nms")
 def _multiclass_nms():
     layers.multiclass_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
@@ -906,7 +913,7 @@ def _multiclass_nms():
                                      "anchor_generator", "polygon_box_transform",
                                      "roi_align", "roi_pool", "multiclass_nms", "box_clip",
                                      "box_decoder_and_assign", "density_prior_box",
-                                     "bipartite_match"])
+                                     "bipartite_match", "target_assign"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

@@ -336,12 +336,14 @@ from .detection import (  # noqa: E402
     prior_box,
     roi_align,
     roi_pool,
+    target_assign,
     yolo_box,
 )
 
 __all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
             "box_decoder_and_assign", "density_prior_box", "iou_similarity", "multiclass_nms",
-            "polygon_box_transform", "prior_box", "roi_align", "roi_pool", "yolo_box"]
+            "polygon_box_transform", "prior_box", "roi_align", "roi_pool", "target_assign",
+            "yolo_box"]
 # -- end issue 24: detection
 
 

@@ -242,3 +242,21 @@ def bipartite_match(dist_matrix, match_type=None, dist_threshold=None, name=None
                      {"ColToRowMatchIndices": idx, "ColToRowMatchDist": dist}, attrs)
     idx.stop_gradient = dist.stop_gradient = True
     return idx, dist
+
+
+def target_assign(input, matched_indices, negative_indices=None, mismatch_value=None,
+                  name=None):
+    """Gather each instance's targets by ``matched_indices`` [N, M] from the LoD ``input``
+    [rows, P, K]: (out [N, M, K], float32 weights [N, M, 1])."""
+    check_variable("target_assign", "input", input)
+    check_variable("target_assign", "matched_indices", matched_indices)
+    inputs = {"X": input, "MatchIndices": matched_indices}
+    if negative_indices is not None:
+        check_variable("target_assign", "negative_indices", negative_indices)
+        inputs["NegIndices"] = negative_indices
+    helper = LayerHelper("target_assign", name)
+    out = helper.create_variable_for_type_inference(input.dtype)
+    weight = helper.create_variable_for_type_inference("float32")
+    helper.append_op("target_assign", inputs, {"Out": out, "OutWeight": weight},
+                     {"mismatch_value": int(mismatch_value or 0)})
+    return out, weight

@@ -325,3 +325,29 @@ register("bipartite_match", "DistMat", "ColToRowMatchIndices ColToRowMatchDist",
          infer=_bipartite_match, traits=(NO_GRAD,), lod_inputs=("DistMat",), lod="aware",
          doc="per instance (LoD sequence): greedy bipartite matching of columns to rows by "
              "largest distance; per_prediction also matches the rest at >= dist_threshold")
+
+
+def _target_assign(c):
+    x, match = c.x("X"), c.x("MatchIndices")
+    c.check(x.lod_level == 1 and x.rank == 3,
+            f"X must be a LoD [rows, P, K] value (one sequence per instance), got "
+            f"lod_level {x.lod_level} and {list(x.shape)}")
+    c.check(match.dtype == "int32" and match.rank == 2 and match.lod_level == 0,
+            f"MatchIndices must be an int32 [N, M], got {match.dtype}{list(match.shape)}")
+    m = match.shape[1]
+    c.check(x.shape[1] in (1, -1) or m < 0 or x.shape[1] == m,
+            f"X's dim 1 must be 1 or M={m}, got {list(x.shape)}")
+    if c.has("NegIndices"):
+        neg = c.x("NegIndices")
+        c.check(neg.dtype == "int32" and neg.lod_level == 1,
+                f"NegIndices must be an int32 LoD value, got {neg.dtype} lod_level "
+                f"{neg.lod_level}")
+    return {"Out": TensorType((match.shape[0], m, x.shape[2]), x.dtype),
+            "OutWeight": TensorType((match.shape[0], m, 1), "float32")}
+
+
+register("target_assign", "X MatchIndices NegIndices?", "Out OutWeight",
+         {"mismatch_value": ("int", 0)}, infer=_target_assign, traits=(NO_GRAD,),
+         lod_inputs=("X", "NegIndices"), lod="aware",
+         doc="Out[i, j] = X[row MatchIndices[i, j] of instance i, j % P] (weight 1), else "
+             "mismatch_value (weight 0); NegIndices' columns get weight 1")

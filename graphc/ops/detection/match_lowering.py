@@ -60,3 +60,22 @@ def _bipartite_match(c, DistMat):
     idx, val = jax.vmap(lambda d, r: _match_one(d, r, c["match_type"] == "per_prediction",
                                                 c["dist_threshold"]))(mats, real)
     return {"ColToRowMatchIndices": idx, "ColToRowMatchDist": val}
+
+
+@lowering("target_assign")
+def _target_assign(c, X, MatchIndices, NegIndices):
+    n, m = MatchIndices.shape
+    p = X.data.shape[1]
+    starts = X.offsets()
+    matched = MatchIndices > -1
+    rows = jnp.clip(starts[:, None] + MatchIndices, 0, X.capacity - 1)
+    picked = X.data[rows, jnp.arange(m)[None, :] % p]  # [N, M, K]
+    fill = jnp.asarray(c["mismatch_value"], X.data.dtype)
+    out = jnp.where(matched[..., None], picked, fill)
+    weight = matched.astype(jnp.float32)
+    if NegIndices is not None:
+        seg = NegIndices.segment_ids()  # padding tokens point past the last instance: dropped
+        col = NegIndices.data.reshape(-1).astype(jnp.int32)
+        out = out.at[seg, col].set(fill, mode="drop")
+        weight = weight.at[seg, col].set(1.0, mode="drop")
+    return {"Out": out, "OutWeight": weight[..., None]}
