@@ -1,5 +1,5 @@
-"""density_prior_box and bipartite_match against loop-by-loop NumPy references of Paddle
-1.8's kernels (the other detection layers: tests/test_layers_detection.py)."""
+"""density_prior_box, bipartite_match and target_assign against loop-by-loop NumPy references
+of Paddle 1.8's kernels, and detection_output's composition (the rest: test_layers_detection)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import graphc
 import graphc.fluid as fluid
 from graphc import layers
 from graphc.backends.interpreter import run_graph
+from graphc.ir.errors import ProgramError
 
 
 def density_ref(fh, fw, ih, iw, dens, sizes, ratios, steps, offset, clip):
@@ -146,3 +147,24 @@ def test_target_assign(p, with_neg):
             ref_o[i, col], ref_w[i, col] = 7.0, 1
     np.testing.assert_allclose(got_o, ref_o)
     np.testing.assert_allclose(got_w, ref_w)
+
+
+def test_detection_output_is_decode_softmax_and_nms():
+    rng = np.random.default_rng(13)
+    prior_v = np.concatenate([rng.uniform(0, 0.5, (6, 2)), rng.uniform(0.6, 1, (6, 2))], 1)
+    feed = {"loc": rng.normal(0, 0.3, (2, 6, 4)), "conf": rng.normal(size=(2, 6, 3)),
+            "prior": prior_v, "pvar": np.full((6, 4), 0.2)}
+    loc, conf = graphc.data("loc", [-1, 6, 4], "float64"), graphc.data("conf", [-1, 6, 3],
+                                                                        "float64")
+    prior, pvar = graphc.data("prior", [6, 4], "float64"), graphc.data("pvar", [6, 4], "float64")
+    out = layers.detection_output(loc, conf, prior, pvar, nms_threshold=0.4, keep_top_k=5,
+                                  score_threshold=0.2)
+    by_hand = layers.multiclass_nms(
+        layers.box_coder(prior, pvar, loc, "decode_center_size"),
+        layers.transpose(layers.softmax(conf), [0, 2, 1]), 0.2, 400, 5, nms_threshold=0.4)
+    got, ref = graphc.Executor().run(feed=feed, fetch_list=[out, by_hand], return_numpy=False)
+    assert got.recursive_sequence_lengths() == ref.recursive_sequence_lengths()
+    assert sum(got.recursive_sequence_lengths()[0]) > 0
+    np.testing.assert_allclose(np.asarray(got), np.asarray(ref))
+    with pytest.raises(ProgramError, match="return_index"):
+        layers.detection_output(loc, conf, prior, pvar, return_index=True)

@@ -903,6 +903,12 @@ def _target_assign():
                          graphc.data("neg", [-1, 1], "int32", lod_level=1), 0)
 
 
+@case("detection_output")
+def _detection_output():
+    layers.detection_output(graphc.data("loc", [-1, 5, 4]), graphc.data("conf", [-1, 5, 3]),
+                            graphc.data("p", [5, 4]), graphc.data("pv", [5, 4]))
+
+
 @case("multiclass_nms")
 def _multiclass_nms():
     layers.multiclass_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
@@ -913,7 +919,7 @@ def _multiclass_nms():
                                      "anchor_generator", "polygon_box_transform",
                                      "roi_align", "roi_pool", "multiclass_nms", "box_clip",
                                      "box_decoder_and_assign", "density_prior_box",
-                                     "bipartite_match", "target_assign"])
+                                     "bipartite_match", "target_assign", "detection_output"])
 def test_detection_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection

@@ -330,6 +330,7 @@ from .detection import (  # noqa: E402
     box_coder,
     box_decoder_and_assign,
     density_prior_box,
+    detection_output,
     iou_similarity,
     multiclass_nms,
     polygon_box_transform,
@@ -341,7 +342,8 @@ from .detection import (  # noqa: E402
 )
 
 __all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
-            "box_decoder_and_assign", "density_prior_box", "iou_similarity", "multiclass_nms",
+            "box_decoder_and_assign", "density_prior_box", "detection_output",
+            "iou_similarity", "multiclass_nms",
             "polygon_box_transform", "prior_box", "roi_align", "roi_pool", "target_assign",
             "yolo_box"]
 # -- end issue 24: detection

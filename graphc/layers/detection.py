@@ -6,6 +6,8 @@ from __future__ import annotations
 from ..ir.errors import ProgramError
 from ..ir.program import Variable
 from .helper import LayerHelper, check_variable
+from .math import softmax
+from .tensor import transpose
 
 
 def _floats(value):
@@ -260,3 +262,18 @@ def target_assign(input, matched_indices, negative_indices=None, mismatch_value=
     helper.append_op("target_assign", inputs, {"Out": out, "OutWeight": weight},
                      {"mismatch_value": int(mismatch_value or 0)})
     return out, weight
+
+
+def detection_output(loc, scores, prior_box, prior_box_var, background_label=0,
+                     nms_threshold=0.3, nms_top_k=400, keep_top_k=200, score_threshold=0.01,
+                     nms_eta=1.0, return_index=False):
+    """SSD's output: decode ``loc`` [N, M, 4] against the priors, softmax ``scores``
+    [N, M, C] over classes, then multiclass_nms (as Paddle's layer composes them)."""
+    if return_index:
+        raise ProgramError("detection_output: return_index=True (multiclass_nms2's index) is "
+                           "not supported; call it with return_index=False")
+    decoded = box_coder(prior_box, prior_box_var, loc, "decode_center_size")
+    probs = transpose(softmax(scores), perm=[0, 2, 1])
+    return multiclass_nms(decoded, probs, score_threshold, nms_top_k, keep_top_k,
+                          nms_threshold=nms_threshold, nms_eta=nms_eta,
+                          background_label=background_label)
