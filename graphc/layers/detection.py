@@ -1,5 +1,5 @@
-"""Detection layers of Paddle 1.8 (fluid/layers/detection.py): prior_box, box_coder,
-iou_similarity and yolo_box, emitting Paddle's ops with its attribute names."""
+"""Detection layers of Paddle 1.8 (fluid/layers/detection.py, roi_align/roi_pool from nn.py),
+emitting Paddle's ops with its attribute names."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""prior_box, box_coder, iou_similarity and yolo_box: slots, attributes, shape rules.
+"""The detection ops' slots, attributes and shape rules (one register call each).
 
-All four are NO_GRAD as in Paddle 1.8 (their ops register no gradient maker).
+Only roi_align and roi_pool differentiate, as in Paddle 1.8 (the rest register no gradient).
 """
 
 from __future__ import annotations
