@@ -1342,6 +1342,29 @@ def mul_layer(c):
 # -- end issue 24: math activations
 
 
+# -- issue 24: detection ----------------------------------------------------------------------
+@grad_case("roi_align", params=[{"ratio": -1}, {"ratio": 2}])
+def roi_align(c, ratio):
+    """Gradient to X only (Paddle's roi_align_grad has no ROIs gradient); boxes keep every
+    sample away from a pixel edge so central differences see a smooth function."""
+    x = c.data("x", c.randn(2, 2, 5, 6))
+    rois = c.data("rois", np.array([[0.3, 0.2, 7.7, 6.1], [2.1, 1.3, 5.9, 8.3],
+                                    [1.1, 0.7, 3.3, 2.9]]), grad=False)
+    offsets = c.data("offsets", np.array([0, 2, 3]), grad=False, dtype="int64")
+    return layers.roi_align(x, rois, 2, 2, 0.6, ratio, rois_lod=offsets)
+
+
+@grad_case("roi_pool")
+def roi_pool(c):
+    """Gradient to each bin's maximum (distinct random values: no ties)."""
+    x = c.data("x", c.randn(2, 2, 5, 6))
+    rois = c.data("rois", np.array([[0.0, 0.0, 9.0, 7.0], [2.0, 1.0, 6.0, 8.0],
+                                    [1.0, 1.0, 3.0, 3.0]]), grad=False)
+    offsets = c.data("offsets", np.array([0, 2, 3]), grad=False, dtype="int64")
+    return layers.roi_pool(x, rois, 2, 2, 0.6, rois_lod=offsets)
+# -- end issue 24: detection
+
+
 @grad_case("norm", params=[{"shape": (2, 3, 2), "axis": 1}, {"shape": (2, 3), "axis": -1},
                            {"shape": (4,), "axis": 3}])
 def tensor_l2_normalize(c, shape, axis):

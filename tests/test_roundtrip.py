@@ -828,6 +828,102 @@ def test_math_activation_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: math activations
 
+# -- issue 24: detection ----------------------------------------------------------------------
+@case("prior_box")
+def _prior_box():
+    layers.prior_box(image(), image((-1, 3, 24, 24), "im"), [2.0], [4.0], [2.0], flip=True,
+                     clip=True, steps=[4.0, 4.0])
+
+
+@case("box_coder")
+def _box_coder():
+    prior = graphc.data("prior", [5, 4])
+    layers.box_coder(prior, [0.1, 0.1, 0.2, 0.2], graphc.data("t", [-1, 5, 4]),
+                     "decode_center_size")
+
+
+@case("iou_similarity")
+def _iou_similarity():
+    layers.iou_similarity(graphc.data("x", [-1, 4]), graphc.data("y", [5, 4]), False)
+
+
+@case("yolo_box")
+def _yolo_box():
+    layers.yolo_box(image((-1, 14, 3, 3)), graphc.data("size", [-1, 2], "int32"),
+                    [10, 13, 16, 30], 2, 0.01, 32)
+
+
+@case("anchor_generator")
+def _anchor_generator():
+    layers.anchor_generator(image(), [32.0, 64.0], [0.5, 1.0], stride=[16.0, 16.0])
+
+
+@case("polygon_box_transform")
+def _polygon_box_transform():
+    layers.polygon_box_transform(image())
+
+
+@case("roi_align")
+def _roi_align():
+    layers.roi_align(image(), graphc.data("rois", [-1, 4], lod_level=1), 2, 2, 0.25, 2)
+
+
+@case("roi_pool")
+def _roi_pool():
+    layers.roi_pool(image(), graphc.data("rois", [-1, 4]), 2, 2, 0.25,
+                    rois_lod=graphc.data("offsets", [3], "int64"))
+
+
+@case("box_clip")
+def _box_clip():
+    layers.box_clip(graphc.data("b", [-1, 4], lod_level=1), graphc.data("im", [-1, 3]))
+
+
+@case("box_decoder_and_assign")
+def _box_decoder_and_assign():
+    layers.box_decoder_and_assign(graphc.data("p", [-1, 4]), graphc.data("v", [4]),
+                                  graphc.data("t", [-1, 8]), graphc.data("s", [-1, 2]), 4.1)
+
+
+@case("density_prior_box")
+def _density_prior_box():
+    layers.density_prior_box(image(), image((-1, 3, 24, 24), "im"), [2, 1], [4.0, 8.0], [1.0],
+                             flatten_to_2d=True)
+
+
+@case("bipartite_match")
+def _bipartite_match():
+    layers.bipartite_match(graphc.data("d", [-1, 6], lod_level=1), "per_prediction", 0.3)
+
+
+@case("target_assign")
+def _target_assign():
+    layers.target_assign(graphc.data("x", [-1, 1, 4], lod_level=1),
+                         graphc.data("m", [-1, 6], "int32"),
+                         graphc.data("neg", [-1, 1], "int32", lod_level=1), 0)
+
+
+@case("detection_output")
+def _detection_output():
+    layers.detection_output(graphc.data("loc", [-1, 5, 4]), graphc.data("conf", [-1, 5, 3]),
+                            graphc.data("p", [5, 4]), graphc.data("pv", [5, 4]))
+
+
+@case("multiclass_nms")
+def _multiclass_nms():
+    layers.multiclass_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
+                          4, nms_eta=0.9)
+
+
+@pytest.mark.parametrize("case_id", ["prior_box", "box_coder", "iou_similarity", "yolo_box",
+                                     "anchor_generator", "polygon_box_transform",
+                                     "roi_align", "roi_pool", "multiclass_nms", "box_clip",
+                                     "box_decoder_and_assign", "density_prior_box",
+                                     "bipartite_match", "target_assign", "detection_output"])
+def test_detection_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: detection
+
 
 # -- issue 24: tensor creation and manipulation ------------------------------------------------
 def _img(shape=(-1, 8, 4, 4), name="img"):

@@ -1377,6 +1377,64 @@ def test_math_activation_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end issue 24: math activations
 
+# -- issue 24: detection ----------------------------------------------------------------------
+_PRIOR = {"min_sizes": [2.0, 4.0], "max_sizes": [3.0, 9.0], "aspect_ratios": [2.0, 1.0],
+          "flip": True}
+DETECTION_CASES = [
+    case("prior_box", {"Input": t(-1, 8, 5, 6), "Image": t(-1, 3, 40, 48)}, _PRIOR,
+         {"Boxes": t(5, 6, 8, 4), "Variances": t(5, 6, 8, 4)}),
+    case("prior_box", {"Input": t(2, 8, -1, 6), "Image": t(2, 3, 40, 48)},
+         {"min_sizes": [2.0]}, {"Boxes": t(-1, 6, 1, 4), "Variances": t(-1, 6, 1, 4)},
+         "unknown-height"),
+    case("box_coder", {"PriorBox": t(7, 4), "TargetBox": t(-1, 4)}, None,
+         {"OutputBox": t(-1, 7, 4)}, "encode"),
+    case("box_coder", {"PriorBox": t(7, 4), "PriorBoxVar": t(7, 4), "TargetBox": t(-1, 7, 4)},
+         {"code_type": "decode_center_size"}, {"OutputBox": t(-1, 7, 4)}, "decode"),
+    case("box_coder", {"PriorBox": t(-1, 4), "TargetBox": t(-1, 7, 4)},
+         {"code_type": "decode_center_size", "axis": 1, "variance": [1.0, 1.0, 2.0, 2.0]},
+         {"OutputBox": t(-1, 7, 4)}, "decode-axis1"),
+    case("iou_similarity", {"X": t(-1, 4), "Y": t(5, 4)}, None, {"Out": t(-1, 5)}),
+    case("yolo_box", {"X": t(-1, 14, 3, 4), "ImgSize": t(-1, 2, dtype="int32")},
+         {"anchors": [10, 13, 16, 30], "class_num": 2, "conf_thresh": 0.01,
+          "downsample_ratio": 32}, {"Boxes": t(-1, 24, 4), "Scores": t(-1, 24, 2)}),
+    case("anchor_generator", {"Input": t(-1, 8, 5, -1)},
+         {"anchor_sizes": [32.0, 64.0], "aspect_ratios": [0.5, 1.0, 2.0],
+          "stride": [16.0, 16.0]}, {"Anchors": t(5, -1, 6, 4), "Variances": t(5, -1, 6, 4)}),
+    case("polygon_box_transform", {"Input": t(-1, 8, 5, 6)}, None,
+         {"Output": t(-1, 8, 5, 6)}),
+    case("roi_align", {"X": t(-1, 8, 5, 6), "ROIs": t(-1, 4), "RoisLod": i64(3)},
+         {"pooled_height": 2, "pooled_width": 3}, {"Out": t(-1, 8, 2, 3)}),
+    case("roi_pool", {"X": t(-1, 8, 5, 6), "ROIs": t(-1, 4), "RoisLod": i64(3)},
+         {"pooled_height": 2, "pooled_width": 3},
+         {"Out": t(-1, 8, 2, 3), "Argmax": i64(-1, 8, 2, 3)}),
+    case("box_clip", {"Input": t(-1, 7, 4), "ImInfo": t(-1, 3)}, None,
+         {"Output": t(-1, 7, 4)}),
+    case("box_decoder_and_assign", {"PriorBox": t(-1, 4), "PriorBoxVar": t(4),
+                                    "TargetBox": t(-1, 12), "BoxScore": t(-1, 3)},
+         {"box_clip": 4.135}, {"DecodeBox": t(-1, 12), "OutputAssignBox": t(-1, 4)}),
+    case("density_prior_box", {"Input": t(-1, 8, 5, 6), "Image": t(-1, 3, 40, 48)},
+         {"densities": [2, 1], "fixed_sizes": [8.0, 16.0], "fixed_ratios": [1.0, 2.0]},
+         {"Boxes": t(5, 6, 10, 4), "Variances": t(5, 6, 10, 4)}),
+    case("density_prior_box", {"Input": t(-1, 8, 5, 6), "Image": t(-1, 3, 40, 48)},
+         {"densities": [2], "fixed_sizes": [8.0], "fixed_ratios": [1.0],
+          "flatten_to_2d": True}, {"Boxes": t(120, 4), "Variances": t(120, 4)}, "flat"),
+    case("bipartite_match", {"DistMat": TensorType((-1, 9), "float32", False, 1)}, None,
+         {"ColToRowMatchIndices": TensorType((-1, 9), "int32"),
+          "ColToRowMatchDist": t(-1, 9)}),
+    case("bipartite_match", {"DistMat": t(4, 9)}, {"match_type": "per_prediction"},
+         {"ColToRowMatchIndices": TensorType((1, 9), "int32"), "ColToRowMatchDist": t(1, 9)},
+         "dense"),
+    case("target_assign", {"X": TensorType((-1, 1, 4), "float32", False, 1),
+                           "MatchIndices": TensorType((-1, 9), "int32"),
+                           "NegIndices": TensorType((-1, 1), "int32", False, 1)},
+         {"mismatch_value": 0}, {"Out": t(-1, 9, 4), "OutWeight": t(-1, 9, 1)}),
+    case("multiclass_nms", {"BBoxes": t(-1, 9, 4), "Scores": t(-1, 3, 9)},
+         {"score_threshold": 0.1, "nms_top_k": 5, "keep_top_k": 4},
+         {"Out": TensorType((-1, 6), "float32", False, 1)}),
+]
+CASES.extend(DETECTION_CASES)  # test_every_op_has_a_case reads CASES when it runs
+# -- end issue 24: detection
+
 
 # -- issue 24: tensor creation and manipulation ------------------------------------------------
 TENSOR_CREATION_CASES = [

@@ -368,6 +368,33 @@ __all__ += [
 # -- end issue 24: losses
 
 
+# -- issue 24: detection
+from .detection import (  # noqa: E402
+    anchor_generator,
+    bipartite_match,
+    box_clip,
+    box_coder,
+    box_decoder_and_assign,
+    density_prior_box,
+    detection_output,
+    iou_similarity,
+    multiclass_nms,
+    polygon_box_transform,
+    prior_box,
+    roi_align,
+    roi_pool,
+    target_assign,
+    yolo_box,
+)
+
+__all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
+            "box_decoder_and_assign", "density_prior_box", "detection_output",
+            "iou_similarity", "multiclass_nms",
+            "polygon_box_transform", "prior_box", "roi_align", "roi_pool", "target_assign",
+            "yolo_box"]
+# -- end issue 24: detection
+
+
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing
