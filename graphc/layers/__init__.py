@@ -32,6 +32,7 @@ from .learning_rate_scheduler import (
     piecewise_decay,
     polynomial_decay,
 )
+from .lod_rnn import dynamic_gru, dynamic_lstm, dynamic_lstmp, gru_unit, lstm_unit
 from .logic import (
     equal,
     greater_equal,
@@ -206,7 +207,6 @@ from .resize import (
     resize_nearest,
     resize_trilinear,
 )
-from .rnn import dynamic_gru, dynamic_lstm, dynamic_lstmp, gru_unit, lstm_unit
 from .sequence import (
     sequence_concat,
     sequence_conv,
