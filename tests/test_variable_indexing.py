@@ -170,3 +170,13 @@ def test_fluid_layers_rnn_is_not_a_submodule():
     import types
     assert not isinstance(getattr(fluid.layers, "rnn", None), types.ModuleType)
     from graphc.fluid.layers import dynamic_gru, dynamic_lstm  # noqa: F401  still resolve
+
+
+def test_static_mode_methods_as_paddle():
+    x = graphc.data("x", [2, 3], "float32")
+    assert "x" in x.to_string(True) and "float32" in x.to_string(True, with_details=True)
+    for name in ("numpy", "gradient", "backward", "detach", "clear_gradient"):
+        with pytest.raises(GraphcError, match="dygraph"):
+            getattr(x, name)()
+    with pytest.raises(GraphcError, match="dygraph"):
+        x.set_value(np.zeros((2, 3)))

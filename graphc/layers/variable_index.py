@@ -83,10 +83,30 @@ def getitem(var: Variable, item):
     return out
 
 
-def astype(var: Variable, dtype):
-    """``var`` cast to ``dtype`` (Paddle 1.8's ``Variable.astype``)."""
+def astype(self: Variable, dtype):
+    """``self`` cast to ``dtype`` (Paddle 1.8's ``Variable.astype``)."""
     from .tensor import cast
-    return cast(var, dtype)
+    return cast(self, dtype)
+
+
+def to_string(self: Variable, throw_on_error, with_details=False) -> str:
+    """The variable described as text (with_details adds its flags)."""
+    if not with_details:
+        return f"{self.name}: {self.dtype}{list(self.shape or ())}"
+    return repr(self) + f" lod_level={self.lod_level} persistable={self.persistable}"
+
+
+def _dygraph_only(name: str):
+    def method(self, *args, **kwargs):
+        # Paddle 1.8 refuses these on a static-graph Variable too (they read eager values)
+        raise ProgramError(f"Variable.{name} works only in dygraph mode, which graphc does not "
+                           f"have; in a static program fetch '{self.name}' (or its @GRAD) "
+                           "with Executor.run")
+    method.__name__ = name
+    return method
+
+
+_DYGRAPH_ONLY = ("backward", "clear_gradient", "detach", "gradient", "numpy", "set_value")
 
 
 def patch_indexing() -> None:
@@ -95,3 +115,6 @@ def patch_indexing() -> None:
     # and isinstance checks for sequences ambiguous: a Variable stays non-iterable
     Variable.__iter__ = None
     Variable.astype = astype
+    Variable.to_string = to_string
+    for name in _DYGRAPH_ONLY:
+        setattr(Variable, name, _dygraph_only(name))
