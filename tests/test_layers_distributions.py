@@ -168,3 +168,21 @@ def test_bad_arguments_are_refused():
         layers.Categorical(LOGITS).sample()
     with pytest.raises(GraphcError):
         layers.Normal(LOC, SCALE).kl_divergence(layers.Uniform(LOW, HIGH))
+
+
+@pytest.mark.parametrize("kind", ["Normal", "Uniform"])
+def test_sample_with_an_unknown_batch_keeps_each_rows_parameters(kind):
+    a = graphc.data("a", [-1, 3], "float32")
+    b = graphc.data("b", [-1, 3], "float32")
+    dist = getattr(layers, kind)(a, b)
+    s = dist.sample([600], seed=5)
+    assert list(s.shape) == [600, -1, 3]
+    first, second = (LOC, SCALE) if kind == "Normal" else (LOW, HIGH)
+    for (got,) in _run([s], {"a": first, "b": second}):
+        assert got.shape == (600, 2, 3)
+        if kind == "Normal":
+            np.testing.assert_allclose(got.mean(0), LOC, atol=0.25)
+            np.testing.assert_allclose(got.std(0), SCALE, rtol=0.15)
+        else:
+            assert np.all(got >= LOW) and np.all(got <= HIGH)
+            np.testing.assert_allclose(got.mean(0), (LOW + HIGH) / 2, atol=0.2)

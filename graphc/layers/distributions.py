@@ -82,10 +82,18 @@ class _Sampled(Distribution):
         batch_shape = list((shift + spread).shape)
         output_shape = shape + batch_shape
         if self.batch_size_unknown:
+            # noise [batch..., shape...] with the parameters on the leading axes, then the
+            # sample axes moved to the front (Paddle's trailing-axis broadcast here fails at
+            # run time for a non-empty shape, and its final reshape would mix the rows)
             zero = layers.fill_constant_batch_size_like(shift + spread, batch_shape + shape,
                                                         shift.dtype, 0.0)
+            trailing = list(range(len(batch_shape), len(batch_shape) + len(shape)))
+            if trailing:
+                shift, spread = (layers.unsqueeze(v, trailing) for v in (shift, spread))
             out = self._noise(list(zero.shape), seed, zero) * (zero + spread) + shift
-            return layers.reshape(out, output_shape)
+            if not trailing:
+                return out
+            return layers.transpose(out, trailing + list(range(len(batch_shape))))
         out = (self._noise(output_shape, seed, None)
                * (layers.zeros(output_shape, shift.dtype) + spread) + shift)
         return layers.reshape(out, shape) if self.all_arg_is_float else out
