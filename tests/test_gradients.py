@@ -1365,6 +1365,19 @@ def roi_pool(c):
 # -- end issue 24: detection
 
 
+# -- issue 24: distributions and Variable -----------------------------------------------------
+@grad_case("strided_slice", params=[{"index": "reversed"}, {"index": "int_and_step"}])
+def variable_indexing(c, index):
+    x = c.data("x", c.randn(3, 4, 5))
+    return x[::-1, 1:, -2] if index == "reversed" else x[1, ::-2, 1:4]
+
+
+@grad_case("slice")
+def variable_indexing_slice(c):
+    return c.data("x", c.randn(3, 4))[-1, 1:3]
+# -- end issue 24: distributions and Variable
+
+
 @grad_case("norm", params=[{"shape": (2, 3, 2), "axis": 1}, {"shape": (2, 3), "axis": -1},
                            {"shape": (4,), "axis": 3}])
 def tensor_l2_normalize(c, shape, axis):

@@ -153,3 +153,28 @@ def test_kldiv_loss(reduction):
 def test_shape_errors_name_the_op_and_input(build, message):
     with pytest.raises(ShapeError, match=message):
         build()
+
+
+# -- issue 24: cross_entropy of a zero probability
+@pytest.mark.parametrize("interpreter", [False, True], ids=["jax", "interpreter"])
+@pytest.mark.parametrize("soft", [False, True])
+def test_cross_entropy_of_zero_probability_is_paddles_clamped_value(soft, interpreter):
+    """Paddle clamps log(x) to +-1e20: -log(0) is 1e20 (finite), and a zero soft label times
+    a zero probability contributes 0, not NaN."""
+    from graphc.backends.interpreter import run_graph
+    prob = np.array([[0.0, 0.5, 0.5], [0.2, 0.8, 0.0]], "float32")
+    if soft:
+        label = np.array([[1.0, 0.0, 0.0], [0.5, 0.5, 0.0]], "float32")
+        want = -(label * np.log(np.maximum(prob, 1e-45)).clip(-1e20)).sum(1, keepdims=True)
+        want[0, 0] = 1e20
+    else:
+        label = np.array([[0], [2]], "int64")
+        want = np.array([[1e20], [1e20]], "float32")
+    out = layers.cross_entropy(_data("p", prob), _data("l", label), soft_label=soft)
+    feed = {"p": prob, "l": label}
+    if interpreter:
+        _, (got,) = run_graph(fluid.lower(fluid.default_main_program()), {}, feed, [out.name])
+    else:
+        (got,) = fluid.Executor().run(feed=feed, fetch_list=[out])
+    assert np.all(np.isfinite(got))
+    np.testing.assert_allclose(got, want, rtol=1e-6)

@@ -166,3 +166,28 @@ def test_decayed_lr_drives_sgd():
 def test_bad_arguments_raise(call, message):
     with pytest.raises(ProgramError, match=message):
         call()
+
+
+# -- issue 24: Paddle's unit-test checks at 7 places
+def test_paddle_checks_at_seven_places():
+    """Paddle's test_learning_rate_scheduler: exponential_decay(1.0, 5, 0.5) and a
+    linear_lr_warmup(10, 0.1/3, 0.1) ramp, each checked with assertAlmostEqual against float64
+    Python formulas. Paddle's kernels give powf(0.5f, 3 * 0.2f) at step 3 (0.6597539, which
+    C's powf and the float64 pow rounded once agree on) and the float32 scale chain at step
+    9; the difference is taken in float64, as NumPy 1.x did for Paddle's test (NumPy 2 rounds
+    the Python float to float32 first, and 0.5 ** 0.6 then lands on the neighbouring ulp)."""
+    lr = layers.exponential_decay(learning_rate=1.0, decay_steps=5, decay_rate=0.5)
+    got = _run(lr, 10).reshape(-1)
+    ratio = F32(F32(3) * F32(0.2))
+    assert got[3] == F32(0.5 ** float(ratio))
+    for s in range(10):
+        assert round(abs(0.5 ** (s / 5) - float(got[s])), 7) == 0, s
+
+
+def test_paddle_warmup_check_at_seven_places():
+    start, end = 0.1 / 3.0, 0.1
+    lr = layers.linear_lr_warmup(layers.exponential_decay(1.0, 5, 0.5), 10, start, end)
+    got = _run(lr, 10).reshape(-1)
+    assert got[9] == paddle_warmup(9, 0.0, 10, start, end)
+    for s in range(10):
+        assert round(abs(start + (end - start) * (s / 10) - float(got[s])), 7) == 0, s

@@ -925,6 +925,41 @@ def test_detection_layers_round_trip(case_id):
 # -- end issue 24: detection
 
 
+# -- issue 24: distributions and Variable ---------------------------------------------------
+@case("Uniform")
+def _uniform():
+    u = layers.Uniform(graphc.data("low", [-1, 3]), graphc.data("high", [-1, 3]))
+    u.entropy()
+    u.log_prob(graphc.data("v", [-1, 3]))
+    layers.Uniform([0.0, 1.0], [2.0, 3.0]).sample([4], seed=2)
+
+
+@case("Normal")
+def _normal():
+    n = layers.Normal([0.0, 1.0], [1.0, 2.0])
+    n.sample([3], seed=1)
+    n.kl_divergence(layers.Normal([1.0, 1.0], [0.5, 0.5]))
+    n.log_prob(graphc.data("v", [2]))
+    n.entropy()
+
+
+@case("Categorical")
+def _categorical():
+    c = layers.Categorical(graphc.data("logits", [-1, 5]))
+    c.entropy()
+    c.kl_divergence(layers.Categorical(graphc.data("other", [-1, 5])))
+
+
+@case("MultivariateNormalDiag")
+def _mvn():
+    m = layers.MultivariateNormalDiag([0.5, 1.0], [[1.0, 0.0], [0.0, 2.0]])
+    m.entropy()
+    m.kl_divergence(layers.MultivariateNormalDiag([0.0, 0.0], [[1.0, 0.0], [0.0, 1.0]]))
+    x = graphc.data("x", [-1, 4, 5])
+    x[:, 1:3], x[0], x[:, ::-2, -1], layers.shape(x)[0], x.astype("int64")
+# -- end issue 24: distributions and Variable
+
+
 # -- issue 24: tensor creation and manipulation ------------------------------------------------
 def _img(shape=(-1, 8, 4, 4), name="img"):
     return graphc.data(name, list(shape), "float32")

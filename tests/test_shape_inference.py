@@ -1436,6 +1436,31 @@ CASES.extend(DETECTION_CASES)  # test_every_op_has_a_case reads CASES when it ru
 # -- end issue 24: detection
 
 
+# -- issue 24: distributions and Variable -----------------------------------------------------
+# the slice ops Variable.__getitem__ emits: every axis indexed by an int keeps shape [1]
+# (Paddle's rule), a reversing step over an unknown batch stays unknown
+VARIABLE_INDEX_CASES = [
+    case("slice", {"Input": t(3, 4)}, {"axes": [0, 1], "starts": [1, -1], "ends": [2, 2 ** 31 - 1],
+                                       "decrease_axis": [0, 1]}, {"Out": t(1)}, "all-decreased"),
+    case("slice", {"Input": t(-1, 4, 5)}, {"axes": [1], "starts": [2], "ends": [3],
+                                           "decrease_axis": [1]}, {"Out": t(-1, 5)},
+         "int-index-unknown-batch"),
+    case("strided_slice", {"Input": t(-1, 6)},
+         {"axes": [0, 1], "starts": [-1, 1], "ends": [-(2 ** 31) + 1, 2 ** 31 - 1],
+          "strides": [-1, 2]}, {"Out": t(-1, 3)}, "reversed-unknown-batch"),
+    case("strided_slice", {"Input": t(4, 6)},
+         {"axes": [0, 1], "starts": [2, -1], "ends": [3, 0], "strides": [1, -2],
+          "decrease_axis": [0]}, {"Out": t(3)}, "int-and-negative-step"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", VARIABLE_INDEX_CASES)
+def test_variable_index_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    test_grad_op_types(op_type, ins, attrs, outs)
+# -- end issue 24: distributions and Variable
+
+
 # -- issue 24: tensor creation and manipulation ------------------------------------------------
 TENSOR_CREATION_CASES = [
     case("linspace", {}, {"start": 0.0, "stop": 1.0, "num": 5, "dtype": "float64"},

@@ -67,7 +67,7 @@ def test_level_2_lod_is_kept_and_the_op_is_listed_as_taking_lod():
     x = graphc.data("x", [-1, 3], lod_level=2)
     assert layers.softsign(x).lod_level == 2
     with pytest.raises(ShapeError, match=r"ops that do: .*\bsoftsign\b"):
-        layers.topk(x, 1)  # top_k takes no LoD value; the error lists the ops that do
+        layers.argmax(x, 1)  # arg_max takes no LoD value; the error lists the ops that do
 
 
 def test_fluid_layers_spelling_resolves():

@@ -221,7 +221,7 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor,
     mode) and the persistables it reads; returns the fetch names. See the module doc."""
     program = _program(main_program, "save_inference_model")
     dirname = _path(dirname, "save_inference_model")
-    if feeded_var_names is None or not hasattr(feeded_var_names, "__iter__"):
+    if feeded_var_names is None or getattr(feeded_var_names, "__iter__", None) is None:
         raise GraphcError("save_inference_model: feeded_var_names must be a list of names, "
                           f"got {type(feeded_var_names).__name__}")
     feeds = [feeded_var_names] if isinstance(feeded_var_names, str) else list(feeded_var_names)

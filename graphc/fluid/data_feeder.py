@@ -55,7 +55,7 @@ class DataFeeder:
     def feed(self, iterable) -> dict[str, np.ndarray]:
         """One minibatch (a list of samples) -> ``{feed name: array}``; a LoD feed variable's
         samples (variable-length sequences) become one LoDTensor (docs/lod.md)."""
-        if not hasattr(iterable, "__iter__"):
+        if getattr(iterable, "__iter__", None) is None:
             raise FeedError("DataFeeder.feed takes a minibatch (a list of samples), got "
                             f"{type(iterable).__name__}")
         samples = list(iterable)

@@ -21,6 +21,9 @@ from .creation import (
     unique_with_counts,
 )
 from .crf import chunk_eval, crf_decoding, linear_chain_crf
+
+# -- issue 24: distributions and Variable
+from .distributions import Categorical, MultivariateNormalDiag, Normal, Uniform
 from .dynamic_rnn import DynamicRNN
 from .learning_rate_scheduler import (
     cosine_decay,
@@ -32,6 +35,7 @@ from .learning_rate_scheduler import (
     piecewise_decay,
     polynomial_decay,
 )
+from .lod_rnn import dynamic_gru, dynamic_lstm, dynamic_lstmp, gru_unit, lstm_unit
 from .logic import (
     equal,
     greater_equal,
@@ -228,7 +232,6 @@ from .resize import (
     resize_nearest,
     resize_trilinear,
 )
-from .rnn import dynamic_gru, dynamic_lstm, dynamic_lstmp, gru_unit, lstm_unit
 from .sequence import (
     sequence_concat,
     sequence_conv,
@@ -302,6 +305,9 @@ __all__ = [
     "lrn", "pool3d", "resize_bilinear", "resize_nearest", "resize_trilinear",
     "bilinear_tensor_product", "dice_loss", "temporal_shift", "unfold",
 ]
+
+# -- issue 24: distributions and Variable
+__all__ += ["Categorical", "MultivariateNormalDiag", "Normal", "Uniform"]
 
 # -- issue 24: math activations
 __all__ += [

@@ -76,6 +76,8 @@ def _compare(op_type: str, name: str):
 
 
 def monkey_patch_variable() -> None:
+    from .variable_index import patch_indexing
+    patch_indexing()
     Variable.__add__ = _binary("elementwise_add")
     Variable.__radd__ = _binary("elementwise_add", reverse=True)
     Variable.__sub__ = _binary("elementwise_sub")

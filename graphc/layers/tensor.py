@@ -18,7 +18,7 @@ def _data_dims(name, shape, layer: str) -> list[int]:
 
     source = user_source()
     where = f"{layer} '{name}'" + (f" at {source}" if source else "")
-    if shape is None or isinstance(shape, int | str) or not hasattr(shape, "__iter__"):
+    if shape is None or isinstance(shape, int | str) or getattr(shape, "__iter__", None) is None:
         raise ProgramError(f"{where}: shape must be a list such as [-1, 784], got {shape!r}")
     dims = []
     for d in shape:

@@ -220,7 +220,9 @@ def _top_k(c):
 
 
 # Out is differentiable (its gradient lands at Indices, as Paddle's top_k_grad); Indices not
-register("top_k", "X", "Out Indices", {"k": ("int", 1)}, infer=_top_k)
+# row-wise on a LoD input: each token's row is ranked alone (top_k runs along the last axis)
+register("top_k", "X", "Out Indices", {"k": ("int", 1)}, infer=_top_k, lod_inputs=("X",),
+         lod_fixup=last_axis_only)
 
 
 def _accuracy(c):
@@ -232,5 +234,8 @@ def _accuracy(c):
             "Total": TensorType((1,), "int32")}
 
 
+# a LoD input (top_k of token rows, one label per token) counts the real tokens (aware: the
+# packed buffer's padding rows are not rows); the counts are dense
 register("accuracy", "Out Indices Label", "Accuracy Correct Total", infer=_accuracy,
+         lod_inputs=("Out", "Indices", "Label"), lod="aware", lod_outputs={"Accuracy": ()},
          traits=(NO_GRAD,), doc="fraction of rows whose label is among the top-k indices")

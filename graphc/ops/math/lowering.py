@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erf
 
+from ...backends.lod import LoDArray
 from ...backends.lowering import lowering
 from ...backends.selected_rows import SelectedRows, add_to_dense, concat_rows
 from ...ir.shapes import align_for_axis
@@ -146,9 +147,14 @@ def _top_k(c, X):
 
 @lowering("accuracy")
 def _accuracy(c, Out, Indices, Label):
+    valid = Indices.valid() if isinstance(Indices, LoDArray) else None
+    Indices, Label = (getattr(v, "data", v) for v in (Indices, Label))
     hit = jnp.any(Indices == Label.reshape(-1, 1).astype(Indices.dtype), axis=1)
+    if valid is None:
+        total = jnp.asarray(Indices.shape[0], jnp.int32)
+    else:  # LoD rows: the padding rows of the packed buffer are no samples
+        hit, total = hit & valid, jnp.sum(valid).astype(jnp.int32)
     correct = jnp.sum(hit).astype(jnp.int32)
-    total = jnp.asarray(Indices.shape[0], jnp.int32)
     acc = correct.astype(jnp.float32) / jnp.maximum(total, 1).astype(jnp.float32)
     return {"Accuracy": acc.reshape(1), "Correct": correct.reshape(1), "Total": total.reshape(1)}
 

@@ -197,9 +197,14 @@ def _softmax_ce(c, Logits, Label):
     return {"Softmax": jnp.exp(logp), "Loss": loss}
 
 
+_APPRO_INF = 1e20
+
+
 @lowering("cross_entropy")
 def _cross_entropy(c, X, Label):
-    logp = jnp.log(X)
+    # Paddle's kernel clamps log(x) to +-1e20 (TolerableValue): a zero probability gives the
+    # large finite loss 1e20, not inf (an untrained net's first test loss stays finite)
+    logp = jnp.clip(jnp.log(X), -_APPRO_INF, _APPRO_INF)
     if c["soft_label"]:
         return {"Y": -jnp.sum(Label * logp, axis=-1, keepdims=True)}
     return {"Y": _hard_label_loss(c, logp, Label, X.ndim - 1, c["ignore_index"])}
