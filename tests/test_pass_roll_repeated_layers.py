@@ -98,3 +98,24 @@ def test_interpreter_results_are_bit_exact():
         state, _ = run_graph(lower(startup))
         feeds = {"x": np.random.default_rng(k).uniform(-1, 1, (5, 3)).astype("float32")}
         assert_same_results(before, after, state, feeds, fetch, rtol=0, atol=0)
+
+
+def test_resnet50_with_l2_decay_rolls_and_keeps_results():
+    """ResNet-50's bottleneck stages with Momentum + L2Decay: folding one stack into a slice
+    of another erased a stack that a later fold still read ('... .stack is not a value of
+    this graph', found porting PaddleCV's image_classification). Small widths and images."""
+    from graphc.build.regularizer import L2Decay
+    from graphc.tools import models
+
+    model = models.resnet(50, num_classes=4, image_shape=(3, 16, 16), base_width=2)
+    with program_guard(model.main, model.startup), unique_name.guard("opt_"):
+        optimizer.Momentum(0.01, 0.9, regularization=L2Decay(1e-4)).minimize(model.loss)
+    before, after, stats = run_pass(PASS, model.main, [model.loss.name])
+    assert stats["rolled runs"] >= 1 and stats.get("stacks folded", 0) >= 1, stats
+    state, _ = run_graph(lower(model.startup))
+    rng = np.random.default_rng(0)
+    feeds = {v.name: (rng.standard_normal((2, *v.shape[1:])).astype(v.dtype)
+                      if v.dtype == "float32" else
+                      rng.integers(0, 4, (2, *v.shape[1:])).astype(v.dtype))
+             for v in model.feeds}
+    assert_same_results(before, after, state, feeds, [model.loss.name], rtol=0, atol=0)

@@ -15,6 +15,10 @@ class UseQueries:
 
     __slots__ = ()
 
+    def has_value(self, value: Value) -> bool:
+        """Whether ``value`` is (still) a value of this graph: not erased, not another's."""
+        return self.values.get(value.name) is value
+
     def num_uses(self, value: Value) -> int:
         """How many operands read ``value`` (an op reading it in two slots counts twice)."""
         return sum(len(keys) for keys in self._succ[value].values())

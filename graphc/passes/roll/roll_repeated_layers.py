@@ -392,9 +392,10 @@ def fold_stacks(graph: Graph, ctx: PassContext) -> None:
         if op.type != "stack" or op.attrs["axis"] != 0:
             continue
         xs, y = op.inputs["X"], op.output("Y")
-        rows = [(v, where.get(v)) for v in xs]
-        pieces = _pieces([(v, src if src is not None and src[0] is not y else None)
-                          for v, src in rows])
+        # a source array an earlier fold erased (its stack op lost its last reader) is gone
+        rows = [(v, src if src is not None and src[0] is not y and graph.has_value(src[0])
+                 else None) for v, src in ((v, where.get(v)) for v in xs)]
+        pieces = _pieces(rows)
         if len(pieces) > _MAX_PIECES or all(p[0] is None for p in pieces):
             continue
         parts = []
