@@ -25,6 +25,7 @@ for _key, _module in list(_sys.modules.items()):
         _sys.modules[__name__ + _key.removeprefix("graphc")] = _module
 
 from ..build.backward import append_backward, gradients  # noqa: E402
+from ..dataio.dataset import DatasetFactory  # noqa: E402  (Paddle 1.8: fluid.DatasetFactory)
 from ..layers.tensor import declare_data as data  # noqa: E402  (fluid.data: shape as given)
 from . import (  # noqa: E402
     average,
@@ -47,6 +48,7 @@ from . import (  # noqa: E402
     reader,
     regularizer,
     unique_name,
+    wrapped_decorator,
 )
 from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy  # noqa: E402
 from .core import (  # noqa: E402
@@ -105,7 +107,7 @@ _LAZY = {"save": "graphc.dataio.io", "load": "graphc.dataio.io",
 
 __all__ = [
     "average", "backward", "create_lod_tensor", "create_random_int_lodtensor", "get_flags",
-    "gradients", "memory_optimize",
+    "DatasetFactory", "gradients", "memory_optimize", "wrapped_decorator",
     "release_memory", "set_flags",
     "BuildStrategy", "CPUPlace", "CUDAPlace", "CompiledProgram", "ExecutionStrategy", "Executor",
     "DistributeTranspiler", "DistributeTranspilerConfig", "transpiler",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 
 from ..ir.errors import GraphcError
@@ -205,10 +206,41 @@ def _advice_of(fullname: str) -> str:
     return advice_for(fullname.removeprefix("graphc.fluid.")) or ""
 
 
+class _AliasLoader(importlib.abc.Loader):
+    """``import graphc.fluid.layers.nn``: the already-importable ``graphc.layers.nn``."""
+
+    def __init__(self, real: str):
+        self.real = real
+
+    def create_module(self, spec):
+        return importlib.import_module(self.real)
+
+    def exec_module(self, module) -> None:
+        pass  # the real module ran when it was imported under its own name
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ImportError:  # a parent that is a module, not a package
+        return False
+
+
+def _no_module(fullname: str, rel: str) -> MissingModuleError:
+    advice = advice_for(rel)
+    if advice is not None:
+        return MissingModuleError(f"{fullname}: graphc lacks this on purpose. {advice}",
+                                  name=fullname)
+    return MissingModuleError(
+        f"No module named '{fullname}': graphc does not provide it (see "
+        "docs/porting_from_paddle.md for the Paddle 1.8 APIs that port)", name=fullname)
+
+
 class _RefuseMissingModules(importlib.abc.MetaPathFinder):
     """``graphc.fluid.dygraph`` (and the other modules in _MISSING_MODULES) import as empty
-    stubs; a module under one (``graphc.fluid.dygraph.base``) and Paddle's download datasets
-    (``graphc.dataset.mnist``) raise MissingModuleError with the advice."""
+    stubs; a module under one (``graphc.fluid.dygraph.base``), any other module graphc.fluid
+    lacks and Paddle's download datasets (``graphc.dataset.mnist``) raise MissingModuleError
+    with the advice; ``graphc.fluid.layers.<m>`` is graphc.layers' own module ``<m>``."""
 
     def find_spec(self, fullname, path=None, target=None):
         if fullname.startswith("graphc.fluid."):
@@ -219,6 +251,15 @@ class _RefuseMissingModules(importlib.abc.MetaPathFinder):
                                                           is_package=True)
                 raise MissingModuleError(f"{fullname}: graphc lacks this on purpose. "
                                          f"{advice_for(rel)}", name=fullname)
+            if rel.startswith("layers."):
+                # fluid.layers *is* graphc.layers: its submodules are graphc.layers' own
+                # modules under a second name, never a second copy loaded from the same file
+                real = "graphc." + rel
+                if _module_exists(real):
+                    return importlib.machinery.ModuleSpec(fullname, _AliasLoader(real))
+                raise _no_module(fullname, rel)
+            if importlib.machinery.PathFinder.find_spec(fullname, path) is None:
+                raise _no_module(fullname, rel)
         elif fullname.startswith("graphc.dataset."):
             name = fullname.removeprefix("graphc.dataset.").split(".")[0]
             if fullname == f"graphc.dataset.{name}" and name in _READABLE_DATASETS:

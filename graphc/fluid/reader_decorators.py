@@ -37,7 +37,10 @@ def _positive_int(value, what: str, where: str) -> int:
 
 def batch(reader, batch_size: int, drop_last: bool = False):
     """Group ``reader``'s samples into lists of ``batch_size``; the last, shorter list is
-    kept unless ``drop_last``."""
+    kept unless ``drop_last``. As Paddle does, a float size (``args.batch_size / dev_count``)
+    is truncated by int() first; a size <= 0 is still refused."""
+    if isinstance(batch_size, float):
+        batch_size = int(batch_size)
     batch_size = _positive_int(batch_size, "batch_size", "batch")
 
     def batch_reader():

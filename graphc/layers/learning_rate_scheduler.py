@@ -31,6 +31,12 @@ def _step_counter(begin: int = 0):
     return counter
 
 
+def _decay_step_counter(begin=0):
+    """Paddle's name for the global step counter (PaddleCV's utilities call it): float32
+    [1], ``begin`` on the first run and +1 per run, shared with the LR schedules."""
+    return _step_counter(begin)
+
+
 def _schedule(op_type: str, inputs: dict, attrs: dict, begin: int = 0, dtype="float32"):
     main = default_main_program()
     block = main.global_block()

@@ -4,7 +4,7 @@ concat, split, sums, assign, and the two on row-sparse values (merge, densify)."
 from __future__ import annotations
 
 from ..ir.default_programs import default_main_program
-from ..ir.errors import ProgramError
+from ..ir.errors import ProgramError, ShapeError
 from ..ir.program import Variable
 from ..ir.types import normalize_dtype
 from .helper import LayerHelper, check_variable
@@ -76,12 +76,30 @@ def data(name: str, shape, append_batch_size=True, dtype="float32", lod_level: i
     return declare_data(name, dims, dtype, lod_level, stop_gradient, layer="layers.data")
 
 
+def _static_fill_shape(shape) -> list[int]:
+    # Paddle 1.8 accepts a shape Variable (or Variable elements, e.g. shape(x)[0]) known
+    # only at run time; an XLA step needs every shape when it compiles, so say what ports
+    hint = ("graphc compiles static shapes, so fill_constant's shape must be Python ints; "
+            "for a batch-sized fill use fluid.layers.fill_constant_batch_size_like(input=x, "
+            "shape=[-1, ...], dtype=..., value=...), which takes the batch from x")
+    if isinstance(shape, Variable):
+        raise ShapeError(f"fill_constant: argument shape is a Variable ({shape.name!r}, "
+                         f"known only at run time); {hint}")
+    dims = list(shape)
+    for i, d in enumerate(dims):
+        if isinstance(d, Variable):
+            raise ShapeError(f"fill_constant: argument shape[{i}] is a Variable ({d.name!r}, "
+                             f"known only at run time); {hint}")
+    return [int(d) for d in dims]
+
+
 def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None, name=None):
+    shape = _static_fill_shape(shape)
     helper = LayerHelper("fill_constant", name)
     out = out or helper.create_variable_for_type_inference(normalize_dtype(dtype),
                                                            stop_gradient=True)
     helper.append_op("fill_constant", outputs={"Out": out},
-                     attrs={"shape": [int(d) for d in shape], "dtype": normalize_dtype(dtype),
+                     attrs={"shape": shape, "dtype": normalize_dtype(dtype),
                             "value": float(value), "force_cpu": force_cpu})
     return out
 

@@ -75,6 +75,17 @@ class Optimizer:
                                             [1], "float32", float(self._learning_rate))
         return self._lr_var
 
+    def _global_learning_rate(self, program=None) -> Variable | None:
+        """Paddle's accessor (PaddleCV fetches it to log the LR): the learning-rate Variable
+        of ``program`` (default: the main program); None before minimize made one."""
+        if isinstance(self._learning_rate, Variable):
+            return self._learning_rate
+        if self._lr_var is None:
+            return None
+        if program is not None and self._lr_var.block.program is not program:
+            return None
+        return self._lr_var
+
     def _param_lr(self, block, param: Parameter, lr: Variable) -> Variable:
         factor = param.optimize_attr.get("learning_rate", 1.0)
         if factor == 1.0:
