@@ -8,8 +8,8 @@ as ``minimize`` left them), so forward and backward get their casts in one sweep
 
 - white (``WHITE_LIST`` + ``custom_white_list``: mul, matmul, conv2d, depthwise_conv2d) run
   in ``dtype`` (bfloat16 or float16);
-- black (``BLACK_LIST`` + ``custom_black_list``: losses, softmax, mean and reduce ops, sum,
-  exp/sqrt/square/pow, layer_norm) stay float32;
+- black (``BLACK_LIST`` + ``custom_black_list`` + every op with the loss trait: losses,
+  softmax, mean and reduce ops, sum, exp/sqrt/square/pow, layer_norm) stay float32;
 - gray (every other op) follow their inputs: low precision when a float input is already
   low precision (a cast back from ``dtype``), else float32.
 
@@ -76,6 +76,7 @@ from ..ir.opdef import (
     COLLECTIVE,
     CONTROL_SLOT,
     INITIALIZER,
+    LOSS,
     OPTIMIZER,
     STATEFUL,
     get_op_def,
@@ -155,8 +156,8 @@ class Amp(Pass):
             return "white"
         if base in WHITE_LIST:
             return "white"
-        if base in BLACK_LIST:
-            return "black"
+        if base in BLACK_LIST or (has_op_def(base) and get_op_def(base).has_trait(LOSS)):
+            return "black"  # every loss, also those added after this list was written
         return "gray"
 
 
