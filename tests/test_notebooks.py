@@ -48,10 +48,19 @@ def test_every_notebook_is_checked():
 def _outputs_text(nb) -> str:
     parts = []
     for cell in nb.cells:
+        stream = False
         for out in cell.get("outputs", []):
             if out.output_type == "stream":
-                parts.append(out.text)
-            elif out.output_type in ("execute_result", "display_data"):
+                # one print can arrive as several stream messages (the kernel flushes when it
+                # likes, more often under load): glue them back as the notebook shows them
+                if stream:
+                    parts[-1] += out.text
+                else:
+                    parts.append(out.text)
+                stream = True
+                continue
+            stream = False
+            if out.output_type in ("execute_result", "display_data"):
                 parts.extend(out.get("data", {}).keys())
                 parts.append(str(out.get("data", {}).get("text/plain", "")))
                 parts.append(str(out.get("data", {}).get("image/svg+xml", "")))
