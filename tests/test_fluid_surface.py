@@ -170,9 +170,13 @@ def test_layers_data_refuses_bad_declarations_at_the_call_site():
         fluid.layers.data("words", [1], dtype="int64", lod_level=3)
     with pytest.raises(graphc.ProgramError, match="shape must be a list"):
         fluid.layers.data("y", 13)
-    fluid.layers.data("z", [2])
+    z = fluid.layers.data("z", [2])
+    assert fluid.data("z", [-1, 2]) is z  # the same declaration again: the same variable
+    with pytest.raises(graphc.ProgramError, match=r"already declared .* as shape \[-1, 2\], "
+                                                  r"float32.*now asked for shape \[-1, 3\]"):
+        fluid.data("z", [-1, 3])
     with pytest.raises(graphc.ProgramError, match="already declared"):
-        fluid.data("z", [-1, 2])
+        fluid.data("z", [-1, 2], dtype="int64")
 
 
 def test_shape_errors_name_inputs_and_suspect_a_missing_batch_dimension():

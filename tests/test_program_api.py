@@ -111,7 +111,7 @@ def test_data_and_program_guard_errors():
     fluid.data("x", [None, 2])
     assert fluid.default_main_program().global_block().var("x").shape == (-1, 2)
     with pytest.raises(fluid.ProgramError, match="already declared"):
-        fluid.data("x", [-1, 2])
+        fluid.data("x", [-1, 2], lod_level=1)
     with pytest.raises(fluid.ProgramError, match="expects a Program"):
         with fluid.program_guard("main"):
             pass

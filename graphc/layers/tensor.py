@@ -47,7 +47,16 @@ def declare_data(name: str, shape, dtype="float32", lod_level: int = 0,
                            f"dimension (the batch's token count, -1), got shape {dims}")
     block = default_main_program().global_block()
     if name in block.vars:
-        raise ProgramError(f"{layer} '{name}' is already declared in this program")
+        # Paddle hands back the variable a name already has when the declaration agrees
+        # (the book's word2vec declares its label twice); a different one is an error
+        old = block.vars[name]
+        if (tuple(old.shape), old.dtype, old.lod_level) == (tuple(dims), normalize_dtype(dtype),
+                                                            lod_level) and old.is_data:
+            return old
+        raise ProgramError(f"{layer} '{name}' is already declared in this program as "
+                           f"shape {list(old.shape)}, {old.dtype}, lod_level {old.lod_level}"
+                           f"{'' if old.is_data else ' (not as data)'}; now asked for shape "
+                           f"{dims}, {normalize_dtype(dtype)}, lod_level {lod_level}")
     return block.create_var(name, dims, normalize_dtype(dtype), is_data=True,
                             need_check_feed=True, stop_gradient=stop_gradient,
                             lod_level=lod_level)

@@ -216,6 +216,12 @@ class _Groups:
         if problem:
             raise FeedError(f"feed '{name}': its sequence lengths do not describe its data of "
                             f"shape {list(data.shape)}: {problem}")
+        if (data.ndim > len(want.shape) >= 1 and all(d == 1 for d in data.shape[len(want.shape):])
+                and dims_compatible(data.shape[:len(want.shape)], want.shape)):
+            # ids as [N, 1] where the program declares scalar tokens [-1] (fluid.data(shape=
+            # [None], lod_level=1) fed by create_lod_tensor, which makes [N, 1]): the same
+            # values per token, so they are read as declared, as Paddle's kernels read them
+            data = data.reshape(data.shape[:len(want.shape)])
         if not dims_compatible(data.shape, want.shape):
             raise FeedError(f"feed '{name}' has shape {list(data.shape)} but the program "
                             f"declares {list(want.shape)} (tokens first; -1 matches any size)")
