@@ -214,7 +214,8 @@ class Executor:
     @with_graphc_x64  # graphc's 64-bit types, in graphc's own work only (backends/precision)
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope: Scope | None = None, return_numpy: bool = True,
-            use_program_cache: bool = True):
+            use_program_cache: bool = True, return_merged: bool = True,
+            use_prune: bool = False):
         """Run one step; returns the fetched values (numpy arrays unless return_numpy=False).
         A row-sparse value (an is_sparse embedding's gradient) comes back as a
         ``graphc.SelectedRows`` (rows, values, height); ``np.asarray`` of it is dense.
@@ -223,7 +224,16 @@ class Executor:
         call runs K steps: ``feed`` is a list of K dicts or a dict of arrays with a new
         leading axis of K, and each fetched value comes back stacked per step, ``[K, ...]``.
         The result equals K single runs (state, fetches and dropout masks alike).
+
+        ``return_merged=False`` with a data-parallel CompiledProgram: each fetch comes back
+        per device, stacked on a new leading axis ``[num_devices, ...]`` (after the ``[K]``
+        axis of K > 1), as Paddle; otherwise it changes nothing. ``use_prune``: graphc always
+        runs only what the fetches and the state updates need (its dead-code pass), so
+        Paddle's pruning is accepted and changes nothing.
         """
+        if not return_merged:
+            return self._unmerged(program, self.run(program, feed, fetch_list, feed_var_name,
+                                                    fetch_var_name, scope, return_numpy))
         if isinstance(program, LoopProgram) and feed is None and not fetch_list:
             # a program that is a loop of its own: exe.run(pserver_program) serves until the
             # trainers complete (the loop runs the same program with feeds: its update step)
@@ -235,6 +245,27 @@ class Executor:
             with services.collective_wait("Executor.run"):
                 return self._run(program, feed, fetch_list, scope, return_numpy)
         return self._run(program, feed, fetch_list, scope, return_numpy)
+
+    def _unmerged(self, program, results):
+        """``results`` split per device (see run's ``return_merged``)."""
+        _, compiled = self._unpack(program)
+        ndev = compiled.num_devices if compiled is not None and compiled.devices else 1
+        if ndev == 1 or not results:
+            return results
+        axis = 1 if compiled.exec_strategy.num_iteration_per_run > 1 else 0
+        out = []
+        for value in results:
+            if not isinstance(value, np.ndarray | jax.Array):
+                raise GraphcError(f"Executor.run(return_merged=False): a {type(value).__name__} "
+                                  "fetch (LoD or row-sparse) has no per-device form in graphc; "
+                                  "fetch it merged")
+            shape = tuple(value.shape)
+            if len(shape) <= axis or shape[axis] % ndev:
+                raise GraphcError(f"Executor.run(return_merged=False): a fetch of shape "
+                                  f"{list(shape)} does not split over {ndev} devices")
+            out.append(value.reshape(shape[:axis] + (ndev, shape[axis] // ndev)
+                                     + shape[axis + 1:]))
+        return out
 
     def _run(self, program, feed, fetch_list, scope, return_numpy):
         program, compiled = self._unpack(program)

@@ -1,0 +1,315 @@
+"""Issue 24, API signatures: optimizers take Paddle 1.8's positional order (lazy_mode and
+initial_accumulator_value honoured), the coverage tool's 1.8 table, and the other entries."""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import graphc
+import graphc.fluid as fluid
+from graphc import layers
+from graphc.fluid._missing import MissingAPIError
+from graphc.ir.errors import GraphcError, ProgramError
+from graphc.tools import api_coverage as cov
+
+
+# -- optimizers: Paddle 1.8's positional order, each argument honoured ----------------------
+@pytest.mark.parametrize("entry", sorted(cov.PADDLE_18_SIGNATURES))
+def test_graphc_takes_exactly_paddle_18s_arguments(entry):
+    args, why = cov.PADDLE_18_SIGNATURES[entry]
+    assert why
+    obj = cov._resolve("graphc" + entry[len("paddle"):])
+    assert cov.compare_exact(args, obj) == ""
+    assert cov.classify(cov.Entry(entry, ("learning_rate", "regularization", "name"), 3)
+                        ).status == "same"
+
+
+def test_the_18_table_still_catches_a_wrong_signature():
+    def paddle16(learning_rate, regularization=None, name=None):
+        pass
+
+    def extra_required(learning_rate, parameter_list=None, regularization=None,
+                       grad_clip=None, name=None, *, must):
+        pass
+
+    args = cov.PADDLE_18_SIGNATURES["paddle.fluid.optimizer.SGD.__init__"][0]
+    assert "Paddle 1.8's" in cov.compare_exact(args, paddle16)
+    assert "requires ['must']" in cov.compare_exact(args, extra_required)
+
+
+def _embedding_program(make_opt):
+    """loss = sum(emb[ids] * c) over an is_sparse table of 6 rows: d loss / d row = sum c."""
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        ids = layers.data("ids", [-1, 1], "int64")
+        c = layers.data("c", [-1, 3], "float32")
+        emb = layers.embedding(ids, [6, 3], is_sparse=True,
+                               param_attr=fluid.ParamAttr(name="table"))
+        loss = layers.reduce_sum(layers.elementwise_mul(emb, c))
+        make_opt().minimize(loss)
+    return main, startup
+
+
+def _train_table(make_opt, feeds):
+    main, startup = _embedding_program(make_opt)
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    table0 = np.array(scope["table"])
+    for feed in feeds:
+        exe.run(main, feed=feed, scope=scope)
+    return table0, np.array(scope["table"])
+
+
+def test_adam_lazy_mode_by_position_moves_only_the_looked_up_rows():
+    ones = np.ones((2, 3), "float32")
+    feeds = [{"ids": np.array([[0], [1]], "int64"), "c": ones},
+             {"ids": np.array([[2], [2]], "int64"), "c": ones}]
+    # 1.8's order: learning_rate, beta1, beta2, epsilon, parameter_list, regularization,
+    # grad_clip, name, lazy_mode
+    lazy0, lazy = _train_table(
+        lambda: fluid.optimizer.Adam(0.1, 0.9, 0.999, 1e-8, None, None, None, None, True),
+        feeds)
+    dense0, dense = _train_table(lambda: fluid.optimizer.Adam(0.1), feeds)
+    np.testing.assert_array_equal(lazy0, dense0)
+    # step 2 looks up row 2 only: lazily, rows 0 and 1 keep their step-1 values, while the
+    # dense update moves them again with their non-zero first moment
+    step1 = 0.1 * 1.0 / (1.0 + 1e-8 * np.sqrt(1 - 0.999))  # Adam's first step is +-lr
+    np.testing.assert_allclose(lazy[:2], lazy0[:2] - step1 * 1.0, rtol=1e-5)
+    assert np.all(np.abs(dense[:2] - (dense0[:2] - step1)) > 1e-3)
+    np.testing.assert_array_equal(lazy[3:], lazy0[3:])
+    np.testing.assert_allclose(lazy[2], dense[2], rtol=1e-6)
+
+
+def test_adagrad_initial_accumulator_value_by_position():
+    feed = {"ids": np.array([[4]], "int64"), "c": np.array([[1.0, 2.0, -3.0]], "float32")}
+    init, lr, eps = 0.5, 0.1, 1e-6
+    t0, t1 = _train_table(
+        lambda: fluid.optimizer.Adagrad(lr, eps, None, None, None, None, init), [feed])
+    g = feed["c"][0].astype(np.float64)
+    np.testing.assert_allclose(t1[4], t0[4] - lr * g / (np.sqrt(init + g * g) + eps),
+                               rtol=1e-5)
+    np.testing.assert_array_equal(np.delete(t1, 4, 0), np.delete(t0, 4, 0))
+
+
+def test_a_16_positional_regularization_lands_in_parameter_list():
+    """The documented break: 1.6's SGD(lr, L2Decay(...)) passes the regularizer where 1.8
+    (and graphc) take parameter_list; graphc says so instead of failing later."""
+    with pytest.raises(ProgramError, match="parameter_list where 1.6 took regularization"):
+        fluid.optimizer.SGD(0.1, fluid.regularizer.L2Decay(0.1))
+    with pytest.raises(ProgramError, match="by keyword"):
+        fluid.optimizer.Adam(0.1, 0.9, 0.999, 1e-8, fluid.regularizer.L1Decay(0.1))
+
+
+# -- Program ----------------------------------------------------------------------------------
+def _mlp():
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        main.random_seed = startup.random_seed = 5
+        x = layers.data("x", [-1, 4], "float32")
+        h = layers.fc(x, 3, act="tanh")
+        loss = layers.mean(h)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss
+
+
+def _run(main, startup, loss, steps=2):
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    x = np.random.default_rng(0).normal(size=(5, 4)).astype("float32")
+    return [exe.run(main, feed={"x": x}, fetch_list=[loss.name], scope=scope)[0]
+            for _ in range(steps)]
+
+
+def test_program_block_takes_index():
+    main, _, _ = _mlp()
+    assert main.block(index=0) is main.global_block()
+
+
+def test_to_string_parse_from_string_round_trip_runs_the_same():
+    main, startup, loss = _mlp()
+    text = main.to_string(True)
+    again = fluid.Program.parse_from_string(text.encode())
+    assert again.to_string(False) == text
+    np.testing.assert_array_equal(_run(main, startup, loss), _run(again, startup, loss))
+    detailed = main.to_string(True, with_details=True)
+    assert detailed.startswith(text.rstrip("\n")) and "persistable=True" in detailed
+
+
+def test_parse_from_string_refuses_what_is_not_graphcs_text():
+    with pytest.raises(GraphcError, match="ProgramDesc"):
+        fluid.Program.parse_from_string(b"\x0a\x8f\xff\x01\x10")
+    with pytest.raises(GraphcError, match="not graphc's text IR"):
+        fluid.Program.parse_from_string("blocks { idx: 0 }")
+    with pytest.raises(GraphcError):
+        graphc.Program().to_string("yes")
+
+
+def test_global_seed_sets_this_and_later_programs():
+    prog = graphc.Program()
+    try:
+        prog.global_seed(102)
+        assert prog.random_seed == 102 and graphc.Program().random_seed == 102
+    finally:
+        prog.global_seed(0)
+    assert graphc.Program().random_seed == 0
+    with pytest.raises(ProgramError):
+        prog.global_seed(1.5)
+
+
+# -- Executor.run and CompiledProgram.with_data_parallel -----------------------------------------
+def _dp_program():
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        main.random_seed = startup.random_seed = 3
+        x = layers.data("x", [-1, 4], "float32")
+        out = layers.fc(x, 2)
+        loss = layers.mean(out)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, out, loss
+
+
+def test_return_merged_false_stacks_per_device_and_use_prune_is_accepted():
+    main, startup, out, loss = _dp_program()
+    x = np.random.default_rng(1).normal(size=(8, 4)).astype("float32")
+    results = {}
+    for merged in (True, False):
+        scope, exe = graphc.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        # 1.8's order: loss_name, build_strategy, exec_strategy, share_vars_from, places
+        cp = graphc.CompiledProgram(main).with_data_parallel(loss.name, None, None, None,
+                                                             graphc.cpu_places(4))
+        results[merged] = exe.run(cp, feed={"x": x}, fetch_list=[out, loss], scope=scope,
+                                  return_merged=merged, use_prune=True)
+    (out_m, loss_m), (out_u, loss_u) = results[True], results[False]
+    assert out_m.shape == (8, 2) and out_u.shape == (4, 2, 2)
+    np.testing.assert_array_equal(out_u.reshape(8, 2), out_m)
+    assert loss_u.shape == (4, 1)
+    np.testing.assert_array_equal(loss_u.reshape(-1), loss_m.reshape(-1))
+
+
+def test_return_merged_false_changes_nothing_on_one_device():
+    main, startup, out, loss = _dp_program()
+    x = np.ones((3, 4), "float32")
+    got = []
+    for merged in (True, False):
+        scope, exe = graphc.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        got.append(exe.run(main, feed={"x": x}, fetch_list=[out], scope=scope,
+                           return_merged=merged)[0])
+    np.testing.assert_array_equal(got[0], got[1])
+
+
+def test_with_data_parallel_takes_paddles_order():
+    names = list(inspect.signature(graphc.CompiledProgram.with_data_parallel).parameters)
+    assert names[1:] == ["loss_name", "build_strategy", "exec_strategy", "share_vars_from",
+                         "places"]
+
+
+# -- layers -------------------------------------------------------------------------------------
+def _bn_program(in_place, average_stats):
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        x = layers.data("x", [-1, 3, 2, 2], "float32")
+        # Paddle's positions: ..., data_layout, in_place, name, moving_mean_name,
+        # moving_variance_name, do_model_average_for_mean_and_var, use_global_stats
+        y = layers.batch_norm(x, None, False, 0.9, 1e-5, None, None, "NCHW", in_place, None,
+                              "mm", "mv", average_stats, False)
+    return main, startup, y
+
+
+def test_batch_norm_in_place_is_a_hint_and_stats_follow_do_model_average():
+    x = np.random.default_rng(2).normal(size=(4, 3, 2, 2)).astype("float32")
+    outs = []
+    for in_place in (False, True):
+        main, startup, y = _bn_program(in_place, True)
+        scope, exe = graphc.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        outs.append(exe.run(main, feed={"x": x}, fetch_list=[y], scope=scope)[0])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    block = _bn_program(False, False)[0].global_block()
+    assert block.var("mm").do_model_average is False
+    assert block.var("mv").do_model_average is False
+    assert _bn_program(False, True)[0].global_block().var("mm").do_model_average is True
+    from graphc.build.optimizers.averaging import _averaged_parameters
+    averaged = {p.name for p in _averaged_parameters(_bn_program(False, False)[0])}
+    assert "mm" not in averaged and "mv" not in averaged and averaged
+
+
+def _normal_samples(seed, sample_seed=0):
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        s = layers.Normal(0.0, 1.0, seed).sample([64], seed=sample_seed)
+    return graphc.Executor().run(main, fetch_list=[s], scope=graphc.Scope())[0]
+
+
+def test_normal_seed_makes_sample_reproducible():
+    a, b = _normal_samples(7), _normal_samples(7)
+    np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(a, _normal_samples(8))
+    # a seed given to sample() wins over the distribution's
+    np.testing.assert_array_equal(_normal_samples(8, 7), _normal_samples(7))
+    assert 0.5 < a.std() < 1.5
+    with pytest.raises(ProgramError):
+        layers.Normal(0.0, 1.0, 1.5)
+
+
+def test_param_attr_takes_18s_order_and_gradient_clip_by_keyword_only():
+    attr = fluid.ParamAttr("w", None, 2.0, None, True, False)
+    assert attr.do_model_average is False and attr.learning_rate == 2.0
+    clip = fluid.clip.GradientClipByValue(0.1)
+    assert fluid.ParamAttr("w", gradient_clip=clip).gradient_clip is clip
+    with pytest.raises(TypeError):
+        fluid.ParamAttr("w", None, 1.0, None, True, False, clip)
+
+
+def test_auc_trapezoid_area():
+    assert fluid.metrics.Auc.trapezoid_area(0.0, 2.0, 1.0, 3.0) == 4.0
+    assert fluid.metrics.Auc.trapezoid_area(2.0, 0.0, 1.0, 1.0) == 2.0
+
+
+# -- device_guard, pinned places, double_buffer, ComplexVariable -------------------------------
+def test_device_guard_builds_the_same_program_and_checks_the_device():
+    main, startup, loss = _mlp()
+    guarded, gstartup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(guarded, gstartup), graphc.unique_name.guard():
+        guarded.random_seed = gstartup.random_seed = 5
+        x = layers.data("x", [-1, 4], "float32")
+        with fluid.device_guard("gpu:0"):
+            h = layers.fc(x, 3, act="tanh")
+        with fluid.device_guard("cpu"):
+            gloss = layers.mean(h)
+        with fluid.device_guard(None), fluid.device_guard("gpu"):
+            fluid.optimizer.SGD(0.1).minimize(gloss)
+    np.testing.assert_array_equal(_run(main, startup, loss), _run(guarded, gstartup, gloss))
+    for bad in ("tpu", "cpu:0", "gpu:x", 3):
+        with pytest.raises(ValueError), fluid.device_guard(bad):
+            pass
+
+
+def test_cuda_pinned_places_feed_like_cpu_places():
+    place = fluid.CUDAPinnedPlace()
+    assert isinstance(place, fluid.CPUPlace) and repr(place) == "CUDAPinnedPlace()"
+    assert len(fluid.cuda_pinned_places(3)) == 3
+    with pytest.raises(GraphcError):
+        fluid.cuda_pinned_places(0)
+    main, startup, loss = _mlp()
+    x = np.random.default_rng(0).normal(size=(5, 4)).astype("float32")
+    loader = fluid.io.DataLoader.from_generator(
+        feed_list=[main.global_block().var("x")], capacity=2)
+    loader.set_batch_generator(lambda: iter([[x], [x]]), places=fluid.cuda_pinned_places(1))
+    assert fluid.layers.double_buffer(loader) is loader
+    assert fluid.layers.double_buffer(loader, place, "buf") is loader
+    with pytest.raises(ProgramError):
+        fluid.layers.double_buffer(loader, place="gpu")
+    scope, exe = graphc.Scope(), graphc.Executor(place)
+    exe.run(startup, scope=scope)
+    got = [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0] for feed in loader()]
+    np.testing.assert_array_equal(got, _run(main, startup, loss))
+
+
+def test_complex_variable_is_refused_as_dygraph_only():
+    with pytest.raises(MissingAPIError, match="dygraph"):
+        fluid.ComplexVariable  # noqa: B018
