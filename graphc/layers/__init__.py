@@ -25,7 +25,9 @@ from .crf import chunk_eval, crf_decoding, linear_chain_crf
 # -- issue 24: distributions and Variable
 from .distributions import Categorical, MultivariateNormalDiag, Normal, Uniform
 from .dynamic_rnn import DynamicRNN
-from .io import double_buffer  # -- issue 24: api signatures (reader helpers)
+
+# -- issue 24: api signatures: a reader helper, not a layer (no op: out of __all__)
+from .io import double_buffer  # noqa: F401
 from .learning_rate_scheduler import (
     cosine_decay,
     exponential_decay,
@@ -400,8 +402,6 @@ __all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
             "polygon_box_transform", "prior_box", "roi_align", "roi_pool", "target_assign",
             "yolo_box"]
 # -- end issue 24: detection
-# -- issue 24: api signatures (reader helpers)
-__all__ += ["double_buffer"]
 
 
 def __getattr__(name: str):
