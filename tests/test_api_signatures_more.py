@@ -171,7 +171,7 @@ def _dp_program():
     return main, startup, out, loss
 
 
-def test_return_merged_false_stacks_per_device_and_use_prune_is_accepted():
+def test_return_merged_false_stacks_per_device():
     main, startup, out, loss = _dp_program()
     x = np.random.default_rng(1).normal(size=(8, 4)).astype("float32")
     results = {}
@@ -182,7 +182,7 @@ def test_return_merged_false_stacks_per_device_and_use_prune_is_accepted():
         cp = graphc.CompiledProgram(main).with_data_parallel(loss.name, None, None, None,
                                                              graphc.cpu_places(4))
         results[merged] = exe.run(cp, feed={"x": x}, fetch_list=[out, loss], scope=scope,
-                                  return_merged=merged, use_prune=True)
+                                  return_merged=merged)
     (out_m, loss_m), (out_u, loss_u) = results[True], results[False]
     assert out_m.shape == (8, 2) and out_u.shape == (4, 2, 2)
     np.testing.assert_array_equal(out_u.reshape(8, 2), out_m)
@@ -200,6 +200,44 @@ def test_return_merged_false_changes_nothing_on_one_device():
         got.append(exe.run(main, feed={"x": x}, fetch_list=[out], scope=scope,
                            return_merged=merged)[0])
     np.testing.assert_array_equal(got[0], got[1])
+
+
+def _prune_program():
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        main.random_seed = startup.random_seed = 4
+        x = layers.data("x", [-1, 4], "float32")
+        h = layers.fc(x, 3, act="tanh", param_attr=fluid.ParamAttr(name="w1"))
+        out = layers.fc(h, 2, param_attr=fluid.ParamAttr(name="w2"))
+        loss = layers.mean(out)
+        result = fluid.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, h, out, loss, result
+
+
+def test_use_prune_runs_only_what_the_fetch_list_names():
+    main, startup, h, out, loss, result = _prune_program()
+    x = np.random.default_rng(3).normal(size=(5, 4)).astype("float32")
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    w1 = np.array(scope["w1"])
+    # the loss alone: the optimizer ops are not its ancestors, so nothing is updated
+    (l0,) = exe.run(main, feed={"x": x}, fetch_list=[loss], scope=scope, use_prune=True)
+    np.testing.assert_array_equal(scope["w1"], w1)
+    # minimize()'s result in fetch_list keeps the update, as Paddle's test_prune does
+    (l1,) = exe.run(main, feed={"x": x}, fetch_list=[loss, result], scope=scope,
+                    use_prune=True)
+    assert l1 == l0 and not np.array_equal(scope["w1"], w1)
+    ref_scope = graphc.Scope()
+    exe.run(startup, scope=ref_scope)
+    exe.run(main, feed={"x": x}, scope=ref_scope)
+    np.testing.assert_array_equal(scope["w1"], ref_scope["w1"])
+    # a fed intermediate cuts off what computes it: x is neither fed nor needed
+    hv = np.full((2, 3), 0.5, "float32")
+    (o,) = exe.run(main, feed={h.name: hv}, fetch_list=[out], scope=scope, use_prune=True)
+    b2 = np.asarray(scope[main.global_block().all_parameters()[-1].name])
+    np.testing.assert_allclose(o, hv @ np.asarray(scope["w2"]) + b2, rtol=1e-6)
+    with pytest.raises(GraphcError, match="not a variable"):
+        exe.run(main, feed={"x": x}, fetch_list=["nope"], scope=scope, use_prune=True)
 
 
 def test_with_data_parallel_takes_paddles_order():

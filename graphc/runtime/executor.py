@@ -52,6 +52,7 @@ from .feeds import FeedError
 from .host_services import HostServices, process_services
 from .lod import LoDArray, unpack_fetch
 from .places import CPUPlace, Place
+from .prune import Pruner, split_fetch_list
 from .run_as import DATA_PARALLEL, LoopProgram
 from .scope import Scope, global_scope
 from .startup import run_grouped_startup
@@ -160,6 +161,7 @@ class Executor:
         # CompiledProgram the passes depend on the fetch list (fetched values are kept
         # alive), so entries are per fetch list there: {key: (version, {fetch: _Prepared})}.
         self._prepared: WeakKeyDictionary = WeakKeyDictionary()
+        self._pruner = Pruner()  # use_prune=True's programs (runtime/prune.py)
 
     # -- preparation (cached) ----------------------------------------------------------
     def _prepare(self, program: Program, compiled=None, fetch_names: tuple = ()) -> _Prepared:
@@ -227,10 +229,17 @@ class Executor:
 
         ``return_merged=False`` with a data-parallel CompiledProgram: each fetch comes back
         per device, stacked on a new leading axis ``[num_devices, ...]`` (after the ``[K]``
-        axis of K > 1), as Paddle; otherwise it changes nothing. ``use_prune``: graphc always
-        runs only what the fetches and the state updates need (its dead-code pass), so
-        Paddle's pruning is accepted and changes nothing.
+        axis of K > 1), as Paddle; otherwise it changes nothing. ``use_prune=True`` (a
+        Program): only the ops the fetched variables need run, plus the Operators (or
+        minimize()'s result) in ``fetch_list`` and what they need; ops computing a fed
+        variable are cut off (runtime/prune.py). Without it every op runs, as Paddle.
         """
+        if use_prune:
+            fetch_list, keep_ops = split_fetch_list(fetch_list)
+            if program is None:
+                program = default_main_program()
+            feeds = feed[0] if isinstance(feed, list | tuple) and feed else feed
+            program = self._pruner.prune(program, list(feeds or ()), fetch_list, keep_ops)
         if not return_merged:
             return self._unmerged(program, self.run(program, feed, fetch_list, feed_var_name,
                                                     fetch_var_name, scope, return_numpy))
