@@ -4,6 +4,7 @@ initial_accumulator_value honoured), the coverage tool's 1.8 table, and the othe
 from __future__ import annotations
 
 import inspect
+import struct
 
 import numpy as np
 import pytest
@@ -139,12 +140,106 @@ def test_to_string_parse_from_string_round_trip_runs_the_same():
 
 
 def test_parse_from_string_refuses_what_is_not_graphcs_text():
-    with pytest.raises(GraphcError, match="ProgramDesc"):
-        fluid.Program.parse_from_string(b"\x0a\x8f\xff\x01\x10")
+    with pytest.raises(GraphcError, match="neither"):
+        fluid.Program.parse_from_string(b"\x8f\xff\x01\x10")
     with pytest.raises(GraphcError, match="not graphc's text IR"):
         fluid.Program.parse_from_string("blocks { idx: 0 }")
     with pytest.raises(GraphcError):
         graphc.Program().to_string("yes")
+
+
+# a minimal protobuf writer for framework.proto's ProgramDesc, as Paddle serializes one
+def _varint(v):
+    v += 1 << 64 if v < 0 else 0
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v > 0x7F else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def _vi(n, v):
+    return _varint(n << 3) + _varint(v)
+
+
+def _ld(n, payload):
+    return _varint(n << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _s(n, text):
+    return _ld(n, text.encode())
+
+
+def _var_desc(name, kind, dtype=None, dims=(), persistable=False):
+    vtype = _vi(1, kind)
+    if dtype is not None:
+        tensor = _vi(1, dtype) + b"".join(_vi(2, d) for d in dims)
+        vtype += _ld(3, _ld(1, tensor) + _vi(2, 0))
+    return _ld(3, _s(1, name) + _ld(2, vtype) + _vi(3, int(persistable)))
+
+
+def _attr(name, value):
+    if isinstance(value, bool):
+        body = _vi(2, 6) + _vi(10, int(value))
+    elif isinstance(value, int):
+        body = _vi(2, 0) + _vi(3, value)
+    elif isinstance(value, float):
+        body = _vi(2, 1) + _varint(4 << 3 | 5) + struct.pack("<f", value)
+    elif isinstance(value, str):
+        body = _vi(2, 2) + _s(5, value)
+    else:  # a list of strings (op_callstack, op_role_var)
+        body = _vi(2, 5) + b"".join(_s(8, v) for v in value)
+    return _ld(4, _s(1, name) + body)
+
+
+def _op_desc(op_type, ins, outs, attrs):
+    slots = b"".join(_ld(1, _s(1, k) + b"".join(_s(2, n) for n in v)) for k, v in ins.items())
+    slots += b"".join(_ld(2, _s(1, k) + b"".join(_s(2, n) for n in v)) for k, v in outs.items())
+    paddle_extra = {"op_role": 0, "op_role_var": [], "op_namescope": "/",
+                    "op_callstack": ["File x.py"], "use_mkldnn": False}
+    body = slots + _s(3, op_type) + b"".join(_attr(k, v) for k, v in
+                                              {**attrs, **paddle_extra}.items())
+    return _ld(4, body)
+
+
+def _paddle_program_desc():
+    fp32, lod_tensor = 5, 7
+    block = _vi(1, 0) + _vi(2, -1)
+    block += _var_desc("feed", 9) + _var_desc("fetch", 10)
+    block += _var_desc("x", lod_tensor, fp32, (-1, 4))
+    block += _var_desc("w", lod_tensor, fp32, (4, 3), persistable=True)
+    block += _var_desc("b", lod_tensor, fp32, (3,), persistable=True)
+    for name in ("t0", "t1", "t2", "y"):
+        block += _var_desc(name, lod_tensor, fp32, (-1, 3))
+    block += _op_desc("feed", {"X": ["feed"]}, {"Out": ["x"]}, {"col": 0})
+    block += _op_desc("mul", {"X": ["x"], "Y": ["w"]}, {"Out": ["t0"]},
+                      {"x_num_col_dims": 1, "y_num_col_dims": 1})
+    block += _op_desc("elementwise_add", {"X": ["t0"], "Y": ["b"]}, {"Out": ["t1"]},
+                      {"axis": -1})
+    block += _op_desc("relu", {"X": ["t1"]}, {"Out": ["t2"]}, {})
+    block += _op_desc("scale", {"X": ["t2"]}, {"Out": ["y"]},
+                      {"scale": 2.0, "bias": 0.5, "bias_after_scale": True})
+    block += _op_desc("fetch", {"X": ["y"]}, {"Out": ["fetch"]}, {"col": 0})
+    return _ld(1, block) + _ld(4, _vi(1, 0))
+
+
+def test_parse_from_string_reads_paddles_binary_program_desc():
+    program = fluid.Program.parse_from_string(_paddle_program_desc())
+    block = program.global_block()
+    assert [op.type for op in block.ops] == ["mul", "elementwise_add", "relu", "scale"]
+    assert block.var("x").is_data and block.var("w").persistable
+    assert not block.has_var("feed")
+    rng = np.random.default_rng(4)
+    x = rng.normal(size=(5, 4)).astype("float32")
+    w = rng.normal(size=(4, 3)).astype("float32")
+    b = rng.normal(size=3).astype("float32")
+    scope = graphc.Scope()
+    scope["w"], scope["b"] = w, b
+    (y,) = graphc.Executor().run(program, feed={"x": x}, fetch_list=["y"], scope=scope)
+    np.testing.assert_allclose(y, 2.0 * np.maximum(x @ w + b, 0) + 0.5, rtol=1e-5)
+    with pytest.raises(GraphcError, match="truncated|past the end"):
+        fluid.Program.parse_from_string(_paddle_program_desc()[:-9])
 
 
 def test_global_seed_sets_this_and_later_programs():

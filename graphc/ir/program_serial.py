@@ -1,5 +1,5 @@
 """Program.to_string / Program.parse_from_string: a Program as graphc's text IR and back (the
-form save_inference_model writes); Paddle's binary ProgramDesc protobuf is refused by name."""
+form save_inference_model writes); Paddle's binary ProgramDesc is read by ir/paddle_desc.py."""
 
 from __future__ import annotations
 
@@ -27,17 +27,21 @@ def program_to_string(program, throw_on_error: bool, with_details: bool = False)
 
 
 def program_from_string(binary_str):
-    """A Program from ``to_string()``'s text (str, or UTF-8 bytes)."""
+    """A Program from ``to_string()``'s text (str, or UTF-8 bytes), or from the bytes of a
+    Paddle ProgramDesc (``program.desc.serialize_to_string()``; ir/paddle_desc.py)."""
     from .text import parse
     if isinstance(binary_str, bytes | bytearray):
+        data = bytes(binary_str)
+        if data[:1] == b"\x0a":  # field 1 (blocks), length-delimited: a ProgramDesc
+            from .paddle_desc import program_from_desc
+            return program_from_desc(data)
         try:
-            binary_str = bytes(binary_str).decode("utf-8")
+            binary_str = data.decode("utf-8")
         except UnicodeDecodeError:
             raise GraphcError(
-                "Program.parse_from_string: these bytes are not graphc's text IR (a Paddle "
-                "ProgramDesc protobuf?). graphc does not read Paddle's binary programs; "
-                "rebuild the program with graphc, or pass Program.to_string()'s text"
-            ) from None
+                "Program.parse_from_string: these bytes are neither graphc's text IR nor a "
+                "Paddle ProgramDesc; pass Program.to_string()'s text or "
+                "program.desc.serialize_to_string()'s bytes") from None
     if not isinstance(binary_str, str):
         raise GraphcError("Program.parse_from_string: expected the str or bytes of "
                           f"Program.to_string(), got {type(binary_str).__name__}")
