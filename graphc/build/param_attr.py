@@ -12,14 +12,14 @@ from .initializer import Initializer
 
 
 class ParamAttr:
-    """Paddle 1.8's arguments: ``gradient_clip`` (a GradientClip* object) clips this
-    parameter's gradient when the optimizer has no grad_clip (as set_gradient_clip does);
-    ``do_model_average=False`` leaves it out of ModelAverage/ExponentialMovingAverage;
-    ``need_clip=False`` (Paddle 2.0's) leaves it out of the optimizer's grad_clip."""
+    """Paddle 1.8's arguments, in its order: ``do_model_average=False`` leaves the parameter
+    out of ModelAverage/ExponentialMovingAverage. Keyword-only extras: ``gradient_clip``
+    (1.6/1.7's; a GradientClip* object clipping this gradient when the optimizer has no
+    grad_clip, as set_gradient_clip does) and ``need_clip=False`` (2.0's: out of grad_clip)."""
 
     def __init__(self, name: str | None = None, initializer: Initializer | None = None,
                  learning_rate: float = 1.0, regularizer=None, trainable: bool = True,
-                 gradient_clip=None, do_model_average: bool = True, need_clip: bool = True):
+                 do_model_average: bool = True, *, gradient_clip=None, need_clip: bool = True):
         if initializer is not None and not isinstance(initializer, Initializer):
             raise ProgramError(f"ParamAttr initializer must be an Initializer, got "
                                f"{type(initializer).__name__}")

@@ -37,15 +37,14 @@ ADVICE: dict[str, str] = {
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
     "LoDTensorArray": _LOD,
+    # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
+    "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
     "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
                             "ParamAttr"),
-    "CUDAPinnedPlace": "graphc has no pinned host memory place; use CPUPlace or CUDAPlace",
-    "cuda_pinned_places": "graphc has no pinned host memory place; use cpu_places()",
     "profiler": ("graphc has no fluid.profiler; time a pass pipeline with "
                  "`graphc compile --timing` or profile the XLA step with jax.profiler"),
     "install_check": "graphc has no install_check; run `graphc --help` or its test suite",
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
-    "device_guard": "graphc places a whole step on its devices; device_guard is not supported",
     "layers.While": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.while_loop": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.cond": "control flow (While/IfElse/Switch/cond) is not supported yet",
@@ -57,7 +56,6 @@ ADVICE: dict[str, str] = {
     "layers.py_func": "layers.py_func is not supported: an XLA step cannot call Python",
     "layers.py_reader": "use fluid.io.DataLoader.from_generator (or fluid.io.PyReader)",
     "layers.create_py_reader_by_data": "use fluid.io.DataLoader.from_generator",
-    "layers.double_buffer": "DataLoader already double-buffers (capacity=2)",
     "layers.read_file": "use fluid.io.DataLoader.from_generator",
     "layers.lod_reset": _LOD,
     "layers.lod_append": _LOD,

@@ -12,11 +12,12 @@ from ..runtime.lod import (  # the host LoD value and its checks live in the run
     create_lod_tensor,
     create_random_int_lodtensor,
 )
-from ..runtime.places import CPUPlace, CUDAPlace, Place, is_compiled_with_cuda
+from ..runtime.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, is_compiled_with_cuda
 from ..runtime.scope import Scope
 from ._missing import missing
 
-__all__ = ["CPUPlace", "CUDAPlace", "EOFException", "LoDError", "LoDTensor", "Place", "Scope",
+__all__ = ["CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "EOFException", "LoDError", "LoDTensor",
+           "Place", "Scope",
            "VarDesc", "create_lod_tensor", "create_random_int_lodtensor",
            "get_cuda_device_count", "is_compiled_with_cuda"]
 

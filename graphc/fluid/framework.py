@@ -16,12 +16,13 @@ from ..ir.default_programs import (
 )
 from ..ir.errors import GraphcError
 from ..ir.program import Block, Operator, Parameter, Program, Variable
-from ..runtime.devices import cpu_places, cuda_places
+from ..runtime.devices import cpu_places, cuda_pinned_places, cuda_places
 from ..runtime.places import is_compiled_with_cuda
 from ._missing import MissingAPIError, advice_for, missing
 
 __all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "cpu_places",
-           "cuda_places", "default_main_program", "default_startup_program",
+           "cuda_pinned_places", "cuda_places", "device_guard", "default_main_program",
+           "default_startup_program",
            "disable_static", "enable_static", "in_dygraph_mode", "is_compiled_with_cuda",
            "name_scope", "program_guard", "require_version", "set_flags", "get_flags",
            "switch_main_program",
@@ -128,6 +129,28 @@ def get_flags(flags) -> dict:
         raise FlagError(f"get_flags: {', '.join(map(repr, unknown))} never set; graphc only "
                         "keeps flags given to set_flags")
     return {n: _flags[n] for n in names}
+
+
+class DeviceGuardError(GraphcError, ValueError):
+    """device_guard was given something other than 'cpu', 'gpu', 'gpu:N', '' or None."""
+
+
+@contextlib.contextmanager
+def device_guard(device=None):
+    """Paddle 1.8 pins the ops built inside to ``device`` ('cpu', 'gpu' or 'gpu:N'; None or
+    '': no preference). graphc compiles a whole step for its devices and XLA decides where
+    each op runs, so the ops are built exactly as outside; the device is checked as Paddle
+    checks it (a device id for 'cpu' is an error)."""
+    if device is not None and not isinstance(device, str):
+        raise DeviceGuardError(f"device_guard: device must be a str or None, got {device!r}")
+    kind, _, index = (device or "").partition(":")
+    if kind not in ("cpu", "gpu", ""):
+        raise DeviceGuardError(f"device_guard: device must be 'cpu', 'gpu', 'gpu:N', '' or "
+                               f"None, got {device!r}")
+    if ":" in (device or "") and (kind != "gpu" or not index.isdigit()):
+        raise DeviceGuardError(f"device_guard: only 'gpu' takes a device id ('gpu:0'), got "
+                               f"{device!r}")
+    yield
 
 
 class FlagError(GraphcError, ValueError):

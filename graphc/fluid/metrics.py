@@ -233,6 +233,11 @@ class Auc(MetricBase):
         np.add.at(self._stat_pos, index[positive], 1)
         np.add.at(self._stat_neg, index[~positive], 1)
 
+    @staticmethod
+    def trapezoid_area(x1, x2, y1, y2) -> float:
+        """The area under the segment (x1, y1)-(x2, y2): |x1 - x2| * (y1 + y2) / 2."""
+        return abs(x1 - x2) * (y1 + y2) / 2.0
+
     def eval(self) -> float:
         pos = self._stat_pos[::-1].astype(np.float64)
         neg = self._stat_neg[::-1].astype(np.float64)

@@ -366,9 +366,12 @@ class Block:
 class Program:
     """A static program: blocks of ops; block 0 is the global block."""
 
+    # Paddle's process-wide global_seed(): the random_seed of Programs made afterwards
+    _global_seed = 0
+
     def __init__(self):
         self.blocks: list[Block] = [Block(self, 0)]
-        self.random_seed = 0
+        self.random_seed = Program._global_seed
         self._version = 0
         self._current_role = "forward"
         self._source: str | None = None  # set by source_guard: one line for many ops
@@ -384,8 +387,8 @@ class Program:
     def global_block(self) -> Block:
         return self.blocks[0]
 
-    def block(self, idx: int) -> Block:
-        return self.blocks[idx]
+    def block(self, index: int) -> Block:
+        return self.blocks[index]
 
     def current_block(self) -> Block:
         return self.blocks[0]
@@ -454,6 +457,23 @@ class Program:
                            if k in used or v.persistable or v.is_data}
             new.blocks.append(nb)
         return new
+
+    def global_seed(self, seed: int = 0) -> None:
+        """Paddle's: ``seed`` becomes this program's random_seed and every later Program's."""
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ProgramError(f"Program.global_seed: seed must be an int, got {seed!r}")
+        Program._global_seed = self.random_seed = seed
+
+    def to_string(self, throw_on_error: bool, with_details: bool = False) -> str:
+        """The program as graphc's text IR (see ir/program_serial.py)."""
+        from .program_serial import program_to_string
+        return program_to_string(self, throw_on_error, with_details)
+
+    @staticmethod
+    def parse_from_string(binary_str) -> Program:
+        """The Program ``to_string()`` wrote (ir/program_serial.py)."""
+        from .program_serial import program_from_string
+        return program_from_string(binary_str)
 
     def to_text(self, **kwargs) -> str:
         """The SSA text form of this program (see ``graphc.lower``)."""

@@ -25,6 +25,9 @@ from .crf import chunk_eval, crf_decoding, linear_chain_crf
 # -- issue 24: distributions and Variable
 from .distributions import Categorical, MultivariateNormalDiag, Normal, Uniform
 from .dynamic_rnn import DynamicRNN
+
+# -- issue 24: api signatures: a reader helper, not a layer (no op: out of __all__)
+from .io import double_buffer  # noqa: F401
 from .learning_rate_scheduler import (
     cosine_decay,
     exponential_decay,

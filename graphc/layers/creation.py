@@ -29,7 +29,8 @@ def create_parameter(shape, dtype, name=None, attr=None, is_bias: bool = False,
     attr = ParamAttr.to_attr(attr) or ParamAttr()
     if name is not None and attr.name is None:
         attr = ParamAttr(name, attr.initializer, attr.learning_rate, attr.regularizer,
-                         attr.trainable, attr.need_clip)
+                         attr.trainable, attr.do_model_average,
+                         gradient_clip=attr.gradient_clip, need_clip=attr.need_clip)
     helper = LayerHelper("create_parameter", name)
     return helper.create_parameter(attr, _ints("create_parameter", "shape", shape), dtype,
                                    is_bias, default_initializer)

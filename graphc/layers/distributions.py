@@ -127,11 +127,15 @@ class Uniform(_Sampled):
 
 
 class Normal(_Sampled):
-    """Normal with mean loc and standard deviation scale."""
+    """Normal with mean loc and standard deviation scale. ``seed`` (the reference list's
+    third argument): the seed of ``sample()`` calls that pass none (0: the program's)."""
 
-    def __init__(self, loc, scale):
+    def __init__(self, loc, scale, seed=0):
         self.loc, self.scale, self.batch_size_unknown, self.all_arg_is_float = \
             _float_args(self, loc, scale)
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise ProgramError(f"Normal: seed must be an int, got {seed!r}")
+        self.seed = seed
 
     def _noise(self, shape, seed, like):
         layers = _layers()
@@ -141,7 +145,7 @@ class Normal(_Sampled):
         return layers.gaussian_random(shape, mean=0.0, std=1.0, seed=seed)
 
     def sample(self, shape, seed=0):
-        return self._sample(shape, seed, self.loc, self.scale)
+        return self._sample(shape, seed or self.seed, self.loc, self.scale)
 
     def entropy(self):
         layers = _layers()

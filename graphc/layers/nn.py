@@ -130,9 +130,15 @@ def pool2d(input, pool_size=-1, pool_type: str = "max", pool_stride=1, pool_padd
 
 def batch_norm(input, act=None, is_test: bool = False, momentum: float = 0.9,
                epsilon: float = 1e-5, param_attr=None, bias_attr=None,
-               data_layout: str = "NCHW", name=None, moving_mean_name=None,
-               moving_variance_name=None, use_global_stats: bool = False):
-    """Batch norm with scale ``.w_0``, bias ``.b_0``, moving mean ``.w_1``, variance ``.w_2``."""
+               data_layout: str = "NCHW", in_place: bool = False, name=None,
+               moving_mean_name=None, moving_variance_name=None,
+               do_model_average_for_mean_and_var: bool = True,
+               use_global_stats: bool = False):
+    """Batch norm with scale ``.w_0``, bias ``.b_0``, moving mean ``.w_1``, variance ``.w_2``.
+
+    ``in_place`` is Paddle's memory hint (write Y over X); graphc's values are SSA and XLA
+    reuses buffers itself, so it changes nothing. ``do_model_average_for_mean_and_var=False``
+    leaves the moving statistics out of ModelAverage, as Paddle's ParamAttr does."""
     check_variable("batch_norm", "input", input)
     if data_layout not in ("NCHW", "NHWC"):
         raise ProgramError(f"batch_norm: data_layout must be NCHW or NHWC, got {data_layout!r}")
@@ -145,10 +151,12 @@ def batch_norm(input, act=None, is_test: bool = False, momentum: float = 0.9,
                                     default_initializer=Constant(1.0))
     bias = helper.create_parameter(bias_attr, [channels], stat_dtype, is_bias=True)
     mean = helper.create_parameter(
-        ParamAttr(name=moving_mean_name, initializer=Constant(0.0), trainable=False),
+        ParamAttr(name=moving_mean_name, initializer=Constant(0.0), trainable=False,
+                  do_model_average=do_model_average_for_mean_and_var),
         [channels], stat_dtype)
     variance = helper.create_parameter(
-        ParamAttr(name=moving_variance_name, initializer=Constant(1.0), trainable=False),
+        ParamAttr(name=moving_variance_name, initializer=Constant(1.0), trainable=False,
+                  do_model_average=do_model_average_for_mean_and_var),
         [channels], stat_dtype)
     saved_mean = helper.create_variable_for_type_inference(stat_dtype, stop_gradient=True)
     saved_var = helper.create_variable_for_type_inference(stat_dtype, stop_gradient=True)

@@ -57,8 +57,9 @@ class CompiledProgram:
 
     def with_data_parallel(self, loss_name: str | None = None,
                            build_strategy: BuildStrategy | None = None,
-                           exec_strategy: ExecutionStrategy | None = None, places=None,
-                           share_vars_from: CompiledProgram | None = None) -> CompiledProgram:
+                           exec_strategy: ExecutionStrategy | None = None,
+                           share_vars_from: CompiledProgram | None = None,
+                           places=None) -> CompiledProgram:
         """Run on several devices, each on an equal slice of every feed's batch.
 
         ``loss_name`` given (training): gradients are aggregated across devices by the

@@ -9,7 +9,7 @@ import os
 import jax
 
 from ..ir.errors import GraphcError
-from .places import CPUPlace, CUDAPlace
+from .places import CPUPlace, CUDAPinnedPlace, CUDAPlace
 
 log = logging.getLogger("graphc.runtime")
 
@@ -71,6 +71,15 @@ def cpu_places(device_count: int | None = None) -> list[CPUPlace]:
             and 1 <= n <= len(jax.devices("cpu"))):
         configure_cpu_devices(n)
     return [CPUPlace(i) for i in range(n)]
+
+
+def cuda_pinned_places(device_count: int | None = None) -> list[CUDAPinnedPlace]:
+    """``device_count`` CUDAPinnedPlaces (else $CPU_NUM, else one per core, as Paddle). They
+    are host memory, all one place: no XLA CPU devices are configured for them."""
+    n = device_count if device_count is not None else (_cpu_num_from_env() or _core_count())
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise GraphcError(f"cuda_pinned_places: device_count must be a positive int, got {n!r}")
+    return [CUDAPinnedPlace() for _ in range(n)]
 
 
 def _core_count() -> int:

@@ -52,6 +52,7 @@ from .feeds import FeedError
 from .host_services import HostServices, process_services
 from .lod import LoDArray, unpack_fetch
 from .places import CPUPlace, Place
+from .prune import Pruner, split_fetch_list
 from .run_as import DATA_PARALLEL, LoopProgram
 from .scope import Scope, global_scope
 from .startup import run_grouped_startup
@@ -160,6 +161,7 @@ class Executor:
         # CompiledProgram the passes depend on the fetch list (fetched values are kept
         # alive), so entries are per fetch list there: {key: (version, {fetch: _Prepared})}.
         self._prepared: WeakKeyDictionary = WeakKeyDictionary()
+        self._pruner = Pruner()  # use_prune=True's programs (runtime/prune.py)
 
     # -- preparation (cached) ----------------------------------------------------------
     def _prepare(self, program: Program, compiled=None, fetch_names: tuple = ()) -> _Prepared:
@@ -214,7 +216,8 @@ class Executor:
     @with_graphc_x64  # graphc's 64-bit types, in graphc's own work only (backends/precision)
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope: Scope | None = None, return_numpy: bool = True,
-            use_program_cache: bool = True):
+            use_program_cache: bool = True, return_merged: bool = True,
+            use_prune: bool = False):
         """Run one step; returns the fetched values (numpy arrays unless return_numpy=False).
         A row-sparse value (an is_sparse embedding's gradient) comes back as a
         ``graphc.SelectedRows`` (rows, values, height); ``np.asarray`` of it is dense.
@@ -223,7 +226,23 @@ class Executor:
         call runs K steps: ``feed`` is a list of K dicts or a dict of arrays with a new
         leading axis of K, and each fetched value comes back stacked per step, ``[K, ...]``.
         The result equals K single runs (state, fetches and dropout masks alike).
+
+        ``return_merged=False`` with a data-parallel CompiledProgram: each fetch comes back
+        per device, stacked on a new leading axis ``[num_devices, ...]`` (after the ``[K]``
+        axis of K > 1), as Paddle; otherwise it changes nothing. ``use_prune=True`` (a
+        Program): only the ops the fetched variables need run, plus the Operators (or
+        minimize()'s result) in ``fetch_list`` and what they need; ops computing a fed
+        variable are cut off (runtime/prune.py). Without it every op runs, as Paddle.
         """
+        if use_prune:
+            fetch_list, keep_ops = split_fetch_list(fetch_list)
+            if program is None:
+                program = default_main_program()
+            feeds = feed[0] if isinstance(feed, list | tuple) and feed else feed
+            program = self._pruner.prune(program, list(feeds or ()), fetch_list, keep_ops)
+        if not return_merged:
+            return self._unmerged(program, self.run(program, feed, fetch_list, feed_var_name,
+                                                    fetch_var_name, scope, return_numpy))
         if isinstance(program, LoopProgram) and feed is None and not fetch_list:
             # a program that is a loop of its own: exe.run(pserver_program) serves until the
             # trainers complete (the loop runs the same program with feeds: its update step)
@@ -235,6 +254,27 @@ class Executor:
             with services.collective_wait("Executor.run"):
                 return self._run(program, feed, fetch_list, scope, return_numpy)
         return self._run(program, feed, fetch_list, scope, return_numpy)
+
+    def _unmerged(self, program, results):
+        """``results`` split per device (see run's ``return_merged``)."""
+        _, compiled = self._unpack(program)
+        ndev = compiled.num_devices if compiled is not None and compiled.devices else 1
+        if ndev == 1 or not results:
+            return results
+        axis = 1 if compiled.exec_strategy.num_iteration_per_run > 1 else 0
+        out = []
+        for value in results:
+            if not isinstance(value, np.ndarray | jax.Array):
+                raise GraphcError(f"Executor.run(return_merged=False): a {type(value).__name__} "
+                                  "fetch (LoD or row-sparse) has no per-device form in graphc; "
+                                  "fetch it merged")
+            shape = tuple(value.shape)
+            if len(shape) <= axis or shape[axis] % ndev:
+                raise GraphcError(f"Executor.run(return_merged=False): a fetch of shape "
+                                  f"{list(shape)} does not split over {ndev} devices")
+            out.append(value.reshape(shape[:axis] + (ndev, shape[axis] // ndev)
+                                     + shape[axis + 1:]))
+        return out
 
     def _run(self, program, feed, fetch_list, scope, return_numpy):
         program, compiled = self._unpack(program)

@@ -54,6 +54,18 @@ class CUDAPlace(Place):
     kind = "gpu"
 
 
+class CUDAPinnedPlace(CPUPlace):
+    """Paddle's page-locked host memory, from which it copies feeds to a GPU. graphc's
+    host side is the CPU device (JAX stages host-to-device copies itself), so this is
+    CPUPlace(0) under Paddle's name: usable wherever a CPUPlace is."""
+
+    def __init__(self):
+        super().__init__(0)
+
+    def __repr__(self) -> str:
+        return "CUDAPinnedPlace()"
+
+
 def is_compiled_with_cuda() -> bool:
     try:
         return bool(jax.devices("gpu"))

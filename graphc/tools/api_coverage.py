@@ -20,6 +20,47 @@ STATUSES = ("same", "different", "refused", "absent")
 # not static-graph Fluid: left out of every count, as the issues measuring coverage do
 EXCLUDED = ("paddle.fluid.dygraph", "paddle.fluid.contrib")
 
+# Entries whose list line records Paddle 1.6's arguments where Paddle 1.8 changed them in a
+# way one signature cannot serve (1.8 put ``parameter_list`` second after the hyper-
+# parameters, so a 1.6 positional ``regularization`` lands in it). graphc follows 1.8; such an
+# entry is 'same' only when graphc's arguments are exactly 1.8's, in order
+# (docs/porting_from_paddle.md lists them). entry: (1.8's arguments, why)
+_OPT18 = ("parameter_list", "regularization", "grad_clip", "name")
+PADDLE_18_SIGNATURES: dict[str, tuple[tuple[str, ...], str]] = {
+    f"paddle.fluid.optimizer.{cls}.__init__": (head + _OPT18 + tail, "1.8 inserted "
+                                               "parameter_list and grad_clip")
+    for cls, head, tail in (
+        ("SGD", ("learning_rate",), ()),
+        ("SGDOptimizer", ("learning_rate",), ()),
+        ("Momentum", ("learning_rate", "momentum"), ()),
+        ("MomentumOptimizer", ("learning_rate", "momentum"), ()),
+        ("Adagrad", ("learning_rate", "epsilon"), ("initial_accumulator_value",)),
+        ("AdagradOptimizer", ("learning_rate", "epsilon"), ("initial_accumulator_value",)),
+        ("Adam", ("learning_rate", "beta1", "beta2", "epsilon"), ("lazy_mode",)),
+        ("AdamOptimizer", ("learning_rate", "beta1", "beta2", "epsilon"), ("lazy_mode",)),
+        ("Adamax", ("learning_rate", "beta1", "beta2", "epsilon"), ()),
+        ("AdamaxOptimizer", ("learning_rate", "beta1", "beta2", "epsilon"), ()),
+        ("DecayedAdagrad", ("learning_rate", "decay", "epsilon"), ()),
+        ("DecayedAdagradOptimizer", ("learning_rate", "decay", "epsilon"), ()),
+        ("Ftrl", ("learning_rate", "l1", "l2", "lr_power"), ()),
+        ("FtrlOptimizer", ("learning_rate", "l1", "l2", "lr_power"), ()),
+        ("Adadelta", ("learning_rate", "epsilon", "rho"), ()),
+        ("AdadeltaOptimizer", ("learning_rate", "epsilon", "rho"), ()),
+        ("LarsMomentum", ("learning_rate", "momentum", "lars_coeff", "lars_weight_decay"), ()),
+        ("LarsMomentumOptimizer", ("learning_rate", "momentum", "lars_coeff",
+                                   "lars_weight_decay"), ()),
+    )
+}
+# Momentum 1.8 keeps use_nesterov between parameter_list and regularization
+for _cls in ("Momentum", "MomentumOptimizer"):
+    PADDLE_18_SIGNATURES[f"paddle.fluid.optimizer.{_cls}.__init__"] = (
+        ("learning_rate", "momentum", "parameter_list", "use_nesterov", "regularization",
+         "grad_clip", "name"), "1.8 inserted parameter_list and grad_clip")
+del _cls
+PADDLE_18_SIGNATURES["paddle.fluid.param_attr.ParamAttr.__init__"] = (
+    ("name", "initializer", "learning_rate", "regularizer", "trainable", "do_model_average"),
+    "1.8 dropped gradient_clip, 1.6's sixth argument (graphc keeps it keyword-only)")
+
 
 @dataclass(frozen=True)
 class Entry:
@@ -130,8 +171,29 @@ def _parameters(obj, drop_self: bool):
     return params
 
 
+def compare_exact(args: tuple[str, ...], obj) -> str:
+    """'' when ``obj``'s positional arguments (after self) are exactly ``args``, in order, and
+    anything else it takes is keyword-only with a default; else why not."""
+    params = _parameters(obj, drop_self=True)
+    if params is None:
+        return ""
+    kinds = inspect.Parameter
+    ours = [p.name for p in params if p.kind in (kinds.POSITIONAL_ONLY,
+                                                 kinds.POSITIONAL_OR_KEYWORD)]
+    if ours != list(args):
+        return f"arguments {ours} != Paddle 1.8's {list(args)}"
+    required = [p.name for p in params if p.kind == kinds.KEYWORD_ONLY
+                and p.default is kinds.empty]
+    if required:
+        return f"requires {required}, which Paddle 1.8's does not"
+    return ""
+
+
 def compare(entry: Entry, obj) -> str:
-    """'' when ``obj`` takes Paddle's arguments (names, positional order), else why not."""
+    """'' when ``obj`` takes Paddle's arguments (names, positional order), else why not; an
+    entry of PADDLE_18_SIGNATURES is held to 1.8's arguments exactly."""
+    if entry.name in PADDLE_18_SIGNATURES:
+        return compare_exact(PADDLE_18_SIGNATURES[entry.name][0], obj)
     if entry.args is None:
         return ""
     paddle = [a for a in entry.args if a not in ("self", "cls")]

@@ -28,6 +28,20 @@ def _scope(scope):
     return global_scope()
 
 
+def _parameter_list(opt, given) -> list | None:
+    """``parameter_list`` as a list; a regularizer or clip here is a Paddle 1.6 positional
+    call (1.8, which graphc follows, put parameter_list before regularization): say so."""
+    if given is None:
+        return None
+    if isinstance(given, str) or not hasattr(given, "__iter__"):
+        raise ProgramError(
+            f"{type(opt).__name__}: parameter_list must be a list of parameters, got "
+            f"{type(given).__name__}; Paddle 1.8 (and graphc) take parameter_list where 1.6 "
+            "took regularization: pass regularization=/name= by keyword "
+            "(docs/porting_from_paddle.md)")
+    return list(given)
+
+
 class Optimizer:
     """Base class. ``learning_rate`` is a float or a Variable (e.g. from an LR scheduler)."""
 
@@ -47,7 +61,7 @@ class Optimizer:
         # Paddle 1.8's grad_clip= (a GradientClip* object; build/clip.py applies it) and
         # parameter_list= (what minimize updates when it is given none)
         self._grad_clip = grad_clip
-        self._parameter_list = list(parameter_list) if parameter_list is not None else None
+        self._parameter_list = _parameter_list(self, parameter_list)
         self._lr_var: Variable | None = None
         self._accumulators: dict[tuple[str, str], Variable] = {}
         self._opti_name_list: list[str] = []  # Paddle's get_opti_var_name_list()
