@@ -188,10 +188,11 @@ def test_im2sequence(with_sizes):
     xv = rng.normal(size=(2, 2, 5, 6))
     x = graphc.data("x", [2, 2, 5, 6], "float64")
     if with_sizes:
-        sizes = graphc.data("sizes", [2, 2], "int32")
+        sizes = graphc.data("sizes", [2, 2], "float64")  # Paddle reads them as X's dtype
         out = layers.im2sequence(x, [2, 3], [1, 2], [1, 0], input_image_size=sizes,
                                  out_stride=2)
-        feed = {"x": xv, "sizes": np.array([[10, 12], [5, 7]], "int32")}
+        # truncated to ints, then divided by out_stride rounding up
+        feed = {"x": xv, "sizes": np.array([[10.7, 12.0], [5.0, 7.9]])}
         real = [(5, 6), (3, 4)]
         assert out.shape == (-1, 12)
     else:
@@ -207,6 +208,17 @@ def test_im2sequence(with_sizes):
     x.stop_gradient = False
     loss, w = token_loss(out, rng)
     fd_check(graphc.default_main_program(), loss, {**feed, **w}, ["x"], rng, coords=10)
+
+
+def test_im2sequence_reads_image_sizes_only_for_a_batch_of_several():
+    xv = np.random.default_rng(6).normal(size=(1, 2, 4, 5))
+    x = graphc.data("x", [1, 2, 4, 5], "float64")
+    out = layers.im2sequence(x, 2, input_image_size=graphc.data("sizes", [1, 2], "float64"),
+                             out_stride=4)
+    ((got, lengths),) = run_both({"x": xv, "sizes": np.array([[4.0, 4.0]])}, [out])
+    ref, ref_lengths = im2sequence_ref(xv, [2, 2], [1, 1], [0, 0, 0, 0])
+    assert lengths == [ref_lengths] == [[12]]
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
 
 
 def test_bad_shapes_name_the_input():

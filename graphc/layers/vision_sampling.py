@@ -144,8 +144,9 @@ def roi_perspective_transform(input, rois, transformed_height, transformed_width
 def im2sequence(input, filter_size=1, stride=1, padding=0, input_image_size=None, out_stride=1,
                 name=None):
     """Image patches of ``input`` [N, C, H, W] as a LoD value [rows, C * kh * kw], one sequence
-    per image; with ``input_image_size`` [N, 2] only the positions of each image's real size
-    ceil(size / out_stride). ``padding``: int, [up/down, left/right] or [up, left, down, right]."""
+    per image; with ``input_image_size`` [N, 2] (read when N > 1, as Paddle) only the
+    positions of each image's real size ceil(int(size) / out_stride). ``padding``: int,
+    [up/down, left/right] or [up, left, down, right]."""
     check_variable("im2sequence", "input", input)
     pads = _ints(padding, 2, "im2sequence: padding") if isinstance(padding, int) or len(
         padding) != 4 else [int(p) for p in padding]

@@ -67,12 +67,12 @@ def im2sequence(x, y, c):
     k, s, p = c["kernels"], c["strides"], c["paddings"]
     patches = _patches(x, k, s, p)
     n, oh, ow, d = patches.shape
-    if y is None:
+    if y is None or n == 1:  # Paddle reads Y only for a batch of more than one image
         return patches.reshape(n * oh * ow, d), jnp.full((n,), oh * ow, jnp.int32)
-    # image i's grid is that of its real size ceil(Y / out_stride): its first rows and
+    # image i's grid is that of its real size ceil(int(Y) / out_stride): its first rows and
     # columns of the full grid, packed row-major at offset sum(counts[:i])
-    real = jnp.ceil(y.astype(jnp.float32) / jnp.asarray(c["out_stride"], jnp.float32))
-    real = real.astype(jnp.int32)
+    stride = jnp.asarray(c["out_stride"], jnp.int32)
+    real = -(-y.astype(jnp.int32) // stride)
     rh = jnp.clip((real[:, 0] + p[0] + p[2] - k[0]) // s[0] + 1, 0, oh)
     rw = jnp.clip((real[:, 1] + p[1] + p[3] - k[1]) // s[1] + 1, 0, ow)
     counts = rh * rw

@@ -218,5 +218,5 @@ register("im2sequence", "X Y?", "Out",
           "out_stride": ("ints", [1, 1])},
          infer=_im2sequence,
          doc="image patches as a LoD value: one sequence per image of its output positions' "
-             "[C * kh * kw] patches; with Y the positions of its real size ceil(Y / out_stride)"
-             " only (a static bound of N * oh * ow rows)")
+             "[C * kh * kw] patches; with Y (read when N > 1, as Paddle) the positions of its "
+             "real size ceil(int(Y) / out_stride) only (a static bound of N * oh * ow rows)")
