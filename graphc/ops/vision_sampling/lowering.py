@@ -38,6 +38,13 @@ def roi_images(rois, n, counts=None):
     return rois, jnp.minimum(batch, n - 1), lambda out: out
 
 
+def per_image(weights, batch, n):
+    """[R, P, H] row weights of each box as [R, P, N, H], zero outside its image: contracting
+    them with X [N, C, H, W] never gathers a [R, C, H, W] copy of the boxes' images."""
+    return weights[:, :, None, :] * (batch[:, None] == jnp.arange(n)).astype(
+        weights.dtype)[:, None, :, None]
+
+
 def _c_round(v):  # C's round: half away from zero
     return jnp.sign(v) * jnp.floor(jnp.abs(v) + 0.5)
 
@@ -59,8 +66,10 @@ def psroi_pool(x, rois, batch, oc, ph, pw, scale):
 
     mh, nh = cells(start_h, height, ph, h)
     mw, nw = cells(start_w, width, pw, w)
-    img = x[batch].reshape(rois.shape[0], oc, ph, pw, h, w)
-    total = jnp.einsum("rpi,rcpqij,rqj->rcpq", mh.astype(x.dtype), img, mw.astype(x.dtype))
+    xs = x.reshape(x.shape[0], oc, ph, pw, h, w)
+    rows = jnp.einsum("rpni,ncpqij->rcpqj", per_image(mh.astype(x.dtype), batch, x.shape[0]),
+                      xs)
+    total = jnp.einsum("rcpqj,rqj->rcpq", rows, mw.astype(x.dtype))
     area = (nh[:, :, None] * nw[:, None, :])[:, None]
     return jnp.where(area > 0, total / jnp.maximum(area, 1), 0)
 
@@ -96,7 +105,8 @@ def prroi_pool(x, rois, batch, ph, pw, scale):
 
     ay, bh = weights(box[:, 1], height, ph, h)
     ax, bw = weights(box[:, 0], width, pw, w)
-    total = jnp.einsum("rpi,rcij,rqj->rcpq", ay, x[batch], ax)
+    rows = jnp.einsum("rpni,ncij->rpcj", per_image(ay, batch, x.shape[0]), x)
+    total = jnp.einsum("rpcj,rqj->rcpq", rows, ax)
     area = (bh * bw)[:, None, None, None]
     safe = jnp.where(area > 0, area, 1)
     return jnp.where(area > 0, total / safe, 0)
