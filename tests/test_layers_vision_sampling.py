@@ -160,6 +160,26 @@ def test_deformable_roi_pooling(no_trans, sensitive):
                  coords=10)
 
 
+def test_deformable_roi_pooling_takes_a_lod_trans_and_differentiates_its_tokens():
+    """Trans computed from the boxes' features carries their LoD (R-FCN's offsets head)."""
+    rng = np.random.default_rng(7)
+    xv, tv = rng.normal(size=(2, 4, 6, 7)), rng.normal(size=(5, 2, 1, 1))
+    x = graphc.data("x", [-1, 4, 6, 7], "float64")
+    r = graphc.data("rois", [-1, 4], "float64", lod_level=1)
+    t = graphc.data("trans", [-1, 2, 1, 1], "float64", lod_level=1)
+    t.stop_gradient = False
+    out = layers.deformable_roi_pooling(x, r, t, spatial_scale=0.5, pooled_height=2,
+                                        pooled_width=2, part_size=1, sample_per_part=2)
+    feed = {"x": xv, "rois": lod(ROIS, [3, 2]), "trans": lod(tv, [3, 2])}
+    ((got, lengths),) = run_both(feed, [out])
+    ref, _ = deformable_psroi_ref(xv, ROIS, BATCH, tv, False, 0.5, 4, [1, 1], 2, 2, [1, 1], 2,
+                                  0.1)
+    assert lengths == [[3, 2]]
+    np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-12)
+    loss, w = token_loss(out, rng)
+    fd_check(graphc.default_main_program(), loss, {**feed, **w}, ["trans"], rng, coords=10)
+
+
 def test_roi_perspective_transform():
     rng = np.random.default_rng(4)
     xv = rng.normal(size=(2, 2, 7, 8))

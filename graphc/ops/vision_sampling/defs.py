@@ -146,7 +146,7 @@ def _deformable_psroi(c):
             f"got {list(x.shape)}")
     c.check(c["sample_per_part"] > 0, f"sample_per_part must be positive, "
                                       f"got {c['sample_per_part']}")
-    if not c["no_trans"]:
+    if not c["no_trans"]:  # Trans may be a LoD value (computed from the boxes' features)
         t = _float(c, "Trans", 4)
         c.check(t.shape[1] < 0 or (t.shape[1] % 2 == 0 and od % (t.shape[1] // 2) == 0),
                 f"Trans must be [R, 2 * classes, part_h, part_w] with output_dim divisible "
@@ -163,7 +163,7 @@ register("deformable_psroi_pooling", "Input ROIs Trans", "Output TopCount",
           "group_size": ("ints", [1, 1]), "pooled_height": ("int", 1),
           "pooled_width": ("int", 1), "part_size": ("ints", [1, 1]),
           "sample_per_part": ("int", 1), "trans_std": ("float", 0.1)},
-         infer=_deformable_psroi, lod_inputs=("ROIs",), lod="aware",
+         infer=_deformable_psroi, lod_inputs=("ROIs", "Trans"), lod="aware",
          doc="deformable (position-sensitive) RoI pooling: each bin averages bilinear samples "
              "shifted by Trans * trans_std * the box size; TopCount counts the samples")
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ...backends.lod import unwrap
 from ...backends.lowering import lowering
 
 
@@ -166,6 +167,7 @@ def deformable_psroi(x, rois, batch, trans, c):
 def _deformable_psroi(c, Input, ROIs, Trans):
     rois, batch, finish = roi_images(ROIs, Input.shape[0])
     if Trans is not None:  # a LoD ROIs holds a bucket of rows: Trans's rows follow them
+        Trans = unwrap(Trans)
         cap, rows = rois.shape[0], Trans.shape[0]
         Trans = jnp.pad(Trans, ((0, max(cap - rows, 0)),) + ((0, 0),) * 3)[:cap]
     out, count = deformable_psroi(Input, rois, batch, Trans, c)
