@@ -1365,6 +1365,87 @@ def roi_pool(c):
 # -- end issue 24: detection
 
 
+# -- issue 24: vision sampling ----------------------------------------------------------------
+_VS_ROIS = np.array([[0.3, 0.2, 7.7, 6.1], [2.1, 1.3, 5.9, 8.3], [1.1, 0.7, 3.3, 2.9]])
+
+
+def _vs_lod_check(c, out, feeds, wrt):
+    """LoD ROIs: central differences on the interpreter by graphc.testing.lod_checks."""
+    from graphc.testing.lod_checks import fd_check, token_loss
+    loss, w = token_loss(out, c.rng)
+    fd_check(c.program, loss, {**feeds, **w}, wrt, c.rng, coords=8)
+
+
+def _vs_rois(c, width=4, value=_VS_ROIS):
+    from graphc.runtime.lod import create_lod_tensor
+    return (graphc.data("rois", [-1, width], "float64", lod_level=1),
+            create_lod_tensor(value, [[2, 1]]))
+
+
+def _vs_x(c, shape):
+    x = graphc.data("x", list(shape), "float64")
+    x.stop_gradient = False
+    return x, c.randn(*shape)
+
+
+@grad_case("psroi_pool")
+def psroi_pool(c):
+    x, xv = _vs_x(c, (2, 8, 5, 6))
+    r, rv = _vs_rois(c)
+    _vs_lod_check(c, layers.psroi_pool(x, r, 2, 0.6, 2, 2), {"x": xv, "rois": rv}, ["x"])
+
+
+@grad_case("prroi_pool")
+def prroi_pool(c):
+    """Gradient to X and to ROIs (Paddle's prroi_pool_grad has both)."""
+    x = c.data("x", c.randn(2, 2, 5, 6))
+    rois = c.data("rois", _VS_ROIS)
+    nums = c.data("nums", np.array([2, 1]), grad=False, dtype="int64")
+    return layers.prroi_pool(x, rois, 0.6, 2, 2, batch_roi_nums=nums)
+
+
+@grad_case(params=[{"op": "deformable_conv"}, {"op": "deformable_conv_v1"}])
+def deformable_conv(c, op):
+    """To Input, Offset, Mask and the Filter and bias parameters."""
+    modulated = op == "deformable_conv"
+    x = c.data("x", c.randn(1, 4, 4, 5))
+    off = c.data("off", c.randn(1, 36, 2, 3, scale=0.7))
+    mask = c.data("mask", c.uniform(0, 1, 1, 18, 2, 3)) if modulated else None
+    return layers.deformable_conv(x, off, mask, 4, 3, stride=2, padding=1, groups=2,
+                                  deformable_groups=2, modulated=modulated)
+
+
+@grad_case("deformable_psroi_pooling")
+def deformable_roi_pooling(c):
+    """To Input and Trans (Paddle's grad op has both, no ROIs gradient)."""
+    x, xv = _vs_x(c, (2, 8, 5, 6))
+    r, rv = _vs_rois(c)
+    t = graphc.data("trans", [-1, 4, 2, 2], "float64")
+    t.stop_gradient = False
+    out = layers.deformable_roi_pooling(x, r, t, False, 0.6, [2, 2], 2, 2, None, 2, 0.1, True)
+    _vs_lod_check(c, out, {"x": xv, "rois": rv, "trans": c.randn(3, 4, 2, 2)}, ["x", "trans"])
+
+
+@grad_case("roi_perspective_transform")
+def roi_perspective_transform(c):
+    x, xv = _vs_x(c, (2, 2, 6, 7))
+    quads = np.array([[0.6, 0.4, 6.2, 1.1, 5.5, 5.3, 1.3, 4.2],
+                      [1.1, 1.2, 5.3, 0.9, 5.2, 4.1, 0.8, 4.4],
+                      [2.2, 0.3, 6.1, 2.5, 5.4, 5.8, 0.3, 5.1]])
+    r, rv = _vs_rois(c, 8, quads)
+    out, _, _ = layers.roi_perspective_transform(x, r, 3, 4)
+    _vs_lod_check(c, out, {"x": xv, "rois": rv}, ["x"])
+
+
+@grad_case("im2sequence")
+def im2sequence(c):
+    x, xv = _vs_x(c, (2, 2, 4, 5))
+    sizes = graphc.data("sizes", [2, 2], "int32")
+    out = layers.im2sequence(x, [2, 2], 1, [1, 0], input_image_size=sizes, out_stride=2)
+    _vs_lod_check(c, out, {"x": xv, "sizes": np.array([[8, 10], [5, 6]], "int32")}, ["x"])
+# -- end issue 24: vision sampling
+
+
 # -- issue 24: distributions and Variable -----------------------------------------------------
 @grad_case("strided_slice", params=[{"index": "reversed"}, {"index": "int_and_step"}])
 def variable_indexing(c, index):

@@ -925,6 +925,56 @@ def test_detection_layers_round_trip(case_id):
 # -- end issue 24: detection
 
 
+# -- issue 24: vision sampling ----------------------------------------------------------------
+@case("psroi_pool")
+def _psroi_pool():
+    layers.psroi_pool(image((-1, 8, 6, 6)), graphc.data("rois", [-1, 4], lod_level=1), 2, 0.5,
+                      2, 2)
+
+
+@case("prroi_pool")
+def _prroi_pool():
+    layers.prroi_pool(image(), graphc.data("rois", [-1, 4]), 0.25, 2, 2,
+                      batch_roi_nums=graphc.data("nums", [-1], "int64"))
+
+
+@case("deformable_conv")
+def _deformable_conv():
+    layers.deformable_conv(image(), image((-1, 18, 6, 6), "off"), image((-1, 9, 6, 6), "m"), 3,
+                           3, padding=1)
+
+
+@case("deformable_conv", "deformable_conv_v1")
+def _deformable_conv_v1():
+    layers.deformable_conv(image(), image((-1, 36, 3, 3), "off"), None, 4, 3, stride=2,
+                           padding=1, groups=2, deformable_groups=2, modulated=False)
+
+
+@case("deformable_roi_pooling")
+def _deformable_roi_pooling():
+    layers.deformable_roi_pooling(image(), graphc.data("rois", [-1, 4], lod_level=1),
+                                  image((-1, 2, 2, 2), "trans"), group_size=[2, 2],
+                                  pooled_height=2, pooled_width=2, position_sensitive=True)
+
+
+@case("roi_perspective_transform")
+def _roi_perspective_transform():
+    layers.roi_perspective_transform(image(), graphc.data("rois", [-1, 8], lod_level=1), 2, 3)
+
+
+@case("im2sequence")
+def _im2sequence():
+    layers.im2sequence(image(), [2, 2], 1, [0, 1], graphc.data("sizes", [-1, 2], "int32"), 2)
+
+
+@pytest.mark.parametrize("case_id", ["psroi_pool", "prroi_pool", "deformable_conv",
+                                     "deformable_conv_v1", "deformable_roi_pooling",
+                                     "roi_perspective_transform", "im2sequence"])
+def test_vision_sampling_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: vision sampling
+
+
 # -- issue 24: distributions and Variable ---------------------------------------------------
 @case("Uniform")
 def _uniform():

@@ -1436,6 +1436,48 @@ CASES.extend(DETECTION_CASES)  # test_every_op_has_a_case reads CASES when it ru
 # -- end issue 24: detection
 
 
+# -- issue 24: vision sampling ----------------------------------------------------------------
+def _lod_rois(width=4):
+    return TensorType((-1, width), "float32", False, 1)
+
+
+VISION_SAMPLING_CASES = [
+    case("psroi_pool", {"X": t(-1, 12, 5, 6), "ROIs": _lod_rois()},
+         {"output_channels": 3, "pooled_height": 2, "pooled_width": 2},
+         {"Out": TensorType((-1, 3, 2, 2), "float32", False, 1)}),
+    case("prroi_pool", {"X": t(-1, 8, 5, 6), "ROIs": t(-1, 4), "BatchRoINums": i64(-1)},
+         {"pooled_height": 2, "pooled_width": 3}, {"Out": t(-1, 8, 2, 3)}, "batch_roi_nums"),
+    case("prroi_pool", {"X": t(-1, 8, 5, 6), "ROIs": _lod_rois()},
+         {"pooled_height": 2, "pooled_width": 3},
+         {"Out": TensorType((-1, 8, 2, 3), "float32", False, 1)}, "lod"),
+    case("deformable_conv", {"Input": t(-1, 4, 5, 6), "Offset": t(-1, 36, 3, 3),
+                             "Mask": t(-1, 18, 3, 3), "Filter": t(6, 2, 3, 3)},
+         {"strides": [2, 2], "paddings": [1, 1], "groups": 2, "deformable_groups": 2},
+         {"Output": t(-1, 6, 3, 3)}),
+    case("deformable_conv_v1", {"Input": t(2, 4, 5, -1), "Offset": t(2, 18, 3, -1),
+                                "Filter": t(6, 4, 3, 3)}, None, {"Output": t(2, 6, 3, -1)}),
+    case("deformable_psroi_pooling", {"Input": t(-1, 8, 5, 6), "ROIs": _lod_rois(),
+                                      "Trans": t(-1, 4, 2, 2)},
+         {"output_dim": 2, "group_size": [2, 2], "pooled_height": 2, "pooled_width": 2,
+          "part_size": [2, 2]},
+         {"Output": TensorType((-1, 2, 2, 2), "float32", False, 1),
+          "TopCount": TensorType((-1, 2, 2, 2), "float32", False, 1)}),
+    case("roi_perspective_transform", {"X": t(-1, 3, 5, 6), "ROIs": _lod_rois(8)},
+         {"transformed_height": 2, "transformed_width": 4},
+         {"Out": TensorType((-1, 3, 2, 4), "float32", False, 1),
+          "Mask": TensorType((-1, 1, 2, 4), "int32", False, 1),
+          "TransformMatrix": TensorType((-1, 9), "float32", False, 1)}),
+    case("im2sequence", {"X": t(2, 3, 5, 6)},
+         {"kernels": [2, 3], "strides": [1, 2], "paddings": [1, 0, 0, 1]},
+         {"Out": TensorType((30, 18), "float32", False, 1)}, "dense"),
+    case("im2sequence", {"X": t(-1, 3, 5, 6), "Y": TensorType((-1, 2), "int32")},
+         {"kernels": [2, 2], "out_stride": [2, 2]},
+         {"Out": TensorType((-1, 12), "float32", False, 1)}, "image_sizes"),
+]
+CASES.extend(VISION_SAMPLING_CASES)
+# -- end issue 24: vision sampling
+
+
 # -- issue 24: distributions and Variable -----------------------------------------------------
 # the slice ops Variable.__getitem__ emits: every axis indexed by an int keeps shape [1]
 # (Paddle's rule), a reversing step over an unknown batch stays unknown

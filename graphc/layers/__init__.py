@@ -403,6 +403,20 @@ __all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
             "yolo_box"]
 # -- end issue 24: detection
 
+# -- issue 24: vision sampling
+from .vision_sampling import (  # noqa: E402
+    deformable_conv,
+    deformable_roi_pooling,
+    im2sequence,
+    prroi_pool,
+    psroi_pool,
+    roi_perspective_transform,
+)
+
+__all__ += ["deformable_conv", "deformable_roi_pooling", "im2sequence", "prroi_pool",
+            "psroi_pool", "roi_perspective_transform"]
+# -- end issue 24: vision sampling
+
 
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
