@@ -401,6 +401,21 @@ __all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
 # -- end issue 24: detection
 
 
+# -- issue 24: detection proposals
+from .detection_proposals import (  # noqa: E402
+    collect_fpn_proposals,
+    distribute_fpn_proposals,
+    generate_proposals,
+    locality_aware_nms,
+    multiclass_nms2,
+    retinanet_detection_output,
+)
+
+__all__ += ["collect_fpn_proposals", "distribute_fpn_proposals", "generate_proposals",
+            "locality_aware_nms", "multiclass_nms2", "retinanet_detection_output"]
+# -- end issue 24: detection proposals
+
+
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing
