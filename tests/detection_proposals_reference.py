@@ -179,3 +179,65 @@ def collect_ref(rois, scores, lengths, post):
     n = len(lengths[0])
     return (np.array([t[2] for t in items]).reshape(-1, 4),
             [sum(1 for t in items if t[1] == i) for i in range(n)])
+
+
+def _pixel_iou(a, b):
+    aw, ah = a[2] - a[0] + 1, a[3] - a[1] + 1
+    bw, bh = b[2] - b[0] + 1, b[3] - b[1] + 1
+    iw = max(min(a[2], b[2]) - max(a[0], b[0]) + 1, 0)
+    ih = max(min(a[3], b[3]) - max(a[1], b[1]) + 1, 0)
+    inter = iw * ih
+    return 0.0 if inter == 0 else inter / (aw * ah + bw * bh - inter)
+
+
+def proposal_labels_ref(rois, rlen, classes, crowd, gts, glen, info, batch, frac, fg_thr,
+                        bg_hi, bg_lo, weights, ncls, agnostic, cascade):
+    """generate_proposal_labels with use_random=False: (rois, labels, targets, weights,
+    counts)."""
+    out = [[], [], [], []]
+    counts = []
+    r0 = g0 = 0
+    for n in range(len(rlen)):
+        r = rois[r0:r0 + rlen[n]] / info[n][2]
+        g, cls, cr = gts[g0:g0 + glen[n]], classes[g0:g0 + glen[n]], crowd[g0:g0 + glen[n]]
+        r0, g0 = r0 + rlen[n], g0 + glen[n]
+        if cascade:
+            r = r[[(b[2] - b[0] + 1 > 0) and (b[3] - b[1] + 1 > 0) for b in r]]
+        boxes = np.concatenate([g, r])
+        fg, fg_gt, bg = [], [], []
+        for i, b in enumerate(boxes):
+            ious = [_pixel_iou(b, x) for x in g]
+            best = max(ious)
+            if i < len(g) and cr[i]:
+                best = -1.0
+            if best >= fg_thr:
+                j = next(j for j, v in enumerate(ious) if abs(best - v) < 1e-5)
+                fg.append(i)
+                fg_gt.append(j)
+            elif bg_lo <= best < bg_hi:
+                bg.append(i)
+        if not cascade:
+            n_fg = min(int(batch * frac), len(fg))
+            fg, fg_gt = fg[:n_fg], fg_gt[:n_fg]
+            bg = bg[:min(batch - n_fg, len(bg))]
+        for k, i in enumerate(fg + bg):
+            b = boxes[i]
+            label = int(cls[fg_gt[k]][0]) if k < len(fg) else 0
+            t = np.zeros(4 * ncls)
+            w = np.zeros(4 * ncls)
+            if label > 0:
+                gt = g[fg_gt[k]]
+                ew, eh = b[2] - b[0] + 1, b[3] - b[1] + 1
+                gw, gh = gt[2] - gt[0] + 1, gt[3] - gt[1] + 1
+                d = np.array([(gt[0] + 0.5 * gw - b[0] - 0.5 * ew) / ew,
+                              (gt[1] + 0.5 * gh - b[1] - 0.5 * eh) / eh,
+                              math.log(gw / ew), math.log(gh / eh)]) / np.array(weights)
+                col = 4 * (1 if agnostic else label)
+                t[col:col + 4] = d
+                w[col:col + 4] = 1
+            out[0].append(b * info[n][2])
+            out[1].append([label])
+            out[2].append(t)
+            out[3].append(w)
+        counts.append(len(fg) + len(bg))
+    return [np.array(v) for v in out] + [counts]

@@ -1,5 +1,5 @@
-"""Issue 24, detection proposals: multiclass_nms2, locality_aware_nms,
-retinanet_detection_output, generate_proposals, distribute/collect_fpn_proposals."""
+"""Issue 24, detection proposals: multiclass_nms2, locality_aware_nms, retinanet output,
+generate_proposals, generate_proposal_labels, distribute/collect_fpn_proposals."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from detection_proposals_reference import (
     distribute_ref,
     generate_proposals_ref,
     locality_aware_nms_ref,
+    proposal_labels_ref,
     retinanet_ref,
 )
 from detection_reference import multiclass_nms_ref
@@ -275,5 +276,89 @@ def test_collect_fpn_proposals_takes_the_first_levels():
 
 def test_fluid_spelling():
     for name in ("multiclass_nms2", "locality_aware_nms", "retinanet_detection_output",
+                 "generate_proposal_labels",
                  "generate_proposals", "distribute_fpn_proposals", "collect_fpn_proposals"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
+
+
+def label_data(rng):
+    glen, rlen = [2, 3], [6, 5]
+    gts = []
+    for _ in range(sum(glen)):
+        lo = rng.uniform(0, 40, 2)
+        gts.append(np.concatenate([lo, lo + rng.uniform(8, 20, 2)]))
+    gts = np.array(gts)
+    info = np.array([[64, 64, 1.0], [80, 80, 2.0]])
+    rois, g0 = [], 0
+    for n in range(2):  # rois near the image's gt boxes (in the scaled image)
+        for _ in range(rlen[n]):
+            base = gts[g0 + rng.integers(glen[n])]
+            rois.append((base + rng.normal(0, 4, 4)) * info[n][2])
+        g0 += glen[n]
+    classes = rng.integers(1, 4, (sum(glen), 1)).astype("int32")
+    crowd = np.zeros((sum(glen), 1), "int32")
+    crowd[3] = 1
+    return np.array(rois), rlen, classes, crowd, gts, glen, info
+
+
+def proposal_label_layers(**kw):
+    r = graphc.data("rois", [-1, 4], "float64", lod_level=1)
+    cls = graphc.data("cls", [-1, 1], "int32", lod_level=1)
+    crowd = graphc.data("crowd", [-1, 1], "int32", lod_level=1)
+    gt = graphc.data("gt", [-1, 4], "float64", lod_level=1)
+    im = graphc.data("im", [-1, 3], "float64")
+    return layers.generate_proposal_labels(r, cls, crowd, gt, im, **kw)
+
+
+def proposal_label_feed(rois, rlen, classes, crowd, gts, glen, info):
+    lod = lambda v, ln: fluid.create_lod_tensor(v, [ln], fluid.CPUPlace())  # noqa: E731
+    return {"rois": lod(rois, rlen), "cls": lod(classes, glen), "crowd": lod(crowd, glen),
+            "gt": lod(gts, glen), "im": info}
+
+
+@pytest.mark.parametrize("kw", [
+    dict(batch_size_per_im=8, fg_fraction=0.5, fg_thresh=0.5, bg_thresh_hi=0.5),
+    dict(batch_size_per_im=4, fg_fraction=0.25, fg_thresh=0.3, bg_thresh_lo=0.05,
+         is_cls_agnostic=True),
+    dict(batch_size_per_im=64, fg_thresh=0.6, bg_thresh_hi=0.6, is_cascade_rcnn=True),
+])
+def test_generate_proposal_labels(kw):
+    data = label_data(np.random.default_rng(8))
+    outs = proposal_label_layers(class_nums=4, use_random=False, **kw)
+    assert [v.shape for v in outs] == [(-1, 4), (-1, 1), (-1, 16), (-1, 16), (-1, 16)]
+    assert outs[1].dtype == "int32" and all(v.lod_level == 1 for v in outs)
+    got = run_both(proposal_label_feed(*data), list(outs))
+    args = {"fg_fraction": 0.25, "bg_thresh_hi": 0.5, "bg_thresh_lo": 0.0,
+            "is_cls_agnostic": False, "is_cascade_rcnn": False, **kw}
+    *want, counts = proposal_labels_ref(
+        *data, args["batch_size_per_im"], args["fg_fraction"], args["fg_thresh"],
+        args["bg_thresh_hi"], args["bg_thresh_lo"], [0.1, 0.1, 0.2, 0.2], 4,
+        args["is_cls_agnostic"], args["is_cascade_rcnn"])
+    assert all(c == counts for _, c in got)
+    assert sum(counts) > 0
+    for (rows, _), ref in zip(got, [*want, want[-1]]):
+        np.testing.assert_allclose(rows, ref, rtol=1e-9, atol=1e-9)
+
+
+def test_generate_proposal_labels_random_sampling():
+    data = label_data(np.random.default_rng(8))
+    outs = proposal_label_layers(class_nums=4, batch_size_per_im=4, fg_fraction=0.5)
+    rois, labels, _, _, _ = graphc.Executor().run(
+        feed=proposal_label_feed(*data), fetch_list=list(outs), return_numpy=False)
+    counts = rois.recursive_sequence_lengths()[0]
+    assert all(c <= 4 for c in counts)
+    lab = np.asarray(labels)[:, 0]
+    start = 0
+    for c in counts:  # at most 2 foreground rows per image, each before the background ones
+        fg = lab[start:start + c] > 0
+        assert fg.sum() <= 2 and not np.any(np.diff(fg.astype(int)) > 0)
+        start += c
+    # each sampled roi is one of the image's gt boxes or rois (scaled back)
+    rows = np.asarray(rois)
+    cand = np.concatenate([data[4][:2], data[0][:6], data[4][2:] * 2, data[0][6:]])
+    assert all(np.min(np.abs(cand - r).max(1)) < 1e-9 for r in rows)
+
+
+def test_generate_proposal_labels_needs_class_nums():
+    with pytest.raises(graphc.ProgramError, match="class_nums"):
+        proposal_label_layers()

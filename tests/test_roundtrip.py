@@ -965,9 +965,18 @@ def _collect_fpn_proposals():
                                  2, 3, 20)
 
 
+@case("generate_proposal_labels")
+def _generate_proposal_labels():
+    layers.generate_proposal_labels(
+        graphc.data("r", [-1, 4], lod_level=1), graphc.data("c", [-1, 1], "int32", lod_level=1),
+        graphc.data("w", [-1, 1], "int32", lod_level=1), graphc.data("g", [-1, 4], lod_level=1),
+        graphc.data("im", [-1, 3]), class_nums=5)
+
+
 @pytest.mark.parametrize("case_id", ["multiclass_nms2", "locality_aware_nms",
                                      "retinanet_detection_output", "generate_proposals",
-                                     "distribute_fpn_proposals", "collect_fpn_proposals"])
+                                     "distribute_fpn_proposals", "collect_fpn_proposals",
+                                     "generate_proposal_labels"])
 def test_detection_proposals_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection proposals

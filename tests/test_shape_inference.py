@@ -1461,6 +1461,13 @@ DETECTION_PROPOSALS_CASES = [
          {"MultiLevelRois": [_lod(-1, 4), _lod(-1, 4)],
           "MultiLevelScores": [_lod(-1, 1), _lod(-1, 1)]},
          {"post_nms_topN": 100}, {"FpnRois": _lod(-1, 4)}),
+    case("generate_proposal_labels",
+         {"RpnRois": _lod(-1, 4), "GtClasses": _lod(-1, 1, dtype="int32"),
+          "IsCrowd": _lod(-1, 1, dtype="int32"), "GtBoxes": _lod(-1, 4), "ImInfo": t(-1, 3)},
+         {"class_nums": 5},
+         {"Rois": _lod(-1, 4), "LabelsInt32": _lod(-1, 1, dtype="int32"),
+          "BboxTargets": _lod(-1, 20), "BboxInsideWeights": _lod(-1, 20),
+          "BboxOutsideWeights": _lod(-1, 20)}),
 ]
 CASES.extend(DETECTION_PROPOSALS_CASES)
 

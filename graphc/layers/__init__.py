@@ -405,14 +405,16 @@ __all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
 from .detection_proposals import (  # noqa: E402
     collect_fpn_proposals,
     distribute_fpn_proposals,
+    generate_proposal_labels,
     generate_proposals,
     locality_aware_nms,
     multiclass_nms2,
     retinanet_detection_output,
 )
 
-__all__ += ["collect_fpn_proposals", "distribute_fpn_proposals", "generate_proposals",
-            "locality_aware_nms", "multiclass_nms2", "retinanet_detection_output"]
+__all__ += ["collect_fpn_proposals", "distribute_fpn_proposals", "generate_proposal_labels",
+            "generate_proposals", "locality_aware_nms", "multiclass_nms2",
+            "retinanet_detection_output"]
 # -- end issue 24: detection proposals
 
 

@@ -141,3 +141,38 @@ def collect_fpn_proposals(multi_rois, multi_scores, min_level, max_level, post_n
                      {"post_nms_topN": int(post_nms_top_n)})
     _frozen(out)
     return out
+
+
+def generate_proposal_labels(rpn_rois, gt_classes, is_crowd, gt_boxes, im_info,
+                             batch_size_per_im=256, fg_fraction=0.25, fg_thresh=0.25,
+                             bg_thresh_hi=0.5, bg_thresh_lo=0.0,
+                             bbox_reg_weights=[0.1, 0.1, 0.2, 0.2],  # noqa: B006
+                             class_nums=None, use_random=True, is_cls_agnostic=False,
+                             is_cascade_rcnn=False):
+    """Fast R-CNN training samples per image from LoD ``rpn_rois`` and the LoD ground truth:
+    (rois, labels_int32, bbox_targets, bbox_inside_weights, bbox_outside_weights)."""
+    layer = "generate_proposal_labels"
+    for arg, v in (("rpn_rois", rpn_rois), ("gt_classes", gt_classes),
+                   ("is_crowd", is_crowd), ("gt_boxes", gt_boxes), ("im_info", im_info)):
+        check_variable(layer, arg, v)
+    if class_nums is None:
+        raise ProgramError(f"{layer}: class_nums is required (the number of classes, "
+                           "background included)")
+    helper = LayerHelper(layer)
+    rois = helper.create_variable_for_type_inference(rpn_rois.dtype)
+    labels = helper.create_variable_for_type_inference("int32")
+    targets, inside, outside = (helper.create_variable_for_type_inference(rpn_rois.dtype)
+                                for _ in range(3))
+    helper.append_op(layer, {"RpnRois": rpn_rois, "GtClasses": gt_classes,
+                             "IsCrowd": is_crowd, "GtBoxes": gt_boxes, "ImInfo": im_info},
+                     {"Rois": rois, "LabelsInt32": labels, "BboxTargets": targets,
+                      "BboxInsideWeights": inside, "BboxOutsideWeights": outside},
+                     {"batch_size_per_im": int(batch_size_per_im),
+                      "fg_fraction": float(fg_fraction), "fg_thresh": float(fg_thresh),
+                      "bg_thresh_hi": float(bg_thresh_hi), "bg_thresh_lo": float(bg_thresh_lo),
+                      "bbox_reg_weights": [float(w) for w in bbox_reg_weights],
+                      "class_nums": int(class_nums), "use_random": bool(use_random),
+                      "is_cls_agnostic": bool(is_cls_agnostic),
+                      "is_cascade_rcnn": bool(is_cascade_rcnn)})
+    _frozen(rois, labels, targets, inside, outside)
+    return rois, labels, targets, inside, outside

@@ -5,7 +5,7 @@ None differentiates (Paddle 1.8 registers no gradient); each output's bound is i
 
 from __future__ import annotations
 
-from ...ir.opdef import NO_GRAD, register
+from ...ir.opdef import NO_GRAD, RANDOM, register
 from ...ir.types import FLOAT_DTYPES, TensorType
 from ..detection.defs import _multiclass_nms
 
@@ -156,3 +156,39 @@ register("collect_fpn_proposals", "MultiLevelRois* MultiLevelScores*", "FpnRois"
          lod_inputs=("MultiLevelRois", "MultiLevelScores"), lod="aware",
          doc="the post_nms_topN best-scored rois of all levels and images (bound), grouped "
              "by image as a LoD value")
+
+
+def _generate_proposal_labels(c):
+    rois = _float(c, "RpnRois", c.x("RpnRois"), 2)
+    boxes = _float(c, "GtBoxes", c.x("GtBoxes"), 2)
+    info = _float(c, "ImInfo", c.x("ImInfo"), 2)
+    for slot in ("RpnRois", "GtClasses", "IsCrowd", "GtBoxes"):
+        c.check(c.x(slot).lod_level == 1, f"{slot} needs a LoD of level 1 (the image of each "
+                f"row), got {c.x(slot)}")
+    for slot in ("GtClasses", "IsCrowd"):
+        c.check(c.x(slot).dtype == "int32", f"{slot} must be int32, got {c.x(slot).dtype}")
+    c.check(rois.shape[1] in (4, -1) and boxes.shape[1] in (4, -1),
+            f"RpnRois {list(rois.shape)} and GtBoxes {list(boxes.shape)} must be [R, 4]")
+    c.check(info.shape[1] in (3, -1), f"ImInfo must be [N, 3], got {list(info.shape)}")
+    c.check(c["class_nums"] > 0, f"class_nums must be positive, got {c['class_nums']}")
+    c.check(c["batch_size_per_im"] > 0 or c["is_cascade_rcnn"],
+            f"batch_size_per_im must be positive, got {c['batch_size_per_im']}")
+    c.check(len(c["bbox_reg_weights"]) == 4,
+            f"bbox_reg_weights needs 4 values, got {c['bbox_reg_weights']}")
+    wide = _lod_rows(4 * c["class_nums"], rois.dtype)
+    return {"Rois": _lod_rows(4, rois.dtype), "LabelsInt32": _lod_rows(1, "int32"),
+            "BboxTargets": wide, "BboxInsideWeights": wide, "BboxOutsideWeights": wide}
+
+
+register("generate_proposal_labels", "RpnRois GtClasses IsCrowd GtBoxes ImInfo",
+         "Rois LabelsInt32 BboxTargets BboxInsideWeights BboxOutsideWeights",
+         {"batch_size_per_im": ("int", 256), "fg_fraction": ("float", 0.25),
+          "fg_thresh": ("float", 0.25), "bg_thresh_hi": ("float", 0.5),
+          "bg_thresh_lo": ("float", 0.0), "bbox_reg_weights": ("floats", [0.1, 0.1, 0.2, 0.2]),
+          "class_nums": "int", "use_random": ("bool", True),
+          "is_cls_agnostic": ("bool", False), "is_cascade_rcnn": ("bool", False)},
+         infer=_generate_proposal_labels, traits=(NO_GRAD, RANDOM),
+         lod_inputs=("RpnRois", "GtClasses", "IsCrowd", "GtBoxes"), lod="aware",
+         doc="Fast R-CNN sampling per image over [gt boxes; rois / scale]: fg (max IoU >= "
+             "fg_thresh, at most batch_size_per_im * fg_fraction) then bg rows, with labels "
+             "and class-wide box targets; LoD values of at most batch_size_per_im rows each")
