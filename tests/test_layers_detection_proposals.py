@@ -362,3 +362,30 @@ def test_generate_proposal_labels_random_sampling():
 def test_generate_proposal_labels_needs_class_nums():
     with pytest.raises(graphc.ProgramError, match="class_nums"):
         proposal_label_layers()
+
+
+def test_float32_outputs_keep_their_declared_dtypes():
+    rng = np.random.default_rng(1)
+    f32 = lambda v: np.asarray(v, "float32")  # noqa: E731
+    bv, sv = nms_data(NMS_KW[1])
+    out2, idx = layers.multiclass_nms2(graphc.data("b", [-1, 8, 4]), graphc.data("s", [-1, 4, 8]),
+                                       0.2, 4, 5, return_index=True)
+    la = layers.locality_aware_nms(graphc.data("b2", [-1, 8, 4]),
+                                   graphc.data("s2", [-1, 4, 8]), 0.2, 4, 5)
+    sv_, dv, info, av, vv = proposal_data(rng)
+    rois, probs = layers.generate_proposals(
+        graphc.data("ps", [-1, 3, 4, 5]), graphc.data("pd", [-1, 12, 4, 5]),
+        graphc.data("im", [-1, 3]), graphc.data("a", [4, 5, 3, 4]),
+        graphc.data("v", [4, 5, 3, 4]), 30, 10)
+    multi, restore = layers.distribute_fpn_proposals(rois, 2, 3, 2, 8)
+    fpn = layers.collect_fpn_proposals([rois, rois], [probs, probs], 2, 3, 12)
+    feed = {"b": f32(bv), "s": f32(sv), "b2": f32(bv), "s2": f32(sv), "ps": f32(sv_),
+            "pd": f32(dv), "im": f32(info), "a": f32(av), "v": f32(vv)}
+    fetch = [out2, idx, la, rois, probs, *multi, restore, fpn]
+    got = graphc.Executor().run(feed=feed, fetch_list=fetch, return_numpy=False)
+    for var, value in zip(fetch, got):
+        assert np.asarray(value).dtype == np.dtype(var.dtype), var.name
+    # distribute_fpn_proposals keeps every roi once
+    counts = got[3].recursive_sequence_lengths()[0]
+    assert sum(sum(v.recursive_sequence_lengths()[0]) for v in got[5:7]) == sum(counts)
+    assert sorted(np.asarray(got[7])[:, 0]) == list(range(sum(counts)))
