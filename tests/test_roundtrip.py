@@ -925,6 +925,7 @@ def test_detection_layers_round_trip(case_id):
 # -- end issue 24: detection
 
 
+<<<<<<< HEAD
 # -- issue 24: vision sampling ----------------------------------------------------------------
 @case("psroi_pool")
 def _psroi_pool():
@@ -973,6 +974,63 @@ def _im2sequence():
 def test_vision_sampling_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: vision sampling
+=======
+# -- issue 24: detection proposals
+@case("multiclass_nms2")
+def _multiclass_nms2():
+    layers.multiclass_nms2(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1, 5,
+                           4, return_index=True)
+
+
+@case("locality_aware_nms")
+def _locality_aware_nms():
+    layers.locality_aware_nms(graphc.data("b", [-1, 9, 4]), graphc.data("s", [-1, 3, 9]), 0.1,
+                              5, 4)
+
+
+@case("retinanet_detection_output")
+def _retinanet_detection_output():
+    layers.retinanet_detection_output(
+        [graphc.data("b0", [-1, 12, 4]), graphc.data("b1", [-1, 3, 4])],
+        [graphc.data("s0", [-1, 12, 5]), graphc.data("s1", [-1, 3, 5])],
+        [graphc.data("a0", [12, 4]), graphc.data("a1", [3, 4])], graphc.data("im", [-1, 3]))
+
+
+@case("generate_proposals")
+def _generate_proposals():
+    layers.generate_proposals(graphc.data("s", [-1, 3, 4, 5]), graphc.data("d", [-1, 12, 4, 5]),
+                              graphc.data("im", [-1, 3]), graphc.data("a", [4, 5, 3, 4]),
+                              graphc.data("v", [4, 5, 3, 4]), 50, 10)
+
+
+@case("distribute_fpn_proposals")
+def _distribute_fpn_proposals():
+    layers.distribute_fpn_proposals(graphc.data("r", [-1, 4], lod_level=1), 2, 5, 4, 224)
+
+
+@case("collect_fpn_proposals")
+def _collect_fpn_proposals():
+    layers.collect_fpn_proposals([graphc.data(f"r{i}", [-1, 4], lod_level=1) for i in range(2)],
+                                 [graphc.data(f"s{i}", [-1, 1], lod_level=1) for i in range(2)],
+                                 2, 3, 20)
+
+
+@case("generate_proposal_labels")
+def _generate_proposal_labels():
+    layers.generate_proposal_labels(
+        graphc.data("r", [-1, 4], lod_level=1), graphc.data("c", [-1, 1], "int32", lod_level=1),
+        graphc.data("w", [-1, 1], "int32", lod_level=1), graphc.data("g", [-1, 4], lod_level=1),
+        graphc.data("im", [-1, 3]), class_nums=5)
+
+
+@pytest.mark.parametrize("case_id", ["multiclass_nms2", "locality_aware_nms",
+                                     "retinanet_detection_output", "generate_proposals",
+                                     "distribute_fpn_proposals", "collect_fpn_proposals",
+                                     "generate_proposal_labels"])
+def test_detection_proposals_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: detection proposals
+>>>>>>> h3
 
 
 # -- issue 24: distributions and Variable ---------------------------------------------------

@@ -1478,6 +1478,48 @@ CASES.extend(VISION_SAMPLING_CASES)
 # -- end issue 24: vision sampling
 
 
+# -- issue 24: detection proposals ------------------------------------------------------------
+def _lod(*shape: int, dtype: str = "float32") -> TensorType:
+    return TensorType(shape, dtype, False, 1)
+
+
+DETECTION_PROPOSALS_CASES = [
+    case("multiclass_nms2", {"BBoxes": t(-1, 9, 4), "Scores": t(-1, 3, 9)},
+         {"score_threshold": 0.1, "nms_top_k": 5, "keep_top_k": 4},
+         {"Out": _lod(-1, 6), "Index": _lod(-1, 1, dtype="int32")}),
+    case("locality_aware_nms", {"BBoxes": t(-1, 9, 4), "Scores": t(-1, 3, 9)},
+         {"score_threshold": 0.1, "nms_top_k": 5, "keep_top_k": -1}, {"Out": _lod(-1, 6)}),
+    case("retinanet_detection_output",
+         {"BBoxes": [t(-1, 12, 4), t(-1, 3, 4)], "Scores": [t(-1, 12, 5), t(-1, 3, 5)],
+          "Anchors": [t(12, 4), t(3, 4)], "ImInfo": t(-1, 3)}, None, {"Out": _lod(-1, 6)}),
+    case("generate_proposals",
+         {"Scores": t(-1, 3, 4, 5), "BboxDeltas": t(-1, 12, 4, 5), "ImInfo": t(-1, 3),
+          "Anchors": t(4, 5, 3, 4), "Variances": t(4, 5, 3, 4)}, None,
+         {"RpnRois": _lod(-1, 4), "RpnRoiProbs": _lod(-1, 1)}),
+    case("distribute_fpn_proposals", {"FpnRois": _lod(-1, 4)},
+         {"min_level": 2, "max_level": 4, "refer_level": 4, "refer_scale": 224},
+         {"MultiFpnRois": [_lod(-1, 4)] * 3, "RestoreIndex": _lod(-1, 1, dtype="int32")}),
+    case("collect_fpn_proposals",
+         {"MultiLevelRois": [_lod(-1, 4), _lod(-1, 4)],
+          "MultiLevelScores": [_lod(-1, 1), _lod(-1, 1)]},
+         {"post_nms_topN": 100}, {"FpnRois": _lod(-1, 4)}),
+    case("generate_proposal_labels",
+         {"RpnRois": _lod(-1, 4), "GtClasses": _lod(-1, 1, dtype="int32"),
+          "IsCrowd": _lod(-1, 1, dtype="int32"), "GtBoxes": _lod(-1, 4), "ImInfo": t(-1, 3)},
+         {"class_nums": 5},
+         {"Rois": _lod(-1, 4), "LabelsInt32": _lod(-1, 1, dtype="int32"),
+          "BboxTargets": _lod(-1, 20), "BboxInsideWeights": _lod(-1, 20),
+          "BboxOutsideWeights": _lod(-1, 20)}),
+]
+CASES.extend(DETECTION_PROPOSALS_CASES)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", DETECTION_PROPOSALS_CASES)
+def test_detection_proposals_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+# -- end issue 24: detection proposals
+
+
 # -- issue 24: distributions and Variable -----------------------------------------------------
 # the slice ops Variable.__getitem__ emits: every axis indexed by an int keeps shape [1]
 # (Paddle's rule), a reversing step over an unknown batch stays unknown

@@ -418,6 +418,23 @@ __all__ += ["deformable_conv", "deformable_roi_pooling", "im2sequence", "prroi_p
 # -- end issue 24: vision sampling
 
 
+# -- issue 24: detection proposals
+from .detection_proposals import (  # noqa: E402
+    collect_fpn_proposals,
+    distribute_fpn_proposals,
+    generate_proposal_labels,
+    generate_proposals,
+    locality_aware_nms,
+    multiclass_nms2,
+    retinanet_detection_output,
+)
+
+__all__ += ["collect_fpn_proposals", "distribute_fpn_proposals", "generate_proposal_labels",
+            "generate_proposals", "locality_aware_nms", "multiclass_nms2",
+            "retinanet_detection_output"]
+# -- end issue 24: detection proposals
+
+
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing
