@@ -210,6 +210,17 @@ from .nn_more import (
     lrn,
     pool3d,
 )
+
+# -- issue 24: nn tail (data_norm, spectral_norm, inplace_abn, lstm, hash, cvm, counter)
+from .nn_tail import (  # noqa: A004 - hash is Paddle's layer name
+    autoincreased_step_counter,
+    continuous_value_model,
+    data_norm,
+    hash,
+    inplace_abn,
+    lstm,
+    spectral_norm,
+)
 from .reshuffle import (
     crop,
     crop_tensor,
@@ -305,6 +316,10 @@ __all__ = [
     "lrn", "pool3d", "resize_bilinear", "resize_nearest", "resize_trilinear",
     "bilinear_tensor_product", "dice_loss", "temporal_shift", "unfold",
 ]
+
+# -- issue 24: nn tail (data_norm, spectral_norm, inplace_abn, lstm, hash, cvm, counter)
+__all__ += ["autoincreased_step_counter", "continuous_value_model", "data_norm", "hash",
+            "inplace_abn", "lstm", "spectral_norm"]
 
 # -- issue 24: distributions and Variable
 __all__ += ["Categorical", "MultivariateNormalDiag", "Normal", "Uniform"]
