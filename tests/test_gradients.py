@@ -726,6 +726,25 @@ def cvm(c, use_cvm):
     return tail
 
 
+@grad_case("filter_by_instag", params=[{"is_lod": True}, {"is_lod": False}])
+def filter_by_instag(c, is_lod):
+    # Out's rows are Ins's kept rows: the gradient scatters back, dropped rows get 0
+    from graphc.runtime.lod import create_lod_tensor
+    from graphc.testing.lod_checks import fd_check, token_loss
+    ins = graphc.data("ins", [-1, 2], "float64", lod_level=1 if is_lod else 0)
+    ins.stop_gradient = False
+    tag = graphc.data("tag", [-1, 1], "int64", lod_level=1)
+    flt = graphc.data("flt", [-1], "int64")
+    out, _ = layers.filter_by_instag(ins, tag, flt, is_lod)
+    loss, w = token_loss(out, c.rng)
+    value = c.randn(6, 2)
+    tags = create_lod_tensor(np.array([[1], [2], [3], [2], [4], [5]], "int64"),
+                             [[1, 2, 1, 2]] if is_lod else [[1, 2, 1, 1, 1, 0]])
+    feeds = {"ins": create_lod_tensor(value, [[1, 2, 0, 3]]) if is_lod else value,
+             "tag": tags, "flt": np.array([2, 5], "int64"), **w}
+    fd_check(c.program, loss, feeds, ["ins"], c.rng)
+
+
 @grad_case("elementwise_div", "reduce_mean")
 def dice_loss(c):
     x = c.data("x", c.uniform(0.1, 1.0, 2, 3, 4))

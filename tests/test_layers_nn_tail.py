@@ -14,6 +14,7 @@ from graphc import layers
 from graphc.backends.interpreter import run_graph
 from graphc.build.backward import append_backward
 from graphc.ir.errors import ProgramError, ShapeError
+from graphc.testing.lod import as_feed
 
 RNG = np.random.default_rng(2406)
 
@@ -351,3 +352,61 @@ def test_fluid_layers_spelling_resolves():
                  "continuous_value_model", "autoincreased_step_counter"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__
+
+
+# -- filter_by_instag ------------------------------------------------------------------------
+def instag_ref(rows, lengths, tags, tag_lengths, wanted, fill):
+    """(kept rows, their LoD lengths, loss weight, index map) as Paddle's kernel."""
+    starts = np.cumsum([0, *lengths])
+    tag_starts = np.cumsum([0, *tag_lengths])
+    out, out_len, index = [], [], []
+    for i, n in enumerate(lengths):
+        if set(tags[tag_starts[i]:tag_starts[i + 1]].reshape(-1)) & set(wanted):
+            index.append([sum(out_len), starts[i], n])
+            out.extend(rows[starts[i]:starts[i] + n])
+            out_len.append(n)
+    if not out:
+        return np.full((1, rows.shape[1]), fill, rows.dtype), [1], np.zeros((1, 1)), index
+    return np.asarray(out), out_len, np.ones((len(out), 1)), index
+
+
+def _lod_parts(value):
+    """(tokens, level-1 lengths) of a fetched LoD value from either backend."""
+    if hasattr(value, "recursive_sequence_lengths"):
+        return np.asarray(value), list(value.recursive_sequence_lengths()[0])
+    tokens = int(np.sum(value.lengths[-1]))
+    return np.asarray(value.data)[:tokens], [int(n) for n in np.asarray(value.lengths[0])]
+
+
+@pytest.mark.parametrize(("is_lod", "wanted"), [(True, [2, 5]), (False, [2, 5]),
+                                                (True, [9]), (False, [4])])
+def test_filter_by_instag_keeps_tagged_instances(is_lod, wanted):
+    rows = RNG.standard_normal((6, 3))
+    lengths = [1, 2, 0, 3] if is_lod else [1] * 6
+    tag_lengths = [1, 2, 1, 2] if is_lod else [1, 2, 1, 1, 1, 0]
+    tags = np.array([[1], [2], [3], [2], [4], [5]], "int64")
+    ins = graphc.data("ins", [-1, 3], "float64", lod_level=1 if is_lod else 0)
+    tag = graphc.data("tag", [-1, 1], "int64", lod_level=1)
+    flt = graphc.data("flt", [-1], "int64")
+    out, weight = layers.filter_by_instag(ins, tag, flt, is_lod, out_val_if_empty=-3)
+    assert (out.lod_level, weight.lod_level, weight.dtype) == (1, 1, "float32")
+    index_map = graphc.default_main_program().global_block().ops[-1].output("IndexMap")[0]
+    feeds = {"ins": fluid.create_lod_tensor(rows, [lengths], fluid.CPUPlace()) if is_lod
+             else rows, "tag": fluid.create_lod_tensor(tags, [tag_lengths], fluid.CPUPlace()),
+             "flt": np.array(wanted, "int64")}
+    want, want_len, want_w, want_index = instag_ref(rows, lengths, tags, tag_lengths, wanted,
+                                                    -3)
+    exe = graphc.Executor()
+    jitted = exe.run(feed=feeds, fetch_list=[out, weight, index_map], return_numpy=False)
+    main = graphc.default_main_program()
+    packed = {k: as_feed(main, k, v) if hasattr(v, "recursive_sequence_lengths") else v
+              for k, v in feeds.items()}
+    _, interp = run_graph(graphc.lower(main), {}, packed, [out.name, weight.name, index_map])
+    for got_out, got_w, got_index in (jitted, interp):
+        tokens, lod = _lod_parts(got_out)
+        np.testing.assert_array_equal(tokens, want)
+        # Paddle's LoD lists the kept instances only; graphc's adds the dropped ones, empty
+        assert lod[:len(want_len)] == want_len and not any(lod[len(want_len):])
+        np.testing.assert_array_equal(_lod_parts(got_w)[0], want_w)
+        index = np.asarray(got_index)
+        np.testing.assert_array_equal(index[:len(want_index)], np.reshape(want_index, (-1, 3)))

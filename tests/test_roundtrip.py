@@ -281,6 +281,13 @@ def _continuous_value_model():
     layers.continuous_value_model(graphc.data("emb", [-1, 5]), graphc.data("cv", [-1, 2]))
 
 
+@case("filter_by_instag")
+def _filter_by_instag():
+    layers.filter_by_instag(graphc.data("ins", [-1, 3]),
+                            graphc.data("itag", [-1, 1], "int64", lod_level=1),
+                            graphc.data("ftag", [-1], "int64"), False, out_val_if_empty=-1)
+
+
 @case("autoincreased_step_counter")
 def _autoincreased_step_counter():
     layers.autoincreased_step_counter(begin=3, step=2)

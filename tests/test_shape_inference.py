@@ -20,7 +20,7 @@ from graphc import initializer, layers
 from graphc.ir import unique_name
 from graphc.ir.grad_defs import grad_op_type
 from graphc.ir.opdef import all_op_types, get_op_def, has_op_def
-from graphc.ir.types import FLOAT_DTYPES, TensorType
+from graphc.ir.types import FLOAT_DTYPES, TensorType, lod_type
 
 HERE = "test_shape_inference.py"
 
@@ -307,6 +307,11 @@ CASES = [
     case("cvm", {"X": t(-1, 5), "CVM": t(-1, 2)}, None, {"Y": t(-1, 5)}, "use_cvm"),
     case("cvm", {"X": t(-1, 5), "CVM": t(-1, 2)}, {"use_cvm": False}, {"Y": t(-1, 3)},
          "no_cvm"),
+    case("filter_by_instag", {"Ins": lod_type((-1, 4), "float32", 1),
+                              "Ins_tag": lod_type((-1, 1), "int64", 1), "Filter_tag": i64(3)},
+         {"is_lod": True},
+         {"Out": lod_type((-1, 4), "float32", 1), "LossWeight": lod_type((-1, 1), "float32", 1),
+          "IndexMap": i64(-1, 3)}),
     # -- normalisation, dropout, embedding ---------------------------------------------------
     case("batch_norm", {"X": t(-1, 3, 4, 4), "Scale": t(3), "Bias": t(3), "Mean": t(3),
                         "Variance": t(3)}, None,
@@ -598,6 +603,8 @@ ERRORS = [
      {"hidden_size": 2}, "W must be [56]"),
     ("hash", {"X": t(3, 2)}, {}, "X must be int32 or int64"),
     ("cvm", {"X": t(3, 1), "CVM": t(3, 2)}, {}, "needs at least the 2 show/click"),
+    ("filter_by_instag", {"Ins": t(4, 2), "Ins_tag": lod_type((-1, 1), "int64", 1),
+                          "Filter_tag": i64(2)}, {"is_lod": True}, "Ins must be a LoD value"),
     ("batch_norm", {"X": t(2, 4, 8, 8), **BN_STATS}, {},
      "Scale must be [4] for X [2, 4, 8, 8] (NCHW)"),
     ("batch_norm", {"X": t(2, 8, 8, 4), **BN_STATS}, {"data_layout": "NHWC"},

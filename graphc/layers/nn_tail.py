@@ -1,5 +1,5 @@
-"""Fluid nn layers of issue 24's tail: data_norm, spectral_norm, inplace_abn, lstm (cudnn),
-hash, continuous_value_model and autoincreased_step_counter, with Paddle 1.8's signatures."""
+"""Issue 24's nn tail layers (Paddle 1.8 signatures): data_norm, spectral_norm, inplace_abn,
+lstm (cudnn), hash, continuous_value_model, filter_by_instag, autoincreased_step_counter."""
 
 from __future__ import annotations
 
@@ -168,6 +168,24 @@ def continuous_value_model(input, cvm, use_cvm=True):
     out = helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("cvm", {"X": input, "CVM": cvm}, {"Y": out}, {"use_cvm": use_cvm})
     return out
+
+
+def filter_by_instag(ins, ins_tag, filter_tag, is_lod, out_val_if_empty=0):
+    """Keep the instances (rows of ins, or its sequences with is_lod) having a tag of
+    filter_tag: returns [out, loss_weight], both LoD values (1 per kept row); none kept: one
+    row of out_val_if_empty with weight 0."""
+    check_variable("filter_by_instag", "ins", ins)
+    check_variable("filter_by_instag", "ins_tag", ins_tag)
+    check_variable("filter_by_instag", "filter_tag", filter_tag)
+    helper = LayerHelper("filter_by_instag")
+    out = helper.create_variable_for_type_inference(ins.dtype)
+    loss_weight = helper.create_variable_for_type_inference("float32", stop_gradient=True)
+    index_map = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    helper.append_op("filter_by_instag",
+                     {"Ins": ins, "Ins_tag": ins_tag, "Filter_tag": filter_tag},
+                     {"Out": out, "LossWeight": loss_weight, "IndexMap": index_map},
+                     {"is_lod": bool(is_lod), "out_val_if_empty": int(out_val_if_empty)})
+    return [out, loss_weight]
 
 
 def autoincreased_step_counter(counter_name=None, begin=1, step=1):

@@ -155,3 +155,28 @@ register("cudnn_lstm", "Input InitH InitC W", "Out last_h last_c Reserve", {
          doc="time-major multi-layer (bi)LSTM, gates i f c o; W flat, per layer and direction "
              "[W_x (4H x in), W_h (4H x H), b_x (4H), b_h (4H)]; dropout between layers (its "
              "masks: Reserve)")
+
+
+def _filter_by_instag(c):
+    ins, tag, flt = c.x("Ins"), c.x("Ins_tag"), c.x("Filter_tag")
+    want = 1 if c["is_lod"] else 0
+    c.check(ins.lod_level == want, f"Ins must {'' if want else 'not '}be a LoD value with "
+                                   f"is_lod={c['is_lod']}, got lod_level {ins.lod_level}")
+    c.check(ins.rank == 2, f"Ins must be [rows, D], got {list(ins.shape)}")
+    c.check(tag.lod_level == 1 and tag.dtype == "int64",
+            f"Ins_tag must be an int64 LoD value (the tags of each instance), got "
+            f"lod_level {tag.lod_level} {tag.dtype}")
+    c.check(flt.dtype == "int64" and (flt.rank == 1 or (flt.rank == 2 and flt.shape[1] == 1)),
+            f"Filter_tag must be int64 [F] or [F, 1], got {flt.dtype} {list(flt.shape)}")
+    return {"Out": TensorType((-1, ins.shape[1]), ins.dtype, False, 1),
+            "LossWeight": TensorType((-1, 1), "float32", False, 1),
+            "IndexMap": TensorType((-1, 3), "int64")}
+
+
+register("filter_by_instag", "Ins Ins_tag Filter_tag", "Out LossWeight IndexMap",
+         {"is_lod": "bool", "out_val_if_empty": ("int", 0)}, infer=_filter_by_instag,
+         lod_inputs=("Ins", "Ins_tag"), lod="aware",
+         doc="the instances (rows, or Ins's sequences with is_lod) with a tag in Filter_tag, "
+             "as a LoD value; LossWeight 1 per kept row; none kept: one out_val_if_empty row "
+             "of weight 0. Bound: Ins's rows; Out's LoD has one (empty) sequence per dropped "
+             "instance after the kept ones")
