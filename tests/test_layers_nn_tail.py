@@ -349,7 +349,8 @@ def test_decay_step_counter_still_shares_the_lr_counter():
 
 def test_fluid_layers_spelling_resolves():
     for name in ("data_norm", "spectral_norm", "inplace_abn", "lstm", "hash",
-                 "continuous_value_model", "autoincreased_step_counter"):
+                 "continuous_value_model", "filter_by_instag", "load",
+                 "autoincreased_step_counter"):
         assert getattr(fluid.layers, name) is getattr(layers, name)
         assert name in fluid.layers.__all__
 
@@ -410,3 +411,75 @@ def test_filter_by_instag_keeps_tagged_instances(is_lod, wanted):
         np.testing.assert_array_equal(_lod_parts(got_w)[0], want_w)
         index = np.asarray(got_index)
         np.testing.assert_array_equal(index[:len(want_index)], np.reshape(want_index, (-1, 3)))
+
+
+# -- load (Paddle's LoDTensor file format) ---------------------------------------------------
+def paddle_tensor_bytes(array, lod=(), packed_dims=False):
+    """A LoDTensor file built by hand from the format: version, LoD levels (byte size and
+    uint64 offsets), tensor version, TensorDesc (data_type, dims) size and bytes, data."""
+    codes = {"float32": 5, "float64": 6, "int64": 3, "int32": 2}
+    out = struct.pack("<IQ", 0, len(lod))
+    for level in lod:
+        out += struct.pack("<Q", 8 * len(level)) + struct.pack(f"<{len(level)}Q", *level)
+    desc = bytes([0x08, codes[str(array.dtype)]])
+    dims = b"".join(bytes([d]) for d in array.shape)  # small dims: one-byte varints
+    desc += bytes([0x12, len(dims)]) + dims if packed_dims else \
+        b"".join(bytes([0x10, d]) for d in array.shape)
+    return out + struct.pack("<Ii", 0, len(desc)) + desc + array.tobytes()
+
+
+@pytest.mark.parametrize(("dtype", "lod", "packed"), [("float32", (), False),
+                                                      ("int64", ([0, 1, 3],), False),
+                                                      ("float64", (), True)])
+def test_load_fills_a_variable_from_a_paddle_tensor_file(tmp_path, dtype, lod, packed):
+    value = (RNG.standard_normal((3, 4)) * 10).astype(dtype)
+    path = tmp_path / "w"
+    path.write_bytes(paddle_tensor_bytes(value, lod, packed))
+    startup = graphc.default_startup_program()
+    with graphc.program_guard(startup):
+        w = startup.global_block().create_var("w", [3, 4], dtype, persistable=True)
+        assert layers.load(w, str(path)) is None
+    exe = graphc.Executor()
+    exe.run(startup)
+    got = np.asarray(graphc.global_scope().find_var("w").get_tensor())
+    np.testing.assert_array_equal(got, value)
+    assert got.dtype == value.dtype
+    state, _ = run_graph(graphc.lower(startup))
+    np.testing.assert_array_equal(np.asarray(state["w"]), value)
+    # read when the op runs: a rewritten file is read again by the same compiled step
+    path.write_bytes(paddle_tensor_bytes(value + 1, lod, packed))
+    exe.run(startup)
+    np.testing.assert_array_equal(graphc.global_scope().find_var("w").get_tensor(), value + 1)
+
+
+def test_load_as_fp16_and_the_reader_round_trip(tmp_path):
+    from graphc.ops.nn_more_ops.paddle_tensor import read_lod_tensor, write_lod_tensor
+    value = RNG.standard_normal((2, 5)).astype("float32")
+    write_lod_tensor(str(tmp_path / "a"), value, [[0, 2]])
+    assert (tmp_path / "a").read_bytes() == paddle_tensor_bytes(value, ([0, 2],))
+    got, lod = read_lod_tensor(str(tmp_path / "a"))
+    np.testing.assert_array_equal(got, value)
+    assert lod == [[0, 2]]
+    main = graphc.default_main_program()
+    half = main.global_block().create_var("half", [2, 5], "float16")
+    layers.load(half, str(tmp_path / "a"), load_as_fp16=True)
+    (out,) = graphc.Executor().run(fetch_list=[half])
+    assert out.dtype == np.float16
+    np.testing.assert_array_equal(out, value.astype("float16"))
+
+
+def test_load_refuses_a_file_of_another_shape_or_a_missing_one(tmp_path):
+    (tmp_path / "a").write_bytes(paddle_tensor_bytes(np.zeros((2, 2), "float32")))
+    main = graphc.default_main_program()
+    w = main.global_block().create_var("w", [3, 4], "float32")
+    layers.load(w, str(tmp_path / "a"))
+    with pytest.raises(Exception, match=r"holds float32 \[2, 2\].*float32 \[3, 4\]"):
+        graphc.Executor().run(fetch_list=[w])
+    with pytest.raises(ProgramError, match="needs a known shape"):
+        layers.load(graphc.data("x", [-1, 3]), str(tmp_path / "a"))
+    with graphc.program_guard(graphc.Program(), graphc.Program()):
+        other = graphc.default_main_program()
+        v = other.global_block().create_var("v", [1], "float32")
+        layers.load(v, str(tmp_path / "missing"))
+        with pytest.raises(Exception, match="cannot read tensor file"):
+            run_graph(graphc.lower(other), {}, {}, ["v"])

@@ -288,6 +288,12 @@ def _filter_by_instag():
                             graphc.data("ftag", [-1], "int64"), False, out_val_if_empty=-1)
 
 
+@case("load")
+def _load():
+    out = graphc.default_main_program().global_block().create_var("loaded", [2, 3], "float32")
+    layers.load(out, "/tmp/graphc-roundtrip-never-read.bin")
+
+
 @case("autoincreased_step_counter")
 def _autoincreased_step_counter():
     layers.autoincreased_step_counter(begin=3, step=2)

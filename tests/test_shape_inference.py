@@ -312,6 +312,10 @@ CASES = [
          {"is_lod": True},
          {"Out": lod_type((-1, 4), "float32", 1), "LossWeight": lod_type((-1, 1), "float32", 1),
           "IndexMap": i64(-1, 3)}),
+    case("load", {}, {"file_path": "w.bin", "shape": [2, 3], "dtype": "int64"},
+         {"Out": i64(2, 3)}),
+    case("load", {}, {"file_path": "w.bin", "shape": [4], "load_as_fp16": True},
+         {"Out": t(4, dtype="float16")}, "fp16"),
     # -- normalisation, dropout, embedding ---------------------------------------------------
     case("batch_norm", {"X": t(-1, 3, 4, 4), "Scale": t(3), "Bias": t(3), "Mean": t(3),
                         "Variance": t(3)}, None,
@@ -605,6 +609,7 @@ ERRORS = [
     ("cvm", {"X": t(3, 1), "CVM": t(3, 2)}, {}, "needs at least the 2 show/click"),
     ("filter_by_instag", {"Ins": t(4, 2), "Ins_tag": lod_type((-1, 1), "int64", 1),
                           "Filter_tag": i64(2)}, {"is_lod": True}, "Ins must be a LoD value"),
+    ("load", {}, {"file_path": "w.bin", "shape": [-1, 3]}, "must be known and positive"),
     ("batch_norm", {"X": t(2, 4, 8, 8), **BN_STATS}, {},
      "Scale must be [4] for X [2, 4, 8, 8] (NCHW)"),
     ("batch_norm", {"X": t(2, 8, 8, 4), **BN_STATS}, {"data_layout": "NHWC"},

@@ -219,6 +219,7 @@ from .nn_tail import (  # noqa: A004 - hash is Paddle's layer name
     filter_by_instag,
     hash,
     inplace_abn,
+    load,
     lstm,
     spectral_norm,
 )
@@ -320,7 +321,7 @@ __all__ = [
 
 # -- issue 24: nn tail (data_norm, spectral_norm, inplace_abn, lstm, hash, cvm, counter)
 __all__ += ["autoincreased_step_counter", "continuous_value_model", "data_norm",
-            "filter_by_instag", "hash", "inplace_abn", "lstm", "spectral_norm"]
+            "filter_by_instag", "hash", "inplace_abn", "load", "lstm", "spectral_norm"]
 
 # -- issue 24: distributions and Variable
 __all__ += ["Categorical", "MultivariateNormalDiag", "Normal", "Uniform"]

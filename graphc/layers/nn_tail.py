@@ -1,5 +1,5 @@
 """Issue 24's nn tail layers (Paddle 1.8 signatures): data_norm, spectral_norm, inplace_abn,
-lstm (cudnn), hash, continuous_value_model, filter_by_instag, autoincreased_step_counter."""
+lstm (cudnn), hash, continuous_value_model, filter_by_instag, load, autoincreased_step_counter."""
 
 from __future__ import annotations
 
@@ -186,6 +186,20 @@ def filter_by_instag(ins, ins_tag, filter_tag, is_lod, out_val_if_empty=0):
                      {"Out": out, "LossWeight": loss_weight, "IndexMap": index_map},
                      {"is_lod": bool(is_lod), "out_val_if_empty": int(out_val_if_empty)})
     return [out, loss_weight]
+
+
+def load(out, file_path, load_as_fp16=None):
+    """Fill ``out`` (known shape) from ``file_path``, a LoDTensor in Paddle's file format,
+    when the program runs (as Paddle, usually in the startup program)."""
+    check_variable("load", "out", out)
+    shape = list(out.shape or ())
+    if not shape or min(shape) <= 0:
+        raise ProgramError(f"load: out '{out.name}' needs a known shape to load into, got "
+                           f"{shape}")
+    helper = LayerHelper("load")
+    helper.append_op("load", {}, {"Out": out}, {
+        "file_path": str(file_path), "load_as_fp16": bool(load_as_fp16), "shape": shape,
+        "dtype": out.dtype})
 
 
 def autoincreased_step_counter(counter_name=None, begin=1, step=1):

@@ -1,11 +1,9 @@
-"""data_norm, spectral_norm, cudnn_lstm, hash and cvm: slots, attributes, shape rules.
-
-Attribute names and slots are Paddle 1.8's; cudnn_lstm's flat W layout is in its doc.
-"""
+"""data_norm, spectral_norm, cudnn_lstm, hash, cvm, filter_by_instag and load: slots,
+attributes and shape rules as Paddle 1.8's ops (cudnn_lstm's flat W layout: its doc)."""
 
 from __future__ import annotations
 
-from ...ir.opdef import NO_GRAD, RANDOM, STATEFUL, WHOLE_TENSOR, register
+from ...ir.opdef import INITIALIZER, NO_GRAD, RANDOM, STATEFUL, WHOLE_TENSOR, register
 from ...ir.types import FLOAT_DTYPES, TensorType
 
 
@@ -180,3 +178,19 @@ register("filter_by_instag", "Ins Ins_tag Filter_tag", "Out LossWeight IndexMap"
              "as a LoD value; LossWeight 1 per kept row; none kept: one out_val_if_empty row "
              "of weight 0. Bound: Ins's rows; Out's LoD has one (empty) sequence per dropped "
              "instance after the kept ones")
+
+
+def _load(c):
+    shape = tuple(c["shape"])
+    c.check(bool(shape) and min(shape) > 0, f"shape {list(shape)} must be known and positive "
+                                            "(the shape of the Variable loaded into)")
+    c.check(c["file_path"] != "", "file_path must be given")
+    dtype = "float16" if c["load_as_fp16"] else c["dtype"]
+    return {"Out": TensorType(shape, dtype)}
+
+
+register("load", "", "Out", {"file_path": "str", "load_as_fp16": ("bool", False),
+                             "shape": ("ints", []), "dtype": ("dtype", "float32")},
+         infer=_load, traits=(INITIALIZER,),
+         doc="Out = the LoDTensor in file_path (Paddle's file format) read when the op runs, "
+             "cast to float16 with load_as_fp16")
