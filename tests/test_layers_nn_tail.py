@@ -149,23 +149,40 @@ def test_data_norm_forward_and_summary_update(slot_dim, shift):
     size, total, square = np.full(6, 100.0), np.full(6, 10.0), np.full(6, 50.0)
     means, scales = total / size, np.sqrt(size / square)
     want = (xv - means) * scales
-    live = np.ones_like(xv, bool)
-    if slot_dim > 0:
-        live = np.repeat(np.abs(xv[:, ::2]) >= 1e-7, 2, axis=1)
-        want = np.where(live, want, 0.0)
     if shift:
         want = want * 2.0 + 0.5
+    live = np.ones_like(xv, bool)
+    if slot_dim > 0:  # an empty slot is all zeros, bias included
+        live = np.repeat(np.abs(xv[:, ::2]) >= 1e-7, 2, axis=1)
+        want = np.where(live, want, 0.0)
+        assert (want[1, 2:4] == 0).all()
     for (got,) in _run_both([y], {"x": xv}):
         np.testing.assert_allclose(got, want, rtol=1e-12)
-    if slot_dim > 0:
-        assert (want[1, 2:4] == 0.5).all()
-    # the jitted run above folded this batch into the summaries (decay, then add)
-    decay, count = 0.9999999, live.sum(0)
-    new = _stats("dn")
-    np.testing.assert_allclose(new[0], size * decay + count, rtol=1e-12)
-    np.testing.assert_allclose(new[1], total * decay + (xv * live).sum(0), rtol=1e-12)
-    np.testing.assert_allclose(new[2], square * decay + (((xv - means) ** 2) * live).sum(0)
-                               + count * 1e-5, rtol=1e-12)
+    # the jitted run above folded Paddle's batch statistics into the summaries
+    count = live.sum(0)
+    if slot_dim > 0:  # per slot: 1, the mean, the mean square deviation + count * eps
+        batch = [np.ones(6), (xv * live).sum(0) / count,
+                 (((xv - means) ** 2) * live).sum(0) / count + count * 1e-5]
+    else:
+        batch = [count, xv.sum(0), ((xv - means) ** 2).sum(0) + count * 1e-5]
+    for got, old, add in zip(_stats("dn"), (size, total, square), batch):
+        np.testing.assert_allclose(got, old * 0.9999999 + add, rtol=1e-12)
+
+
+@pytest.mark.parametrize("shift", [False, True])
+def test_data_norm_gradient_of_an_empty_slot_is_paddles(shift):
+    xv = RNG.standard_normal((3, 4))
+    xv[0, 0] = 0.0  # row 0's first slot is empty
+    x = graphc.data("x", [-1, 4], "float64")
+    x.stop_gradient = False
+    y = layers.data_norm(x, name="dn", slot_dim=2, enable_scale_and_shift=shift)
+    append_backward(layers.reduce_sum(y))
+    scales = np.sqrt(1e4 / 1e4)
+    want = np.full((3, 4), scales)
+    if shift:  # masked with scale and shift only; without, dX = dY * scales everywhere
+        want[0, :2] = 0.0
+    for (grad,) in _run_both(["x@GRAD"], {"x": xv}):
+        np.testing.assert_allclose(grad, want, rtol=1e-12)
 
 
 def test_data_norm_test_program_leaves_the_summaries_alone():

@@ -82,7 +82,8 @@ register("data_norm", "X BatchSize BatchSum BatchSquareSum ScaleW? BiasW?",
          grad_reads=("X", "Means", "Scales", "ScaleW", "BiasW"),
          grad_type_from={"BatchSize": "Means", "BatchSum": "Means", "BatchSquareSum": "Means"},
          doc="Y = (X - BatchSum/BatchSize) * sqrt(BatchSize/BatchSquareSum) (then * ScaleW + "
-             "BiasW); training folds the batch into the summaries: s = s*decay + batch s")
+             "BiasW; empty slots 0); training folds the batch statistics of Paddle's "
+             "data_norm_grad into the summaries as its GPU kernel: s = s * decay + batch s")
 
 
 def _spectral_norm(c):

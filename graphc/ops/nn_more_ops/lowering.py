@@ -94,40 +94,50 @@ def _data_norm(c, X, BatchSize, BatchSum, BatchSquareSum, ScaleW=None, BiasW=Non
     means = BatchSum / BatchSize
     scales = jnp.sqrt(BatchSize / BatchSquareSum)
     y = (X - means.astype(X.dtype)) * scales.astype(X.dtype)
-    slot_dim = c["slot_dim"]
-    n, ch = X.shape
-    if slot_dim > 0:
-        show = X[:, ::slot_dim]
-        live = jnp.repeat(jnp.abs(show) >= _MIN_PRECISION, slot_dim, axis=1)
-        y = jnp.where(live, y, jnp.zeros((), y.dtype))
-        live = live.astype(BatchSize.dtype)
-    else:
-        live = jnp.ones((n, ch), BatchSize.dtype)
     if ScaleW is not None:
         y = y * ScaleW.astype(y.dtype) + BiasW.astype(y.dtype)
+    slot_dim = c["slot_dim"]
+    n, ch = X.shape
+    if slot_dim > 0:  # an empty slot (show 0) is written as zeros, bias included
+        live = _live(X, slot_dim)
+        y = jnp.where(live, y, jnp.zeros((), y.dtype))
     out = {"Y": y, "Means": means.astype(X.dtype), "Scales": scales.astype(X.dtype)}
-    if "BatchSizeOut" in c.out_types:
-        xs = jax.lax.stop_gradient(X).astype(BatchSize.dtype)
-        if c["is_test"]:
-            size, total, square = BatchSize, BatchSum, BatchSquareSum
-        else:
-            decay = jnp.asarray(c["summary_decay_rate"], BatchSize.dtype)
-            count = live.sum(axis=0)
-            size = BatchSize * decay + count
-            total = BatchSum * decay + (xs * live).sum(axis=0)
-            square = BatchSquareSum * decay + (((xs - means) ** 2) * live).sum(axis=0) \
-                + count * jnp.asarray(c["epsilon"], BatchSize.dtype)
-        out.update(BatchSizeOut=size, BatchSumOut=total, BatchSquareSumOut=square)
-    return out
+    if "BatchSizeOut" not in c.out_types:
+        return out
+    if c["is_test"]:
+        return {**out, "BatchSizeOut": BatchSize, "BatchSumOut": BatchSum,
+                "BatchSquareSumOut": BatchSquareSum}
+    xs = jax.lax.stop_gradient(X).astype(BatchSize.dtype)
+    eps = jnp.asarray(c["epsilon"], BatchSize.dtype)
+    if slot_dim > 0:  # Paddle's slot statistics: per-row means over the live rows
+        w = live.astype(BatchSize.dtype)
+        count = w.sum(axis=0)
+        has = count >= 1
+        per = jnp.maximum(count, 1)
+        size = jnp.where(has, 1.0, 0.0).astype(BatchSize.dtype)
+        total = jnp.where(has, (xs * w).sum(axis=0) / per, 0)
+        square = jnp.where(has, (((xs - means) ** 2) * w).sum(axis=0) / per + count * eps, 0)
+    else:
+        size = jnp.full((ch,), n, BatchSize.dtype)
+        total = xs.sum(axis=0)
+        square = ((xs - means) ** 2).sum(axis=0) + size * eps
+    decay = jnp.asarray(c["summary_decay_rate"], BatchSize.dtype)
+    return {**out, "BatchSizeOut": BatchSize * decay + size,
+            "BatchSumOut": BatchSum * decay + total,
+            "BatchSquareSumOut": BatchSquareSum * decay + square}
+
+
+def _live(X, slot_dim):
+    """[N, C] bool: the columns of the slots whose show (first) column is not ~0."""
+    return jnp.repeat(jnp.abs(X[:, ::slot_dim]) >= _MIN_PRECISION, slot_dim, axis=1)
 
 
 @lowering("data_norm_grad")
 def _data_norm_grad(c, X, Means, Scales, ScaleW=None, BiasW=None, **kw):
     dy = kw["Y@GRAD"]
-    slot_dim = c["slot_dim"]
-    if slot_dim > 0:  # an empty slot's output is the constant 0
-        live = jnp.repeat(jnp.abs(X[:, ::slot_dim]) >= _MIN_PRECISION, slot_dim, axis=1)
-        dy = jnp.where(live, dy, jnp.zeros((), dy.dtype))
+    if c["slot_dim"] > 0 and ScaleW is not None:
+        # Paddle masks empty slots' gradient only with scale and shift (else dX = dY*scale)
+        dy = jnp.where(_live(X, c["slot_dim"]), dy, jnp.zeros((), dy.dtype))
     out = {}
     if ScaleW is not None:
         norm = (X - Means) * Scales
