@@ -383,9 +383,10 @@ def instag_ref(rows, lengths, tags, tag_lengths, wanted, fill):
             index.append([sum(out_len), starts[i], n])
             out.extend(rows[starts[i]:starts[i] + n])
             out_len.append(n)
-    if not out:
-        return np.full((1, rows.shape[1]), fill, rows.dtype), [1], np.zeros((1, 1)), index
-    return np.asarray(out), out_len, np.ones((len(out), 1)), index
+    if not out:  # one fill row, weight 0, index [0, 1, 1]
+        return np.full((1, rows.shape[1]), fill, rows.dtype), [1], np.zeros((1, 1)), \
+            [[0, 1, 1]]
+    return np.asarray(out), out_len, np.ones((len(out_len), 1)), index
 
 
 def _lod_parts(value):
@@ -408,6 +409,7 @@ def test_filter_by_instag_keeps_tagged_instances(is_lod, wanted):
     flt = graphc.data("flt", [-1], "int64")
     out, weight = layers.filter_by_instag(ins, tag, flt, is_lod, out_val_if_empty=-3)
     assert (out.lod_level, weight.lod_level, weight.dtype) == (1, 1, "float32")
+    assert weight.shape == (-1, 1)
     index_map = graphc.default_main_program().global_block().ops[-1].output("IndexMap")[0]
     feeds = {"ins": fluid.create_lod_tensor(rows, [lengths], fluid.CPUPlace()) if is_lod
              else rows, "tag": fluid.create_lod_tensor(tags, [tag_lengths], fluid.CPUPlace()),
@@ -425,9 +427,13 @@ def test_filter_by_instag_keeps_tagged_instances(is_lod, wanted):
         np.testing.assert_array_equal(tokens, want)
         # Paddle's LoD lists the kept instances only; graphc's adds the dropped ones, empty
         assert lod[:len(want_len)] == want_len and not any(lod[len(want_len):])
-        np.testing.assert_array_equal(_lod_parts(got_w)[0], want_w)
-        index = np.asarray(got_index)
-        np.testing.assert_array_equal(index[:len(want_index)], np.reshape(want_index, (-1, 3)))
+        # LossWeight and IndexMap: one row (a sequence of one) per kept instance, as Paddle
+        weights, weight_lod = _lod_parts(got_w)
+        np.testing.assert_array_equal(weights, want_w)
+        assert weight_lod[:len(want_w)] == [1] * len(want_w) and not any(
+            weight_lod[len(want_w):])
+        index, _ = _lod_parts(got_index)
+        np.testing.assert_array_equal(index, np.reshape(want_index, (-1, 3)))
 
 
 # -- load (Paddle's LoDTensor file format) ---------------------------------------------------

@@ -311,7 +311,7 @@ CASES = [
                               "Ins_tag": lod_type((-1, 1), "int64", 1), "Filter_tag": i64(3)},
          {"is_lod": True},
          {"Out": lod_type((-1, 4), "float32", 1), "LossWeight": lod_type((-1, 1), "float32", 1),
-          "IndexMap": i64(-1, 3)}),
+          "IndexMap": lod_type((-1, 3), "int64", 1)}),
     case("load", {}, {"file_path": "w.bin", "shape": [2, 3], "dtype": "int64"},
          {"Out": i64(2, 3)}),
     case("load", {}, {"file_path": "w.bin", "shape": [4], "load_as_fp16": True},

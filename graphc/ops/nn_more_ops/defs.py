@@ -169,16 +169,16 @@ def _filter_by_instag(c):
             f"Filter_tag must be int64 [F] or [F, 1], got {flt.dtype} {list(flt.shape)}")
     return {"Out": TensorType((-1, ins.shape[1]), ins.dtype, False, 1),
             "LossWeight": TensorType((-1, 1), "float32", False, 1),
-            "IndexMap": TensorType((-1, 3), "int64")}
+            "IndexMap": TensorType((-1, 3), "int64", False, 1)}
 
 
 register("filter_by_instag", "Ins Ins_tag Filter_tag", "Out LossWeight IndexMap",
          {"is_lod": "bool", "out_val_if_empty": ("int", 0)}, infer=_filter_by_instag,
          lod_inputs=("Ins", "Ins_tag"), lod="aware",
          doc="the instances (rows, or Ins's sequences with is_lod) with a tag in Filter_tag, "
-             "as a LoD value; LossWeight 1 per kept row; none kept: one out_val_if_empty row "
-             "of weight 0. Bound: Ins's rows; Out's LoD has one (empty) sequence per dropped "
-             "instance after the kept ones")
+             "as a LoD value; LossWeight 1 and IndexMap [out start, in start, rows] per kept "
+             "instance; none kept: one out_val_if_empty row of weight 0. Bound: Ins's rows; "
+             "Out's LoD has one (empty) sequence per dropped instance after the kept ones")
 
 
 def _load(c):

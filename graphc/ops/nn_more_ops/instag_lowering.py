@@ -1,5 +1,5 @@
 """filter_by_instag with static shapes: the kept instances' rows packed at the front of a
-buffer as large as Ins, as a LoD value whose lengths are computed on the device."""
+buffer as large as Ins; Out, LossWeight and IndexMap are LoD values with device lengths."""
 
 from __future__ import annotations
 
@@ -31,14 +31,18 @@ def _filter_by_instag(c, Ins, Ins_tag, Filter_tag):
     src = jnp.clip(in_start[j] + rows - out_start[j], 0, cap - 1)
     valid = rows < total
     out = jnp.where(valid[:, None], data[src], jnp.zeros((), data.dtype))
-    weight = valid.astype(jnp.float32)[:, None]
-    empty = total == 0
-    # none kept: Paddle's single row of out_val_if_empty with loss weight 0
+    count = jnp.sum(kept)
+    empty = count == 0
+    # none kept: Paddle's single row of out_val_if_empty, loss weight 0, index [0, 1, 1]
     fill = jnp.asarray(c["out_val_if_empty"]).astype(data.dtype)
     out = out.at[0].set(jnp.where(empty, fill, out[0]))
     out_len = out_len.at[0].set(jnp.where(empty, 1, out_len[0]))
-    count = jnp.sum(kept)
+    # LossWeight and IndexMap: one row per kept instance (a sequence of one row each)
+    first = jnp.arange(n) < count
+    per = first.astype(LENGTHS_DTYPE).at[0].set(1)
+    weight = first.astype(jnp.float32)[:, None]
     index = jnp.stack([out_start, in_start, out_len], axis=1).astype(jnp.int64)
-    index = jnp.where((jnp.arange(n) < count)[:, None], index, 0)
-    return {"Out": LoDArray(out, (out_len,)), "LossWeight": LoDArray(weight, (out_len,)),
-            "IndexMap": index}
+    index = jnp.where(first[:, None], index, 0)
+    index = index.at[0].set(jnp.where(empty, jnp.array([0, 1, 1], jnp.int64), index[0]))
+    return {"Out": LoDArray(out, (out_len,)), "LossWeight": LoDArray(weight, (per,)),
+            "IndexMap": LoDArray(index, (per,))}
