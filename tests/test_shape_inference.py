@@ -301,7 +301,7 @@ CASES = [
     case("cudnn_lstm", {"Input": t(5, -1, 3), "InitH": t(4, -1, 2), "InitC": t(4, -1, 2),
                         "W": t(2 * 4 * 2 * (3 + 2 + 2) + 2 * 4 * 2 * (4 + 2 + 2))},
          {"hidden_size": 2, "num_layers": 2, "is_bidirec": True},
-         {"Out": t(5, -1, 4), "last_h": t(4, -1, 2), "last_c": t(4, -1, 2),
+         {"Out": t(5, -1, 4), "LastH": t(4, -1, 2), "LastC": t(4, -1, 2),
           "Reserve": t(1, 5, -1, 4)}),
     case("hash", {"X": i64(-1, 2)}, {"num_hash": 3, "mod_by": 7}, {"Out": i64(-1, 3, 1)}),
     case("cvm", {"X": t(-1, 5), "CVM": t(-1, 2)}, None, {"Y": t(-1, 5)}, "use_cvm"),

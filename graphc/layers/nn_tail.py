@@ -139,7 +139,7 @@ def lstm(input, init_h, init_c, max_len, hidden_size, num_layers, dropout_prob=0
     reserve = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
     helper.append_op(
         "cudnn_lstm", {"Input": input, "InitH": init_h, "InitC": init_c, "W": weight},
-        {"Out": out, "last_h": last_h, "last_c": last_c, "Reserve": reserve},
+        {"Out": out, "LastH": last_h, "LastC": last_c, "Reserve": reserve},
         {"max_len": max_len, "is_bidirec": is_bidirec, "input_size": input.shape[2],
          "hidden_size": hidden_size, "num_layers": num_layers, "is_test": is_test,
          "dropout_prob": dropout_prob, "seed": seed})

@@ -141,10 +141,10 @@ def _cudnn_lstm(c):
     state = TensorType((layers * dirs, x.shape[1], hid), x.dtype)
     masks = TensorType((layers - 1, x.shape[0], x.shape[1], hid * dirs), x.dtype)
     return {"Out": TensorType((x.shape[0], x.shape[1], hid * dirs), x.dtype),
-            "last_h": state, "last_c": state, "Reserve": masks}
+            "LastH": state, "LastC": state, "Reserve": masks}
 
 
-register("cudnn_lstm", "Input InitH InitC W", "Out last_h last_c Reserve", {
+register("cudnn_lstm", "Input InitH InitC W", "Out LastH LastC Reserve", {
     "max_len": ("int", 20), "hidden_size": "int", "num_layers": ("int", 1),
     "dropout_prob": ("float", 0.0), "is_bidirec": ("bool", False), "is_test": ("bool", False),
     "seed": ("int", -1), "input_size": ("int", 10),

@@ -77,7 +77,7 @@ def _cudnn_lstm(c, Input, InitH, InitC, W):
         masks = keep.astype(Input.dtype) / jnp.asarray(1.0 - p, Input.dtype) if p < 1.0 \
             else jnp.zeros(shape, Input.dtype)
     out, h, cell = lstm_forward(Input, InitH, InitC, W, masks, hidden, layers, dirs)
-    return {"Out": out, "last_h": h, "last_c": cell, "Reserve": masks}
+    return {"Out": out, "LastH": h, "LastC": cell, "Reserve": masks}
 
 
 @lowering("cudnn_lstm_grad")
@@ -90,7 +90,7 @@ def _cudnn_lstm_grad(c, Input, InitH, InitC, W, Reserve, **kw):
     outs, vjp = jax.vjp(forward, Input, InitH, InitC, W)
     cot = tuple(jnp.zeros_like(o) if kw.get(s + "@GRAD") is None
                 else kw[s + "@GRAD"].astype(o.dtype).reshape(o.shape)
-                for s, o in zip(("Out", "last_h", "last_c"), outs))
+                for s, o in zip(("Out", "LastH", "LastC"), outs))
     grads = vjp(cot)
     return {s + "@GRAD": g for s, g in zip(("Input", "InitH", "InitC", "W"), grads)
             if s + "@GRAD" in c.out_types}
