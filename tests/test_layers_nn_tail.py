@@ -145,7 +145,7 @@ def test_data_norm_forward_and_summary_update(slot_dim, shift):
     x = graphc.data("x", [-1, 6], "float64")
     y = layers.data_norm(x, name="dn", slot_dim=slot_dim, enable_scale_and_shift=shift,
                          param_attr={"batch_size": 100.0, "batch_sum": 10.0,
-                                     "batch_square_sum": 50.0, "scale_w": 2.0, "bias": 0.5})
+                                     "batch_square": 50.0, "scale_w": 2.0, "bias": 0.5})
     size, total, square = np.full(6, 100.0), np.full(6, 10.0), np.full(6, 50.0)
     means, scales = total / size, np.sqrt(size / square)
     want = (xv - means) * scales
@@ -195,6 +195,15 @@ def test_data_norm_test_program_leaves_the_summaries_alone():
     np.testing.assert_array_equal(_stats("dn")[0], np.full(3, 1e4, "float32"))
     exe.run(graphc.default_main_program(), feed={"x": np.ones((2, 3), "float32")})
     assert _stats("dn")[0][0] == pytest.approx(1e4 * 0.9999999 + 2, rel=1e-6)
+
+
+def test_data_norm_parameter_names_are_paddles():
+    layers.data_norm(graphc.data("x", [-1, 3]), enable_scale_and_shift=True)
+    names = {p.name for p in graphc.default_main_program().global_block().all_parameters()}
+    assert names == {"dn.batch_size", "dn.batch_sum", "dn.batch_square_sum", "dn.scale_w",
+                     "dn.bias"}
+    op = graphc.default_main_program().global_block().ops[-1]
+    assert op.input("scale_w") == ["dn.scale_w"] and op.input("bias") == ["dn.bias"]
 
 
 def test_data_norm_wants_2d_input():

@@ -30,8 +30,9 @@ def data_norm(input, act=None, epsilon=1e-05, param_attr=None, data_layout="NCHW
               do_model_average_for_mean_and_var=True, slot_dim=-1, sync_stats=False,
               summary_decay_rate=0.9999999, enable_scale_and_shift=False):
     """Normalise [N, C] by summaries: (x - sum/size) * sqrt(size/square_sum). The summaries
-    (``<name>.batch_size/.batch_sum/.batch_square_sum``, 1e4/0/1e4 or ``param_attr``'s
-    dict values) fold in every training batch: s = s * summary_decay_rate + batch s."""
+    (``<name or dn>.batch_size/.batch_sum/.batch_square_sum``: 1e4/0/1e4, or ``param_attr``
+    dict's batch_size/batch_sum/batch_square) fold in every training batch:
+    s = s * summary_decay_rate + batch s (not trainable: no optimizer touches them)."""
     _float_input("data_norm", "input", input)
     if data_layout not in ("NCHW", "NHWC"):
         raise ProgramError(f"data_norm: data_layout must be NCHW or NHWC, got {data_layout!r}")
@@ -39,16 +40,19 @@ def data_norm(input, act=None, epsilon=1e-05, param_attr=None, data_layout="NCHW
         raise ProgramError(f"data_norm: input must be [N, C] with C known, got "
                            f"{list(input.shape)}")
     helper = LayerHelper("data_norm", name)
+    prefix = name or "dn"  # Paddle's parameter names: unnamed data_norms share "dn.*"
     channels = input.shape[1]
     stat_dtype = "float64" if input.dtype == "float64" else "float32"
     attrs = param_attr if isinstance(param_attr, dict) else {}
+    keys = {"batch_size": "batch_size", "batch_sum": "batch_sum",
+            "batch_square_sum": "batch_square", "scale_w": "scale_w", "bias": "bias"}
     defaults = {"batch_size": 1e4, "batch_sum": 0.0, "batch_square_sum": 1e4,
                 "scale_w": 1.0, "bias": 0.0}
-    defaults.update({k: float(v) for k, v in attrs.items() if k in defaults})
+    defaults.update({k: float(attrs[key]) for k, key in keys.items() if key in attrs})
 
     def param(key, dtype):
         return helper.create_parameter(
-            ParamAttr(name=f"{helper.name}.{key}", initializer=Constant(defaults[key]),
+            ParamAttr(name=f"{prefix}.{key}", initializer=Constant(defaults[key]),
                       trainable=key in ("scale_w", "bias")), [channels], dtype)
 
     stats = {slot: param(key, stat_dtype) for slot, key in (
@@ -56,8 +60,8 @@ def data_norm(input, act=None, epsilon=1e-05, param_attr=None, data_layout="NCHW
         ("BatchSquareSum", "batch_square_sum"))}
     inputs = {"X": input, **stats}
     if enable_scale_and_shift:
-        inputs["ScaleW"] = param("scale_w", input.dtype)
-        inputs["BiasW"] = param("bias", input.dtype)
+        inputs["scale_w"] = param("scale_w", input.dtype)
+        inputs["bias"] = param("bias", input.dtype)
     means = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
     scales = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
     # in_place only saves memory in Paddle; graphc's buffers are assigned by XLA

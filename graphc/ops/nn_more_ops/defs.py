@@ -56,9 +56,9 @@ def _data_norm(c):
     slot_dim = c["slot_dim"]
     c.check(slot_dim <= 0 or ch < 0 or ch % slot_dim == 0,
             f"slot_dim {slot_dim} does not divide the {ch} columns of X")
-    if c.has("ScaleW") or c.has("BiasW"):
-        c.check(c.has("ScaleW") and c.has("BiasW"), "ScaleW and BiasW go together")
-        for slot in ("ScaleW", "BiasW"):
+    if c.has("scale_w") or c.has("bias"):
+        c.check(c.has("scale_w") and c.has("bias"), "scale_w and bias go together")
+        for slot in ("scale_w", "bias"):
             t = c.x(slot)
             c.check(t.rank == 1 and (ch < 0 or t.shape[0] in (ch, -1)),
                     f"{slot} must be [{ch}], got {list(t.shape)}")
@@ -69,7 +69,7 @@ def _data_norm(c):
     return out
 
 
-register("data_norm", "X BatchSize BatchSum BatchSquareSum ScaleW? BiasW?",
+register("data_norm", "X BatchSize BatchSum BatchSquareSum scale_w? bias?",
          "Y Means Scales BatchSizeOut? BatchSumOut? BatchSquareSumOut?", {
              "epsilon": ("float", 1e-4), "data_layout": ("str", "NCHW"),
              "slot_dim": ("int", -1), "summary_decay_rate": ("float", 0.9999999),
@@ -79,10 +79,10 @@ register("data_norm", "X BatchSize BatchSum BatchSquareSum ScaleW? BiasW?",
          lod_outputs={"Y": ("X",)},
          # the summaries' names hold the updated values once this op ran: the gradient
          # reads the Means and Scales the forward used instead
-         grad_reads=("X", "Means", "Scales", "ScaleW", "BiasW"),
+         grad_reads=("X", "Means", "Scales", "scale_w", "bias"),
          grad_type_from={"BatchSize": "Means", "BatchSum": "Means", "BatchSquareSum": "Means"},
-         doc="Y = (X - BatchSum/BatchSize) * sqrt(BatchSize/BatchSquareSum) (then * ScaleW + "
-             "BiasW; empty slots 0); training folds the batch statistics of Paddle's "
+         doc="Y = (X - BatchSum/BatchSize) * sqrt(BatchSize/BatchSquareSum) (then * scale_w + "
+             "bias; empty slots 0); training folds the batch statistics of Paddle's "
              "data_norm_grad into the summaries as its GPU kernel: s = s * decay + batch s")
 
 

@@ -90,12 +90,12 @@ def _hash(c, X):
 
 
 @lowering("data_norm")
-def _data_norm(c, X, BatchSize, BatchSum, BatchSquareSum, ScaleW=None, BiasW=None):
+def _data_norm(c, X, BatchSize, BatchSum, BatchSquareSum, scale_w=None, bias=None):
     means = BatchSum / BatchSize
     scales = jnp.sqrt(BatchSize / BatchSquareSum)
     y = (X - means.astype(X.dtype)) * scales.astype(X.dtype)
-    if ScaleW is not None:
-        y = y * ScaleW.astype(y.dtype) + BiasW.astype(y.dtype)
+    if scale_w is not None:
+        y = y * scale_w.astype(y.dtype) + bias.astype(y.dtype)
     slot_dim = c["slot_dim"]
     n, ch = X.shape
     if slot_dim > 0:  # an empty slot (show 0) is written as zeros, bias included
@@ -133,17 +133,17 @@ def _live(X, slot_dim):
 
 
 @lowering("data_norm_grad")
-def _data_norm_grad(c, X, Means, Scales, ScaleW=None, BiasW=None, **kw):
+def _data_norm_grad(c, X, Means, Scales, scale_w=None, bias=None, **kw):
     dy = kw["Y@GRAD"]
-    if c["slot_dim"] > 0 and ScaleW is not None:
+    if c["slot_dim"] > 0 and scale_w is not None:
         # Paddle masks empty slots' gradient only with scale and shift (else dX = dY*scale)
         dy = jnp.where(_live(X, c["slot_dim"]), dy, jnp.zeros((), dy.dtype))
     out = {}
-    if ScaleW is not None:
+    if scale_w is not None:
         norm = (X - Means) * Scales
-        out["ScaleW@GRAD"] = jnp.sum(dy * norm, axis=0).astype(ScaleW.dtype)
-        out["BiasW@GRAD"] = jnp.sum(dy, axis=0).astype(BiasW.dtype)
-        dy = dy * ScaleW.astype(dy.dtype)
+        out["scale_w@GRAD"] = jnp.sum(dy * norm, axis=0).astype(scale_w.dtype)
+        out["bias@GRAD"] = jnp.sum(dy, axis=0).astype(bias.dtype)
+        dy = dy * scale_w.astype(dy.dtype)
     out["X@GRAD"] = (dy * Scales).astype(X.dtype)
     return {k: v for k, v in out.items() if k in c.out_types}
 
