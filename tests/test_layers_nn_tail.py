@@ -103,7 +103,13 @@ def test_hash_matches_xxh64_of_each_rows_bytes(dtype, width):
 
 def test_hash_keeps_lod_and_refuses_floats():
     x = graphc.data("ids", [-1, 1], "int64", lod_level=1)
-    assert layers.hash(x, 10).lod_level == 1
+    out = layers.hash(x, 10, num_hash=2)
+    assert out.lod_level == 1
+    ids = np.array([[3], [7], [11]], "int64")
+    t = fluid.create_lod_tensor(ids, [[2, 0, 1]], fluid.CPUPlace())
+    (got,) = graphc.Executor().run(feed={"ids": t}, fetch_list=[out], return_numpy=False)
+    np.testing.assert_array_equal(np.asarray(got), hash_ref(ids, 10, 2))
+    assert got.recursive_sequence_lengths() == [[2, 0, 1]]
     with pytest.raises(ProgramError, match="int32 or int64"):
         layers.hash(graphc.data("f", [-1, 2]), 10)
 
