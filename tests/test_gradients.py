@@ -686,6 +686,65 @@ def temporal_shift_unfold_bilinear(c):
     return [a, b, layers.bilinear_tensor_product(p, q, 3)]
 
 
+# -- issue 24: nn tail (data_norm, spectral_norm, lstm, cvm)
+@grad_case("data_norm", params=[{"slot_dim": -1, "shift": False},
+                                {"slot_dim": 2, "shift": True}])
+def data_norm(c, slot_dim, shift):
+    # (an empty slot, show 0, is a step: tests/test_layers_nn_tail.py checks it)
+    x = c.data("x", c.randn(3, 4))
+    return layers.data_norm(x, slot_dim=slot_dim, enable_scale_and_shift=shift)
+
+
+@grad_case("spectral_norm", params=[{"dim": 0}, {"dim": 1}])
+def spectral_norm(c, dim):
+    # power_iters=0: u and v are U and V, so Paddle's gradient (u, v held constant) is the
+    # derivative finite differences see
+    w = c.data("w", c.randn(3, 4, 2))
+    return layers.spectral_norm(w, dim=dim, power_iters=0)
+
+
+@grad_case("cudnn_lstm", params=[{"bidi": False, "depth": 1, "drop": 0.0},
+                                 {"bidi": True, "depth": 2, "drop": 0.5}])
+def cudnn_lstm(c, bidi, depth, drop):
+    dirs = 2 if bidi else 1
+    x = c.data("x", c.randn(3, 2, 3))
+    h0 = c.data("h0", c.randn(depth * dirs, 2, 2))
+    c0 = c.data("c0", c.randn(depth * dirs, 2, 2))
+    out, h, cell = layers.lstm(x, h0, c0, 3, 2, depth, dropout_prob=drop, is_bidirec=bidi,
+                               seed=7)
+    return [out, h, cell]
+
+
+@grad_case("cvm", params=[{"use_cvm": True}, {"use_cvm": False}])
+def cvm(c, use_cvm):
+    # Paddle's gradient of the show/click columns is CVM, not a derivative: with CVM = 0 and
+    # a loss that does not read Y's show/click columns it equals the derivative
+    x = c.data("x", c.uniform(0.5, 2.0, 3, 5))
+    cv = c.data("cv", np.zeros((3, 2)), grad=False)
+    y = layers.continuous_value_model(x, cv, use_cvm=use_cvm)
+    tail = layers.slice(y, [1], [2], [5]) if use_cvm else y
+    return tail
+
+
+@grad_case("filter_by_instag", params=[{"is_lod": True}, {"is_lod": False}])
+def filter_by_instag(c, is_lod):
+    # Out's rows are Ins's kept rows: the gradient scatters back, dropped rows get 0
+    from graphc.runtime.lod import create_lod_tensor
+    from graphc.testing.lod_checks import fd_check, token_loss
+    ins = graphc.data("ins", [-1, 2], "float64", lod_level=1 if is_lod else 0)
+    ins.stop_gradient = False
+    tag = graphc.data("tag", [-1, 1], "int64", lod_level=1)
+    flt = graphc.data("flt", [-1], "int64")
+    out, _ = layers.filter_by_instag(ins, tag, flt, is_lod)
+    loss, w = token_loss(out, c.rng)
+    value = c.randn(6, 2)
+    tags = create_lod_tensor(np.array([[1], [2], [3], [2], [4], [5]], "int64"),
+                             [[1, 2, 1, 2]] if is_lod else [[1, 2, 1, 1, 1, 0]])
+    feeds = {"ins": create_lod_tensor(value, [[1, 2, 0, 3]]) if is_lod else value,
+             "tag": tags, "flt": np.array([2, 5], "int64"), **w}
+    fd_check(c.program, loss, feeds, ["ins"], c.rng)
+
+
 @grad_case("elementwise_div", "reduce_mean")
 def dice_loss(c):
     x = c.data("x", c.uniform(0.1, 1.0, 2, 3, 4))

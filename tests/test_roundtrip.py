@@ -246,6 +246,59 @@ def _bilinear_tensor_product():
                                    act="sigmoid")
 
 
+# -- issue 24: nn tail (data_norm, spectral_norm, inplace_abn, lstm, hash, cvm, counter)
+@case("data_norm")
+def _data_norm():
+    layers.data_norm(graphc.data("dn", [-1, 6]), act="relu", slot_dim=3,
+                     enable_scale_and_shift=True)
+
+
+@case("spectral_norm")
+def _spectral_norm():
+    layers.spectral_norm(graphc.data("sw", [4, 3, 2]), dim=1, power_iters=2)
+
+
+@case("inplace_abn")
+def _inplace_abn():
+    layers.inplace_abn(image(), act="leaky_relu", act_alpha=0.1)
+
+
+@case("lstm")
+def _lstm():
+    x = graphc.data("seq", [5, -1, 3])
+    h0 = graphc.data("h0", [4, -1, 2])
+    c0 = graphc.data("c0", [4, -1, 2])
+    layers.lstm(x, h0, c0, 5, 2, 2, dropout_prob=0.2, is_bidirec=True)
+
+
+@case("hash")
+def _hash():
+    layers.hash(graphc.data("ids", [-1, 2], "int64"), hash_size=1000, num_hash=2)
+
+
+@case("continuous_value_model")
+def _continuous_value_model():
+    layers.continuous_value_model(graphc.data("emb", [-1, 5]), graphc.data("cv", [-1, 2]))
+
+
+@case("filter_by_instag")
+def _filter_by_instag():
+    layers.filter_by_instag(graphc.data("ins", [-1, 3]),
+                            graphc.data("itag", [-1, 1], "int64", lod_level=1),
+                            graphc.data("ftag", [-1], "int64"), False, out_val_if_empty=-1)
+
+
+@case("load")
+def _load():
+    out = graphc.default_main_program().global_block().create_var("loaded", [2, 3], "float32")
+    layers.load(out, "/tmp/graphc-roundtrip-never-read.bin")
+
+
+@case("autoincreased_step_counter")
+def _autoincreased_step_counter():
+    layers.autoincreased_step_counter(begin=3, step=2)
+
+
 @case("batch_norm")
 def _batch_norm():
     layers.batch_norm(image(), act="relu")

@@ -20,7 +20,7 @@ from graphc import initializer, layers
 from graphc.ir import unique_name
 from graphc.ir.grad_defs import grad_op_type
 from graphc.ir.opdef import all_op_types, get_op_def, has_op_def
-from graphc.ir.types import FLOAT_DTYPES, TensorType
+from graphc.ir.types import FLOAT_DTYPES, TensorType, lod_type
 
 HERE = "test_shape_inference.py"
 
@@ -291,6 +291,31 @@ CASES = [
     case("bilinear_tensor_product",
          {"X": t(-1, 3), "Y": t(-1, 4), "Weight": t(5, 3, 4), "Bias": t(1, 5)}, None,
          {"Out": t(-1, 5)}),
+    # -- issue 24: nn tail (data_norm, spectral_norm, lstm, hash, cvm)
+    case("data_norm", {"X": t(-1, 6), "BatchSize": t(6), "BatchSum": t(6),
+                       "BatchSquareSum": t(6)}, {"slot_dim": 3},
+         {"Y": t(-1, 6), "Means": t(6), "Scales": t(6), "BatchSizeOut": t(6),
+          "BatchSumOut": t(6), "BatchSquareSumOut": t(6)}),
+    case("spectral_norm", {"Weight": t(4, 3, 2), "U": t(3), "V": t(8)}, {"dim": 1},
+         {"Out": t(4, 3, 2)}),
+    case("cudnn_lstm", {"Input": t(5, -1, 3), "InitH": t(4, -1, 2), "InitC": t(4, -1, 2),
+                        "W": t(2 * 4 * 2 * (3 + 2 + 2) + 2 * 4 * 2 * (4 + 2 + 2))},
+         {"hidden_size": 2, "num_layers": 2, "is_bidirec": True},
+         {"Out": t(5, -1, 4), "LastH": t(4, -1, 2), "LastC": t(4, -1, 2),
+          "Reserve": t(1, 5, -1, 4)}),
+    case("hash", {"X": i64(-1, 2)}, {"num_hash": 3, "mod_by": 7}, {"Out": i64(-1, 3, 1)}),
+    case("cvm", {"X": t(-1, 5), "CVM": t(-1, 2)}, None, {"Y": t(-1, 5)}, "use_cvm"),
+    case("cvm", {"X": t(-1, 5), "CVM": t(-1, 2)}, {"use_cvm": False}, {"Y": t(-1, 3)},
+         "no_cvm"),
+    case("filter_by_instag", {"Ins": lod_type((-1, 4), "float32", 1),
+                              "Ins_tag": lod_type((-1, 1), "int64", 1), "Filter_tag": i64(3)},
+         {"is_lod": True},
+         {"Out": lod_type((-1, 4), "float32", 1), "LossWeight": lod_type((-1, 1), "float32", 1),
+          "IndexMap": lod_type((-1, 3), "int64", 1)}),
+    case("load", {}, {"file_path": "w.bin", "shape": [2, 3], "dtype": "int64"},
+         {"Out": i64(2, 3)}),
+    case("load", {}, {"file_path": "w.bin", "shape": [4], "load_as_fp16": True},
+         {"Out": t(4, dtype="float16")}, "fp16"),
     # -- normalisation, dropout, embedding ---------------------------------------------------
     case("batch_norm", {"X": t(-1, 3, 4, 4), "Scale": t(3), "Bias": t(3), "Mean": t(3),
                         "Variance": t(3)}, None,
@@ -572,6 +597,19 @@ ERRORS = [
     ("unfold", {"X": t(2, 3, 2, 2)}, {"kernel_sizes": [3, 3]}, "larger than padded input"),
     ("bilinear_tensor_product", {"X": t(2, 3), "Y": t(2, 4), "Weight": t(5, 4, 4)}, {},
      "does not fit"),
+    # -- issue 24: nn tail (data_norm, spectral_norm, lstm, hash, cvm)
+    ("data_norm", {"X": t(2, 6), "BatchSize": t(5), "BatchSum": t(6), "BatchSquareSum": t(6)},
+     {}, "BatchSize must be [6] for X [2, 6]"),
+    ("data_norm", {"X": t(2, 6), "BatchSize": t(6), "BatchSum": t(6), "BatchSquareSum": t(6)},
+     {"slot_dim": 4}, "slot_dim 4 does not divide"),
+    ("spectral_norm", {"Weight": t(4, 3), "U": t(4), "V": t(4)}, {}, "V must be [3]"),
+    ("cudnn_lstm", {"Input": t(5, 2, 3), "InitH": t(1, 2, 2), "InitC": t(1, 2, 2), "W": t(7)},
+     {"hidden_size": 2}, "W must be [56]"),
+    ("hash", {"X": t(3, 2)}, {}, "X must be int32 or int64"),
+    ("cvm", {"X": t(3, 1), "CVM": t(3, 2)}, {}, "needs at least the 2 show/click"),
+    ("filter_by_instag", {"Ins": t(4, 2), "Ins_tag": lod_type((-1, 1), "int64", 1),
+                          "Filter_tag": i64(2)}, {"is_lod": True}, "Ins must be a LoD value"),
+    ("load", {}, {"file_path": "w.bin", "shape": [-1, 3]}, "must be known and positive"),
     ("batch_norm", {"X": t(2, 4, 8, 8), **BN_STATS}, {},
      "Scale must be [4] for X [2, 4, 8, 8] (NCHW)"),
     ("batch_norm", {"X": t(2, 8, 8, 4), **BN_STATS}, {"data_layout": "NHWC"},

@@ -213,6 +213,19 @@ from .nn_more import (
     lrn,
     pool3d,
 )
+
+# -- issue 24: nn tail (data_norm, spectral_norm, inplace_abn, lstm, hash, cvm, counter)
+from .nn_tail import (  # noqa: A004 - hash is Paddle's layer name
+    autoincreased_step_counter,
+    continuous_value_model,
+    data_norm,
+    filter_by_instag,
+    hash,
+    inplace_abn,
+    load,
+    lstm,
+    spectral_norm,
+)
 from .reshuffle import (
     crop,
     crop_tensor,
@@ -308,6 +321,10 @@ __all__ = [
     "lrn", "pool3d", "resize_bilinear", "resize_nearest", "resize_trilinear",
     "bilinear_tensor_product", "dice_loss", "temporal_shift", "unfold",
 ]
+
+# -- issue 24: nn tail (data_norm, spectral_norm, inplace_abn, lstm, hash, cvm, counter)
+__all__ += ["autoincreased_step_counter", "continuous_value_model", "data_norm",
+            "filter_by_instag", "hash", "inplace_abn", "load", "lstm", "spectral_norm"]
 
 # -- issue 24: distributions and Variable
 __all__ += ["Categorical", "MultivariateNormalDiag", "Normal", "Uniform"]

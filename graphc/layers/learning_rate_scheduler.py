@@ -14,21 +14,33 @@ from ..ir.program import Variable
 COUNTER = "@LR_DECAY_COUNTER@"
 
 
-def _step_counter(begin: int = 0):
-    """The global step (float32 [1]): ``begin`` on the first run, +1 per run."""
+def global_counter(name: str, begin: int = 0, step: float = 1, dtype="float32",
+                   role: str | None = None) -> Variable:
+    """A persistable [1] counter ``name``: ``begin - 1 + step`` on the first run (Paddle's
+    start), +``step`` per run (an ``increment`` first in the main program; the first caller
+    fixes begin and step)."""
     main, startup = default_main_program(), default_startup_program()
     block = main.global_block()
-    if COUNTER in block.vars:
-        return block.var(COUNTER)
-    counter = block.create_var(COUNTER, [1], "float32", persistable=True, stop_gradient=True)
+    if name in block.vars:
+        return block.var(name)
+    counter = block.create_var(name, [1], dtype, persistable=True, stop_gradient=True)
     sblock = startup.global_block()
-    if COUNTER not in sblock.vars:
-        svar = sblock.create_var(COUNTER, [1], "float32", persistable=True)
+    if name not in sblock.vars:
+        svar = sblock.create_var(name, [1], dtype, persistable=True)
         sblock.append_op("fill_constant", outputs={"Out": svar},
-                         attrs={"shape": [1], "dtype": "float32", "value": float(begin - 1)})
-    with main.op_role_guard("lr_sched"):
-        block._prepend_op("increment", {"X": counter}, {"Out": counter}, {"step": 1.0})
+                         attrs={"shape": [1], "dtype": dtype, "value": float(begin - 1)})
+    if role is None:
+        block._prepend_op("increment", {"X": counter}, {"Out": counter}, {"step": float(step)})
+    else:
+        with main.op_role_guard(role):
+            block._prepend_op("increment", {"X": counter}, {"Out": counter},
+                              {"step": float(step)})
     return counter
+
+
+def _step_counter(begin: int = 0):
+    """The global step (float32 [1]): ``begin`` on the first run, +1 per run."""
+    return global_counter(COUNTER, begin, 1, "float32", role="lr_sched")
 
 
 def _decay_step_counter(begin=0):
