@@ -978,7 +978,6 @@ def test_detection_layers_round_trip(case_id):
 # -- end issue 24: detection
 
 
-<<<<<<< HEAD
 # -- issue 24: vision sampling ----------------------------------------------------------------
 @case("psroi_pool")
 def _psroi_pool():
@@ -1027,7 +1026,8 @@ def _im2sequence():
 def test_vision_sampling_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: vision sampling
-=======
+
+
 # -- issue 24: detection proposals
 @case("multiclass_nms2")
 def _multiclass_nms2():
@@ -1083,7 +1083,6 @@ def _generate_proposal_labels():
 def test_detection_proposals_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection proposals
->>>>>>> h3
 
 
 # -- issue 24: distributions and Variable ---------------------------------------------------
