@@ -401,6 +401,17 @@ __all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
 # -- end issue 24: detection
 
 
+# -- issue 24: detection targets
+from .detection_targets import (  # noqa: E402
+    multi_box_head,
+    ssd_loss,
+    yolov3_loss,
+)
+
+__all__ += ["multi_box_head", "ssd_loss", "yolov3_loss"]
+# -- end issue 24: detection targets
+
+
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing
