@@ -195,3 +195,89 @@ def ssd_loss_ref(loc, conf, boxes, labels, prior, var, background=0, overlap=0.5
     if normalize:
         loss /= np.sum(idx >= 0)
     return loss[:, None]
+
+
+def _pixel_iou(a, b):
+    iw = max(min(a[2], b[2]) - max(a[0], b[0]) + 1, 0)
+    ih = max(min(a[3], b[3]) - max(a[1], b[1]) + 1, 0)
+    inter = iw * ih
+    area = (a[2] - a[0] + 1) * (a[3] - a[1] + 1) + (b[2] - b[0] + 1) * (b[3] - b[1] + 1)
+    return inter / (area - inter)
+
+
+def _delta(ex, gt):
+    ew, eh = ex[2] - ex[0] + 1, ex[3] - ex[1] + 1
+    gw, gh = gt[2] - gt[0] + 1, gt[3] - gt[1] + 1
+    return [(gt[0] + 0.5 * gw - ex[0] - 0.5 * ew) / ew, (gt[1] + 0.5 * gh - ex[1] - 0.5 * eh) / eh,
+            math.log(gw / ew), math.log(gh / eh)]
+
+
+def _assign(anchors, inside, gts, pos, neg):
+    """(fg candidates, bg candidates, argmax box) over the inside anchors, in index order."""
+    ov = np.array([[_pixel_iou(anchors[i], g) for g in gts] for i in inside]).reshape(
+        len(inside), len(gts))
+    amax = ov.max(1) if len(gts) else np.full(len(inside), -np.inf)
+    arg = ov.argmax(1) if len(gts) else np.zeros(len(inside), int)
+    gmax = ov.max(0) if len(inside) else np.zeros(len(gts))
+    fg = [k for k in range(len(inside))
+          if any(abs(ov[k, j] - gmax[j]) < 1e-5 for j in range(len(gts))) or amax[k] >= pos]
+    bg = [k for k in range(len(inside)) if amax[k] < neg]
+    return fg, bg, arg
+
+
+def rpn_ref(anchors, gts, crowd, info, batch, straddle, fg_frac, pos, neg):
+    """use_random=False: per image (loc, score, label, delta, weight) lists."""
+    out = []
+    a = len(anchors)
+    for i, (g, cr, inf) in enumerate(zip(gts, crowd, info)):
+        if straddle >= 0:
+            inside = [k for k in range(a) if anchors[k, 0] >= -straddle
+                      and anchors[k, 1] >= -straddle and anchors[k, 2] < inf[1] + straddle
+                      and anchors[k, 3] < inf[0] + straddle]
+        else:
+            inside = list(range(a))
+        g = g[np.asarray(cr).reshape(-1) == 0] * inf[2]
+        fg, bg, arg = _assign(anchors, inside, g, pos, neg)
+        fg = fg[:int(fg_frac * batch)]
+        label = {k: 1 for k in fg}
+        bg = bg[:batch - len(fg)]
+        fake = []
+        for k in bg:
+            if label.get(k) == 1:
+                fake.append(fg[0])
+            label[k] = 0
+        fg_final = [k for k in range(len(inside)) if label.get(k) == 1]
+        bg_final = [k for k in range(len(inside)) if label.get(k) == 0]
+        loc = fake + fg_final
+        out.append(([inside[k] + i * a for k in loc],
+                    [inside[k] + i * a for k in fg_final + bg_final],
+                    [1] * len(fg_final) + [0] * len(bg_final),
+                    [_delta(anchors[inside[k]], g[arg[k]]) for k in loc],
+                    [[0.0] * 4] * len(fake) + [[1.0] * 4] * len(fg_final)))
+    return out
+
+
+def retinanet_ref(anchors, gts, labels, crowd, info, pos, neg):
+    out = []
+    a = len(anchors)
+    for i, (g, lab, cr, inf) in enumerate(zip(gts, labels, crowd, info)):
+        keep = np.asarray(cr).reshape(-1) == 0
+        g, lab = g[keep] * inf[2], np.asarray(lab).reshape(-1)[keep]
+        fg, bg, arg = _assign(anchors, list(range(a)), g, pos, neg)
+        fg_final = [k for k in fg if k not in bg]
+        out.append((fg_final, fg_final + bg, [lab[arg[k]] for k in fg_final] + [0] * len(bg),
+                    [_delta(anchors[k], g[arg[k]]) for k in fg_final], len(fg) + 1, i * a))
+    return out
+
+
+def rpn_candidates(anchors, gts, crowd, info, pos, neg):
+    """Per image (fg candidates, bg candidates) as global anchor indices (straddle 0)."""
+    out = []
+    a = len(anchors)
+    for i, (g, cr, inf) in enumerate(zip(gts, crowd, info)):
+        inside = [k for k in range(a) if anchors[k, 0] >= 0 and anchors[k, 1] >= 0
+                  and anchors[k, 2] < inf[1] and anchors[k, 3] < inf[0]]
+        fg, bg, _ = _assign(anchors, inside, g[np.asarray(cr).reshape(-1) == 0] * inf[2], pos,
+                            neg)
+        out.append(({inside[k] + i * a for k in fg}, {inside[k] + i * a for k in bg}))
+    return out

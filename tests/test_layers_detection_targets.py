@@ -6,7 +6,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from detection_targets_reference import mine_ref, ssd_loss_ref, yolov3_loss_ref
+from detection_targets_reference import (
+    mine_ref,
+    retinanet_ref,
+    rpn_candidates,
+    rpn_ref,
+    ssd_loss_ref,
+    yolov3_loss_ref,
+)
 
 import graphc
 import graphc.fluid as fluid
@@ -258,6 +265,148 @@ def test_tiny_ssd_trains():
     assert losses[-1] < 0.8 * losses[0], losses
 
 
+# -- rpn_target_assign and retinanet_target_assign ------------------------------------------
+def anchor_data():
+    """Anchors of sizes 8 and 14 on a stride-6 grid over a 32 x 32 image (some straddle),
+    two images: 3 boxes (a tiny one whose best anchor is also background: Paddle's weight-0
+    location row), and 3 boxes of which one is crowd (image 2 at scale 0.5)."""
+    anchors = []
+    for cy in range(2, 32, 6):
+        for cx in range(2, 32, 6):
+            for s in (8, 14):
+                anchors.append([cx - s / 2, cy - s / 2, cx + s / 2, cy + s / 2])
+    anchors = np.array(anchors)
+    gts = [np.array([[3.0, 4.0, 12.0, 11.0], [15.0, 14.0, 29.0, 27.0], [30.0, 0.0, 31.0, 1.0]]),
+           np.array([[10.0, 6.0, 40.0, 30.0], [2.0, 30.0, 20.0, 52.0],
+                     [30.0, 30.0, 60.0, 60.0]])]
+    crowd = [np.array([[0], [0], [0]], np.int32), np.array([[0], [1], [0]], np.int32)]
+    labels = [np.array([[3], [1], [2]], np.int32), np.array([[2], [4], [1]], np.int32)]
+    info = np.array([[32.0, 32.0, 1.0], [30.0, 28.0, 0.5]])
+    return anchors, gts, crowd, labels, info
+
+
+def lod_feed(parts, dtype):
+    return fluid.create_lod_tensor(np.concatenate(parts).astype(dtype),
+                                   [[len(p) for p in parts]], fluid.CPUPlace())
+
+
+@pytest.mark.parametrize("kw", [{}, {"rpn_batch_size_per_im": 12, "rpn_fg_fraction": 0.25},
+                                {"rpn_straddle_thresh": -1.0, "rpn_positive_overlap": 0.5,
+                                 "rpn_negative_overlap": 0.2}],
+                         ids=["default", "few-samples", "no-straddle-filter"])
+def test_rpn_target_assign_deterministic(kw):
+    anchors, gts, crowd, _, info = anchor_data()
+    a = len(anchors)
+    rng = np.random.default_rng(7)
+    bbox_pred = rng.standard_normal((2, a * 4))
+    logits = rng.standard_normal((2, a))
+    bp = graphc.data("bp", [-1, a * 4], "float64")
+    cl = graphc.data("cl", [-1, a], "float64")
+    an = graphc.data("anchor", [a, 4], "float64")
+    av = graphc.data("var", [a, 4], "float64")
+    gv = graphc.data("gt", [-1, 4], "float64", lod_level=1)
+    cv = graphc.data("crowd", [-1, 1], "int32", lod_level=1)
+    iv = graphc.data("info", [-1, 3], "float64")
+    outs = layers.rpn_target_assign(bp, cl, an, av, gv, cv, iv, use_random=False, **kw)
+    assert [o.lod_level for o in outs] == [1] * 5
+    op = op_outputs("rpn_target_assign")
+    fetch = list(outs) + [op["LocationIndex"][0], op["ScoreIndex"][0]]
+    feed = {"bp": bbox_pred, "cl": logits, "anchor": anchors, "var": np.ones((a, 4)),
+            "gt": lod_feed(gts, "float64"), "crowd": lod_feed(crowd, "int32"), "info": info}
+    got = run_both(feed, fetch)
+    scores, locs, label, delta, weight, loc_idx, score_idx = got
+    args = {"rpn_batch_size_per_im": 256, "rpn_straddle_thresh": 0.0, "rpn_fg_fraction": 0.5,
+            "rpn_positive_overlap": 0.7, "rpn_negative_overlap": 0.3, **kw}
+    ref = rpn_ref(anchors, gts, crowd, info, args["rpn_batch_size_per_im"],
+                  args["rpn_straddle_thresh"], args["rpn_fg_fraction"],
+                  args["rpn_positive_overlap"], args["rpn_negative_overlap"])
+    assert loc_idx.recursive_sequence_lengths() == [[len(r[0]) for r in ref]]
+    assert score_idx.recursive_sequence_lengths() == [[len(r[1]) for r in ref]]
+    np.testing.assert_array_equal(np.asarray(loc_idx), sum((r[0] for r in ref), []))
+    np.testing.assert_array_equal(np.asarray(score_idx), sum((r[1] for r in ref), []))
+    np.testing.assert_array_equal(np.asarray(label).reshape(-1), sum((r[2] for r in ref), []))
+    np.testing.assert_allclose(np.asarray(delta), np.array(sum((r[3] for r in ref), [])),
+                               rtol=1e-9)
+    np.testing.assert_array_equal(np.asarray(weight), sum((r[4] for r in ref), []))
+    np.testing.assert_allclose(np.asarray(scores).reshape(-1),
+                               logits.reshape(-1)[np.asarray(score_idx)])
+    np.testing.assert_allclose(np.asarray(locs),
+                               bbox_pred.reshape(-1, 4)[np.asarray(loc_idx)])
+    assert sum(len(r[0]) for r in ref) > 0 and sum(r[2].count(0) for r in ref) > 0
+    assert any(w == [0.0] * 4 for r in ref for w in r[4])  # a fg-and-bg anchor's row
+
+
+def test_rpn_target_assign_random_samples_a_seeded_subset():
+    anchors, gts, crowd, _, info = anchor_data()
+    a = len(anchors)
+    an = graphc.data("anchor", [a, 4], "float64")
+    gv = graphc.data("gt", [-1, 4], "float64", lod_level=1)
+    cv = graphc.data("crowd", [-1, 1], "int32", lod_level=1)
+    iv = graphc.data("info", [-1, 3], "float64")
+    outs = layers.rpn_target_assign(graphc.data("bp", [-1, a * 4], "float64"),
+                                    graphc.data("cl", [-1, a], "float64"), an, an, gv, cv, iv,
+                                    rpn_batch_size_per_im=10, rpn_fg_fraction=0.3)
+    op = op_outputs("rpn_target_assign")
+    feed = {"bp": np.zeros((2, a * 4)), "cl": np.zeros((2, a)), "anchor": anchors,
+            "gt": lod_feed(gts, "float64"), "crowd": lod_feed(crowd, "int32"), "info": info}
+    exe = graphc.Executor()
+    runs = [exe.run(feed=feed, fetch_list=[op["ScoreIndex"][0], outs[2]], return_numpy=False)
+            for _ in range(3)]
+    cands = rpn_candidates(anchors, gts, crowd, info, 0.7, 0.3)
+    picks = []
+    for score_idx, label in runs:
+        lengths = score_idx.recursive_sequence_lengths()[0]
+        assert all(n <= 10 for n in lengths)
+        idx, lab = np.asarray(score_idx).reshape(-1), np.asarray(label).reshape(-1)
+        start = 0
+        for i, n in enumerate(lengths):
+            part, part_lab = idx[start:start + n], lab[start:start + n]
+            start += n
+            # fg at most 3, every pick a candidate of its kind, fg listed first ascending
+            assert part_lab.sum() <= 3 and list(part_lab) == sorted(part_lab, reverse=True)
+            assert set(part[part_lab == 1]) <= cands[i][0]
+            assert set(part[part_lab == 0]) <= cands[i][1]
+        picks.append(tuple(idx))
+    assert len(set(picks)) > 1  # each step draws anew
+
+
+def test_retinanet_target_assign():
+    anchors, gts, crowd, labels, info = anchor_data()
+    a, classes = len(anchors), 5
+    rng = np.random.default_rng(8)
+    bbox_pred = rng.standard_normal((2, a, 4))
+    logits = rng.standard_normal((2, a, classes))
+    an = graphc.data("anchor", [a, 4], "float64")
+    gv = graphc.data("gt", [-1, 4], "float64", lod_level=1)
+    lv = graphc.data("label", [-1, 1], "int32", lod_level=1)
+    cv = graphc.data("crowd", [-1, 1], "int32", lod_level=1)
+    iv = graphc.data("info", [-1, 3], "float64")
+    outs = layers.retinanet_target_assign(graphc.data("bp", [-1, a, 4], "float64"),
+                                          graphc.data("cl", [-1, a, classes], "float64"), an,
+                                          an, gv, lv, cv, iv, num_classes=classes)
+    assert [o.lod_level for o in outs] == [1] * 6
+    op = op_outputs("retinanet_target_assign")
+    feed = {"bp": bbox_pred, "cl": logits, "anchor": anchors, "gt": lod_feed(gts, "float64"),
+            "label": lod_feed(labels, "int32"), "crowd": lod_feed(crowd, "int32"),
+            "info": info}
+    got = run_both(feed, list(outs) + [op["LocationIndex"][0], op["ScoreIndex"][0]])
+    scores, locs, label, delta, weight, fg_num, loc_idx, score_idx = got
+    ref = retinanet_ref(anchors, gts, labels, crowd, info, 0.5, 0.4)
+    np.testing.assert_array_equal(np.asarray(loc_idx), sum(([k + r[5] for k in r[0]]
+                                                            for r in ref), []))
+    np.testing.assert_array_equal(np.asarray(score_idx), sum(([k + r[5] for k in r[1]]
+                                                              for r in ref), []))
+    np.testing.assert_array_equal(np.asarray(label).reshape(-1), sum((r[2] for r in ref), []))
+    np.testing.assert_allclose(np.asarray(delta), np.array(sum((r[3] for r in ref), [])),
+                               rtol=1e-9)
+    np.testing.assert_array_equal(np.asarray(weight), 1.0)
+    np.testing.assert_array_equal(np.asarray(fg_num).reshape(-1), [r[4] for r in ref])
+    np.testing.assert_allclose(np.asarray(scores),
+                               logits.reshape(-1, classes)[np.asarray(score_idx)])
+    np.testing.assert_allclose(np.asarray(locs), bbox_pred.reshape(-1, 4)[np.asarray(loc_idx)])
+
+
 def test_fluid_spelling():
-    for name in ("yolov3_loss", "multi_box_head", "ssd_loss"):
+    for name in ("yolov3_loss", "multi_box_head", "ssd_loss", "rpn_target_assign",
+                 "retinanet_target_assign"):
         assert getattr(fluid.layers, name) is getattr(layers, name)

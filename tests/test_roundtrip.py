@@ -948,7 +948,27 @@ def _ssd_loss():
                     graphc.data("pv", [6, 4]))
 
 
-@pytest.mark.parametrize("case_id", ["yolov3_loss", "multi_box_head", "ssd_loss"])
+@case("rpn_target_assign")
+def _rpn_target_assign():
+    layers.rpn_target_assign(graphc.data("bp", [-1, 32]), graphc.data("cl", [-1, 8]),
+                             graphc.data("a", [8, 4]), graphc.data("v", [8, 4]),
+                             graphc.data("gt", [-1, 4], lod_level=1),
+                             graphc.data("crowd", [-1, 1], "int32", lod_level=1),
+                             graphc.data("info", [-1, 3]), 6, use_random=False)
+
+
+@case("retinanet_target_assign")
+def _retinanet_target_assign():
+    layers.retinanet_target_assign(graphc.data("bp", [-1, 8, 4]), graphc.data("cl", [-1, 8, 3]),
+                                   graphc.data("a", [8, 4]), graphc.data("v", [8, 4]),
+                                   graphc.data("gt", [-1, 4], lod_level=1),
+                                   graphc.data("gl", [-1, 1], "int32", lod_level=1),
+                                   graphc.data("crowd", [-1, 1], "int32", lod_level=1),
+                                   graphc.data("info", [-1, 3]), 3)
+
+
+@pytest.mark.parametrize("case_id", ["yolov3_loss", "multi_box_head", "ssd_loss",
+                                     "rpn_target_assign", "retinanet_target_assign"])
 def test_detection_target_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: detection targets

@@ -404,11 +404,14 @@ __all__ += ["anchor_generator", "bipartite_match", "box_clip", "box_coder",
 # -- issue 24: detection targets
 from .detection_targets import (  # noqa: E402
     multi_box_head,
+    retinanet_target_assign,
+    rpn_target_assign,
     ssd_loss,
     yolov3_loss,
 )
 
-__all__ += ["multi_box_head", "ssd_loss", "yolov3_loss"]
+__all__ += ["multi_box_head", "retinanet_target_assign", "rpn_target_assign", "ssd_loss",
+            "yolov3_loss"]
 # -- end issue 24: detection targets
 
 

@@ -9,7 +9,7 @@ from ..ir.errors import ProgramError
 from .detection import bipartite_match, box_coder, iou_similarity, prior_box, target_assign
 from .helper import LayerHelper, check_variable
 from .loss import smooth_l1, softmax_with_cross_entropy
-from .manipulation import flatten
+from .manipulation import flatten, gather
 from .math import reduce_sum
 from .nn import conv2d
 from .tensor import cast, concat, reshape, transpose
@@ -191,3 +191,67 @@ def ssd_loss(location, confidence, gt_box, gt_label, prior_box, prior_box_var=No
     if normalize:
         loss = loss / reduce_sum(loc_weight)
     return loss
+
+
+def _anchor_targets(op_type, inputs, attrs, outputs, dtype):
+    for slot, var in inputs.items():
+        check_variable(op_type, slot, var)
+    helper = LayerHelper(op_type)
+    outs = {slot: helper.create_variable_for_type_inference(
+        dtype if slot in ("TargetBBox", "BBoxInsideWeight") else "int32") for slot in outputs}
+    helper.append_op(op_type, inputs, outs, attrs)
+    for v in outs.values():
+        v.stop_gradient = True
+    return outs
+
+
+def rpn_target_assign(bbox_pred, cls_logits, anchor_box, anchor_var, gt_boxes, is_crowd,
+                      im_info, rpn_batch_size_per_im=256, rpn_straddle_thresh=0.0,
+                      rpn_fg_fraction=0.5, rpn_positive_overlap=0.7,
+                      rpn_negative_overlap=0.3, use_random=True):
+    """Faster R-CNN RPN targets: per image, anchors inside the image (by
+    rpn_straddle_thresh) labelled foreground (best IoU of a non-crowd box, or >=
+    rpn_positive_overlap) or background (< rpn_negative_overlap), sampled to
+    rpn_batch_size_per_im (a fg_fraction of them fg; use_random=False keeps the first ones).
+    Returns (scores [F + B, 1], locations [F, 4] gathered from the predictions, int32 labels,
+    box deltas, inside weights), LoD values with one sequence per image."""
+    check_variable("rpn_target_assign", "bbox_pred", bbox_pred)
+    check_variable("rpn_target_assign", "cls_logits", cls_logits)
+    outs = _anchor_targets(
+        "rpn_target_assign", {"Anchor": anchor_box, "GtBoxes": gt_boxes, "IsCrowd": is_crowd,
+                              "ImInfo": im_info},
+        {"rpn_batch_size_per_im": int(rpn_batch_size_per_im),
+         "rpn_straddle_thresh": float(rpn_straddle_thresh),
+         "rpn_positive_overlap": float(rpn_positive_overlap),
+         "rpn_negative_overlap": float(rpn_negative_overlap),
+         "rpn_fg_fraction": float(rpn_fg_fraction), "use_random": bool(use_random)},
+        ("LocationIndex", "ScoreIndex", "TargetBBox", "TargetLabel", "BBoxInsideWeight"),
+        anchor_box.dtype)
+    scores = gather(reshape(cls_logits, [-1, 1]), outs["ScoreIndex"])
+    locations = gather(reshape(bbox_pred, [-1, 4]), outs["LocationIndex"])
+    return (scores, locations, outs["TargetLabel"], outs["TargetBBox"],
+            outs["BBoxInsideWeight"])
+
+
+def retinanet_target_assign(bbox_pred, cls_logits, anchor_box, anchor_var, gt_boxes,
+                            gt_labels, is_crowd, im_info, num_classes=1,
+                            positive_overlap=0.5, negative_overlap=0.4):
+    """RetinaNet targets: per image every anchor labelled foreground (best IoU of a
+    non-crowd box, or >= positive_overlap; its box's class) or background
+    (< negative_overlap, label 0), no sampling. Returns (scores [F + B, num_classes],
+    locations [F, 4] gathered from the predictions, int32 labels, box deltas, inside weights,
+    foreground count + 1 per image [N, 1]), LoD values with one sequence per image."""
+    check_variable("retinanet_target_assign", "bbox_pred", bbox_pred)
+    check_variable("retinanet_target_assign", "cls_logits", cls_logits)
+    outs = _anchor_targets(
+        "retinanet_target_assign",
+        {"Anchor": anchor_box, "GtBoxes": gt_boxes, "GtLabels": gt_labels,
+         "IsCrowd": is_crowd, "ImInfo": im_info},
+        {"positive_overlap": float(positive_overlap),
+         "negative_overlap": float(negative_overlap)},
+        ("LocationIndex", "ScoreIndex", "TargetBBox", "TargetLabel", "BBoxInsideWeight",
+         "ForegroundNumber"), anchor_box.dtype)
+    scores = gather(reshape(cls_logits, [-1, int(num_classes)]), outs["ScoreIndex"])
+    locations = gather(reshape(bbox_pred, [-1, 4]), outs["LocationIndex"])
+    return (scores, locations, outs["TargetLabel"], outs["TargetBBox"],
+            outs["BBoxInsideWeight"], outs["ForegroundNumber"])

@@ -5,8 +5,8 @@ Only yolov3_loss differentiates (to X), as in Paddle 1.8; the mining and assignm
 
 from __future__ import annotations
 
-from ...ir.opdef import LOSS, NO_GRAD, register
-from ...ir.types import FLOAT_DTYPES, TensorType
+from ...ir.opdef import LOSS, NO_GRAD, RANDOM, register
+from ...ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType
 
 
 def _float(c, slot, rank=None):
@@ -94,3 +94,65 @@ register("mine_hard_examples", "ClsLoss LocLoss? MatchIndices MatchDist",
          doc="per image: the highest-loss eligible priors (unmatched under neg_dist_threshold "
              "for max_negative, at most neg_pos_ratio x positives; any for hard_example, at "
              "most sample_size), ascending, as a LoD value bounded by N * Np rows")
+def _anchor_inputs(c, labels):
+    anchor = _float(c, "Anchor", 2)
+    c.check(anchor.shape[1] in (4, -1), f"Anchor must be [A, 4], got {list(anchor.shape)}")
+    gt = _float(c, "GtBoxes", 2)
+    c.check(gt.lod_level == 1 and gt.shape[1] in (4, -1),
+            f"GtBoxes must be a LoD [G, 4] value (one sequence per image), got lod_level "
+            f"{gt.lod_level} and {list(gt.shape)}")
+    slots = ("IsCrowd", "GtLabels") if labels else ("IsCrowd",)
+    for slot in slots:
+        v = c.x(slot)
+        c.check(v.dtype in INT_DTYPES and v.lod_level == 1,
+                f"{slot} must be an integer LoD value, got {v.dtype} lod_level {v.lod_level}")
+    info = _float(c, "ImInfo", 2)
+    c.check(info.shape[1] in (3, -1), f"ImInfo must be [N, 3], got {list(info.shape)}")
+    return anchor
+
+
+def _rpn_target_assign(c):
+    anchor = _anchor_inputs(c, False)
+    c.check(c["rpn_batch_size_per_im"] > 0,
+            f"rpn_batch_size_per_im must be positive, got {c['rpn_batch_size_per_im']}")
+    c.check(0 <= c["rpn_fg_fraction"] <= 1,
+            f"rpn_fg_fraction must be in [0, 1], got {c['rpn_fg_fraction']}")
+    lod = ("int32", False, 1)
+    return {"LocationIndex": TensorType((-1,), *lod), "ScoreIndex": TensorType((-1,), *lod),
+            "TargetBBox": TensorType((-1, 4), anchor.dtype, False, 1),
+            "TargetLabel": TensorType((-1, 1), *lod),
+            "BBoxInsideWeight": TensorType((-1, 4), anchor.dtype, False, 1)}
+
+
+register("rpn_target_assign", "Anchor GtBoxes IsCrowd ImInfo",
+         "LocationIndex ScoreIndex TargetBBox TargetLabel BBoxInsideWeight",
+         {"rpn_batch_size_per_im": ("int", 256), "rpn_straddle_thresh": ("float", 0.0),
+          "rpn_positive_overlap": ("float", 0.7), "rpn_negative_overlap": ("float", 0.3),
+          "rpn_fg_fraction": ("float", 0.5), "use_random": ("bool", True),
+          "seed": ("int", 0)},
+         infer=_rpn_target_assign, traits=(NO_GRAD, RANDOM),
+         lod_inputs=("GtBoxes", "IsCrowd"), lod="aware",
+         doc="per image: anchors inside the image labelled fg (best or >= positive overlap "
+             "with a non-crowd box) / bg (< negative overlap), sampled to "
+             "rpn_batch_size_per_im; flat indices, encoded targets, labels and weights as "
+             "LoD values bounded by N * A rows")
+
+
+def _retinanet_target_assign(c):
+    anchor = _anchor_inputs(c, True)
+    lod = ("int32", False, 1)
+    return {"LocationIndex": TensorType((-1,), *lod), "ScoreIndex": TensorType((-1,), *lod),
+            "TargetBBox": TensorType((-1, 4), anchor.dtype, False, 1),
+            "TargetLabel": TensorType((-1, 1), *lod),
+            "BBoxInsideWeight": TensorType((-1, 4), anchor.dtype, False, 1),
+            "ForegroundNumber": TensorType((-1, 1), *lod)}
+
+
+register("retinanet_target_assign", "Anchor GtBoxes GtLabels IsCrowd ImInfo",
+         "LocationIndex ScoreIndex TargetBBox TargetLabel BBoxInsideWeight ForegroundNumber",
+         {"positive_overlap": ("float", 0.5), "negative_overlap": ("float", 0.4)},
+         infer=_retinanet_target_assign, traits=(NO_GRAD,),
+         lod_inputs=("GtBoxes", "GtLabels", "IsCrowd"), lod="aware",
+         doc="per image: every fg anchor (best or >= positive_overlap) with its box's label "
+             "and encoded target, every bg anchor (< negative_overlap) labelled 0, and the "
+             "fg count + 1, as LoD values bounded by N * A rows")
