@@ -406,6 +406,28 @@ def test_retinanet_target_assign():
     np.testing.assert_allclose(np.asarray(locs), bbox_pred.reshape(-1, 4)[np.asarray(loc_idx)])
 
 
+def test_build_time_errors_name_the_input():
+    with pytest.raises(ShapeError, match="mining_type must be"):
+        _mine_hard_examples(graphc.data("c", [-1, 5]), graphc.data("m", [-1, 5], "int32"),
+                            graphc.data("d", [-1, 5]), 3.0, 0.5, "most_negative", 0)
+    a = graphc.data("anchor", [6, 4])
+    with pytest.raises(ShapeError, match="GtBoxes must be a LoD"):
+        layers.rpn_target_assign(graphc.data("bp", [-1, 24]), graphc.data("cl", [-1, 6]), a, a,
+                                 graphc.data("gt", [-1, 4]),
+                                 graphc.data("crowd", [-1, 1], "int32", lod_level=1),
+                                 graphc.data("info", [-1, 3]))
+    with pytest.raises(ShapeError, match="GtLabels must be an integer LoD"):
+        layers.retinanet_target_assign(graphc.data("bp2", [-1, 6, 4]),
+                                       graphc.data("cl2", [-1, 6, 2]), a, a,
+                                       graphc.data("gt2", [-1, 4], lod_level=1),
+                                       graphc.data("gl", [-1, 1], lod_level=1),
+                                       graphc.data("crowd2", [-1, 1], "int32", lod_level=1),
+                                       graphc.data("info2", [-1, 3]), 2)
+    with pytest.raises(ShapeError, match="GTLabel must be an int32"):
+        layers.yolov3_loss(graphc.data("x", [-1, 14, 4, 4]), graphc.data("b", [-1, 3, 4]),
+                           graphc.data("l", [-1, 3], "int64"), ANCHORS, [1, 2], 2, 0.5, 8)
+
+
 def test_fluid_spelling():
     for name in ("yolov3_loss", "multi_box_head", "ssd_loss", "rpn_target_assign",
                  "retinanet_target_assign"):
