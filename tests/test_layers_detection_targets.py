@@ -153,8 +153,9 @@ def ssd_data(rng, n=2, p=12, c=4):
 
 @pytest.mark.parametrize("kw", [{}, {"match_type": "bipartite", "normalize": False},
                                 {"neg_pos_ratio": 1.0, "loc_loss_weight": 0.5,
-                                 "conf_loss_weight": 2.0, "background_label": 0}],
-                         ids=["default", "bipartite-unnormalized", "weights"])
+                                 "conf_loss_weight": 2.0, "background_label": 0},
+                                {"no_var": True}],
+                         ids=["default", "bipartite-unnormalized", "weights", "no-variance"])
 def test_ssd_loss(kw):
     rng = np.random.default_rng(4)
     loc, conf, boxes, labels, prior, var = ssd_data(rng)
@@ -164,7 +165,8 @@ def test_ssd_loss(kw):
     tv = graphc.data("label", [-1, 1], "int32", lod_level=1)
     pv = graphc.data("prior", [12, 4], "float64")
     vv = graphc.data("var", [12, 4], "float64")
-    loss = layers.ssd_loss(lv, cv, bv, tv, pv, vv, **kw)
+    no_var = kw.pop("no_var", False)
+    loss = layers.ssd_loss(lv, cv, bv, tv, pv, None if no_var else vv, **kw)
     assert loss.shape == (-1, 1)
     lengths = [[len(b) for b in boxes]]
     feed = {"loc": loc, "conf": conf, "prior": prior, "var": var,
@@ -172,7 +174,7 @@ def test_ssd_loss(kw):
             "label": fluid.create_lod_tensor(np.concatenate(labels)[:, None].astype(np.int32),
                                              lengths, fluid.CPUPlace())}
     (got,) = run_both(feed, [loss])
-    ref = ssd_loss_ref(loc, conf, boxes, labels, prior, var,
+    ref = ssd_loss_ref(loc, conf, boxes, labels, prior, np.ones_like(var) if no_var else var,
                        background=kw.get("background_label", 0),
                        ratio=kw.get("neg_pos_ratio", 3.0),
                        loc_w=kw.get("loc_loss_weight", 1.0),
@@ -224,6 +226,18 @@ def test_multi_box_head_composes_prior_box_and_conv_heads():
     want = want.reshape(2, 64, 4)
     np.testing.assert_allclose(lo[:, :64], want, rtol=1e-4, atol=1e-5)
     assert co.shape == (2, p, 5)
+
+
+def test_multi_box_head_one_map_keeps_prior_box_layout():
+    image = graphc.data("image", [-1, 3, 32, 32])
+    loc, conf, box, var = layers.multi_box_head([graphc.data("f", [-1, 4, 3, 3])], image, 32, 2,
+                                                [[2.0]], min_sizes=[8.0], max_sizes=[16.0],
+                                                steps=[10.0])
+    assert (loc.shape, conf.shape, box.shape, var.shape) == \
+        ((-1, 36, 4), (-1, 36, 2), (3, 3, 4, 4), (3, 3, 4, 4))
+    (op,) = [o for o in graphc.default_main_program().global_block().ops
+             if o.type == "prior_box"]
+    assert (op.attrs["step_w"], op.attrs["step_h"], op.attrs["flip"]) == (10.0, 10.0, True)
 
 
 def test_multi_box_head_sizes_from_ratios():

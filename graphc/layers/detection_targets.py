@@ -112,7 +112,7 @@ def multi_box_head(inputs, image, base_size, num_classes, aspect_ratios, min_rat
         var = concat([flatten(v, axis=3) for v in variances])
         loc, conf = concat(locs, axis=1), concat(confs, axis=1)
     # Paddle's [0, -1, k]; the prior count when known keeps dim 1 static for the loss
-    priors = box.shape[0] if len(box.shape) == 2 else -1
+    priors = math.prod(box.shape[:-1]) if all(d > 0 for d in box.shape) else -1
     shape = [-1, priors] if priors > 0 else [0, -1]
     loc = reshape(loc, shape + [4])
     conf = reshape(conf, shape + [num_classes])
