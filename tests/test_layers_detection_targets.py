@@ -420,6 +420,31 @@ def test_retinanet_target_assign():
     np.testing.assert_allclose(np.asarray(locs), bbox_pred.reshape(-1, 4)[np.asarray(loc_idx)])
 
 
+def test_gather_by_a_lod_index_keeps_its_lod_and_differentiates():
+    """What the two target layers rely on: Out = X[Index] row by row with Index's LoD."""
+    x = graphc.data("x", [5, 3], "float64")
+    x.stop_gradient = False
+    idx = graphc.data("idx", [-1, 1], "int32", lod_level=1)
+    out = layers.gather(x, idx)
+    assert (out.shape, out.lod_level) == ((-1, 3), 1)
+    loss = layers.reduce_sum(layers.square(out))
+    graphc.append_backward(loss)
+    xv = np.arange(15.0).reshape(5, 3)
+    feed = {"x": xv, "idx": lod_feed([np.array([[4], [0]]), np.array([[2]])], "int32")}
+    got, total, grad = graphc.Executor().run(feed=feed, fetch_list=[out, loss, "x@GRAD"],
+                                             return_numpy=False)
+    assert got.recursive_sequence_lengths() == [[2, 1]]
+    np.testing.assert_array_equal(np.asarray(got), xv[[4, 0, 2]])
+    np.testing.assert_allclose(np.asarray(total), [np.sum(xv[[4, 0, 2]] ** 2)])
+    want = np.zeros_like(xv)
+    want[[4, 0, 2]] = 2 * xv[[4, 0, 2]]
+    np.testing.assert_allclose(np.asarray(grad), want)
+    main = graphc.default_main_program()
+    _, (ref,) = run_graph(graphc.lower(main), {},
+                          {k: as_feed(main, k, v) for k, v in feed.items()}, ["x@GRAD"])
+    np.testing.assert_allclose(np.asarray(ref), want)
+
+
 def test_build_time_errors_name_the_input():
     with pytest.raises(ShapeError, match="mining_type must be"):
         _mine_hard_examples(graphc.data("c", [-1, 5]), graphc.data("m", [-1, 5], "int32"),
