@@ -1505,6 +1505,23 @@ def im2sequence(c):
 # -- end issue 24: vision sampling
 
 
+# -- issue 24: detection targets --------------------------------------------------------------
+@grad_case("yolov3_loss", params=[{"score": False, "scale": 1.0}, {"score": True, "scale": 1.1}])
+def yolov3_loss(c, score, scale):
+    """Gradient to X (Paddle's only one); small logits keep every |w/h residual| and the
+    ignore decisions away from their kinks."""
+    x = c.data("x", c.randn(2, 14, 3, 3, scale=0.1))
+    box = c.data("box", np.array([[[0.3, 0.4, 0.3, 0.5], [0.7, 0.2, 0.2, 0.1],
+                                   [0.0, 0.0, 0.0, 0.0]],
+                                  [[0.55, 0.6, 0.4, 0.35], [0.1, 0.85, 0.1, 0.12],
+                                   [0.3, 0.4, 0.3, 0.5]]]), grad=False)
+    label = c.data("label", np.array([[0, 1, 0], [1, 1, 0]]), grad=False, dtype="int32")
+    gt_score = c.data("score", c.uniform(0.5, 1.0, 2, 3), grad=False) if score else None
+    return layers.yolov3_loss(x, box, label, [10, 13, 16, 30, 33, 23], [1, 2], 2, 0.9, 8,
+                              gt_score=gt_score, scale_x_y=scale)
+# -- end issue 24: detection targets
+
+
 # -- issue 24: distributions and Variable -----------------------------------------------------
 @grad_case("strided_slice", params=[{"index": "reversed"}, {"index": "int_and_step"}])
 def variable_indexing(c, index):

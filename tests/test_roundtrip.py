@@ -1085,6 +1085,55 @@ def test_detection_proposals_layers_round_trip(case_id):
 # -- end issue 24: detection proposals
 
 
+# -- issue 24: detection targets ------------------------------------------------------------
+@case("yolov3_loss")
+def _yolov3_loss():
+    layers.yolov3_loss(image((-1, 14, 4, 4)), graphc.data("b", [-1, 3, 4]),
+                       graphc.data("l", [-1, 3], "int32"), [10, 13, 16, 30, 33, 23], [1, 2], 2,
+                       0.7, 8, gt_score=graphc.data("s", [-1, 3]), scale_x_y=1.05)
+
+
+@case("multi_box_head")
+def _multi_box_head():
+    layers.multi_box_head([image((-1, 4, 4, 4)), image((-1, 4, 2, 2), "f2")],
+                          image((-1, 3, 32, 32), "im"), 32, 3, [[2.0], [2.0]],
+                          min_sizes=[8.0, 16.0], max_sizes=[16.0, 28.0])
+
+
+@case("ssd_loss")
+def _ssd_loss():
+    layers.ssd_loss(graphc.data("loc", [-1, 6, 4]), graphc.data("conf", [-1, 6, 3]),
+                    graphc.data("gt", [-1, 4], lod_level=1),
+                    graphc.data("gl", [-1, 1], "int32", lod_level=1), graphc.data("p", [6, 4]),
+                    graphc.data("pv", [6, 4]))
+
+
+@case("rpn_target_assign")
+def _rpn_target_assign():
+    layers.rpn_target_assign(graphc.data("bp", [-1, 32]), graphc.data("cl", [-1, 8]),
+                             graphc.data("a", [8, 4]), graphc.data("v", [8, 4]),
+                             graphc.data("gt", [-1, 4], lod_level=1),
+                             graphc.data("crowd", [-1, 1], "int32", lod_level=1),
+                             graphc.data("info", [-1, 3]), 6, use_random=False)
+
+
+@case("retinanet_target_assign")
+def _retinanet_target_assign():
+    layers.retinanet_target_assign(graphc.data("bp", [-1, 8, 4]), graphc.data("cl", [-1, 8, 3]),
+                                   graphc.data("a", [8, 4]), graphc.data("v", [8, 4]),
+                                   graphc.data("gt", [-1, 4], lod_level=1),
+                                   graphc.data("gl", [-1, 1], "int32", lod_level=1),
+                                   graphc.data("crowd", [-1, 1], "int32", lod_level=1),
+                                   graphc.data("info", [-1, 3]), 3)
+
+
+@pytest.mark.parametrize("case_id", ["yolov3_loss", "multi_box_head", "ssd_loss",
+                                     "rpn_target_assign", "retinanet_target_assign"])
+def test_detection_target_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: detection targets
+
+
 # -- issue 24: distributions and Variable ---------------------------------------------------
 @case("Uniform")
 def _uniform():

@@ -1558,6 +1558,49 @@ def test_detection_proposals_inferred_types(op_type, ins, attrs, outs):
 # -- end issue 24: detection proposals
 
 
+# -- issue 24: detection targets --------------------------------------------------------------
+DETECTION_TARGET_CASES = [
+    case("yolov3_loss", {"X": t(-1, 16, 5, 5), "GTBox": t(-1, 6, 4),
+                         "GTLabel": TensorType((-1, 6), "int32"), "GTScore": t(-1, 6)},
+         {"anchors": [10, 13, 16, 30, 33, 23], "anchor_mask": [1, 2], "class_num": 3,
+          "ignore_thresh": 0.7, "downsample_ratio": 8},
+         {"Loss": t(-1), "ObjectnessMask": t(-1, 2, 5, 5),
+          "GTMatchMask": TensorType((-1, 6), "int32")}),
+    case("mine_hard_examples", {"ClsLoss": t(-1, 9), "MatchIndices": TensorType((-1, 9), "int32"),
+                                "MatchDist": t(-1, 9)},
+         {"neg_pos_ratio": 3.0, "neg_dist_threshold": 0.5},
+         {"NegIndices": TensorType((-1, 1), "int32", False, 1),
+          "UpdatedMatchIndices": TensorType((-1, 9), "int32")}),
+    case("mine_hard_examples", {"ClsLoss": t(4, 9), "LocLoss": t(4, 9),
+                                "MatchIndices": TensorType((4, 9), "int32"),
+                                "MatchDist": t(4, 9)},
+         {"mining_type": "hard_example", "sample_size": 5},
+         {"NegIndices": TensorType((-1, 1), "int32", False, 1),
+          "UpdatedMatchIndices": TensorType((4, 9), "int32")}, "hard-example"),
+    case("rpn_target_assign", {"Anchor": t(20, 4), "GtBoxes": TensorType((-1, 4), "float32",
+                                                                        False, 1),
+                               "IsCrowd": TensorType((-1, 1), "int32", False, 1),
+                               "ImInfo": t(-1, 3)}, {"use_random": False},
+         {"LocationIndex": TensorType((-1,), "int32", False, 1),
+          "ScoreIndex": TensorType((-1,), "int32", False, 1),
+          "TargetBBox": TensorType((-1, 4), "float32", False, 1),
+          "TargetLabel": TensorType((-1, 1), "int32", False, 1),
+          "BBoxInsideWeight": TensorType((-1, 4), "float32", False, 1)}),
+    case("retinanet_target_assign",
+         {"Anchor": t(20, 4), "GtBoxes": TensorType((-1, 4), "float32", False, 1),
+          "GtLabels": TensorType((-1, 1), "int32", False, 1),
+          "IsCrowd": TensorType((-1, 1), "int32", False, 1), "ImInfo": t(-1, 3)}, None,
+         {"LocationIndex": TensorType((-1,), "int32", False, 1),
+          "ScoreIndex": TensorType((-1,), "int32", False, 1),
+          "TargetBBox": TensorType((-1, 4), "float32", False, 1),
+          "TargetLabel": TensorType((-1, 1), "int32", False, 1),
+          "BBoxInsideWeight": TensorType((-1, 4), "float32", False, 1),
+          "ForegroundNumber": TensorType((-1, 1), "int32", False, 1)}),
+]
+CASES.extend(DETECTION_TARGET_CASES)
+# -- end issue 24: detection targets
+
+
 # -- issue 24: distributions and Variable -----------------------------------------------------
 # the slice ops Variable.__getitem__ emits: every axis indexed by an int keeps shape [1]
 # (Paddle's rule), a reversing step over an unknown batch stays unknown

@@ -452,6 +452,20 @@ __all__ += ["collect_fpn_proposals", "distribute_fpn_proposals", "generate_propo
 # -- end issue 24: detection proposals
 
 
+# -- issue 24: detection targets
+from .detection_targets import (  # noqa: E402
+    multi_box_head,
+    retinanet_target_assign,
+    rpn_target_assign,
+    ssd_loss,
+    yolov3_loss,
+)
+
+__all__ += ["multi_box_head", "retinanet_target_assign", "rpn_target_assign", "ssd_loss",
+            "yolov3_loss"]
+# -- end issue 24: detection targets
+
+
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing

@@ -197,6 +197,7 @@ def _gather(c):
 
 
 register("gather", "X Index", "Out", {"overwrite": ("bool", True)}, infer=_gather,
+         lod_inputs=("Index",), lod_outputs={"Out": ("Index",)},
          doc="Out = X[Index] along dim 0; overwrite picks how the gradient of a repeated "
              "index is formed (one of its rows, or their sum)")
 
