@@ -37,8 +37,6 @@ ADVICE: dict[str, str] = {
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
     "LoDTensorArray": _LOD,
-    "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
-                            "ParamAttr"),
     "CUDAPinnedPlace": "graphc has no pinned host memory place; use CPUPlace or CUDAPlace",
     "cuda_pinned_places": "graphc has no pinned host memory place; use cpu_places()",
     "profiler": ("graphc has no fluid.profiler; time a pass pipeline with "
@@ -52,9 +50,6 @@ ADVICE: dict[str, str] = {
     "layers.IfElse": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.Switch": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.StaticRNN": "control flow (StaticRNN/DynamicRNN) is not supported yet",
-    "layers.Print": ("layers.Print is not supported: fetch the variable, or print the IR with "
-                     "print(fluid.lower(main).to_text())"),
-    "layers.py_func": "layers.py_func is not supported: an XLA step cannot call Python",
     "layers.py_reader": "use fluid.io.DataLoader.from_generator (or fluid.io.PyReader)",
     "layers.create_py_reader_by_data": "use fluid.io.DataLoader.from_generator",
     "layers.double_buffer": "DataLoader already double-buffers (capacity=2)",
@@ -67,10 +62,6 @@ ADVICE: dict[str, str] = {
     "layers.array_read": _LOD,
     "layers.create_array": _LOD,
     # -- issue 24: optimizers graphc refuses (docs/porting_from_paddle.md says why)
-    "optimizer.DGCMomentumOptimizer": (
-        "DGCMomentumOptimizer (deep gradient compression) is not supported: it sparsifies the "
-        "gradients multi-trainer all-reduce sends, and graphc's data parallelism all-reduces "
-        "dense gradients inside one XLA step; use MomentumOptimizer"),
     "optimizer.PipelineOptimizer": (
         "PipelineOptimizer is not supported: graphc compiles a whole step for its devices and "
         "has no per-section pipeline workers or queues; use the inner optimizer"),

@@ -25,6 +25,8 @@ from .crf import chunk_eval, crf_decoding, linear_chain_crf
 # -- issue 24: distributions and Variable
 from .distributions import Categorical, MultivariateNormalDiag, Normal, Uniform
 from .dynamic_rnn import DynamicRNN
+# -- issue 24: host callbacks (py_func, Print)
+from .host import Print, py_func
 from .learning_rate_scheduler import (
     cosine_decay,
     exponential_decay,
@@ -405,3 +407,6 @@ def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing
     raise missing("graphc.fluid.layers", name)
+
+# -- issue 24: host callbacks (py_func, Print)
+__all__ += ["Print", "py_func"]
