@@ -25,6 +25,7 @@ from .crf import chunk_eval, crf_decoding, linear_chain_crf
 # -- issue 24: distributions and Variable
 from .distributions import Categorical, MultivariateNormalDiag, Normal, Uniform
 from .dynamic_rnn import DynamicRNN
+
 # -- issue 24: host callbacks (py_func, Print)
 from .host import Print, py_func
 from .learning_rate_scheduler import (
