@@ -77,7 +77,7 @@ def _py_func(c):
     return {"Out": [TensorType(s, d) for s, d in zip(unflatten_shapes(ranks, dims), dtypes)]}
 
 
-register("py_func", "X*", "Out*",
+register("py_func", "X*?", "Out*?",
          {"forward_callable_id": "int", "backward_callable_id": ("int", -1),
           "backward_skip_x": ("ints", []), "backward_skip_out": ("ints", []),
           "out_ranks": ("ints", []), "out_dims": ("ints", []), "out_dtypes": ("strs", [])},

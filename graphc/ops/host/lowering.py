@@ -31,7 +31,7 @@ def _out_structs(c, X) -> list[jax.ShapeDtypeStruct]:
     """The outputs' shapes: declared ones; a leading -1 (a batch dimension) is the first
     input's leading dimension, the only size the step can know before the call."""
     structs = []
-    for t in c.out_types["Out"]:
+    for t in c.out_types.get("Out", []):
         shape = list(t.shape)
         if shape and shape[0] < 0 and X:
             shape[0] = X[0].shape[0]
@@ -65,7 +65,7 @@ def _py_func(c, X):
     structs = _out_structs(c, xs)
     if not structs:  # a function run for its effect (Paddle's py_func with out=None)
         jax.debug.callback(lambda *a: fn(*[np.asarray(v) for v in a]), *xs)
-        return {"Out": []}
+        return {}
     def forward(*arrays):
         return _checked(fn(*[np.asarray(a) for a in arrays]), structs, "py_func's func")
 
@@ -111,7 +111,9 @@ def _format(c, value: np.ndarray, name: str) -> str:
         lines.append(f"  - dtype: {_PADDLE_DTYPE.get(str(value.dtype), str(value.dtype))}")
     flat = value.reshape(-1)
     n = flat.size if c["summarize"] == -1 else min(c["summarize"], flat.size)
-    lines.append(f"  - data: [{' '.join(str(v) for v in flat[:n].tolist())}]")
+    # C++ ostream's default (6 significant digits) for floats, as Paddle prints them
+    fmt = "{:g}".format if value.dtype.kind == "f" else str
+    lines.append(f"  - data: [{' '.join(fmt(v) for v in flat[:n].tolist())}]")
     return "\n".join(lines) + "\n"
 
 
