@@ -268,3 +268,36 @@ def test_dgc_small_parameters_use_momentum_and_bad_arguments_are_refused():
             0.1, 0.9, 0, grad_clip=fluid.clip.GradientClipByNorm(1.0))
     with pytest.raises(ProgramError, match="rampup_begin_step"):
         fluid.optimizer.DGCMomentumOptimizer(0.1, 0.9, -1)
+
+
+@pytest.mark.parametrize("reduce_mode", [False, True])
+def test_dgc_on_two_replicas_compresses_the_mean_gradient(reduce_mode):
+    """graphc's documented multi-replica DGC: the dense gradient is all-reduced (mean) first,
+    so two replicas give what one device gives on the whole batch (Reduce mode keeps the
+    update whole: its top-k reads the whole parameter)."""
+    rng = np.random.default_rng(2)
+    xv = rng.standard_normal((8, 128)).astype("float32")
+    tv = rng.standard_normal((8, 128)).astype("float32")
+    results = []
+    for n in (1, 2):
+        main, startup = fluid.Program(), fluid.Program()
+        with fluid.program_guard(main, startup), fluid.unique_name.guard():
+            x = fluid.data("x", [-1, 128], "float32")
+            t = fluid.data("t", [-1, 128], "float32")
+            y = layers.fc(x, 128, bias_attr=False, param_attr=fluid.ParamAttr(name="w"))
+            loss = layers.reduce_mean(layers.square(y - t))
+            fluid.optimizer.DGCMomentumOptimizer(
+                0.5, 0.9, rampup_begin_step=1, sparsity=[0.9]).minimize(loss)
+        scope, exe = fluid.Scope(), fluid.Executor()
+        exe.run(startup, scope=scope)
+        prog = main
+        if n > 1:
+            bs = fluid.BuildStrategy()
+            if reduce_mode:
+                bs.reduce_strategy = fluid.BuildStrategy.ReduceStrategy.Reduce
+            prog = fluid.CompiledProgram(main, build_strategy=bs).with_data_parallel(
+                loss_name=loss.name, places=fluid.cpu_places(n))
+        for _ in range(4):
+            exe.run(prog, feed={"x": xv, "t": tv}, fetch_list=[loss], scope=scope)
+        results.append(np.asarray(scope["w"]))
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-4, atol=1e-5)

@@ -4,7 +4,7 @@ on the selected entries after) as one optimizer op on one parameter."""
 
 from __future__ import annotations
 
-from ...ir.opdef import NO_GRAD, OPTIMIZER, STATEFUL, register
+from ...ir.opdef import NO_GRAD, OPTIMIZER, STATEFUL, WHOLE_TENSOR, register
 from ..optimizer.defs import _check_param_grad
 
 
@@ -26,7 +26,7 @@ register("dgc_momentum", "Param Grad Velocity V LearningRate CurrentStep",
           "rampup_begin_step": ("float", 0.0), "rampup_step": ("float", 1.0),
           "regular_coeff": ("float", 0.0), "regular_type": ("int", 0),
           "clip_norm": ("float", -1.0)},
-         infer=_dgc_momentum, traits=(OPTIMIZER, STATEFUL, NO_GRAD),
+         infer=_dgc_momentum, traits=(OPTIMIZER, STATEFUL, NO_GRAD, WHOLE_TENSOR),
          inplace={"ParamOut": "Param", "VelocityOut": "Velocity", "VOut": "V"},
          doc="step < rampup_begin_step: momentum; after: u = mu*u + g, v += u, the top-k "
              "|v| entries are applied (p -= lr*v there) and cleared in u and v")
