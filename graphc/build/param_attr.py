@@ -64,10 +64,12 @@ class WeightNormParamAttr(ParamAttr):
     so w starts as v), and computes w from them with ops in the main program."""
 
     def __init__(self, dim=None, name=None, initializer=None, learning_rate=1.0,
-                 regularizer=None, trainable=True, do_model_average=False):
+                 regularizer=None, trainable=True, do_model_average=False, *,
+                 gradient_clip=None):
+        # gradient_clip: Paddle 1.6/1.7's argument (before do_model_average there), by keyword
         super().__init__(name=name, initializer=initializer, learning_rate=learning_rate,
                          regularizer=regularizer, trainable=trainable,
-                         do_model_average=do_model_average)
+                         gradient_clip=gradient_clip, do_model_average=do_model_average)
         if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int)):
             raise ProgramError(f"WeightNormParamAttr: dim must be an int or None, got {dim!r}")
         self.dim = dim
