@@ -301,3 +301,27 @@ def test_dgc_on_two_replicas_compresses_the_mean_gradient(reduce_mode):
             exe.run(prog, feed={"x": xv, "t": tv}, fetch_list=[loss], scope=scope)
         results.append(np.asarray(scope["w"]))
     np.testing.assert_allclose(results[1], results[0], rtol=1e-4, atol=1e-5)
+
+
+def test_host_ops_under_amp_see_float32_and_keep_their_dtypes():
+    """The amp pass leaves host callbacks alone: the function gets float32 arrays, and its
+    declared output dtype holds."""
+    x = fluid.data("x", [-1, 4], "float32")
+    h = layers.fc(x, 4)
+    o = fluid.default_main_program().global_block().create_var("o", [-1, 4], "float32")
+    seen = []
+
+    def double(a):
+        seen.append(a.dtype)
+        return a * 2
+
+    layers.py_func(double, h, o, backward_func=lambda a, out, g: 2 * g)
+    loss = layers.reduce_mean(layers.fc(layers.Print(o, summarize=2), 1))
+    fluid.optimizer.SGD(0.1).minimize(loss)
+    bs = fluid.BuildStrategy()
+    bs.amp = True
+    cp = fluid.CompiledProgram(fluid.default_main_program(), build_strategy=bs)
+    exe = fluid.Executor()
+    exe.run(fluid.default_startup_program())
+    (got,) = exe.run(cp, feed={"x": np.ones((2, 4), "float32")}, fetch_list=[loss])
+    assert np.isfinite(got).all() and seen == [np.dtype("float32")]

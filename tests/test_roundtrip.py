@@ -1203,6 +1203,13 @@ def _py_func():
     out = graphc.default_main_program().global_block().create_var("pyout", [-1, 4], "float32")
     layers.py_func(lambda a: a, x, out, backward_func=lambda g: g,
                    skip_vars_in_backward_input=[x, out])
+    layers.py_func(print, x, None)  # no outputs: an op run for its effect
+
+
+@case("fc", "fc-weight-norm")
+def _fc_weight_norm():
+    # g and v are parameters the startup program initialises (g = ||v|| after v's init)
+    layers.fc(_x(), 3, param_attr=graphc.fluid.WeightNormParamAttr(dim=1, name="wn"))
 
 
 @case("Print")
@@ -1210,7 +1217,7 @@ def _print():
     layers.Print(_x(), first_n=2, message="m", summarize=3, print_phase="forward")
 
 
-@pytest.mark.parametrize("case_id", ["py_func", "Print"])
+@pytest.mark.parametrize("case_id", ["py_func", "Print", "fc-weight-norm"])
 def test_host_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: host callbacks (py_func, Print)
