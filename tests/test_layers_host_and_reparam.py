@@ -253,6 +253,16 @@ def test_dgc_momentum_matches_numpy_across_the_rampup(nesterov, l2):
     ref = _dgc_reference(w0, grads_of, steps, 0.01, 0.9, 2, 3, [0.5, 0.9, 0.99], nesterov, l2)
     np.testing.assert_allclose(np.asarray(scope["w"]), ref, rtol=2e-3, atol=2e-4)
     assert float(np.asarray(scope["__g_dgc_counter__"])[0]) == steps - 1
+    # the interpreter runs the same rule: same parameters after the same steps
+    graph = graphc.lower(main)
+    _, fetched = run_graph(graphc.lower(fluid.default_startup_program()), {}, {},
+                           [v.name for v in graph.inputs if v.var.persistable])
+    state = {v.name: a for v, a in zip([v for v in graph.inputs if v.var.persistable],
+                                       fetched)}
+    state["w"] = w0.astype("float32")
+    for _ in range(steps):
+        state, _ = run_graph(graph, state, {"x": xv, "t": tv})
+    np.testing.assert_allclose(state["w"], np.asarray(scope["w"]), rtol=1e-4, atol=1e-6)
 
 
 def test_dgc_small_parameters_use_momentum_and_bad_arguments_are_refused():
