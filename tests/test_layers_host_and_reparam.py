@@ -142,6 +142,24 @@ def test_print_unused_output_first_n_and_phases(capfd):
         layers.Print(x, print_phase="sideways")
 
 
+def test_print_of_a_lod_value_shows_its_tokens_and_lod_and_its_gradient(capfd):
+    x = graphc.data("x", [-1, 2], "float32", lod_level=1)
+    x.stop_gradient = False
+    p = layers.Print(x, message="seq")
+    assert p.lod_level == 1
+    pooled = layers.sequence_pool(p, "sum")
+    graphc.append_backward(layers.reduce_sum(pooled))
+    tokens = np.arange(10, dtype="float32").reshape(5, 2)
+    t = fluid.create_lod_tensor(tokens, [[2, 0, 3]], fluid.CPUPlace())
+    (got,) = graphc.Executor().run(feed={"x": t}, fetch_list=[pooled])  # x@GRAD not fetched
+    np.testing.assert_allclose(got, [[2, 4], [0, 0], [18, 21]])
+    text = capfd.readouterr().out
+    forward, backward = text.split("Variable: x@GRAD")
+    assert "  - lod: {{0, 2, 2, 5}}" in forward and "  - shape: [5, 2]" in forward
+    assert "  - data: [0 1 2 3 4 5 6 7 8 9]" in forward  # the real tokens, no padding
+    assert "  - lod: {{0, 2, 2, 5}}" in backward and "  - data: [1 1 1 1 1 1" in backward
+
+
 def test_print_and_py_func_resolve_under_fluid():
     assert fluid.layers.Print is layers.Print and fluid.layers.py_func is layers.py_func
 

@@ -7,6 +7,7 @@ nothing more is dead, walking ops in reverse order so one sweep usually suffices
 
 from __future__ import annotations
 
+from ..ir.grad_defs import forward_type
 from ..ir.graph import Graph
 from ..ir.opdef import COLLECTIVE, HOST_CALLBACK, get_op_def
 from .infra.base import Pass, PassContext, register_pass
@@ -30,7 +31,10 @@ class DeadCodeElimination(Pass):
                 if any(graph.has_users(v) or v in outputs or v in ctx.keep for v in outs):
                     continue
                 opdef = get_op_def(op.type)
-                if opdef.has_trait(COLLECTIVE) or opdef.has_trait(HOST_CALLBACK):
+                fwd = forward_type(op.type)  # a host op's gradient op calls the host too
+                host = opdef.has_trait(HOST_CALLBACK) or (
+                    fwd is not None and get_op_def(fwd).has_trait(HOST_CALLBACK))
+                if opdef.has_trait(COLLECTIVE) or host:
                     if op not in declined:
                         declined.add(op)
                         ctx.decline("collective op" if opdef.has_trait(COLLECTIVE)

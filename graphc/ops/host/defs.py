@@ -103,4 +103,5 @@ register("print", "In", "Out",
           "print_phase": ("str", "both"), "tensor_name": ("str", ""),
           "counter_id": ("int", -1)},
          infer=_print, traits=(HOST_CALLBACK,), grad_reads=(), grad_type_from={"In": "Out@GRAD"},
+         lod_inputs=("In",), lod="aware",  # prints a LoD value's real tokens and its LoD
          doc="Out = In, printing In on the host (and In's gradient in the backward pass)")

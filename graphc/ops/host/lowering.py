@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ...backends.lod import LoDArray
 from ...backends.lowering import LoweringError, lowering
 from .defs import host_callables
 
@@ -95,7 +96,17 @@ def _py_func_grad(c, **kw):
     return {"X@GRAD": list(grads)}
 
 
-def _format(c, value: np.ndarray, name: str) -> str:
+def _real_tokens(data: np.ndarray, lengths: list[np.ndarray]):
+    """(the real tokens of a packed LoD value, its LoD as Paddle's offsets per level)."""
+    lod, count = [], len(lengths[0])
+    for level in lengths:
+        used = np.asarray(level)[:count].astype(np.int64)
+        lod.append([0, *np.cumsum(used).tolist()])
+        count = int(used.sum())
+    return data[:count], lod
+
+
+def _format(c, value: np.ndarray, name: str, lod=()) -> str:
     """Paddle's TensorFormatter layout: name, message, lod, shape, dtype, then the first
     ``summarize`` values (all with -1)."""
     lines = []
@@ -104,7 +115,8 @@ def _format(c, value: np.ndarray, name: str) -> str:
     if c["message"]:
         lines.append(f"  - message: {c['message']}")
     if c["print_tensor_lod"]:
-        lines.append("  - lod: {}")
+        levels = "".join("{" + ", ".join(str(i) for i in level) + "}" for level in lod)
+        lines.append(f"  - lod: {{{levels}}}")
     if c["print_tensor_shape"]:
         lines.append(f"  - shape: [{', '.join(str(d) for d in value.shape)}]")
     if c["print_tensor_type"]:
@@ -120,13 +132,19 @@ def _format(c, value: np.ndarray, name: str) -> str:
 def _print_on_host(c, value, name: str, phase: str) -> None:
     first_n, key = c["first_n"], c["counter_id"]
 
-    def show(v):
+    def show(data, *lengths):
         if first_n > 0 and host_callables().tick(key, phase) >= first_n:
             return
-        sys.stdout.write(_format(c, np.asarray(v), name))
+        data, lod = np.asarray(data), ()
+        if lengths:
+            data, lod = _real_tokens(data, list(lengths))
+        sys.stdout.write(_format(c, data, name, lod))
         sys.stdout.flush()
 
-    jax.debug.callback(show, value)
+    if isinstance(value, LoDArray):
+        jax.debug.callback(show, value.data, *value.lengths)
+    else:
+        jax.debug.callback(show, value)
 
 
 @lowering("print")
