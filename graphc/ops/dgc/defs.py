@@ -1,6 +1,5 @@
-"""``dgc_momentum``: Paddle's dgc op (local clip, regularisation, momentum correction, top-k
-selection by |V|, masking of U and V) and dgc_momentum op (momentum before the ramp-up, SGD
-on the selected entries after) as one optimizer op on one parameter."""
+"""``dgc_momentum``: Paddle's dgc op (clip, regularisation, momentum correction, top-k of |V|,
+masking) and dgc_momentum op (momentum before the ramp-up, SGD after) as one optimizer op."""
 
 from __future__ import annotations
 

@@ -1,10 +1,5 @@
-"""Host-callback ops: ``py_func`` (a user's Python function, Paddle's py_func op) and
-``print`` (Paddle's Print op), both run on the host from inside the compiled step.
-
-An op names its Python callable by an integer id into the process's ``HostCallables``
-(Paddle's PyFuncRegistry: attribute ``forward_callable_id`` / ``backward_callable_id``), so
-programs stay printable and parsable. ``print`` keeps its ``first_n`` counter there too.
-"""
+"""Host-callback ops: ``py_func`` (a user's Python function) and ``print`` (Paddle's Print),
+run on the host from inside the compiled step; their callables are named by id."""
 
 from __future__ import annotations
 
@@ -15,6 +10,9 @@ from ...ir.opdef import HOST_CALLBACK, register
 from ...ir.types import TensorType
 
 
+# An op names its Python callable by an integer id into the process's HostCallables (Paddle's
+# PyFuncRegistry: forward_callable_id / backward_callable_id), so programs stay printable and
+# parsable; print keeps its first_n counter there too.
 class HostCallables:
     """The Python callables host ops name by id, and the run counts of ``print`` ops."""
 

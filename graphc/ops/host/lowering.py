@@ -1,8 +1,5 @@
-"""Lowering rules of the host ops: ``py_func`` is ``jax.pure_callback`` into the user's
-function (``jax.debug.callback`` when it has no outputs, so it still runs), ``print`` is
-``jax.debug.callback`` formatting as Paddle's TensorFormatter; both stay inside the one jitted
-step, and their gradient ops call the backward function / print the gradient the same way.
-"""
+"""Host op rules: ``py_func`` is ``jax.pure_callback`` (``jax.debug.callback`` without outputs),
+``print`` is ``jax.debug.callback`` in Paddle's TensorFormatter layout; gradients likewise."""
 
 from __future__ import annotations
 
