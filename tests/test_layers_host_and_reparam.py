@@ -215,11 +215,15 @@ def test_weight_norm_conv2d_trains_and_matches_the_formula():
 
 
 # -- DGCMomentumOptimizer ----------------------------------------------------------------------
-def _dgc_reference(w, grads_of, steps, lr, mu, begin, rampup, sparsity, nesterov, l2=0.0):
+def _dgc_reference(w, grads_of, steps, lr, mu, begin, rampup, sparsity, nesterov, l2=0.0,
+                   clip=None):
     """NumPy DGC (Paddle's dgc + dgc_momentum with one trainer) on a single parameter."""
     u, v = np.zeros_like(w), np.zeros_like(w)
     for step in range(steps):
-        g = grads_of(w) + l2 * w
+        g = grads_of(w)
+        if clip is not None and step >= begin and np.linalg.norm(g) > clip:
+            g = g * (clip / np.linalg.norm(g))  # the local clip, from the ramp-up on
+        g = g + l2 * w
         if step < begin:
             u = mu * u + g
             w = w - lr * ((g + mu * u) if nesterov else u)
@@ -241,8 +245,9 @@ def _dgc_reference(w, grads_of, steps, lr, mu, begin, rampup, sparsity, nesterov
     return w
 
 
-@pytest.mark.parametrize("nesterov, l2", [(False, 0.0), (True, 0.0), (False, 0.01)])
-def test_dgc_momentum_matches_numpy_across_the_rampup(nesterov, l2):
+@pytest.mark.parametrize("nesterov, l2, clip", [(False, 0.0, None), (True, 0.0, None),
+                                                (False, 0.01, None), (False, 0.0, 20.0)])
+def test_dgc_momentum_matches_numpy_across_the_rampup(nesterov, l2, clip):
     rng = np.random.default_rng(1)
     n_in, n_out = 128, 128  # 16384 weights: Paddle's smallest DGC parameter
     xv = rng.standard_normal((8, n_in)).astype("float32")
@@ -253,7 +258,8 @@ def test_dgc_momentum_matches_numpy_across_the_rampup(nesterov, l2):
     loss = layers.reduce_sum(layers.square(y - t)) * 0.5
     opt = fluid.optimizer.DGCMomentumOptimizer(
         0.01, 0.9, rampup_begin_step=2, rampup_step=3, sparsity=[0.5, 0.9, 0.99],
-        use_nesterov=nesterov, regularization=fluid.regularizer.L2Decay(l2) if l2 else None)
+        use_nesterov=nesterov, regularization=fluid.regularizer.L2Decay(l2) if l2 else None,
+        num_trainers=4, grad_clip=fluid.clip.GradientClipByNorm(clip) if clip else None)
     opt.minimize(loss)
     main = fluid.default_main_program()
     assert "dgc_momentum" in [op.type for op in main.global_block().ops]
@@ -268,7 +274,8 @@ def test_dgc_momentum_matches_numpy_across_the_rampup(nesterov, l2):
     def grads_of(w):
         return xv.T.astype(np.float64) @ (xv.astype(np.float64) @ w - tv)
 
-    ref = _dgc_reference(w0, grads_of, steps, 0.01, 0.9, 2, 3, [0.5, 0.9, 0.99], nesterov, l2)
+    ref = _dgc_reference(w0, grads_of, steps, 0.01, 0.9, 2, 3, [0.5, 0.9, 0.99], nesterov, l2,
+                         clip / 2 if clip else None)  # clip_norm / sqrt(num_trainers)
     np.testing.assert_allclose(np.asarray(scope["w"]), ref, rtol=2e-3, atol=2e-4)
     assert float(np.asarray(scope["__g_dgc_counter__"])[0]) == steps - 1
     # the interpreter runs the same rule: same parameters after the same steps
