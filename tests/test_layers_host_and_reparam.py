@@ -160,6 +160,35 @@ def test_print_of_a_lod_value_shows_its_tokens_and_lod_and_its_gradient(capfd):
     assert "  - lod: {{0, 2, 2, 5}}" in backward and "  - data: [1 1 1 1 1 1" in backward
 
 
+def test_print_and_py_func_on_two_replicas(capfd):
+    """Each replica prints (first_n counts per replica, as Paddle's per-device op copies)
+    and calls the function on its half of the batch; training matches one device."""
+    xv = np.linspace(-1, 1, 16, dtype="float32").reshape(4, 4)
+    results = []
+    for n in (1, 2):
+        main, startup = fluid.Program(), fluid.Program()
+        with fluid.program_guard(main, startup), fluid.unique_name.guard():
+            x = fluid.data("x", [-1, 4], "float32")
+            h = layers.fc(x, 4, param_attr=fluid.ParamAttr(name="w"))
+            o = main.global_block().create_var("o", [-1, 4], "float32")
+            layers.py_func(np.tanh, layers.Print(h, first_n=1, message=f"n{n}",
+                                                 print_phase="forward"), o,
+                           backward_func=lambda a, out, g: g * (1 - out * out))
+            loss = layers.reduce_mean(layers.square(o))
+            fluid.optimizer.SGD(0.5).minimize(loss)
+        scope, exe = fluid.Scope(), fluid.Executor()
+        exe.run(startup, scope=scope)
+        prog = main if n == 1 else fluid.CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, places=fluid.cpu_places(n))
+        for _ in range(3):
+            exe.run(prog, feed={"x": xv}, fetch_list=[loss], scope=scope)
+        results.append(np.asarray(scope["w"]))
+    np.testing.assert_allclose(results[1], results[0], rtol=1e-5, atol=1e-6)
+    text = capfd.readouterr().out
+    assert text.count("  - message: n1") == 1 and text.count("  - message: n2") == 2
+    assert "  - shape: [2, 4]" in text.split("message: n2")[1]  # a replica's half batch
+
+
 def test_print_and_py_func_resolve_under_fluid():
     assert fluid.layers.Print is layers.Print and fluid.layers.py_func is layers.py_func
 

@@ -128,9 +128,12 @@ def _format(c, value: np.ndarray, name: str, lod=()) -> str:
 
 def _print_on_host(c, value, name: str, phase: str) -> None:
     first_n, key = c["first_n"], c["counter_id"]
+    # one count per data-parallel replica, as Paddle's per-device copies of the op count
+    replica = jnp.zeros((), jnp.int32) if c.replicas is None else jnp.asarray(
+        c.replicas.axis_index(), jnp.int32)
 
-    def show(data, *lengths):
-        if first_n > 0 and host_callables().tick(key, phase) >= first_n:
+    def show(rank, data, *lengths):
+        if first_n > 0 and host_callables().tick(key, f"{phase}/{int(rank)}") >= first_n:
             return
         data, lod = np.asarray(data), ()
         if lengths:
@@ -139,9 +142,9 @@ def _print_on_host(c, value, name: str, phase: str) -> None:
         sys.stdout.flush()
 
     if isinstance(value, LoDArray):
-        jax.debug.callback(show, value.data, *value.lengths)
+        jax.debug.callback(show, replica, value.data, *value.lengths)
     else:
-        jax.debug.callback(show, value)
+        jax.debug.callback(show, replica, value)
 
 
 @lowering("print")
