@@ -269,13 +269,13 @@ def test_fluid_one_hot_appends_depth():
 @pytest.mark.parametrize("owner, name, advice", [
     (fluid, "dygraph", "static programs only"),
     (fluid, "contrib", "no fluid.contrib"),
-    (fluid, "WeightNormParamAttr", "weight normalisation"),
+    (fluid, "CUDAPinnedPlace", "pinned host memory"),
     (fluid, "LoDTensorArray", "LoD"),
     (fluid, "no_such_api", "graphc does not provide it"),
     (fluid.layers, "beam_search", "LoD"),
     (fluid.layers, "While", "control flow"),
     (fluid.layers, "no_such_layer", "graphc does not provide it"),
-    (fluid.param_attr, "WeightNormParamAttr", "weight normalisation"),
+    (fluid.param_attr, "no_such_attr", "graphc does not provide it"),
     (graphc, "nn", "static programs only"),
     (graphc.dataset, "cifar", "~/.cache/paddle/dataset/cifar"),
 ])

@@ -1947,3 +1947,21 @@ def loss_sampled_softmax(c):
         use_customized_samples=True, customized_samples=samples,
         customized_probabilities=c.data("p", c.uniform(0.2, 0.9, 3, 4), grad=False))
 # -- end issue 24: losses
+
+
+# -- issue 24: host callbacks (py_func, Print) -------------------------------------------------
+@grad_case("py_func")
+def py_func_tanh(c):
+    """backward_func's gradient (tanh's, from Out and Out@GRAD; x skipped) is the op's."""
+    x = c.data("x", c.randn(2, 3))
+    out = c.program.global_block().create_var("pyout", [2, 3], "float64")
+    layers.py_func(np.tanh, x, out, backward_func=lambda o, g: g * (1 - o * o),
+                   skip_vars_in_backward_input=[x])
+    return layers.elementwise_mul(out, x)
+
+
+@grad_case("print")
+def print_passes_values_and_gradients(c):
+    x = c.data("x", c.randn(2, 3))
+    return layers.sigmoid(layers.Print(x, message="grad-check", summarize=2, first_n=1))
+# -- end issue 24: host callbacks (py_func, Print)

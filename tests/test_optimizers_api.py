@@ -285,7 +285,7 @@ def test_bad_checkpoints_are_refused():
         fluid.backward.append_backward(loss, checkpoints=["no_such_var"])
 
 
-@pytest.mark.parametrize("name", ["DGCMomentumOptimizer", "PipelineOptimizer"])
+@pytest.mark.parametrize("name", ["PipelineOptimizer"])
 def test_refused_optimizers_say_why(name):
     with pytest.raises(MissingAPIError, match="on purpose"):
         getattr(fluid.optimizer, name)

@@ -1403,3 +1403,30 @@ for _id, _build in LOSS_MORE_CASES.items():
 def test_loss_more_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: losses
+
+
+# -- issue 24: host callbacks (py_func, Print) -------------------------------------------------
+@case("py_func")
+def _py_func():
+    x = _x()
+    out = graphc.default_main_program().global_block().create_var("pyout", [-1, 4], "float32")
+    layers.py_func(lambda a: a, x, out, backward_func=lambda g: g,
+                   skip_vars_in_backward_input=[x, out])
+    layers.py_func(print, x, None)  # no outputs: an op run for its effect
+
+
+@case("fc", "fc-weight-norm")
+def _fc_weight_norm():
+    # g and v are parameters the startup program initialises (g = ||v|| after v's init)
+    layers.fc(_x(), 3, param_attr=graphc.fluid.WeightNormParamAttr(dim=1, name="wn"))
+
+
+@case("Print")
+def _print():
+    layers.Print(_x(), first_n=2, message="m", summarize=3, print_phase="forward")
+
+
+@pytest.mark.parametrize("case_id", ["py_func", "Print", "fc-weight-norm"])
+def test_host_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: host callbacks (py_func, Print)

@@ -2151,3 +2151,45 @@ LOSS_MORE_ERRORS = [
 def test_loss_more_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end issue 24: losses
+
+
+# -- issue 24: host callbacks (py_func, Print) and DGC ----------------------------------------
+_DGC_INS = {"Param": t(128, 128), "Grad": t(128, 128), "Velocity": t(128, 128),
+            "V": t(128, 128), "LearningRate": t(1), "CurrentStep": t(1)}
+HOST_CASES = [
+    case("py_func", {"X": [t(-1, 3), t(2)]},
+         {"forward_callable_id": 0, "out_ranks": [2, 0], "out_dims": [-1, 4],
+          "out_dtypes": ["float32", "int64"]}, {"Out": [t(-1, 4), i64()]}),
+    case("print", {"In": t(-1, 3)}, {"message": "m", "print_phase": "backward"},
+         {"Out": t(-1, 3)}),
+    case("dgc_momentum", _DGC_INS, {"mu": 0.9, "sparsity": [0.75, 0.9]},
+         {"ParamOut": t(128, 128), "VelocityOut": t(128, 128), "VOut": t(128, 128)}),
+]
+CASES.extend(HOST_CASES)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", HOST_CASES)
+def test_host_and_dgc_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs",
+                         [p for p in HOST_CASES if has_op_def(grad_op_type(p.values[0]))])
+def test_host_grad_op_types(op_type, ins, attrs, outs):
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+HOST_ERRORS = [
+    ("py_func", {"X": [t(2)]}, {"forward_callable_id": 0, "out_ranks": [2], "out_dims": [3],
+                                "out_dtypes": ["float32"]}, "do not describe the same"),
+    ("print", {"In": t(2)}, {"print_phase": "sideways"}, "print_phase must be one of"),
+    ("dgc_momentum", {**_DGC_INS, "V": t(4)}, {"mu": 0.9}, "V must match Param"),
+    ("dgc_momentum", _DGC_INS, {"mu": 0.9, "sparsity": []}, "sparsity must be a non-empty"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", HOST_ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in HOST_ERRORS])
+def test_host_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end issue 24: host callbacks (py_func, Print) and DGC

@@ -1,4 +1,5 @@
-"""ParamAttr: how a layer should create a parameter (name, initializer, lr, trainable).
+"""ParamAttr: how a layer should create a parameter (name, initializer, lr, trainable);
+WeightNormParamAttr: the same, the weight reparametrised as g * v / ||v|| (weight norm).
 
 ``False`` in place of a ParamAttr means "no such parameter" (e.g. ``bias_attr=False``).
 """
@@ -53,3 +54,25 @@ class ParamAttr:
     def __repr__(self) -> str:
         return (f"ParamAttr(name={self.name!r}, initializer={self.initializer!r}, "
                 f"learning_rate={self.learning_rate}, trainable={self.trainable})")
+
+
+class WeightNormParamAttr(ParamAttr):
+    """Paddle 1.8's weight normalisation (Salimans & Kingma 2016): the layer's weight is
+    ``w = g * v / ||v||``, the norm over every dimension but ``dim`` (None: the whole
+    tensor). LayerHelper makes two parameters, ``<name>_v`` (shape of w, initialised by
+    ``initializer``) and ``<name>_g`` (size-1 dimensions but ``dim``, initialised to ||v||,
+    so w starts as v), and computes w from them with ops in the main program."""
+
+    def __init__(self, dim=None, name=None, initializer=None, learning_rate=1.0,
+                 regularizer=None, trainable=True, do_model_average=False, *,
+                 gradient_clip=None):
+        # gradient_clip: Paddle 1.6/1.7's argument (before do_model_average there), by keyword
+        super().__init__(name=name, initializer=initializer, learning_rate=learning_rate,
+                         regularizer=regularizer, trainable=trainable,
+                         gradient_clip=gradient_clip, do_model_average=do_model_average)
+        if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int)):
+            raise ProgramError(f"WeightNormParamAttr: dim must be an int or None, got {dim!r}")
+        self.dim = dim
+
+    def __repr__(self) -> str:
+        return f"WeightNormParamAttr(dim={self.dim!r}, {super().__repr__()[len('ParamAttr('):]}"

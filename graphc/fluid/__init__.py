@@ -84,7 +84,7 @@ from .framework import (  # noqa: E402
 from .incubate import fleet  # noqa: E402
 from .input import embedding, one_hot  # noqa: E402
 from .parallel_executor import ParallelExecutor  # noqa: E402
-from .param_attr import ParamAttr  # noqa: E402
+from .param_attr import ParamAttr, WeightNormParamAttr  # noqa: E402
 from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa: E402
 
 Tensor = LoDTensor
@@ -116,6 +116,7 @@ __all__ = [
     "ExecutionStrategy", "Executor",
     "DistributeTranspiler", "DistributeTranspilerConfig", "transpiler",
     "LoDTensor", "MissingAPIError", "MissingModuleError", "ParallelExecutor", "ParamAttr",
+    "WeightNormParamAttr",
     "Parameter", "Program", "Scope", "Tensor", "Variable", "append_backward", "clip",
     "compiler", "core", "cpu_places", "cuda_pinned_places", "cuda_places", "device_guard",
     "data", "data_feeder", "dataset",

@@ -39,8 +39,6 @@ ADVICE: dict[str, str] = {
     "LoDTensorArray": _LOD,
     # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
     "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
-    "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
-                            "ParamAttr"),
     "profiler": ("graphc has no fluid.profiler; time a pass pipeline with "
                  "`graphc compile --timing` or profile the XLA step with jax.profiler"),
     "install_check": "graphc has no install_check; run `graphc --help` or its test suite",
@@ -51,9 +49,6 @@ ADVICE: dict[str, str] = {
     "layers.IfElse": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.Switch": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.StaticRNN": "control flow (StaticRNN/DynamicRNN) is not supported yet",
-    "layers.Print": ("layers.Print is not supported: fetch the variable, or print the IR with "
-                     "print(fluid.lower(main).to_text())"),
-    "layers.py_func": "layers.py_func is not supported: an XLA step cannot call Python",
     "layers.py_reader": "use fluid.io.DataLoader.from_generator (or fluid.io.PyReader)",
     "layers.create_py_reader_by_data": "use fluid.io.DataLoader.from_generator",
     "layers.read_file": "use fluid.io.DataLoader.from_generator",
@@ -65,10 +60,6 @@ ADVICE: dict[str, str] = {
     "layers.array_read": _LOD,
     "layers.create_array": _LOD,
     # -- issue 24: optimizers graphc refuses (docs/porting_from_paddle.md says why)
-    "optimizer.DGCMomentumOptimizer": (
-        "DGCMomentumOptimizer (deep gradient compression) is not supported: it sparsifies the "
-        "gradients multi-trainer all-reduce sends, and graphc's data parallelism all-reduces "
-        "dense gradients inside one XLA step; use MomentumOptimizer"),
     "optimizer.PipelineOptimizer": (
         "PipelineOptimizer is not supported: graphc compiles a whole step for its devices and "
         "has no per-section pipeline workers or queues; use the inner optimizer"),

@@ -1,10 +1,10 @@
-"""``fluid.param_attr``: ParamAttr (graphc.param_attr); WeightNormParamAttr is refused
-with advice."""
+"""``fluid.param_attr``: ParamAttr and WeightNormParamAttr (graphc.build.param_attr); other
+names raise graphc's missing-API error."""
 
-from ..build.param_attr import ParamAttr
+from ..build.param_attr import ParamAttr, WeightNormParamAttr
 from ._missing import missing
 
-__all__ = ["ParamAttr"]
+__all__ = ["ParamAttr", "WeightNormParamAttr"]
 
 
 def __getattr__(name: str):

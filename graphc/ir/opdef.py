@@ -28,8 +28,9 @@ INITIALIZER = "initializer"  # fills a tensor without reading one (startup progr
 NO_GRAD = "no_grad"  # has no gradient (integer outputs, metrics)
 LOSS = "loss"  # produces a training loss
 WHOLE_TENSOR = "whole_tensor"  # an output element reads a whole input (a norm): not shardable
+HOST_CALLBACK = "host_callback"  # calls Python on the host (Print, py_func): runs though unread
 TRAITS = frozenset({ELEMENTWISE, ACTIVATION, OPTIMIZER, COLLECTIVE, RANDOM, STATEFUL,
-                    INITIALIZER, NO_GRAD, LOSS, WHOLE_TENSOR})
+                    INITIALIZER, NO_GRAD, LOSS, WHOLE_TENSOR, HOST_CALLBACK})
 
 
 @dataclass(frozen=True)

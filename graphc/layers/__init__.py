@@ -26,6 +26,9 @@ from .crf import chunk_eval, crf_decoding, linear_chain_crf
 from .distributions import Categorical, MultivariateNormalDiag, Normal, Uniform
 from .dynamic_rnn import DynamicRNN
 
+# -- issue 24: host callbacks (py_func, Print)
+from .host import Print, py_func
+
 # -- issue 24: api signatures: a reader helper, not a layer (no op: out of __all__)
 from .io import double_buffer  # noqa: F401
 from .learning_rate_scheduler import (
@@ -470,3 +473,6 @@ def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing
     raise missing("graphc.fluid.layers", name)
+
+# -- issue 24: host callbacks (py_func, Print)
+__all__ += ["Print", "py_func"]

@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 
 from ..build.initializer import Constant, Initializer, Xavier
-from ..build.param_attr import ParamAttr
+from ..build.param_attr import ParamAttr, WeightNormParamAttr
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program, default_startup_program
 from ..ir.errors import ProgramError
@@ -39,6 +39,13 @@ class LayerHelper:
         name = attr.name or unique_name.generate(f"{self.name}.{'b' if is_bias else 'w'}")
         init = attr.initializer or default_initializer or (Constant(0.0) if is_bias else Xavier())
         dtype = normalize_dtype(dtype)
+        if isinstance(attr, WeightNormParamAttr):
+            from ..build.weight_norm import weight_normalized
+            return weight_normalized(self, attr, name, shape, dtype, init)
+        return self._parameter(attr, name, shape, dtype, init)
+
+    def _parameter(self, attr, name: str, shape: list, dtype: str, init: Initializer):
+        """The parameter ``name`` in the main program, initialised by ``init`` in startup."""
         param = self.main_program.global_block().create_parameter(
             name, shape, dtype, trainable=attr.trainable, learning_rate=attr.learning_rate,
             regularizer=attr.regularizer, initializer=init, need_clip=attr.need_clip)

@@ -75,6 +75,7 @@ from ..ir.graph import Graph, Op, Value
 from ..ir.opdef import (
     COLLECTIVE,
     CONTROL_SLOT,
+    HOST_CALLBACK,
     INITIALIZER,
     LOSS,
     OPTIMIZER,
@@ -102,7 +103,9 @@ _BN_STATS = frozenset({"Scale", "Bias", "Mean", "Variance", "SavedMean", "SavedV
                        "MeanOut", "VarianceOut"})
 FLOAT32_SLOTS = {"batch_norm": _BN_STATS}
 _AMP_OPS = frozenset({"cast", "check_finite_and_unscale", "update_loss_scaling", "skip_update"})
-_UNTOUCHED_TRAITS = frozenset({OPTIMIZER, COLLECTIVE, INITIALIZER, STATEFUL})
+# host callbacks too: py_func's outputs have the dtypes its user declared, and a Python
+# function (or Print) should see the float32 values the program would have without AMP
+_UNTOUCHED_TRAITS = frozenset({OPTIMIZER, COLLECTIVE, INITIALIZER, STATEFUL, HOST_CALLBACK})
 _FP32 = "float32"
 
 

@@ -1,13 +1,15 @@
 """dce: remove ops none of whose outputs is read, fetched or a graph output.
 
-Declines ops that are stateful or collective (they act beyond their outputs). Repeats until
+Declines ops that are collective or call the host (Print, py_func): they act beyond their
+outputs. Repeats until
 nothing more is dead, walking ops in reverse order so one sweep usually suffices.
 """
 
 from __future__ import annotations
 
+from ..ir.grad_defs import forward_type
 from ..ir.graph import Graph
-from ..ir.opdef import COLLECTIVE, get_op_def
+from ..ir.opdef import COLLECTIVE, HOST_CALLBACK, get_op_def
 from .infra.base import Pass, PassContext, register_pass
 
 
@@ -28,10 +30,15 @@ class DeadCodeElimination(Pass):
                 outs = graph.values_defined_by(op)
                 if any(graph.has_users(v) or v in outputs or v in ctx.keep for v in outs):
                     continue
-                if get_op_def(op.type).has_trait(COLLECTIVE):
+                opdef = get_op_def(op.type)
+                fwd = forward_type(op.type)  # a host op's gradient op calls the host too
+                host = opdef.has_trait(HOST_CALLBACK) or (
+                    fwd is not None and get_op_def(fwd).has_trait(HOST_CALLBACK))
+                if opdef.has_trait(COLLECTIVE) or host:
                     if op not in declined:
                         declined.add(op)
-                        ctx.decline("collective op")
+                        ctx.decline("collective op" if opdef.has_trait(COLLECTIVE)
+                                    else "host callback")
                     continue
                 rw.erase_op(op)
                 ctx.count("removed")

@@ -9,8 +9,9 @@ from .adaptive import *  # noqa: F403
 from .averaging import ExponentialMovingAverage, ModelAverage
 from .base import *  # noqa: F403
 from .base import __all__ as _base_all
+from .dgc import DGCMomentum, DGCMomentumOptimizer
 from .wrappers import *  # noqa: F403
 from .wrappers import __all__ as _wrappers_all
 
 __all__ = [*_base_all, *_adaptive.__all__, *_wrappers_all, "ModelAverage",
-           "ExponentialMovingAverage"]
+           "ExponentialMovingAverage", "DGCMomentum", "DGCMomentumOptimizer"]
