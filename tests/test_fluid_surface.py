@@ -269,8 +269,8 @@ def test_fluid_one_hot_appends_depth():
 @pytest.mark.parametrize("owner, name, advice", [
     (fluid, "dygraph", "static programs only"),
     (fluid, "contrib", "no fluid.contrib"),
-    (fluid, "CUDAPinnedPlace", "pinned host memory"),
     (fluid, "LoDTensorArray", "LoD"),
+    (fluid, "load_op_library", "custom operators"),
     (fluid, "no_such_api", "graphc does not provide it"),
     (fluid.layers, "beam_search", "LoD"),
     (fluid.layers, "While", "control flow"),
