@@ -60,6 +60,10 @@ del _cls
 PADDLE_18_SIGNATURES["paddle.fluid.param_attr.ParamAttr.__init__"] = (
     ("name", "initializer", "learning_rate", "regularizer", "trainable", "do_model_average"),
     "1.8 dropped gradient_clip, 1.6's sixth argument (graphc keeps it keyword-only)")
+PADDLE_18_SIGNATURES["paddle.fluid.param_attr.WeightNormParamAttr.__init__"] = (
+    ("dim", "name", "initializer", "learning_rate", "regularizer", "trainable",
+     "do_model_average"),
+    "1.8 dropped gradient_clip, 1.6's seventh argument (graphc keeps it keyword-only)")
 
 
 @dataclass(frozen=True)
