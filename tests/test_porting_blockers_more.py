@@ -9,6 +9,7 @@ import pytest
 import graphc.fluid as fluid
 from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph
+from graphc.ir.errors import ProgramError
 from graphc.testing.lod import as_feed
 
 # -- CTR-DNN (the CPU guide's): one id per slot, embeddings concatenated un-pooled -----------
@@ -224,3 +225,63 @@ def test_shape_tensors_from_data_values_are_refused_at_build_time():
     with pytest.raises(ShapeError, match="must be int32 or int64"):
         fluid.layers.fill_constant(fluid.layers.cast(fluid.layers.shape(x), "float32"),
                                    "float32", 1.0)
+
+
+# -- Variable: Paddle 1.8's constructor, setters and patched operators ------------------------
+def test_variable_constructor_takes_paddles_arguments():
+    import inspect
+
+    from graphc.fluid.framework import Variable
+
+    params = list(inspect.signature(Variable.__init__).parameters)
+    assert params[:14] == ["self", "block", "type", "name", "shape", "dtype", "lod_level",
+                           "capacity", "persistable", "error_clip", "stop_gradient", "is_data",
+                           "need_check_feed", "belong_to_optimizer"]
+    block = fluid.default_main_program().global_block()
+    v = Variable(block, fluid.core.VarDesc.VarType.LOD_TENSOR, "made", [-1, 3], "float32", 1,
+                 None, True)
+    assert block.var("made") is v
+    assert (v.shape, v.dtype, v.lod_level, v.persistable, v.stop_gradient) == (
+        (-1, 3), "float32", 1, True, False)
+    rows = Variable(block, type=fluid.core.VarDesc.VarType.SELECTED_ROWS, name="rows",
+                    shape=[10, 2], dtype="float32", belong_to_optimizer=True)
+    assert rows.selected_rows and rows.belong_to_optimizer
+    anon = Variable(block, shape=[2])
+    assert anon.name.startswith("_generated_var") and anon.dtype == "float32"
+
+
+def test_variable_setters_are_paddles():
+    x = fluid.data("x", [-1, 3], "float32")
+    x.stop_gradient = False
+    x.persistable = True
+    assert (x.stop_gradient, x.persistable) == (False, True)
+    for attr, value in (("shape", (2, 3)), ("dtype", "int64"), ("lod_level", 1)):
+        with pytest.raises(AttributeError):
+            setattr(x, attr, value)
+    block = fluid.default_main_program().global_block()
+    t = block.create_var(name="tmp_a", shape=[3], dtype="float32")
+    t.name = "tmp_b"
+    assert block.var("tmp_b") is t and not block.has_var("tmp_a")
+    y = fluid.layers.scale(x, 2.0)
+    with pytest.raises(ProgramError, match="already uses it"):
+        y.name = "renamed"
+
+
+def test_variable_operators_match_paddles_patch():
+    x = fluid.data("x", [-1, 3], "float32")
+    n = fluid.data("n", [-1, 3], "int64")
+    col = fluid.data("col", [-1], "float32")
+    wide = fluid.data("wide", [-1, 3, 2], "float32")
+    outs = [x == n, x != 2, x + n, wide * col]  # int64 right operand cast to float32
+    assert [o.dtype for o in outs] == ["bool", "bool", "float32", "float32"]
+    assert {x: 0}[x] == 0 and x in {x} and len({x, n}) == 2
+    xv = np.array([[1, 2, 3], [4, 5, 6]], "float32")
+    nv = np.array([[1, 0, 3], [0, 5, 0]], "int64")
+    cv = np.array([10, 100], "float32")
+    wv = np.ones((2, 3, 2), "float32")
+    got = fluid.Executor(fluid.CPUPlace()).run(
+        feed={"x": xv, "n": nv, "col": cv, "wide": wv}, fetch_list=outs)
+    np.testing.assert_array_equal(got[0], xv == nv)
+    np.testing.assert_array_equal(got[1], xv != 2)
+    np.testing.assert_array_equal(got[2], xv + nv)
+    np.testing.assert_array_equal(got[3], wv * cv[:, None, None])  # Paddle: axis 0
