@@ -3,6 +3,8 @@ beside LoD token rows, DCGAN's shape-tensor fills, Variable's surface, lr schedu
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -285,3 +287,65 @@ def test_variable_operators_match_paddles_patch():
     np.testing.assert_array_equal(got[1], xv != 2)
     np.testing.assert_array_equal(got[2], xv + nv)
     np.testing.assert_array_equal(got[3], wv * cv[:, None, None])  # Paddle: axis 0
+
+
+# -- learning-rate schedules: the float32 nearest each float64 closed form, steps 0..12 -------
+def _closed_forms():
+    """Each schedule's formula in float64, written from Paddle 1.8's layer docs: (builder,
+    step -> value, first step). noam's counter starts at 1, the others' at 0."""
+    lr, n, rate = 1.0, 5, 0.5
+
+    def poly(step, cycle):
+        steps = n * max(math.ceil(step / n), 1) if cycle else n
+        step = step if cycle else min(step, n)
+        return (lr - 1e-4) * (1 - step / steps) + 1e-4
+
+    forms = {
+        "exponential": (lambda: fluid.layers.exponential_decay(lr, n, rate),
+                        lambda s: lr * rate ** (s / n), 0),
+        "exponential_stair": (lambda: fluid.layers.exponential_decay(lr, n, rate, True),
+                              lambda s: lr * rate ** math.floor(s / n), 0),
+        "natural_exp": (lambda: fluid.layers.natural_exp_decay(lr, n, rate),
+                        lambda s: lr * math.exp(-rate * (s / n)), 0),
+        "inverse_time": (lambda: fluid.layers.inverse_time_decay(lr, n, rate),
+                         lambda s: lr / (1 + rate * (s / n)), 0),
+        "inverse_time_stair": (lambda: fluid.layers.inverse_time_decay(lr, n, rate, True),
+                               lambda s: lr / (1 + rate * math.floor(s / n)), 0),
+        "polynomial": (lambda: fluid.layers.polynomial_decay(lr, n),
+                       lambda s: poly(s, False), 0),
+        "polynomial_cycle": (lambda: fluid.layers.polynomial_decay(lr, n, cycle=True),
+                             lambda s: poly(s, True), 0),
+        "piecewise": (lambda: fluid.layers.piecewise_decay([3, 6, 9], [0.1, 0.2, 0.3, 0.4]),
+                      lambda s: [0.1, 0.2, 0.3, 0.4][sum(s >= b for b in (3, 6, 9))], 0),
+        "cosine": (lambda: fluid.layers.cosine_decay(0.1, 3, 4),
+                   lambda s: 0.1 * 0.5 * (math.cos(math.floor(s / 3) * math.pi / 4) + 1), 0),
+        "noam": (lambda: fluid.layers.noam_decay(0.01, 200, 2.0),
+                 lambda s: 2.0 * 0.01 ** -0.5 * min(s ** -0.5, 200 ** -1.5 * s), 1),
+        "noam_past_warmup": (lambda: fluid.layers.noam_decay(1.0, 4, 0.002),
+                             lambda s: 0.002 * min(s ** -0.5, 4 ** -1.5 * s), 1),
+        "warmup_scalar": (lambda: fluid.layers.linear_lr_warmup(2.0, 10, 0.1 / 3, 1),
+                          lambda s: 0.1 / 3 + (1 - 0.1 / 3) * (s / 10) if s < 10 else 2.0, 0),
+        "warmup_of_exponential": (
+            lambda: fluid.layers.linear_lr_warmup(fluid.layers.exponential_decay(lr, n, rate),
+                                                  4, 0.0, 0.9),
+            lambda s: 0.9 * (s / 4) if s < 4 else lr * rate ** (s / n), 0),
+    }
+    return forms
+
+
+@pytest.mark.parametrize("name", list(_closed_forms()))
+def test_schedules_are_their_closed_forms_rounded_once(name):
+    build, form, first = _closed_forms()[name]
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        lr = build()
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        got = [exe.run(main, fetch_list=[lr])[0] for _ in range(13)]
+    for i, value in enumerate(got):
+        ref = form(first + i)
+        assert value.dtype == np.float32 and value.shape == (1,)
+        assert value[0] == np.float32(ref), (name, first + i, ref, value[0])
+        # Paddle's assertAlmostEqual at 7 places, float32 (NumPy 2) and float64 (1.x) alike
+        assert round(ref - value[0], 7) == 0 and round(ref - float(value[0]), 7) == 0
