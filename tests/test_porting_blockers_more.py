@@ -349,3 +349,18 @@ def test_schedules_are_their_closed_forms_rounded_once(name):
         assert value[0] == np.float32(ref), (name, first + i, ref, value[0])
         # Paddle's assertAlmostEqual at 7 places, float32 (NumPy 2) and float64 (1.x) alike
         assert round(ref - value[0], 7) == 0 and round(ref - float(value[0]), 7) == 0
+
+
+def test_gradient_flows_through_shape_tensor_reshape_and_expand():
+    x = fluid.data("x", [-1, 6], "float64")
+    x.stop_gradient = False
+    s = fluid.layers.shape(x)
+    r = fluid.layers.reshape(x, [s[0], 2, 3])
+    e = fluid.layers.expand(r, [1, s[0], 1])
+    assert (r.shape, e.shape) == ((-1, 2, 3), (-1, -1, 3))
+    loss = fluid.layers.reduce_sum(fluid.layers.square(e))
+    fluid.backward.append_backward(loss)
+    v = np.arange(18, dtype="float64").reshape(3, 6)
+    out, grad = fluid.Executor(fluid.CPUPlace()).run(feed={"x": v}, fetch_list=[e, "x@GRAD"])
+    np.testing.assert_array_equal(out, np.tile(v.reshape(3, 2, 3), (1, 3, 1)))
+    np.testing.assert_allclose(grad, 2 * v * 3)  # each element used once per tile
