@@ -1,13 +1,12 @@
 """Lowering rules for the learning-rate schedule ops in defs.py beside this file: each closed
-form in float64 from the (integer) step, rounded once to float32.
+form in float64 from the (integer) step, rounded once to float32."""
 
-Why once: Paddle's unit test (test_learning_rate_scheduler) checks every schedule against its
-float64 Python formula at 7 places. Under NumPy 2 (NEP 50) ``python_float - np.float32`` is a
-float32 difference, so only the float32 nearest to the formula passes where one ulp is over
-5e-8 (values in [0.5, 1)); Paddle's own float32 op chains miss it by an ulp at some steps
-(exponential_decay step 3, inverse_time_decay, the warmup ramp at step 9). The correctly
-rounded value also passes the float64 difference NumPy 1.x took (half an ulp < 5e-8 below 1).
-"""
+# Why once: Paddle's unit test (test_learning_rate_scheduler) checks every schedule against its
+# float64 Python formula at 7 places. Under NumPy 2 (NEP 50) ``python_float - np.float32`` is a
+# float32 difference, so only the float32 nearest the formula passes where an ulp is over 5e-8
+# (values in [0.5, 1)); Paddle's own float32 op chains miss it by an ulp at some steps
+# (exponential_decay step 3, inverse_time_decay, the warmup ramp at step 9). The correctly
+# rounded value also passes NumPy 1.x's float64 difference (half an ulp < 5e-8 below 1).
 
 from __future__ import annotations
 
