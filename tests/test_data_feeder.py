@@ -77,7 +77,7 @@ def test_bad_feed_lists():
         DataFeeder(["nope"], fluid.CPUPlace(), program=main)
     with fluid.program_guard(fluid.Program(), fluid.Program()):
         seq = fluid.data("seq", [-1, 1], "int64")
-    seq.lod_level = 1  # as a program from elsewhere (a parsed one) may declare it
+    seq._set_type(lod_level=1)  # as a program from elsewhere (a parsed one) may declare it
     lod = DataFeeder([seq], fluid.CPUPlace()).feed([([1, 2],), ([3],)])["seq"]  # test_lod_*
     assert lod.recursive_sequence_lengths() == [[2, 1]]
     on_gpu = DataFeeder([img], fluid.CUDAPlace(0))

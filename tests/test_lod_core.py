@@ -55,10 +55,12 @@ def test_ops_without_a_lod_rule_refuse_lod_inputs():
         layers.reduce_prod(x)
     with pytest.raises(ShapeError, match="op gather is a LoD value"):
         layers.gather(x, graphc.data("index", [-1], "int64"))
-    # a dense operand spanning the tokens (a per-sequence value) is refused
+    # a dense operand of the same rank pairs with the tokens row for row (Paddle's dims[0]
+    # check, a data check at run time); a lower-rank one on axis 0 is refused
     per_seq = graphc.data("per_seq", [-1, 4])
+    assert layers.elementwise_add(x, per_seq).lod_level == 1
     with pytest.raises(ShapeError, match="spans the token dimension"):
-        layers.elementwise_add(x, per_seq)
+        layers.elementwise_add(x, graphc.data("per_row", [-1]), axis=0)
     with pytest.raises(ShapeError, match="axis 0 of a LoD value runs across the tokens"):
         layers.softmax(x, axis=0)
     with pytest.raises(ShapeError, match="X must be a LoD value"):

@@ -143,18 +143,21 @@ def test_wrapped_decorator_keeps_signatures():
     assert add(3) == 8 and list(inspect.signature(add).parameters) == ["a", "b"]
 
 
-def test_fill_constant_with_a_variable_shape_is_refused_with_the_port():
+def test_fill_constant_with_a_variable_shape_folds_it_when_traced():
+    # Paddle 1.8 takes a shape Variable (or Variable elements, e.g. shape(x)[0]); graphc folds
+    # such shape tensors when the step is traced (tests/test_porting_blockers_more.py)
     x = fluid.data("x", [-1, 4], "float32")
     x_shape = fluid.layers.shape(x)
-    with pytest.raises(ShapeError, match=r"shape\[0\].*fill_constant_batch_size_like"):
-        fluid.layers.fill_constant(shape=[x_shape[0], 1], dtype="float32", value=1.0)
-    with pytest.raises(ShapeError, match=r"argument shape is a Variable"):
-        fluid.layers.fill_constant(shape=x_shape, dtype="float32", value=1.0)
-    # the port it points to: batch from x at run time, static when compiled
-    ones = fluid.layers.fill_constant_batch_size_like(x, [-1, 1], "float32", 1.0)
-    (got,) = fluid.Executor(fluid.CPUPlace()).run(
-        feed={"x": np.zeros((3, 4), "float32")}, fetch_list=[ones])
-    np.testing.assert_array_equal(got, np.ones((3, 1), "float32"))
+    ones = fluid.layers.fill_constant(shape=[x_shape[0], 1], dtype="float32", value=1.0)
+    like = fluid.layers.fill_constant(shape=x_shape, dtype="float32", value=2.0)
+    assert ones.shape == (-1, 1) and like.shape == (-1, 4)
+    got = fluid.Executor(fluid.CPUPlace()).run(
+        feed={"x": np.zeros((3, 4), "float32")}, fetch_list=[ones, like])
+    np.testing.assert_array_equal(got[0], np.ones((3, 1), "float32"))
+    np.testing.assert_array_equal(got[1], np.full((3, 4), 2, "float32"))
+    with pytest.raises(ShapeError, match=r"fill_constant: argument shape\[0\].*data values"):
+        fluid.layers.fill_constant(shape=[fluid.data("n", [1], "int32"), 1], dtype="float32",
+                                   value=1.0)
 
 
 def test_fill_constant_still_takes_int_like_shapes():

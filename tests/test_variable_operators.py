@@ -56,10 +56,16 @@ def test_integer_floor_division_and_modulo():
         np.testing.assert_array_equal(g, want)
 
 
-def test_equality_keeps_identity_semantics():
+def test_equality_builds_compare_ops_and_hashing_keeps_identity():
+    # Paddle 1.8 patches == and != too (equal / not_equal ops); Variables stay hashable
     x = layers.data("x", [-1, 3], append_batch_size=False)
     y = layers.data("y", [-1, 3], append_batch_size=False)
-    assert x == x and x != y and len({x, y, x}) == 2
+    eq, ne, eq1 = x == y, x != y, x == 1.5
+    assert all(isinstance(v, graphc.Variable) and v.dtype == "bool" for v in (eq, ne, eq1))
+    assert len({x, y, x}) == 2 and {x: 1}[x] == 1 and (x == None) is False  # noqa: E711
+    got = graphc.Executor().run(feed={"x": X, "y": Y}, fetch_list=[eq, ne, eq1])
+    for g, want in zip(got, [X == Y, X != Y, X == 1.5]):
+        np.testing.assert_array_equal(g, want)
 
 
 def test_unsupported_operands_are_type_errors():

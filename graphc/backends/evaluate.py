@@ -5,11 +5,15 @@ The interpreter calls it eagerly; the JAX emitter calls it while tracing one jit
 
 from __future__ import annotations
 
+import math
 import weakref
+
+import jax
 
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Op, Value
 from ..ir.opdef import RANDOM, get_op_def
+from ..ir.shape_values import FOLDABLE
 from ..ops import import_lowerings
 from .lod import LoDArray
 from .lowering import (
@@ -61,13 +65,36 @@ def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas
     outs = graph.op_outputs(op)
     out_types = {slot: [v.type for v in vals] for slot, vals in outs.items()}
     try:
-        results = apply_rule(op.type, op.attrs, ins, out_types, op.where, op_seed(graph, op),
-                             step, replicas)
+        if _host_value(op, ins):  # a shape tensor: a host value while tracing
+            with jax.ensure_compile_time_eval():
+                results = apply_rule(op.type, op.attrs, ins, out_types, op.where,
+                                     op_seed(graph, op), step, replicas)
+        else:
+            results = apply_rule(op.type, op.attrs, ins, out_types, op.where,
+                                 op_seed(graph, op), step, replicas)
     except GraphcError:
         raise
     except Exception as exc:  # a rule failed: say which op, as torch.fx's Interpreter does
         raise LoweringError(f"while executing {op.where}: {type(exc).__name__}: {exc}") from exc
     _store(op, outs, results, env)
+
+
+def _host_value(op: Op, ins: dict[str, list]) -> bool:
+    """Shape tensors are folded on the host (ir/shape_values.py): ``shape`` always, and the
+    ops of FOLDABLE over small host values (only these: a big constant would be folded into
+    the compiled step)."""
+    if op.type not in FOLDABLE:
+        return False
+    if op.type == "shape":
+        return True
+    vals = [v for vs in ins.values() for v in vs]
+    if op.type == "fill_constant" and vals:  # sized by a shape tensor: a batch, no dim
+        return False
+    if not vals:  # fill_constant / assign_value: a small integer constant (a dim)
+        dtype = str(op.attrs.get("dtype", ""))
+        return dtype.startswith("int") and math.prod(op.attrs.get("shape") or [0]) <= 64
+    return all(not isinstance(v, jax.core.Tracer | LoDArray | SelectedRows)
+               and getattr(v, "size", 65) <= 64 for v in vals)
 
 
 def _store(op: Op, outs: dict[str, list[Value]], results: dict[str, list], env: dict) -> None:

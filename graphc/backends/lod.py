@@ -218,3 +218,62 @@ def concat_blocks(parts: list) -> LoDArray:
     hosts = [p.numpy() for p in parts]
     return LoDArray(np.concatenate([h.data for h in hosts]),
                     tuple(np.concatenate(level) for level in zip(*(h.lengths for h in hosts))))
+
+
+def pair_dense_rows(ctx, lod_slots, kwargs: dict, ref: LoDArray, check: bool = True):
+    """Dense operands of a row-wise op whose dim 0 runs beside the tokens of ``ref`` (same
+    rank, more than one row: CTR-DNN's dense label beside a LoD prediction) are paired row
+    for row, as Paddle does when their counts agree (``pad_to_tokens``). Returns the new
+    kwargs and {slot: [rows or None per value]} to cut their gradients back to. ``check``
+    False (a grad op: its forward op checked the same rows) makes no data check."""
+    out, paired = dict(kwargs), {}
+    for slot in lod_slots:
+        vals = kwargs.get(slot)
+        many = isinstance(vals, list)
+        got = [pad_to_tokens(ctx, slot, v, ref, check) for v in (vals if many else [vals])]
+        out[slot] = [g[0] for g in got] if many else got[0][0]
+        if any(g[1] is not None for g in got):
+            paired[slot] = [g[1] for g in got]
+    return out, paired
+
+
+def pad_to_tokens(ctx, slot: str, v, ref: LoDArray, check: bool = True):
+    """A dense ``v`` of ``ref``'s rank with more than one row, padded (or cut) to ``ref``'s
+    buffer so row i meets token i; its row count must equal the token count, a data check
+    (Paddle's dims[0] equality). Returns (value, its own rows), or (v, None) when ``v``
+    broadcasts over the tokens instead (one row, a lower rank) or is no dense array."""
+    from .data_checks import report_invalid
+
+    if (v is None or isinstance(v, LoDArray) or not hasattr(v, "ndim")
+            or v.ndim != ref.data.ndim or v.ndim == 0 or v.shape[0] == 1):
+        return v, None
+    rows, cap = int(v.shape[0]), ref.capacity
+    if check:
+        count = ref.token_count()
+        report_invalid(ctx, slot, jnp.reshape(count != rows, (1,)), jnp.reshape(count, (1,)),
+                       f"{rows} tokens: the dense input {slot} has {rows} rows, paired row "
+                       "for row with the tokens of its LoD input (a per-sequence value "
+                       "needs sequence_expand)")
+    return _to_rows(jnp.asarray(v), cap), rows
+
+
+def unpair_rows(result: dict, paired: dict, suffix: str) -> dict:
+    """Gradients (``slot + suffix``) of paired dense operands back to their own rows."""
+    out = dict(result)
+    for slot, rows in paired.items():
+        key = slot + suffix
+        if key not in out or out[key] is None:
+            continue
+        vals = out[key]
+        many = isinstance(vals, list | tuple)
+        vals = list(vals) if many else [vals]
+        cut = [v if r is None or isinstance(v, LoDArray) else _to_rows(jnp.asarray(v), r)
+               for v, r in zip(vals, rows)]
+        out[key] = cut if many else cut[0]
+    return out
+
+
+def _to_rows(v, rows: int):
+    if v.shape[0] >= rows:
+        return v[:rows]
+    return jnp.pad(v, [(0, rows - v.shape[0])] + [(0, 0)] * (v.ndim - 1))

@@ -18,7 +18,7 @@ from ..ir.errors import GraphcError
 from ..ir.grad_defs import GRAD_SUFFIX, forward_type
 from ..ir.opdef import get_op_def
 from ..ir.types import FLOAT_DTYPES, TensorType
-from .lod import LoDArray, first_lod, unwrap, wrap_outputs
+from .lod import LoDArray, first_lod, pair_dense_rows, unpair_rows, unwrap, wrap_outputs
 from .precision import with_graphc_x64
 from .selected_rows import SelectedRows
 
@@ -261,8 +261,12 @@ def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, l
         # an aware op's gradient without a rule of its own: the vjp over the tokens
         result = _LOD_RULES["@grad"](ctx, **kwargs)
     elif lod is not None and opdef.lod == "rowwise":  # the rule sees the packed tokens
+        is_grad = forward_type(op_type) is not None
+        kwargs, paired = pair_dense_rows(ctx, opdef.lod_inputs, kwargs, lod, not is_grad)
         result = wrap_outputs(rule(ctx, **{k: unwrap(v) for k, v in kwargs.items()}),
                               out_types, lod)
+        if paired and is_grad:
+            result = unpair_rows(result, paired, GRAD_SUFFIX)
     else:
         # Slot names such as "Out@GRAD" are not identifiers: such rules take **kw.
         result = rule(ctx, **kwargs)

@@ -246,15 +246,16 @@ class OpDef:
             if slot in levels or slot not in self.lod_inputs or not types:
                 continue
             ref = next((ins[s][0] for s in levels if s in self.lod_inputs and ins.get(s)), None)
-            for t in types:  # a dense operand beside a LoD one must broadcast over tokens
-                if ref is not None and (
-                        (t.rank == ref.rank and t.rank and t.shape[0] != 1)
-                        or (t.rank < ref.rank and attrs.get("axis", -1) == 0)):
+            # a dense operand beside a LoD one broadcasts over its tokens, or (same rank,
+            # Paddle's dims[0] == dims[0]) pairs with them row for row: CTR-DNN's dense
+            # label beside a LoD prediction; the rows must equal the tokens (a data check)
+            for t in types:
+                if ref is not None and t.rank < ref.rank and attrs.get("axis", -1) == 0:
                     raise ShapeError(
                         f"{where}: input '{slot}' ({t}) is dense but spans the token "
-                        f"dimension of the LoD input '{next(iter(levels))}'; a dense operand "
-                        "of a LoD value must broadcast over its tokens (shape[0] == 1, or a "
-                        "lower rank aligned to the trailing dimensions)")
+                        f"dimension of the LoD input '{next(iter(levels))}' on axis 0 "
+                        "with a lower rank; give it the LoD value's rank (row for row with "
+                        "the tokens) or broadcast it over the trailing dimensions")
         for slot, types in out.items():
             # listed outputs take their sources' LoD, unlisted ones none; no list: every one
             sources = self.lod_outputs.get(slot, () if self.lod_outputs else self.lod_inputs)

@@ -7,101 +7,18 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import re
 from collections.abc import Iterable
 from typing import Any
 
 from .errors import OpDefinitionError, ProgramError, ShapeError
 from .opdef import get_op_def
 from .source import user_source
-from .types import TensorType, normalize_dtype, normalize_shape, types_compatible
+from .types import normalize_dtype, normalize_shape, types_compatible
+from .variable import Parameter, Variable, check_name
+
+__all__ = ["ROLES", "Block", "Operator", "Parameter", "Program", "Variable", "check_name"]
 
 ROLES = ("forward", "backward", "optimize", "lr_sched")
-# '#' separates SSA versions and '%' marks values in the text form, so names avoid them.
-_NAME_RE = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')
-
-
-def check_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
-        raise ProgramError(
-            f"invalid variable name {name!r}: names are non-empty and contain no whitespace "
-            "or any of , : ( ) [ ] { } = # % \"")
-    return name
-
-
-class Variable:
-    """A named tensor slot in a Block (shape with -1 for unknown dims, dtype).
-
-    ``selected_rows`` is False for a dense tensor (Paddle's LOD_TENSOR); True for a row-sparse
-    gradient (SELECTED_ROWS, from an ``is_sparse`` embedding) holding some rows of ``shape``.
-    """
-
-    def __init__(self, block: Block, name: str, shape=None, dtype="float32",
-                 persistable: bool = False, stop_gradient: bool = False,
-                 is_data: bool = False, need_check_feed: bool = False, lod_level: int = 0,
-                 selected_rows: bool = False):
-        self.block = block
-        self.name = check_name(name)
-        self.shape = None if shape is None else normalize_shape(shape)
-        self.dtype = normalize_dtype(dtype)
-        self.persistable = persistable
-        self.stop_gradient = stop_gradient
-        self.is_data = is_data
-        self.need_check_feed = need_check_feed
-        self.lod_level = lod_level
-        # set by shape inference of an op writing SelectedRows (lookup_table_grad, ...)
-        self.selected_rows = bool(selected_rows)
-
-    @property
-    def type(self) -> TensorType:
-        if self.shape is None:
-            raise ProgramError(f"variable '{self.name}' has no shape yet")
-        return TensorType(self.shape, self.dtype, self.selected_rows, self.lod_level)
-
-    @property
-    def is_parameter(self) -> bool:
-        return False
-
-    @property
-    def grad_name(self) -> str:
-        return self.name + "@GRAD"
-
-    @property
-    def ndim(self) -> int:
-        return len(self.shape or ())
-
-    def __repr__(self) -> str:
-        shape = "?" if self.shape is None else list(self.shape)
-        flags = "".join(f", {f}" for f in ("persistable", "stop_gradient", "is_data")
-                        if getattr(self, f))
-        if self.selected_rows:
-            flags = ", selected_rows" + flags
-        return f"Variable({self.name}, shape={shape}, dtype={self.dtype}{flags})"
-
-
-class Parameter(Variable):
-    """A trainable, persistable Variable with its optimisation attributes."""
-
-    def __init__(self, block: Block, name: str, shape, dtype="float32", trainable: bool = True,
-                 learning_rate: float = 1.0, regularizer=None, initializer=None,
-                 need_clip: bool = True):
-        super().__init__(block, name, shape, dtype, persistable=True,
-                         stop_gradient=not trainable)
-        if self.shape is None or any(d < 0 for d in self.shape):
-            raise ProgramError(f"parameter '{name}' needs a fully known shape, got {shape}")
-        self.trainable = trainable
-        self.optimize_attr = {"learning_rate": float(learning_rate)}
-        self.regularizer = regularizer
-        self.initializer = initializer
-        self.need_clip = need_clip
-
-    @property
-    def is_parameter(self) -> bool:
-        return True
-
-    def __repr__(self) -> str:
-        return (f"Parameter({self.name}, shape={list(self.shape)}, dtype={self.dtype}, "
-                f"trainable={self.trainable})")
 
 
 class Operator:
@@ -221,7 +138,7 @@ class Block:
                 raise ProgramError(f"variable '{name}' exists with shape {list(var.shape)}, "
                                    f"not {list(shape)}")
             return var
-        var = Variable(self, name, shape, dtype, **kwargs)
+        var = Variable(self, name=name, shape=shape, dtype=dtype, **kwargs)
         self.vars[name] = var
         self.program._bump()
         return var
@@ -356,8 +273,8 @@ class Block:
                                      f"{var.type} but the op produces {t}")
         # Only once every output checked out do new variables take their types.
         for var, t in untyped:
-            var.shape, var.dtype, var.selected_rows = t.shape, t.dtype, t.sparse
-            var.lod_level = t.lod_level
+            var._set_type(t.shape, t.dtype, t.lod_level)
+            var.selected_rows = t.sparse
         op = Operator(self, type, ins, outs, attrs, source, self.program._current_role)
         self.program._bump()
         return op

@@ -60,8 +60,15 @@ def _random(op_type, shape, dtype, attrs):
     dtype = normalize_dtype(dtype)
     if dtype not in ("float32", "float64"):
         raise ProgramError(f"{op_type}: dtype {dtype} must be float32 or float64")
-    shape = _ints(op_type, "shape", shape)
-    return _one_creation(op_type, {"shape": shape, "dtype": dtype, **attrs}, dtype)
+    from .tensor import shape_args
+    shape, inputs = shape_args(op_type, shape)
+    if not inputs:
+        return _one_creation(op_type, {"shape": _ints(op_type, "shape", shape), "dtype": dtype,
+                                       **attrs}, dtype)
+    helper = LayerHelper(op_type)
+    out = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    helper.append_op(op_type, inputs, {"Out": out}, {"shape": shape, "dtype": dtype, **attrs})
+    return out
 
 
 def uniform_random(shape, dtype="float32", min: float = -1.0, max: float = 1.0, seed: int = 0):

@@ -85,6 +85,14 @@ def shape(input):
 
 # -- expand, gather, scatter ----------------------------------------------------------------------
 def expand(x, expand_times, name=None):
+    from .tensor import shape_args
+    times, tensors = shape_args("expand", expand_times, ("ExpandTimes", "expand_times_tensor"))
+    if tensors:  # shape tensors (folded when the step is traced), as Paddle's inputs
+        check_variable("expand", "x", x)
+        helper = LayerHelper("expand", name)
+        out = helper.create_variable_for_type_inference(x.dtype)
+        helper.append_op("expand", {"X": x, **tensors}, {"Out": out}, {"expand_times": times})
+        return out
     return _one("expand", "expand", {"X": x},
                 {"expand_times": _ints("expand", "expand_times", expand_times)}, name=name)
 
@@ -201,11 +209,15 @@ def _one_creation(op_type, attrs, dtype, name=None):
 
 
 def zeros(shape, dtype, force_cpu: bool = False):
-    return fill_constant(_ints("zeros", "shape", shape), dtype, 0.0, force_cpu)
+    if not isinstance(shape, Variable) and not any(isinstance(d, Variable) for d in shape):
+        shape = _ints("zeros", "shape", shape)  # else shape tensors, as fill_constant takes
+    return fill_constant(shape, dtype, 0.0, force_cpu)
 
 
 def ones(shape, dtype, force_cpu: bool = False):
-    return fill_constant(_ints("ones", "shape", shape), dtype, 1.0, force_cpu)
+    if not isinstance(shape, Variable) and not any(isinstance(d, Variable) for d in shape):
+        shape = _ints("ones", "shape", shape)  # else shape tensors, as fill_constant takes
+    return fill_constant(shape, dtype, 1.0, force_cpu)
 
 
 def _like(op_type, x, out, attrs):

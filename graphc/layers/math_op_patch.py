@@ -1,8 +1,10 @@
-"""Operators on Variables (``a + b``, ``2 * x``, ``-x``, ``x ** 2``, ``a < b``), as Paddle 1.8
-patches them: scalars become ``scale`` ops where one suffices, else a ``[1]`` constant.
+"""Operators on Variables (``a + b``, ``2 * x``, ``-x``, ``x ** 2``, ``a < b``, ``a == b``),
+as Paddle 1.8 patches them: scalars become ``scale`` ops where one suffices, else a constant.
 
-``==`` and ``!=`` keep Python's identity meaning (graphc keys tables by Variable); use
-``layers.equal`` / ``layers.not_equal`` for element-wise comparison.
+As in Paddle, ``==`` and ``!=`` build ``equal`` / ``not_equal`` ops (a bool Variable), and
+Variables stay hashable by identity (dict and set keys); compare Variables themselves with
+``is``. A right operand of another dtype is cast to the left one's; a right operand whose
+dim 0 is unknown broadcasts from axis 0 (Paddle's ``axis``).
 """
 
 from __future__ import annotations
@@ -55,21 +57,33 @@ def _binary(op_type: str, reverse: bool = False, name: str | None = None):
                 if out is not None:
                     return out
             other = _constant_like(self, value)
+        elif other.dtype != self.dtype:
+            from .tensor import cast
+            other = cast(other, self.dtype)
         x, y = (other, self) if reverse else (self, other)
-        return _elementwise(op_type, x, y, -1, None, None)
+        return _elementwise(op_type, x, y, _axis(y), None, None)
 
     method.__name__ = name or f"__{'r' if reverse else ''}{op_type.split('_')[1]}__"
     return method
 
 
+def _axis(y: Variable) -> int:
+    """Paddle's: a right operand with an unknown dim 0 (a batch) aligns from axis 0."""
+    return 0 if y.shape and y.shape[0] == -1 else -1
+
+
 def _compare(op_type: str, name: str):
     def method(self: Variable, other):
         if isinstance(other, bool) or not isinstance(other, _SCALAR | Variable):
-            return NotImplemented
+            return NotImplemented  # ``x == None``: Python's identity answer
         if not isinstance(other, Variable):
             other = _constant_like(self, float(other))
-        from . import logic
-        return getattr(logic, op_type)(self, other)
+        elif other.dtype != self.dtype:
+            from .tensor import cast
+            other = cast(other, self.dtype)
+        from .logic import _bool_op
+        return _bool_op(op_type, {"X": self, "Y": other}, None,
+                        {"axis": _axis(other), "force_cpu": False})
 
     method.__name__ = name
     return method
@@ -91,6 +105,8 @@ def monkey_patch_variable() -> None:
     Variable.__floordiv__ = _binary("elementwise_floordiv", name="__floordiv__")
     Variable.__mod__ = _binary("elementwise_mod", name="__mod__")
     Variable.__neg__ = lambda self: scale(self, -1.0)
-    for name, op_type in (("__lt__", "less_than"), ("__le__", "less_equal"),
+    for name, op_type in (("__eq__", "equal"), ("__ne__", "not_equal"),
+                          ("__lt__", "less_than"), ("__le__", "less_equal"),
                           ("__gt__", "greater_than"), ("__ge__", "greater_equal")):
         setattr(Variable, name, _compare(op_type, name))
+    Variable.__hash__ = object.__hash__  # keys by identity, as Paddle's Variables stay

@@ -4,7 +4,7 @@ concat, split, sums, assign, and the two on row-sparse values (merge, densify)."
 from __future__ import annotations
 
 from ..ir.default_programs import default_main_program
-from ..ir.errors import ProgramError, ShapeError
+from ..ir.errors import ProgramError
 from ..ir.program import Variable
 from ..ir.types import normalize_dtype
 from .helper import LayerHelper, check_variable
@@ -85,29 +85,31 @@ def data(name: str, shape, append_batch_size=True, dtype="float32", lod_level: i
     return declare_data(name, dims, dtype, lod_level, stop_gradient, layer="layers.data")
 
 
-def _static_fill_shape(shape) -> list[int]:
-    # Paddle 1.8 accepts a shape Variable (or Variable elements, e.g. shape(x)[0]) known
-    # only at run time; an XLA step needs every shape when it compiles, so say what ports
-    hint = ("graphc compiles static shapes, so fill_constant's shape must be Python ints; "
-            "for a batch-sized fill use fluid.layers.fill_constant_batch_size_like(input=x, "
-            "shape=[-1, ...], dtype=..., value=...), which takes the batch from x")
-    if isinstance(shape, Variable):
-        raise ShapeError(f"fill_constant: argument shape is a Variable ({shape.name!r}, "
-                         f"known only at run time); {hint}")
-    dims = list(shape)
-    for i, d in enumerate(dims):
-        if isinstance(d, Variable):
-            raise ShapeError(f"fill_constant: argument shape[{i}] is a Variable ({d.name!r}, "
-                             f"known only at run time); {hint}")
-    return [int(d) for d in dims]
+def shape_args(layer: str, shape, slots=("ShapeTensor", "ShapeTensorList")):
+    """A ``shape`` argument as (attr dims, op inputs). Ints give the attr alone; a 1-D int
+    Variable, or a list holding [1] int Variables (``layers.shape(x)[0]``), becomes Paddle's
+    ShapeTensor / ShapeTensorList input (ints of the list as fill_constant tensors, as
+    Paddle builds them), with the attr holding what the build knows (-1 elsewhere). graphc
+    compiles static shapes: the value must come from shapes (ir/shape_values.py), folded
+    when the step is traced; one computed from data is a ShapeError naming ``layer``."""
+    from ..ir.shape_values import shape_dims
+
+    if not isinstance(shape, Variable) and not any(isinstance(d, Variable) for d in shape):
+        return [int(d) for d in shape], {}
+    dims, tensor, _ = shape_dims(shape, layer)
+    if tensor is not None:
+        return dims, {slots[0]: tensor}
+    items = [d if isinstance(d, Variable) else fill_constant([1], "int32", int(d))
+             for d in shape]
+    return dims, {slots[1]: items}
 
 
 def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None, name=None):
-    shape = _static_fill_shape(shape)
+    shape, inputs = shape_args("fill_constant", shape)
     helper = LayerHelper("fill_constant", name)
     out = out or helper.create_variable_for_type_inference(normalize_dtype(dtype),
                                                            stop_gradient=True)
-    helper.append_op("fill_constant", outputs={"Out": out},
+    helper.append_op("fill_constant", inputs, outputs={"Out": out},
                      attrs={"shape": shape, "dtype": normalize_dtype(dtype),
                             "value": float(value), "force_cpu": force_cpu})
     return out
@@ -122,21 +124,30 @@ def cast(x, dtype):
     return out
 
 
-def _with_xshape(op_type, x, attrs, act=None, name=None):
+def _with_xshape(op_type, x, attrs, act=None, name=None, inputs=None):
     check_variable(op_type.rstrip("2"), "x", x)
     helper = LayerHelper(op_type, name)
     out = helper.create_variable_for_type_inference(x.dtype)
     xshape = helper.create_variable_for_type_inference(x.dtype, stop_gradient=True)
-    helper.append_op(op_type, {"X": x}, {"Out": out, "XShape": xshape}, attrs)
+    helper.append_op(op_type, {"X": x, **(inputs or {})}, {"Out": out, "XShape": xshape},
+                     attrs)
     return helper.append_activation(out, act)
 
 
 def reshape(x, shape, actual_shape=None, act=None, inplace: bool = False, name=None):
-    """Reshape; 0 keeps the input's dimension, one -1 is inferred (Paddle rules)."""
+    """Reshape; 0 keeps the input's dimension, one -1 is inferred (Paddle rules). ``shape``
+    may be (or hold) shape tensors, ``actual_shape`` a 1-D int tensor that wins over it, as
+    in Paddle; both are folded when the step is traced (``shape_args``)."""
+    check_variable("reshape", "x", x)
+    dims, inputs = shape_args("reshape", shape, ("Shape", "ShapeTensor"))
     if actual_shape is not None:
-        raise ProgramError("reshape: actual_shape (a shape tensor) is not supported; "
-                           "pass a list")
-    return _with_xshape("reshape2", x, {"shape": [int(d) for d in shape]}, act, name)
+        if not isinstance(actual_shape, Variable):
+            raise ProgramError(f"reshape: actual_shape must be a Variable, got "
+                               f"{type(actual_shape).__name__}")
+        from ..ir.shape_values import shape_dims
+        dims, inputs = shape_dims(actual_shape, "reshape", "actual_shape")[0], {
+            "Shape": actual_shape}
+    return _with_xshape("reshape2", x, {"shape": dims}, act, name, inputs)
 
 
 def transpose(x, perm, name=None):

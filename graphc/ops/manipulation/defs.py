@@ -158,6 +158,11 @@ register("shape", "Input", "Out", infer=_shape, traits=(NO_GRAD,),
 # -- expanding, gathering, scattering -------------------------------------------------------------
 def _expand(c):
     x, times = c.x("X"), c["expand_times"]
+    if c.has("ExpandTimes") or c.has("expand_times_tensor"):  # folded when traced
+        c.check(len(times) == x.rank, f"expand_times {times} must have one entry per "
+                                      f"dimension of X {list(x.shape)}")
+        shape = tuple(d * t if d >= 0 and t >= 1 else -1 for d, t in zip(x.shape, times))
+        return {"Out": TensorType(shape, x.dtype)}
     c.check(len(times) == x.rank, f"expand_times {times} must have one entry per dimension "
                                   f"of X {list(x.shape)}")
     c.check(all(t >= 1 for t in times), f"expand_times {times} must be positive")
@@ -165,7 +170,8 @@ def _expand(c):
     return {"Out": TensorType(shape, x.dtype)}
 
 
-register("expand", "X", "Out", {"expand_times": "ints"}, infer=_expand,
+register("expand", "X ExpandTimes? expand_times_tensor*?", "Out", {"expand_times": "ints"},
+         infer=_expand,
          doc="Out = X tiled expand_times[i] times along each dimension i")
 
 

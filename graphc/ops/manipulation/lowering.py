@@ -64,8 +64,11 @@ def _shape(c, Input):
 
 
 @lowering("expand")
-def _expand(c, X):
-    return {"Out": jnp.tile(X, c["expand_times"])}
+def _expand(c, X, ExpandTimes=None, expand_times_tensor=None):
+    from ..tensor.lowering import host_shape
+    times = host_shape(c, ExpandTimes, expand_times_tensor,
+                       ("ExpandTimes", "expand_times_tensor"))
+    return {"Out": jnp.tile(X, times or c["expand_times"])}
 
 
 @lowering("expand_as")

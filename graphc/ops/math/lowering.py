@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 from jax.scipy.special import erf
 
-from ...backends.lod import LoDArray
+from ...backends.lod import LoDArray, pad_to_tokens
 from ...backends.lowering import lowering
 from ...backends.selected_rows import SelectedRows, add_to_dense, concat_rows
 from ...ir.shapes import align_for_axis
@@ -148,6 +148,8 @@ def _top_k(c, X):
 @lowering("accuracy")
 def _accuracy(c, Out, Indices, Label):
     valid = Indices.valid() if isinstance(Indices, LoDArray) else None
+    if valid is not None and not isinstance(Label, LoDArray):  # one dense label per token
+        Label = pad_to_tokens(c, "Label", Label, Indices)[0]
     Indices, Label = (getattr(v, "data", v) for v in (Indices, Label))
     hit = jnp.any(Indices == Label.reshape(-1, 1).astype(Indices.dtype), axis=1)
     if valid is None:

@@ -41,6 +41,9 @@ def _auc(c):
 register("auc", "Predict Label StatPos StatNeg", "AUC StatPosOut StatNegOut", {
     "curve": ("str", "ROC"), "num_thresholds": ("int", 2 ** 12 - 1), "slide_steps": ("int", 1),
 }, infer=_auc, traits=(NO_GRAD, STATEFUL),
+    # CTR-DNN's prediction of LoD token rows with a dense label per token: the real tokens
+    # are the examples (aware: the packed buffer's padding rows are none); AUC is dense
+    lod_inputs=("Predict", "Label"), lod="aware", lod_outputs={"AUC": ()},
     inplace={"StatPosOut": "StatPos", "StatNegOut": "StatNeg"},
     doc="adds the batch's predictions to positive/negative histograms (bucket "
         "int(p * num_thresholds)) and returns the ROC AUC of the accumulated ones; "

@@ -6,6 +6,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from ...backends.lod import LoDArray, pad_to_tokens
 from ...backends.lowering import cross_replica, lowering
 
 
@@ -24,6 +25,11 @@ def roc_auc_from_histograms(pos, neg):
 def _histograms(c, Predict, Label):
     """This batch's counts of positive and negative examples per score bucket."""
     thresholds = c["num_thresholds"]
+    weight = 1
+    if isinstance(Predict, LoDArray):  # token rows: padding rows are no examples
+        Label = pad_to_tokens(c, "Label", Label, Predict)[0]
+        weight = Predict.valid().astype(jnp.int64)
+    Predict, Label = (getattr(v, "data", v) for v in (Predict, Label))
     score = Predict[:, -1]
     # Paddle casts p * num_thresholds (in the prediction's type) to an unsigned integer; it
     # refuses p outside [0, 1], which a compiled step cannot, so such p are clamped
@@ -31,7 +37,8 @@ def _histograms(c, Predict, Label):
                      thresholds)
     positive = (Label.reshape(-1) != 0).astype(jnp.int64)
     empty = jnp.zeros(thresholds + 1, jnp.int64)
-    return empty.at[index].add(positive), empty.at[index].add(1 - positive)
+    return (empty.at[index].add(positive * weight),
+            empty.at[index].add((1 - positive) * weight))
 
 
 def _update(c, add_pos, add_neg, StatPos, StatNeg):

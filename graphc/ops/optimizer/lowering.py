@@ -6,8 +6,6 @@ A row-sparse gradient (SelectedRows) goes to its update in sparse.py.
 
 from __future__ import annotations
 
-import math as pymath
-
 import jax
 import jax.numpy as jnp
 
@@ -74,19 +72,7 @@ def _increment(c, X):
     return {"Out": X + jnp.asarray(c["step"], X.dtype)}
 
 
-@lowering("piecewise_decay")
-def _piecewise(c, Step):
-    step = Step.reshape(()).astype(jnp.float32)
-    values = jnp.asarray(c["values"], jnp.float32)
-    index = jnp.sum(step >= jnp.asarray(c["boundaries"], jnp.float32))
-    return {"Out": values[index].reshape(1)}
-
-
-@lowering("cosine_decay")
-def _cosine(c, Step):
-    epoch = jnp.floor(Step.reshape(()).astype(jnp.float32) / c["step_each_epoch"])
-    lr = c["learning_rate"] * 0.5 * (jnp.cos(epoch * pymath.pi / c["epochs"]) + 1)
-    return {"Out": lr.reshape(1)}
+# piecewise_decay and cosine_decay: ops/lr_schedule/lowering.py, with the other schedules
 
 
 @lowering("linear_warmup")

@@ -19,6 +19,10 @@ def _xshape(x: TensorType) -> TensorType:
 def _reshape2(c):
     x = c.x("X")
     target = list(c["shape"])
+    if c.has("Shape") or c.has("ShapeTensor"):  # folded when the step is traced
+        out = tuple(x.shape[i] if d == 0 and i < x.rank else d if d > 0 else -1
+                    for i, d in enumerate(target))
+        return {"Out": TensorType(out, x.dtype), "XShape": _xshape(x)}
     c.check(target.count(-1) <= 1, f"shape {target} has more than one -1")
     out = []
     for i, d in enumerate(target):
@@ -42,8 +46,10 @@ def _reshape2(c):
 # Out keeps X's LoD, XShape does not
 _KEEP_ROWS = {"lod_inputs": ("X",), "lod_outputs": {"Out": ("X",)},
               "lod_fixup": keeps_token_rows}
-register("reshape2", "X", "Out XShape?", {"shape": "ints"}, infer=_reshape2, **_KEEP_ROWS,
-         doc="reshape; 0 copies the input dimension, one -1 is inferred")
+register("reshape2", "X Shape? ShapeTensor*?", "Out XShape?", {"shape": "ints"},
+         infer=_reshape2, **_KEEP_ROWS,
+         doc="reshape; 0 copies the input dimension, one -1 is inferred; Shape (or the [1] "
+             "tensors of ShapeTensor), folded when the step is traced, win over the attr")
 
 
 def _transpose2(c):
@@ -120,24 +126,34 @@ register("cast", "X", "Out", {"in_dtype": "dtype", "out_dtype": "dtype"}, infer=
 
 def _filled(c):
     shape = tuple(c["shape"])
-    c.check(all(d >= 0 for d in shape), f"shape {list(shape)} must be fully known")
+    # a shape tensor (ir/shape_values.py) leaves dims unknown until the step is traced
+    tensor = c.has("ShapeTensor") or c.has("ShapeTensorList")
+    c.check(tensor or all(d >= 0 for d in shape), f"shape {list(shape)} must be fully known")
+    if c.has("ShapeTensor"):
+        st = c.x("ShapeTensor")
+        c.check(st.rank == 1 and st.shape[0] == len(shape) and st.dtype in ("int32", "int64"),
+                f"ShapeTensor {st} must be int32/int64 [{len(shape)}]")
+    if c.has("ShapeTensorList"):
+        c.check(len(c.xs("ShapeTensorList")) == len(shape),
+                f"ShapeTensorList holds {len(c.xs('ShapeTensorList'))} tensors for shape "
+                f"{list(shape)}")
     c.check(c["dtype"] in DTYPES, f"dtype {c['dtype']!r}")
     return {"Out": TensorType(shape, c["dtype"])}
 
 
-register("fill_constant", "", "Out", {
+register("fill_constant", "ShapeTensor? ShapeTensorList*?", "Out", {
     "shape": "ints", "dtype": ("dtype", "float32"), "value": ("float", 0.0),
     "force_cpu": ("bool", False),
 }, infer=_filled, traits=(INITIALIZER, NO_GRAD), doc="Out = a tensor filled with value")
 register("fill_zeros_like", "X", "Out", infer=lambda c: {"Out": c.x("X")},
          traits=(NO_GRAD,), doc="Out = zeros of X's shape and dtype (known at run time)")
-register("uniform_random", "", "Out", {
+register("uniform_random", "ShapeTensor? ShapeTensorList*?", "Out", {
     "shape": "ints", "dtype": ("dtype", "float32"), "min": ("float", -1.0), "max": ("float", 1.0),
     "seed": ("int", 0), "row_keyed": ("bool", False),
 }, infer=_filled, traits=(INITIALIZER, RANDOM, NO_GRAD),
     doc="Out ~ U[min, max); row_keyed: row i drawn from the op's key folded with i (a "
         "distributed table's rows, drawn alike wherever they are needed)")
-register("gaussian_random", "", "Out", {
+register("gaussian_random", "ShapeTensor? ShapeTensorList*?", "Out", {
     "shape": "ints", "dtype": ("dtype", "float32"), "mean": ("float", 0.0), "std": ("float", 1.0),
     "seed": ("int", 0), "row_keyed": ("bool", False),
 }, infer=_filled, traits=(INITIALIZER, RANDOM, NO_GRAD),

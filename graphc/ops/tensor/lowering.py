@@ -9,17 +9,36 @@ import math as pymath
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ...backends.lowering import lowering
+from ...ir.errors import ShapeError
 
 
 def _xshape(x):
     return jnp.zeros((0,) + tuple(x.shape), x.dtype)
 
 
+def host_shape(c, tensor=None, tensor_list=None, slots=("ShapeTensor", "ShapeTensorList")):
+    """The dims a shape tensor (or list of [1] tensors) holds, as ints: the backend folded it
+    on the host while tracing (ir/shape_values.py); None when neither is given."""
+    if tensor is None and not tensor_list:
+        return None
+    parts = [(slots[0], tensor)] if tensor is not None else [(slots[1], t) for t in tensor_list]
+    dims = []
+    for slot, value in parts:
+        if isinstance(value, jax.core.Tracer):
+            raise ShapeError(f"{c.where}: input {slot} holds a value computed from data, not "
+                             "from shapes; graphc compiles static shapes, so it must come from "
+                             "layers.shape(...) (or be Python ints)")
+        dims += [int(d) for d in np.asarray(value).reshape(-1)]
+    return dims
+
+
 @lowering("reshape2")
-def _reshape2(c, X):
-    target = [X.shape[i] if d == 0 else d for i, d in enumerate(c["shape"])]
+def _reshape2(c, X, Shape=None, ShapeTensor=None):
+    shape = host_shape(c, Shape, ShapeTensor, ("Shape", "ShapeTensor")) or c["shape"]
+    target = [X.shape[i] if d == 0 else d for i, d in enumerate(shape)]
     if -1 in target:
         known = pymath.prod(d for d in target if d != -1)
         target[target.index(-1)] = X.size // known
@@ -56,8 +75,9 @@ def _cast(c, X):
 
 
 @lowering("fill_constant")
-def _fill_constant(c):
-    return {"Out": jnp.full(c["shape"], c["value"], c["dtype"])}
+def _fill_constant(c, ShapeTensor=None, ShapeTensorList=None):
+    shape = host_shape(c, ShapeTensor, ShapeTensorList) or c["shape"]
+    return {"Out": jnp.full(shape, c["value"], c["dtype"])}
 
 
 @lowering("fill_zeros_like")
@@ -82,11 +102,13 @@ def draw_rows(op_type: str, attrs, key, rows):
 
 
 @lowering("uniform_random", "gaussian_random")
-def _random_init(c):
+def _random_init(c, ShapeTensor=None, ShapeTensorList=None):
     key = c.rng(c["seed"])
-    if c.attrs.get("row_keyed") and len(c["shape"]) >= 1:
-        return {"Out": draw_rows(c.op_type, c.attrs, key, jnp.arange(c["shape"][0]))}
-    return {"Out": _draw(c.op_type, c.attrs, key, tuple(c["shape"])).astype(c["dtype"])}
+    shape = host_shape(c, ShapeTensor, ShapeTensorList)
+    attrs = c.attrs if shape is None else {**c.attrs, "shape": shape}
+    if attrs.get("row_keyed") and len(attrs["shape"]) >= 1:
+        return {"Out": draw_rows(c.op_type, attrs, key, jnp.arange(attrs["shape"][0]))}
+    return {"Out": _draw(c.op_type, attrs, key, tuple(attrs["shape"])).astype(c["dtype"])}
 
 
 # -- issue 24: initializers (truncated_gaussian_random)

@@ -1,0 +1,156 @@
+"""Variables and Parameters: the named, typed tensor slots of a Program's Blocks, with Paddle
+1.8's constructor and settable attributes (ir/program.py builds Blocks of them)."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING
+
+from .errors import ProgramError
+from .types import TensorType, normalize_dtype, normalize_shape
+
+if TYPE_CHECKING:
+    from .program import Block
+
+# '#' separates SSA versions and '%' marks values in the text form, so names avoid them.
+_NAME_RE = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')
+
+
+def check_name(name: str) -> str:
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ProgramError(
+            f"invalid variable name {name!r}: names are non-empty and contain no whitespace "
+            "or any of , : ( ) [ ] { } = # % \"")
+    return name
+
+
+class Variable:
+    """A named tensor slot in a Block (shape with -1 for unknown dims, dtype).
+
+    The constructor takes Paddle 1.8's arguments, in its order (``type``: ``LOD_TENSOR`` or
+    ``SELECTED_ROWS``; ``capacity``, ``error_clip``, ``belong_to_optimizer`` are kept as
+    given) and, as Paddle's, enters the variable in ``block.vars``; ``dtype`` None is
+    float32 (graphc types every value). ``selected_rows`` (graphc's spelling of
+    ``type=SELECTED_ROWS``) is False for a dense tensor; True for a row-sparse gradient (from
+    an ``is_sparse`` embedding) holding some rows of ``shape``. As in Paddle, ``name``,
+    ``persistable`` and ``stop_gradient`` can be set; ``shape``, ``dtype`` and ``lod_level``
+    cannot (AttributeError): shape inference gives them.
+    """
+
+    def __init__(self, block: Block, type="lod_tensor", name=None, shape=None, dtype=None,
+                 lod_level=None, capacity=None, persistable=None, error_clip=None,
+                 stop_gradient: bool = False, is_data: bool = False,
+                 need_check_feed: bool = False, belong_to_optimizer: bool = False, *,
+                 selected_rows: bool = False, **kwargs):
+        if type not in ("lod_tensor", "selected_rows"):
+            raise ProgramError(f"Variable {name!r}: type {type!r}; graphc holds dense tensors "
+                               "(LOD_TENSOR) and row-sparse ones (SELECTED_ROWS)")
+        if name is None:
+            from . import unique_name
+            name = unique_name.generate("_generated_var")
+        self.block = block
+        self._name = check_name(name)
+        self._shape = None if shape is None else normalize_shape(shape)
+        self._dtype = normalize_dtype("float32" if dtype is None else dtype)
+        self.persistable = bool(persistable)
+        self.stop_gradient = stop_gradient
+        self.is_data = is_data
+        self.need_check_feed = need_check_feed
+        self._lod_level = int(lod_level or 0)
+        self.capacity, self.error_clip = capacity, error_clip
+        self.belong_to_optimizer = belong_to_optimizer
+        # set by shape inference of an op writing SelectedRows (lookup_table_grad, ...)
+        self.selected_rows = bool(selected_rows) or type == "selected_rows"
+        if block is not None:
+            block.vars[self._name] = self
+
+    # Paddle 1.8: shape, dtype and lod_level have no setter (AttributeError); graphc's
+    # shape inference types a variable through _set_type
+    shape = property(lambda self: self._shape, doc="dims, -1 for unknown ones; None untyped")
+    dtype = property(lambda self: self._dtype, doc="graphc's dtype name ('float32', ...)")
+    lod_level = property(lambda self: self._lod_level, doc="0 dense, 1 or 2 LoD")
+
+    def _set_type(self, shape=None, dtype=None, lod_level=None) -> None:
+        if shape is not None:
+            self._shape = normalize_shape(shape)
+        if dtype is not None:
+            self._dtype = normalize_dtype(dtype)
+        if lod_level is not None:
+            self._lod_level = int(lod_level)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, new_name: str) -> None:
+        """Paddle 1.8 renames a variable in place: graphc re-keys its block too, and refuses
+        once an op reads or writes it (the ops would name a variable that is gone)."""
+        old, block = self._name, self.block
+        check_name(new_name)
+        if new_name == old:
+            return
+        if block is not None and block.vars.get(old) is self:
+            used = [op.type for op in block.ops
+                    if old in op.input_arg_names or old in op.output_arg_names]
+            if used:
+                raise ProgramError(f"cannot rename variable '{old}' to '{new_name}': op "
+                                   f"{used[0]} already uses it; name it when it is created")
+            if new_name in block.vars:
+                raise ProgramError(f"cannot rename variable '{old}' to '{new_name}': the "
+                                   "block has a variable of that name")
+            del block.vars[old]
+            block.vars[new_name] = self
+            block.program._bump()
+        self._name = new_name
+
+    @property
+    def type(self) -> TensorType:
+        if self.shape is None:
+            raise ProgramError(f"variable '{self.name}' has no shape yet")
+        return TensorType(self.shape, self.dtype, self.selected_rows, self.lod_level)
+
+    @property
+    def is_parameter(self) -> bool:
+        return False
+
+    @property
+    def grad_name(self) -> str:
+        return self.name + "@GRAD"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape or ())
+
+    def __repr__(self) -> str:
+        shape = "?" if self.shape is None else list(self.shape)
+        flags = "".join(f", {f}" for f in ("persistable", "stop_gradient", "is_data")
+                        if getattr(self, f))
+        if self.selected_rows:
+            flags = ", selected_rows" + flags
+        return f"Variable({self.name}, shape={shape}, dtype={self.dtype}{flags})"
+
+
+class Parameter(Variable):
+    """A trainable, persistable Variable with its optimisation attributes."""
+
+    def __init__(self, block: Block, name: str, shape, dtype="float32", trainable: bool = True,
+                 learning_rate: float = 1.0, regularizer=None, initializer=None,
+                 need_clip: bool = True):
+        super().__init__(block, name=name, shape=shape, dtype=dtype, persistable=True,
+                         stop_gradient=not trainable)
+        if self.shape is None or any(d < 0 for d in self.shape):
+            raise ProgramError(f"parameter '{name}' needs a fully known shape, got {shape}")
+        self.trainable = trainable
+        self.optimize_attr = {"learning_rate": float(learning_rate)}
+        self.regularizer = regularizer
+        self.initializer = initializer
+        self.need_clip = need_clip
+
+    @property
+    def is_parameter(self) -> bool:
+        return True
+
+    def __repr__(self) -> str:
+        return (f"Parameter({self.name}, shape={list(self.shape)}, dtype={self.dtype}, "
+                f"trainable={self.trainable})")
