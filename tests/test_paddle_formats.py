@@ -1,8 +1,5 @@
-"""Paddle 1.x's file formats through fluid.io: models PaddlePaddle wrote (fixtures made by
-tests/fixtures/paddle_format/make_fixtures.py) load and run in graphc with Paddle's recorded
-outputs; what graphc writes is byte for byte Paddle's where the format is deterministic (the
-tensor files) and loads in Paddle where it is installed; bad files are typed errors that
-name the file and leave the scope untouched."""
+"""Paddle's formats via fluid.io: Paddle-written fixtures run with Paddle's outputs; graphc
+writes Paddle's tensor bytes and a __model__ Paddle reads; bad files: typed, nothing loaded."""
 
 from __future__ import annotations
 

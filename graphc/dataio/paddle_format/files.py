@@ -1,6 +1,5 @@
-"""Variables in Paddle's files: one LoDTensor stream per variable (``dirname/<name>``, Paddle's
-save/load ops) or all in one file in sorted-name order (save_combine/load_combine). Writes are
-atomic and read back before they count; reads check every tensor before anything is loaded."""
+"""Variables in Paddle's files: one LoDTensor stream each, or all in one file sorted by name
+(save_combine); atomic writes read back before they count, reads checked before any load."""
 
 from __future__ import annotations
 

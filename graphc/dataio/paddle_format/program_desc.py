@@ -1,6 +1,5 @@
-"""Paddle's ProgramDesc (``__model__``, ``program.desc.serialize_to_string()``) to a graphc
-Program and back, through the protobuf schema of schema.py; feed/fetch ops map to graphc's
-data variables and fetch names, Paddle's bookkeeping attributes (op_role, ...) are dropped."""
+"""Paddle's ProgramDesc (``__model__``) to a graphc Program and back through schema.py's
+protobuf schema: feed/fetch ops <-> data variables and fetch names; op_role & co dropped."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Paddle's LoDTensor stream (lod_tensor.cc / tensor_util.cc): what save/save_combine write per
-variable: uint32 version 0, the LoD (uint64 level count, each level as uint64 byte size and
-uint64 offsets), uint32 tensor version 0, int32 size + TensorDesc protobuf, raw data."""
+"""Paddle's LoDTensor stream (lod_tensor.cc): uint32 version 0, LoD (uint64 levels, each a uint64
+byte size + uint64 offsets), uint32 0, int32 size + TensorDesc protobuf, raw little-endian data."""
 
 from __future__ import annotations
 
