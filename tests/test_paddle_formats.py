@@ -323,3 +323,16 @@ def test_writes_are_atomic(tmp_path, monkeypatch):
                                                           match="has no value in the scope"):
         fluid.io.save_params(exe, str(tmp_path / "b"), main_program=program)
     assert not (tmp_path / "b").exists()
+
+
+def test_tensor_stream_keeps_lod_and_every_element_type():
+    import ml_dtypes
+    for dtype in ("bool", "int8", "uint8", "int16", "int32", "int64", "float16", "float32",
+                  "float64", ml_dtypes.bfloat16, "complex64"):
+        array = np.arange(6).reshape(3, 2).astype(dtype)
+        data = tensor_stream.encode(array, [[0, 1, 3]])
+        back, lod, end = tensor_stream.decode(data)
+        assert (back.dtype, back.shape, lod, end) == (array.dtype, (3, 2), [[0, 1, 3]], len(data))
+        np.testing.assert_array_equal(back.astype("float64"), array.astype("float64"))
+    with pytest.raises(tensor_stream.TensorStreamError, match="uint16 has no Paddle"):
+        tensor_stream.encode(np.zeros(2, "uint16"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import struct
 
+import ml_dtypes
 import numpy as np
 from google.protobuf.message import DecodeError
 
@@ -13,12 +14,17 @@ from .schema import messages
 
 # VarType.Type number <-> NumPy dtype name of the element types graphc holds
 DTYPE_NAMES = {0: "bool", 1: "int16", 2: "int32", 3: "int64", 4: "float16", 5: "float32",
-               6: "float64", 20: "uint8", 21: "int8", 23: "complex64", 24: "complex128"}
+               6: "float64", 20: "uint8", 21: "int8", 22: "bfloat16", 23: "complex64",
+               24: "complex128"}
 DTYPE_NUMBERS = {name: number for number, name in DTYPE_NAMES.items()}
 
 
 class TensorStreamError(GraphcError):
     """Bytes that are not a well-formed LoDTensor stream (the caller names the file)."""
+
+
+def _dtype(name: str) -> np.dtype:
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
 
 
 def dtype_number(dtype) -> int:
@@ -84,7 +90,7 @@ def decode(data: bytes, pos: int = 0) -> tuple[np.ndarray, list[list[int]], int]
     dims = list(desc.dims)
     if any(d < 0 for d in dims):
         raise TensorStreamError(f"negative dims {dims}: corrupted")
-    dtype = np.dtype(DTYPE_NAMES[desc.data_type]).newbyteorder("<")
+    dtype = _dtype(DTYPE_NAMES[desc.data_type]).newbyteorder("<")
     count = int(np.prod(dims, dtype=np.int64)) if dims else 1
     raw, pos = _take(data, pos, count * dtype.itemsize, f"the data of a {dims} "
                      f"{dtype.name} tensor")
