@@ -87,9 +87,12 @@ def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_
     feeds = list(feeds)
     targets = target_vars if isinstance(target_vars, list | tuple) else [target_vars]
     fetch = [t.name if isinstance(t, Variable) else t for t in targets]
-    if not fetch or not all(isinstance(f, str) for f in fetch):
-        raise CheckpointError("save_inference_model: target_vars must name the Variables "
-                              "the inference model computes")
+    if not fetch:
+        raise CheckpointError("save_inference_model: target_vars is empty; name the Variables "
+                              "the inference model computes (as in Paddle, only "
+                              "export_for_deployment=False saves a program without targets)")
+    if not all(isinstance(f, str) for f in fetch):
+        raise CheckpointError("save_inference_model: target_vars must be Variables or names")
     pruned = _graphc.prune_for_inference(program, feeds, fetch)
     model = from_program(pruned, feeds, fetch)
     persistables = _graphc.get_program_persistable_vars(pruned)
