@@ -155,13 +155,13 @@ def test_graphc_written_model_desc_is_paddles_program(name, tmp_path):
 
 
 @pytest.mark.parametrize("name", MODELS)
-def test_graphc_written_model_loads_in_paddle(name, tmp_path):
+def test_graphc_written_model_loads_in_paddle(name, tmp_path, monkeypatch):
     exe = fluid.Executor()
     program, feeds, fetches = fluid.io.load_inference_model(
         str(FIX / name / "infer"), exe, params_filename="__params__")
     fluid.io.save_inference_model(str(tmp_path), feeds, fetches, exe, main_program=program,
                                   params_filename="__params__")
-    os.environ.setdefault("FLAGS_enable_pir_api", "0")
+    monkeypatch.setenv("FLAGS_enable_pir_api", "0")  # Paddle's legacy (ProgramDesc) mode
     paddle = pytest.importorskip("paddle")
     paddle.enable_static()
     pexe = paddle.static.Executor(paddle.CPUPlace())
@@ -336,3 +336,20 @@ def test_tensor_stream_keeps_lod_and_every_element_type():
         np.testing.assert_array_equal(back.astype("float64"), array.astype("float64"))
     with pytest.raises(tensor_stream.TensorStreamError, match="uint16 has no Paddle"):
         tensor_stream.encode(np.zeros(2, "uint16"))
+
+
+def test_load_program_state_reads_graphc_io_save_and_refuses_pickle(tmp_path):
+    import graphc
+    program = _program("mlp")
+    exe = fluid.Executor()
+    fluid.io.load_persistables(exe, str(FIX / "mlp" / "vars"), main_program=program)
+    want = _scope_values(_persistable_names(program))
+    graphc.io.save(program, str(tmp_path / "model"))
+    state = fluid.io.load_program_state(str(tmp_path / "model"))
+    assert sorted(state) == sorted(want)
+    assert all(np.array_equal(state[n], want[n]) for n in want)
+    (tmp_path / "p.pdparams").write_bytes(b"\x80\x04K\x01.")
+    with pytest.raises(CheckpointError, match="pickle file .*does not unpickle"):
+        fluid.io.load_program_state(str(tmp_path / "p"))
+    with pytest.raises(CheckpointError, match="nothing at"):
+        fluid.io.load_program_state(str(tmp_path / "none"))
