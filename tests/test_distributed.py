@@ -508,10 +508,10 @@ def test_unknown_field_in_a_file_is_a_clear_error(tmp_path, name, text):
 def test_bad_prototxt_names_the_line(tmp_path):
     path = tmp_path / "bad.prototxt"
     path.write_text("nccl_comm_num: 2\namp_configs {\n  incr_ratio 2.0\n}\n")
-    with pytest.raises(StrategyError, match=r"bad.prototxt:3: expected 'incr_ratio: value'"):
+    with pytest.raises(StrategyError, match=r"bad.prototxt:3: .*incr_ratio 2.0.*Expected \":\""):
         graphc.DistributedStrategy.load_from_prototxt(path)
     with pytest.raises(StrategyError, match="does not exist"):
         graphc.DistributedStrategy.load_from_prototxt(tmp_path / "nope.prototxt")
     path.write_text("nccl_comm_num: 2\n\n  amp: ?\n")
-    with pytest.raises(StrategyError, match=r"bad.prototxt:3: cannot read '\?"):
+    with pytest.raises(StrategyError, match=r"bad.prototxt:3: '  amp: \?'"):
         graphc.DistributedStrategy.load_from_prototxt(path)

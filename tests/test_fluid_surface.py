@@ -54,7 +54,7 @@ def test_fluid_names_are_graphcs_own_objects():
     assert fluid.initializer.ConstantInitializer is graphc.initializer.Constant
     assert fluid.regularizer.L2DecayRegularizer is graphc.regularizer.L2Decay
     assert fluid.dataset.InMemoryDataset is graphc.dataset.InMemoryDataset
-    assert fluid.io.save_inference_model is graphc.io.save_inference_model
+    assert fluid.io.save_inference_model is fluid.paddle_io.save_inference_model  # Paddle format
     assert fluid.unique_name.guard is graphc.unique_name.guard
     assert fluid.param_attr.ParamAttr is fluid.ParamAttr is graphc.ParamAttr
     assert fluid.save is graphc.io.save and fluid.load is graphc.io.load

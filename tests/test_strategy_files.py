@@ -65,16 +65,16 @@ def test_a_misspelt_table_in_a_preset_is_named(tmp_path):
 def test_deeply_nested_prototxt_is_a_strategy_error_with_a_line(tmp_path):
     path = tmp_path / "deep.prototxt"
     path.write_text("amp: true\n" + "a {\n" * 5000 + "}\n" * 5000)
-    with pytest.raises(StrategyError, match=r"deep.prototxt:18: blocks nested more than 16"):
+    with pytest.raises(StrategyError, match=r'deep.prototxt:2: .*no field named "a"'):
         DistributedStrategy.load_from_prototxt(str(path))
 
 
 @pytest.mark.parametrize("content, message", [
     (b"amp: \xff\n", r"bad.prototxt:1: not UTF-8 text"),
-    ("amp: true\namp_configs {\n  init_loss_scaling: 2.0\n", r"bad.prototxt:2: 'amp_configs \{'"
-                                                            r" is never closed"),
-    ("amp_configs: 3\n", r"bad.prototxt: .*amp_configs"),
-    ("nccl_comm_num {\n}\n", r"bad.prototxt: .*nccl_comm_num"),
+    ("amp: true\namp_configs {\n  init_loss_scaling: 2.0\n", r"bad.prototxt:3: .*block is never "
+                                                            r"closed"),
+    ("amp_configs: 3\n", r"bad.prototxt:1: .*amp_configs"),
+    ("nccl_comm_num {\n}\n", r"bad.prototxt:1: .*nccl_comm_num"),
 ])
 def test_broken_prototxt_files(tmp_path, content, message):
     path = tmp_path / "bad.prototxt"

@@ -33,6 +33,7 @@ from ..ir.program import Parameter, Program, Variable
 from ..runtime import checkpoint
 from ..runtime.checkpoint import CheckpointError
 from ..runtime.scope import Scope, global_scope
+from .paddle_format import program_desc as _program_desc  # noqa: F401  (Program.parse_from_string reads ProgramDesc bytes through it)
 
 MODEL_FILENAME = "__model__"
 INFERENCE_FORMAT = "graphc-inference-model/1"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import enum
 import logging
 import os
-import re
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -23,6 +22,7 @@ from ..strategy import (
     read_strategy_text,
     warn_no_effect,
 )
+from . import strategy_proto
 
 log = logging.getLogger("graphc.distributed")
 
@@ -157,13 +157,14 @@ class DistributedStrategy(_Strategy):
         # a temporary name of this process's own: in the seeds' example every rank saves
         # the same file, and a shared temporary name let one rank's replace fail
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(_to_prototxt(self.to_dict()))
+        tmp.write_text(strategy_proto.to_text(DistributedStrategy, self.to_dict()))
         os.replace(tmp, path)
 
     @classmethod
     def load_from_prototxt(cls, path: str | os.PathLike) -> DistributedStrategy:
         path = Path(path)
-        return cls.from_dict(_parse_prototxt(read_strategy_text(path), str(path)), str(path))
+        data = strategy_proto.parse(DistributedStrategy, read_strategy_text(path), str(path))
+        return cls.from_dict(data, str(path))
 
     @classmethod
     def load(cls, name_or_path: str | os.PathLike):
@@ -181,99 +182,3 @@ def _plain(value):
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
-
-
-# -- protobuf text format (the subset strategies use) --------------------------------------
-def _scalar_text(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
-    return repr(value)
-
-
-def _to_prototxt(data: dict, indent: str = "") -> str:
-    lines = []
-    for name, value in data.items():
-        if isinstance(value, dict):
-            lines.append(f"{indent}{name} {{")
-            lines.append(_to_prototxt(value, indent + "  ").rstrip("\n"))
-            lines.append(f"{indent}}}")
-        elif isinstance(value, list):
-            lines.extend(f"{indent}{name}: {_scalar_text(v)}" for v in value)
-        else:
-            lines.append(f"{indent}{name}: {_scalar_text(value)}")
-    return "\n".join(line for line in lines if line) + "\n"
-
-
-_TOKEN = re.compile(r'\s*(?:(#[^\n]*)|([A-Za-z_][\w]*)|("(?:[^"\\]|\\.)*")|'
-                    r'([-+]?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?|inf|nan))|'
-                    r'([{}:]))')
-_LISTS = {"custom_white_list", "custom_black_list"}
-
-
-def _parse_prototxt(text: str, source: str) -> dict:
-    tokens, pos = [], 0
-    while pos < len(text):
-        if text[pos:].strip() == "":
-            break
-        m = _TOKEN.match(text, pos)
-        if not m or m.end() == pos:
-            start = len(text) - len(text[pos:].lstrip())  # where the unreadable text is
-            line = text.count("\n", 0, start) + 1
-            raise StrategyError(f"{source}:{line}: cannot read {text[start:start + 20]!r}")
-        pos = m.end()
-        if m.group(1) is None:
-            # the line of the token itself (m.start() is before the whitespace that
-            # precedes it, often on the line above)
-            tokens.append((m.group(2) or m.group(3) or m.group(4) or m.group(5),
-                           text.count("\n", 0, m.start(m.lastindex)) + 1))
-    out, i = _parse_block(tokens, 0, source)
-    if i != len(tokens):
-        raise StrategyError(f"{source}:{tokens[i][1]}: unexpected '{tokens[i][0]}'")
-    return out
-
-
-def _value(token: str):
-    if token.startswith('"'):
-        return re.sub(r"\\(.)", r"\1", token[1:-1])
-    if token in ("true", "false"):
-        return token == "true"
-    try:
-        return int(token)
-    except ValueError:
-        pass
-    try:
-        return float(token)
-    except ValueError:
-        return token  # an enum name
-
-
-_MAX_DEPTH = 16  # strategies nest two levels; far deeper is a broken or hostile file
-
-
-def _parse_block(tokens: list, i: int, source: str, depth: int = 0) -> tuple[dict, int]:
-    out: dict = {}
-    while i < len(tokens) and tokens[i][0] != "}":
-        name, line = tokens[i]
-        if i + 1 >= len(tokens):
-            raise StrategyError(f"{source}:{line}: '{name}' has no value")
-        if tokens[i + 1][0] == "{":
-            if depth >= _MAX_DEPTH:
-                raise StrategyError(f"{source}:{line}: blocks nested more than {_MAX_DEPTH} "
-                                    "deep")
-            out[name], i = _parse_block(tokens, i + 2, source, depth + 1)
-            if i >= len(tokens):
-                raise StrategyError(f"{source}:{line}: '{name} {{' is never closed")
-            i += 1
-            continue
-        if tokens[i + 1][0] != ":" or i + 2 >= len(tokens):
-            raise StrategyError(f"{source}:{line}: expected '{name}: value'")
-        value = _value(tokens[i + 2][0])
-        if name in _LISTS or name in out:
-            prev = out.get(name, [])
-            out[name] = (prev if isinstance(prev, list) else [prev]) + [value]
-        else:
-            out[name] = value
-        i += 3
-    return out, i

@@ -1,5 +1,5 @@
 """Program.to_string / Program.parse_from_string: a Program as graphc's text IR and back (the
-form save_inference_model writes); Paddle's binary ProgramDesc is read by ir/paddle_desc.py."""
+form save_inference_model writes); Paddle's binary ProgramDesc by dataio/paddle_format."""
 
 from __future__ import annotations
 
@@ -26,15 +26,20 @@ def program_to_string(program, throw_on_error: bool, with_details: bool = False)
     return "\n".join(lines) + "\n"
 
 
+# registry: readers of foreign binary program formats, (first byte, reader) pairs filled at
+# import by graphc.dataio.paddle_format (the IR may not import the data layer)
+BINARY_READERS: dict = {}
+
+
 def program_from_string(binary_str):
     """A Program from ``to_string()``'s text (str, or UTF-8 bytes), or from the bytes of a
-    Paddle ProgramDesc (``program.desc.serialize_to_string()``; ir/paddle_desc.py)."""
+    Paddle ProgramDesc (``program.desc.serialize_to_string()``; dataio/paddle_format)."""
     from .text import parse
     if isinstance(binary_str, bytes | bytearray):
         data = bytes(binary_str)
-        if data[:1] == b"\x0a":  # field 1 (blocks), length-delimited: a ProgramDesc
-            from .paddle_desc import program_from_desc
-            return program_from_desc(data)
+        reader = BINARY_READERS.get(data[:1])
+        if reader is not None:
+            return reader(data)
         try:
             binary_str = data.decode("utf-8")
         except UnicodeDecodeError:

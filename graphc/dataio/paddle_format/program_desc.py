@@ -1,0 +1,241 @@
+"""Paddle's ProgramDesc (``__model__``) to a graphc Program and back through schema.py's
+protobuf schema: feed/fetch ops <-> data variables and fetch names; op_role & co dropped."""
+
+from __future__ import annotations
+
+from google.protobuf.message import DecodeError, EncodeError
+
+from ...ir import program_serial
+from ...ir.errors import GraphcError, ProgramError
+from ...ir.opdef import get_op_def, has_op_def
+from ...ir.program import Program
+from .schema import ATTR_TYPES, VAR_TYPES, messages
+from .tensor_stream import DTYPE_NAMES, DTYPE_NUMBERS
+
+# OpRole bits of Paddle's op_role attribute <-> graphc's op roles
+_ROLES = {1: "backward", 2: "optimize", 16: "lr_sched"}
+_ROLE_NUMBERS = {"forward": 0, "backward": 1, "optimize": 2, "lr_sched": 16}
+# Paddle's bookkeeping attributes, never an op's own
+_DROPPED = frozenset({"op_role", "op_role_var", "op_namescope", "op_callstack", "op_device",
+                      "with_quant_attr"})
+_T = ATTR_TYPES
+# graphc AttrDef type -> (AttrType, field) written for it
+_WRITE = {"bool": (_T["BOOLEAN"], "b"), "int": (_T["INT"], "i"), "float": (_T["FLOAT"], "f"),
+          "str": (_T["STRING"], "s"), "dtype": (_T["INT"], "i"),
+          "ints": (_T["INTS"], "ints"), "floats": (_T["FLOATS"], "floats"),
+          "strs": (_T["STRINGS"], "strings")}
+# AttrType -> field holding the value (the types graphc reads)
+_READ = {_T["INT"]: "i", _T["FLOAT"]: "f", _T["STRING"]: "s", _T["INTS"]: "ints",
+         _T["FLOATS"]: "floats", _T["STRINGS"]: "strings", _T["BOOLEAN"]: "b",
+         _T["BOOLEANS"]: "bools", _T["LONG"]: "l", _T["LONGS"]: "longs",
+         _T["FLOAT64"]: "float64", _T["FLOAT64S"]: "float64s"}
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+_LOD_TENSOR, _SELECTED_ROWS = VAR_TYPES["LOD_TENSOR"], VAR_TYPES["SELECTED_ROWS"]
+_FEED, _FETCH = VAR_TYPES["FEED_MINIBATCH"], VAR_TYPES["FETCH_LIST"]
+_TYPE_NAMES = {number: name for name, number in VAR_TYPES.items()}
+
+
+class ProgramDescError(ProgramError):
+    """A ProgramDesc graphc cannot read: malformed bytes, an op graphc lacks, control flow."""
+
+
+def parse(data: bytes, where: str = "ProgramDesc"):
+    """The ProgramDesc message of ``data``; ``where`` (a file name) heads the error."""
+    desc = messages().ProgramDesc()
+    try:
+        desc.ParseFromString(bytes(data))
+    except (DecodeError, EncodeError, ValueError) as exc:
+        raise ProgramDescError(f"{where}: not a Paddle ProgramDesc (truncated or corrupted: "
+                               f"{exc})") from None
+    if not desc.blocks:
+        raise ProgramDescError(f"{where}: no blocks: not a Paddle ProgramDesc")
+    return desc
+
+
+def _attr_value(attr, where: str):
+    field = _READ.get(attr.type)
+    if field is None:
+        kind = next((k for k, v in ATTR_TYPES.items() if v == attr.type), attr.type)
+        extra = (": control flow (sub-blocks) is not read from Paddle's format"
+                 if kind in ("BLOCK", "BLOCKS") else "")
+        raise ProgramDescError(f"{where}: attribute '{attr.name}' is of type {kind}, which "
+                               f"graphc does not read{extra}")
+    value = getattr(attr, field)
+    return list(value) if field in ("ints", "floats", "strings", "bools", "longs",
+                                    "float64s") else value
+
+
+def _attrs(op, opdef, where: str) -> dict:
+    out = {}
+    for attr in op.attrs:
+        if attr.name in _DROPPED or attr.name not in opdef.attrs:
+            continue  # Paddle-only attributes (use_mkldnn, ...) graphc's op does not have
+        value = _attr_value(attr, f"{where}, op '{op.type}'")
+        if opdef.attrs[attr.name].type == "dtype" and isinstance(value, int):
+            if value not in DTYPE_NAMES:
+                raise ProgramDescError(f"{where}: op '{op.type}' attribute '{attr.name}' is "
+                                       f"element type {value}, which graphc lacks")
+            value = DTYPE_NAMES[value]
+        out[attr.name] = value
+    return out
+
+
+def _slots(vars_) -> dict[str, list[str]]:
+    return {v.parameter: list(v.arguments) for v in vars_ if v.arguments}
+
+
+def _create_var(block, var, feeds: set, where: str) -> None:
+    kind = var.type.type
+    if kind == _LOD_TENSOR:
+        tensor, lod_level = var.type.lod_tensor.tensor, var.type.lod_tensor.lod_level
+    elif kind == _SELECTED_ROWS:
+        tensor, lod_level = var.type.selected_rows, 0
+    else:
+        raise ProgramDescError(f"{where}: variable '{var.name}' is a "
+                               f"{_TYPE_NAMES.get(kind, kind)}, which graphc does not read")
+    if tensor.data_type not in DTYPE_NAMES:
+        name = _TYPE_NAMES.get(tensor.data_type, tensor.data_type)
+        raise ProgramDescError(f"{where}: variable '{var.name}' has element type {name}, "
+                               "which graphc lacks")
+    shape, dtype = list(tensor.dims), DTYPE_NAMES[tensor.data_type]
+    if var.is_parameter and var.persistable and all(d >= 0 for d in shape):
+        block.create_parameter(var.name, shape, dtype, trainable=not var.stop_gradient)
+        return
+    is_data = var.name in feeds
+    block.create_var(var.name, shape, dtype, persistable=var.persistable,
+                     stop_gradient=var.stop_gradient, lod_level=lod_level, is_data=is_data,
+                     need_check_feed=is_data or var.need_check_feed,
+                     selected_rows=kind == _SELECTED_ROWS)
+
+
+def to_program(data: bytes, where: str = "ProgramDesc") -> tuple[Program, list[str], list[str]]:
+    """(program, feed names by ``col``, fetch names by ``col``) of a serialized ProgramDesc:
+    its global block, feed/fetch ops replaced by data variables and fetch names."""
+    desc = parse(data, where)
+    if len(desc.blocks) > 1:
+        users = sorted({op.type for op in desc.blocks[0].ops
+                        if any(a.type in (_T["BLOCK"], _T["BLOCKS"]) for a in op.attrs)})
+        raise ProgramDescError(f"{where}: {len(desc.blocks)} blocks (control flow: "
+                               f"{', '.join(users) or 'sub-blocks'}); graphc reads "
+                               "single-block programs from Paddle's format")
+    ops = desc.blocks[0].ops
+    feeds, fetches = {}, {}
+    for op in ops:
+        if op.type in ("feed", "fetch"):
+            col = next((a.i for a in op.attrs if a.name == "col"), 0)
+            slot = _slots(op.outputs if op.type == "feed" else op.inputs)
+            names = slot.get("Out" if op.type == "feed" else "X", [])
+            (feeds if op.type == "feed" else fetches)[col] = names[0] if names else ""
+    unknown = sorted({op.type for op in ops if op.type not in ("feed", "fetch")
+                      and not has_op_def(op.type)})
+    if unknown:
+        raise ProgramDescError(f"{where}: op(s) {unknown} have no graphc definition; graphc "
+                               "cannot run this program")
+    program = Program()
+    block = program.global_block()
+    for var in desc.blocks[0].vars:
+        if var.type.type not in (_FEED, _FETCH):
+            _create_var(block, var, set(feeds.values()), where)
+    for i, op in enumerate(ops):
+        if op.type in ("feed", "fetch"):
+            continue
+        opdef = get_op_def(op.type)
+        role_bits = next((a.i for a in op.attrs if a.name == "op_role"), 0)
+        try:
+            with program.op_role_guard(_ROLES.get(role_bits & 0xFF, "forward")):
+                block.append_op(op.type, _slots(op.inputs), _slots(op.outputs),
+                                _attrs(op, opdef, where))
+        except ProgramDescError:
+            raise
+        except GraphcError as exc:
+            raise ProgramDescError(f"{where}: op #{i} '{op.type}' does not build in graphc: "
+                                   f"{exc}") from None
+    return (program, [feeds[c] for c in sorted(feeds)], [fetches[c] for c in sorted(fetches)])
+
+
+def _set_tensor(desc, var) -> None:
+    desc.data_type = DTYPE_NUMBERS[var.dtype]
+    desc.dims.extend(list(var.shape or ()))
+
+
+def _var_desc(block_desc, var) -> None:
+    v = block_desc.vars.add(name=var.name, persistable=bool(var.persistable))
+    if var.dtype not in DTYPE_NUMBERS:
+        raise ProgramDescError(f"variable '{var.name}' is {var.dtype}, which Paddle's "
+                               "ProgramDesc cannot hold")
+    if var.selected_rows:
+        v.type.type = _SELECTED_ROWS
+        _set_tensor(v.type.selected_rows, var)
+    else:
+        v.type.type = _LOD_TENSOR
+        _set_tensor(v.type.lod_tensor.tensor, var)
+        if var.lod_level:
+            v.type.lod_tensor.lod_level = int(var.lod_level)
+    if var.is_data or var.need_check_feed:
+        v.need_check_feed = True
+    if var.is_parameter:
+        v.is_parameter = True
+    if var.stop_gradient:
+        v.stop_gradient = True
+
+
+def _attr_desc(op_desc, name: str, kind: str, value, where: str) -> None:
+    attr_type, field = _WRITE[kind]
+    if kind == "dtype":
+        value = DTYPE_NUMBERS[str(value)]
+    if attr_type == _T["INT"] and not _INT32[0] <= value <= _INT32[1]:
+        attr_type, field = _T["LONG"], "l"
+    if attr_type == _T["INTS"] and any(not _INT32[0] <= v <= _INT32[1] for v in value):
+        attr_type, field = _T["LONGS"], "longs"
+    attr = op_desc.attrs.add(name=name, type=attr_type)
+    if isinstance(value, list | tuple):
+        getattr(attr, field).extend(value)
+    else:
+        setattr(attr, field, value)
+
+
+def _op_desc(block_desc, type_, inputs, outputs, attrs) -> object:
+    op = block_desc.ops.add(type=type_)
+    for slots, dest in ((inputs, op.inputs), (outputs, op.outputs)):
+        for slot, names in slots.items():
+            dest.add(parameter=slot, arguments=list(names))
+    return op
+
+
+def from_program(program: Program, feeds: list[str], fetches: list[str]) -> bytes:
+    """The serialized ProgramDesc of ``program``'s global block with Paddle's feed and fetch
+    ops (``col`` i for the i-th name) around its ops, as save_inference_model writes it."""
+    m = messages()
+    desc = m.ProgramDesc()
+    block = program.global_block()
+    if program.num_blocks > 1:
+        raise ProgramDescError("the program has sub-blocks (control flow), which graphc does "
+                               "not write in Paddle's format")
+    bd = desc.blocks.add(idx=0, parent_idx=-1)
+    for var in block.vars.values():
+        _var_desc(bd, var)
+    for name, kind in (("feed", _FEED), ("fetch", _FETCH)):
+        bd.vars.add(name=name, persistable=True).type.type = kind
+    for i, name in reversed(list(enumerate(feeds))):  # Paddle prepends them one by one
+        op = _op_desc(bd, "feed", {"X": ["feed"]}, {"Out": [name]}, {})
+        op.attrs.add(name="col", type=_T["INT"], i=i)
+    for op in block.ops:
+        opdef = get_op_def(op.type)
+        od = _op_desc(bd, op.type, op.inputs, op.outputs, {})
+        for name, value in sorted(op.all_attrs().items()):
+            if name in opdef.attrs and value is not None:
+                _attr_desc(od, name, opdef.attrs[name].type, value, op.type)
+        role = _ROLE_NUMBERS.get(getattr(op, "role", "forward"), 0)
+        od.attrs.add(name="op_role", type=_T["INT"], i=role)
+    for i, name in enumerate(fetches):
+        op = _op_desc(bd, "fetch", {"X": [name]}, {"Out": ["fetch"]}, {})
+        op.attrs.add(name="col", type=_T["INT"], i=i)
+    return desc.SerializeToString()
+
+
+def _parse_from_string(data: bytes) -> Program:
+    return to_program(data, "Program.parse_from_string")[0]
+
+
+# field 1 (blocks), length-delimited: the first byte of every ProgramDesc
+program_serial.BINARY_READERS[b"\x0a"] = _parse_from_string
