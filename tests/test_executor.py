@@ -321,3 +321,27 @@ def test_inspecting_the_compiled_step(trained):
     assert list(exe._prepared[model.main][1][(model.loss.name,)].steps.values()) == [step]
     with pytest.raises(ValueError, match="concrete shape for feed 'x'"):
         step.lower({"x": (-1, 6)})
+
+
+def test_feeds_a_dataloader_placed_compile_the_step_once():
+    # PaddleRec's ncf/mmoe: the DataLoader places (pins) its feeds on the device, so a
+    # step's outputs are pinned too; state the startup program made unpinned then made the
+    # second step compile again (~10 s per model). New state is pinned where it is made.
+    import graphc.fluid as gfluid
+    main, startup = gfluid.Program(), gfluid.Program()
+    with gfluid.program_guard(main, startup), gfluid.unique_name.guard():
+        x = gfluid.data("x", [-1, 4])
+        loss = gfluid.layers.mean(gfluid.layers.fc(x, 3))
+        gfluid.optimizer.Adam(0.01).minimize(loss)
+    scope = gfluid.Scope()
+    exe = gfluid.Executor(gfluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    loader = gfluid.io.DataLoader.from_generator(feed_list=[x], capacity=2, iterable=True)
+    loader.set_batch_generator(
+        lambda: iter([(np.full((2, 4), i, "float32"),) for i in range(3)]),
+        places=gfluid.CPUPlace())
+    for data in loader():
+        exe.run(main, feed=data, fetch_list=[loss], scope=scope)
+    (prep,) = exe._prepared[main][1].values()
+    (step,) = prep.steps.values()
+    assert step._jitted._cache_size() == 1

@@ -346,7 +346,7 @@ class Executor:
         # Only now, after the step succeeded, does the scope change.
         scope.set_run_count(program, count + step.num_iterations)
         if step.created_names:
-            scope.commit(step.created_names, created)
+            scope.commit_new(step.created_names, created)
         iterations, blocks = step.num_iterations, guard.blocks
         return [unpack_fetch(a, blocks, iterations, return_numpy) if isinstance(a, LoDArray)
                 else _fetched(a, iterations, return_numpy) if rows is None else
@@ -360,7 +360,7 @@ class Executor:
         for v in step.updated_inputs + step.readonly_inputs:
             init = v.var.extra.get("initial_value")
             if init is not None and not scope.holds(v.var.name):
-                scope.commit((v.var.name,), (jnp.full(v.type.shape, init, v.type.dtype),))
+                scope.commit_new((v.var.name,), (jnp.full(v.type.shape, init, v.type.dtype),))
 
     @staticmethod
     def _unpack(program):

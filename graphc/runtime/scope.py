@@ -108,6 +108,13 @@ class Scope:
         row. Layouts (``set_shards``) are the caller's to update."""
         self._vars.update(zip(names, arrays))
 
+    def commit_new(self, names, arrays) -> None:
+        """``commit`` for state a run just made (the startup program's, a created value):
+        each array is pinned to the device it is on. jit compiles per argument placement;
+        a step's outputs are pinned whenever one of its inputs is (a DataLoader's placed
+        feeds), so unpinned new state would make the second step compile again."""
+        self.commit(names, pinned(arrays))
+
     def holds(self, name: str) -> bool:
         """Whether ``name`` has an array of its own (not only a row of a stack)."""
         return name in self._vars
@@ -179,7 +186,7 @@ class Scope:
                              f"({array!r:.60}); give a numeric array ({e})") from None
         if name in self._stacked.stacks:  # a stack replaced whole: its members split out
             self._stacked.split(self._vars, name)
-        self._vars[name] = value
+        self._vars[name] = pinned((value,))[0]
         self._shards.pop(name, None)
 
     def __contains__(self, name: str) -> bool:
@@ -214,6 +221,14 @@ class Scope:
 
 # process: Paddle's global_scope(), the one default scope (scope_guard swaps it in a block)
 _global_scope = Scope()
+
+
+def pinned(arrays) -> list:
+    """``arrays``, each one held on a single device pinned ("committed") to it; no copy.
+    (Reading ``committed`` costs about half a microsecond, so steps' own outputs, pinned
+    when their inputs are, are not checked.)"""
+    return [a if not isinstance(a, jax.Array) or a.committed
+            else jax.device_put(a, next(iter(a.devices()))) for a in arrays]
 
 
 def global_scope() -> Scope:

@@ -248,7 +248,7 @@ def run_grouped_startup(exe, program, scope) -> bool:
             env.update(zip(plan.rest_outputs, made))
     # Only now, with every value computed, does the scope change (as after a step).
     made = [v for v in plan.outputs if v in env]
-    scope.commit([v.var.name for v in made], [env[v] for v in made])
+    scope.commit_new([v.var.name for v in made], [env[v] for v in made])
     if scope.has_shards():  # written whole
         scope.set_shards([(v.var.name, None) for v in made])
     scope.set_run_count(program, step + 1)
