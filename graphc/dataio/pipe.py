@@ -1,0 +1,99 @@
+"""A Dataset's ``set_pipe_command``: each data file is fed to the user's command on stdin
+(through the shell, as Paddle's ``cat file | command``) and its stdout lines are the samples.
+
+The command runs in its own process group with a wall-clock limit per file; on any error,
+a timeout or an early stop (the consumer closes the stream) the whole group is killed and
+reaped, so no process is left behind. A command that exits non-zero raises DatasetError
+naming the command, the file and the end of its stderr.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+from .multislot import DatasetError
+
+__all__ = ["DEFAULT_PIPE_TIMEOUT_S", "piped_lines"]
+
+DEFAULT_PIPE_TIMEOUT_S = 3600.0
+_STDERR_TAIL = 2000
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.wait()
+
+
+def _tail(f) -> str:
+    f.seek(0)
+    text = f.read().decode("utf-8", "replace").strip()
+    return text[-_STDERR_TAIL:]
+
+
+def piped_lines(path: str, command: str, timeout: float = DEFAULT_PIPE_TIMEOUT_S):
+    """The text lines ``command`` writes for ``path`` on its stdin (a generator)."""
+    try:
+        stdin = open(path, "rb")
+    except OSError as exc:
+        raise DatasetError(f"{path}: cannot read the data file ({exc.strerror or exc})") from None
+    with stdin, tempfile.TemporaryFile() as stderr:
+        try:
+            proc = subprocess.Popen(command, shell=True, stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=stderr, start_new_session=True)
+        except OSError as exc:
+            raise DatasetError(f"pipe command {command!r} for {path}: cannot start it "
+                               f"({exc})") from None
+        timed_out, done = threading.Event(), threading.Event()
+        deadline = time.monotonic() + timeout
+
+        def watch():
+            # a shell that failed leaves no straggler holding the pipe open (its background
+            # children would keep stdout from ever ending); past the deadline all stop
+            try:
+                rc = proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                rc = None
+            if rc == 0 and done.wait(max(0.0, deadline - time.monotonic())):
+                return
+            if rc is None or rc == 0:
+                timed_out.set()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        watcher = threading.Thread(target=watch, daemon=True,
+                                   name=f"graphc-pipe-watch-{os.path.basename(path)}")
+        watcher.start()
+        finished = False
+        try:
+            for lineno, raw in enumerate(proc.stdout, 1):
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError as exc:
+                    raise DatasetError(f"pipe command {command!r} for {path}: output line "
+                                       f"{lineno} is not UTF-8 text ({exc})") from None
+            proc.stdout.close()
+            rc = proc.wait()
+            finished = True
+            done.set()
+            if timed_out.is_set():
+                raise DatasetError(f"pipe command {command!r} for {path}: still running after "
+                                   f"{timeout:g} s; it was stopped")
+            if rc != 0:
+                raise DatasetError(
+                    f"pipe command {command!r} failed for {path} (exit status {rc}); its "
+                    f"stderr ends:\n{_tail(stderr) or '(empty)'}")
+        finally:
+            if not finished:  # an error, a timeout or an early stop: leave nothing running
+                proc.stdout.close()
+                _kill_group(proc)
+            done.set()
+            watcher.join()
