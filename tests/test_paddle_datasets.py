@@ -10,6 +10,7 @@ import os
 import pickle
 import tarfile
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -170,6 +171,13 @@ def test_cifar_pickled_batches_in_tar_gz(home):
     assert [s[1] for s in paddle.dataset.cifar.test10()()] == t[b"labels"]
     cyc = paddle.dataset.cifar.test10(cycle=True)()
     assert [next(cyc)[1] for _ in range(5)] == (t[b"labels"] * 3)[:5]
+    # Paddle's real archive was pickled by Python 2's numpy: numpy.core's globals, str as bytes
+    legacy = pickle.dumps(t, protocol=2).replace(b"cnumpy._core.multiarray\n",
+                                                 b"cnumpy.core.multiarray\n")
+    assert b"cnumpy.core.multiarray\n_reconstruct" in legacy
+    _tar(home / "cifar" / "cifar-10-python.tar.gz", {"cifar-10-batches-py/test_batch": legacy})
+    np.testing.assert_allclose(next(paddle.dataset.cifar.test10()())[0],
+                               t[b"data"][0] / 255.0, rtol=1e-6)
     c100 = _cifar_batch(2, 4, key=b"fine_labels")
     _tar(home / "cifar" / "cifar-100-python.tar.gz",
          {"cifar-100-python/train": pickle.dumps(c100, protocol=2)})
@@ -201,6 +209,12 @@ def test_uci_housing_text(home):
                                (f - f.mean(0)) / (f.max(0) - f.min(0)), rtol=1e-12)
     np.testing.assert_allclose(paddle.dataset.uci_housing.predict_reader()[0], test[0][0])
     assert len(paddle.dataset.uci_housing.feature_names) == 13
+    _tar(home / "uci_housing" / "fit_a_line.fluid.tar", {"fit_a_line.fluid/__model__": b"m"})
+    model_dir = paddle.dataset.uci_housing.fluid_model()
+    assert (Path(model_dir) / "fit_a_line.fluid" / "__model__").read_bytes() == b"m"
+    _tar(home / "uci_housing" / "fit_a_line.fluid.tar", {"../outside": b"x"})
+    with pytest.raises(DatasetFileError, match="fit_a_line.fluid.tar: the model archive"):
+        paddle.dataset.uci_housing.fluid_model()
     (home / "uci_housing" / "housing.data").write_text("1 2 3\n")
     with pytest.raises(DatasetFileError, match="housing.data: 3 numbers"):
         paddle.dataset.uci_housing.train()

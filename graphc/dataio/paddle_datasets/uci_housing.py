@@ -3,6 +3,7 @@ in ``DATA_HOME/uci_housing``; features centred and range-scaled, an 80/20 split.
 
 from __future__ import annotations
 
+import shutil
 import tarfile
 import tempfile
 
@@ -66,9 +67,13 @@ def fluid_model():
     parameter_tar = common.download(FLUID_URL_MODEL, "uci_housing", FLUID_MD5_MODEL,
                                     "fit_a_line.fluid.tar")
     dirpath = tempfile.mkdtemp()
-    with common.reading(parameter_tar, "the model archive"), \
-            tarfile.open(parameter_tar, mode="r") as tar:
-        tar.extractall(path=dirpath, filter="data")  # no links or paths out of dirpath
+    try:
+        with common.reading(parameter_tar, "the model archive"), \
+                tarfile.open(parameter_tar, mode="r") as tar:
+            tar.extractall(path=dirpath, filter="data")  # no links or paths out of dirpath
+    except BaseException:
+        shutil.rmtree(dirpath, ignore_errors=True)  # nothing half-unpacked stays behind
+        raise
     return dirpath
 
 
