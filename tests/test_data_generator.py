@@ -9,6 +9,7 @@ import io
 import os
 import sys
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -226,6 +227,27 @@ def test_a_failing_pipe_command_names_command_and_file(tmp_path, kind):
     assert command in message and str(data) in message
     assert "exit status 3" in message and "bad record" in message
     assert _gone(pid_file)
+
+
+def test_a_failure_stops_the_other_readers_silent_commands(tmp_path):
+    files = []
+    for i in range(2):
+        (tmp_path / f"part-{i}.txt").write_text(f"{i}\n")
+        files.append(str(tmp_path / f"part-{i}.txt"))
+    pid_file = tmp_path / "child.pid"
+    # file 0's command fails at once; file 1's (another reader thread) prints nothing
+    command = (f"read n; if [ $n = 0 ]; then exit 5; fi; echo $$ > {pid_file}; exec sleep 60")
+    ds = _simple_dataset("QueueDataset", files, command)
+    ds.set_thread(2)
+    t0 = time.monotonic()
+    with pytest.raises(DatasetError, match="exit status 5"):
+        list(ds._batches())
+    assert time.monotonic() - t0 < 20
+    deadline = time.monotonic() + 5
+    while not pid_file.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid_file)
+    assert not [t for t in threading.enumerate() if t.name.startswith("graphc-")]
 
 
 def test_a_hanging_pipe_command_times_out_and_is_killed(tmp_path):

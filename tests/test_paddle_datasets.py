@@ -405,3 +405,20 @@ def test_datasets_graphc_does_not_read_keep_their_advice():
     from graphc.fluid._missing import MissingModuleError
     with pytest.raises(MissingModuleError, match="voc2012"):
         importlib.import_module("graphc.dataset.voc2012")
+
+
+@pytest.mark.parametrize("path,read", [
+    ("imdb/aclImdb_v1.tar.gz", lambda: paddle.dataset.imdb.word_dict()),
+    ("imikolov/simple-examples.tgz", lambda: paddle.dataset.imikolov.build_dict()),
+    ("movielens/ml-1m.zip", lambda: paddle.dataset.movielens.max_user_id()),
+    ("wmt14/wmt14.tgz", lambda: list(paddle.dataset.wmt14.train(10)())),
+    ("wmt16/wmt16.tar.gz", lambda: list(paddle.dataset.wmt16.train(10, 10)())),
+    ("corpora/movie_reviews.zip", lambda: list(paddle.dataset.sentiment.train())),
+])
+def test_a_wrong_format_file_is_an_error_naming_it(home, path, read):
+    target = home / path
+    target.parent.mkdir(parents=True)
+    target.write_bytes(b"this is not an archive\n" * 4)
+    with pytest.raises(DatasetFileError, match=rf"{target}: the .* is not in the expected "
+                                               "format"):
+        read()

@@ -164,7 +164,7 @@ def _read_lines(path: str, slots: list[_Slot], stop: threading.Event | None = No
     if pipe is not None:
         from .pipe import piped_lines
         command, timeout = pipe
-        lines = piped_lines(path, command, timeout)
+        lines = piped_lines(path, command, timeout, stop)
         where = f"{path} | {command}"
         try:
             for lineno, line in enumerate(lines, 1):

@@ -23,6 +23,7 @@ __all__ = ["DEFAULT_PIPE_TIMEOUT_S", "piped_lines"]
 
 DEFAULT_PIPE_TIMEOUT_S = 3600.0
 _STDERR_TAIL = 2000
+_POLL_S = 0.05
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
@@ -39,8 +40,10 @@ def _tail(f) -> str:
     return text[-_STDERR_TAIL:]
 
 
-def piped_lines(path: str, command: str, timeout: float = DEFAULT_PIPE_TIMEOUT_S):
-    """The text lines ``command`` writes for ``path`` on its stdin (a generator)."""
+def piped_lines(path: str, command: str, timeout: float = DEFAULT_PIPE_TIMEOUT_S,
+                stop: threading.Event | None = None):
+    """The text lines ``command`` writes for ``path`` on its stdin (a generator); setting
+    ``stop`` kills the command (its reader then sees the output end)."""
     try:
         stdin = open(path, "rb")
     except OSError as exc:
@@ -55,19 +58,31 @@ def piped_lines(path: str, command: str, timeout: float = DEFAULT_PIPE_TIMEOUT_S
         timed_out, done = threading.Event(), threading.Event()
         deadline = time.monotonic() + timeout
 
-        def watch():
-            # a shell that failed leaves no straggler holding the pipe open (its background
-            # children would keep stdout from ever ending); past the deadline all stop
-            try:
-                rc = proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                rc = None
-            if rc == 0 and done.wait(max(0.0, deadline - time.monotonic())):
-                return
-            if rc is None or rc == 0:
-                timed_out.set()
+        def kill():
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(proc.pid, signal.SIGKILL)
+
+        def watch():
+            # kills the group when the shell fails (its background children would keep
+            # stdout from ever ending), when the reader is told to stop (it may be blocked
+            # reading a silent command), and past the deadline
+            while not done.is_set():
+                try:
+                    rc = proc.wait(_POLL_S)
+                except subprocess.TimeoutExpired:
+                    rc = None
+                if rc not in (None, 0):
+                    kill()
+                    return
+                if stop is not None and stop.is_set():
+                    kill()
+                    return
+                if time.monotonic() > deadline:
+                    timed_out.set()
+                    kill()
+                    return
+                if rc == 0:
+                    done.wait(_POLL_S)  # exited; stdout still open: wait without spinning
 
         watcher = threading.Thread(target=watch, daemon=True,
                                    name=f"graphc-pipe-watch-{os.path.basename(path)}")
@@ -84,6 +99,8 @@ def piped_lines(path: str, command: str, timeout: float = DEFAULT_PIPE_TIMEOUT_S
             rc = proc.wait()
             finished = True
             done.set()
+            if stop is not None and stop.is_set():
+                return
             if timed_out.is_set():
                 raise DatasetError(f"pipe command {command!r} for {path}: still running after "
                                    f"{timeout:g} s; it was stopped")
