@@ -1,11 +1,5 @@
-"""A Dataset's ``set_pipe_command``: each data file is fed to the user's command on stdin
-(through the shell, as Paddle's ``cat file | command``) and its stdout lines are the samples.
-
-The command runs in its own process group with a wall-clock limit per file; on any error,
-a timeout or an early stop (the consumer closes the stream) the whole group is killed and
-reaped, so no process is left behind. A command that exits non-zero raises DatasetError
-naming the command, the file and the end of its stderr.
-"""
+"""A Dataset's ``set_pipe_command``: each data file goes to the user's command on stdin (through
+the shell, as Paddle's ``cat file | command``); its stdout lines are the samples."""
 
 from __future__ import annotations
 
@@ -19,6 +13,9 @@ import time
 
 from .multislot import DatasetError
 
+# The command runs in its own process group with a wall-clock limit per file; on an error, a
+# timeout, a stop or an early close, the whole group is killed and reaped. A non-zero exit
+# raises DatasetError naming the command, the file and the end of its stderr.
 __all__ = ["DEFAULT_PIPE_TIMEOUT_S", "piped_lines"]
 
 DEFAULT_PIPE_TIMEOUT_S = 3600.0

@@ -1,15 +1,5 @@
-"""``paddle.dataset.common``: the cache folder (``DATA_HOME``), ``download`` that only finds
-files already there (md5-checked), ``md5file``, ``split`` and ``cluster_files_reader``.
-
-graphc never downloads. ``download(url, module_name, md5sum)`` returns the cached file's path
-when it is in ``DATA_HOME/<module_name>/`` with Paddle's md5; otherwise one
-``DatasetFileError`` says which file to put where. ``DATA_HOME`` is
-``~/.cache/paddle/dataset`` (``~`` read at each call) unless a script assigns
-``paddle.dataset.common.DATA_HOME``, as Paddle allows. Setting the environment variable
-``GRAPHC_DATASET_CHECK_MD5=0`` accepts a cached file whose md5 differs from Paddle's (a
-smaller file of your own in Paddle's format). Pickles (cifar's batches, ``split``'s files)
-are read by a restricted unpickler that builds only numpy arrays and plain Python data.
-"""
+"""``paddle.dataset.common``: the cache folder (``DATA_HOME``), an md5-checked ``download`` that
+only finds files already there, ``md5file``, ``split``, ``cluster_files_reader``, safe pickles."""
 
 from __future__ import annotations
 
@@ -28,6 +18,11 @@ import zlib
 
 from ..multislot import DatasetError
 
+# graphc never downloads: ``download`` returns the cached file's path or raises one
+# DatasetFileError saying which file to put where. ``DATA_HOME`` follows ``~`` at each call unless
+# a script assigns it, as Paddle's readers look it up at each call too.
+# ``GRAPHC_DATASET_CHECK_MD5=0`` accepts a file of your own in Paddle's format. Pickles go
+# through a restricted unpickler that builds numpy arrays and plain Python data only.
 __all__ = ["DatasetFileError", "cluster_files_reader", "convert", "download",
            "md5file", "split"]
 

@@ -1,11 +1,5 @@
-"""``fluid.incubate.data_generator``: the base classes of the Python data generators a
-Dataset's ``set_pipe_command`` runs, writing Paddle's MultiSlot text protocol to stdout.
-
-A generator script subclasses ``MultiSlotDataGenerator``, overrides ``generate_sample(line)``
-(returning a function whose iterator yields ``[(slot name, [values]), ...]``) and calls
-``run_from_stdin()``; each sample becomes one line ``n v1 .. vn m w1 .. wm ...`` in slot
-order, read back by the Dataset whose ``set_use_var`` lists the same slots in that order.
-"""
+"""``fluid.incubate.data_generator``: the Python data generators a Dataset's
+``set_pipe_command`` runs, writing Paddle's MultiSlot text protocol to stdout."""
 
 from __future__ import annotations
 
@@ -14,6 +8,9 @@ import sys
 
 from ...dataio.multislot import DatasetError
 
+# A script subclasses ``MultiSlotDataGenerator``, overrides ``generate_sample(line)`` (a function
+# whose iterator yields ``[(slot name, [values]), ...]``) and calls ``run_from_stdin()``; each
+# sample becomes one line ``n v1 .. vn m w1 .. wm ...`` in slot order.
 __all__ = ["DataGenerator", "DataGeneratorError", "MultiSlotDataGenerator",
            "MultiSlotStringDataGenerator"]
 
