@@ -392,3 +392,39 @@ def test_fluid_names_resolve():
     assert dg.MultiSlotDataGenerator.__module__ == "graphc.fluid.incubate.data_generator"
     with pytest.raises(DatasetError, match="shell command string"):
         fluid.dataset.QueueDataset().set_pipe_command(["cat"])
+
+
+def test_download_cmd_fea_eval_and_the_recorded_settings(tmp_path):
+    data = tmp_path / "remote-0.txt"
+    data.write_text("5\n6\n7\n8\n")
+    x = fluid.data("x", [-1, 1], "int64")
+    y = fluid.data("y", [-1, 1], "int64")
+    ds = fluid.DatasetFactory().create_dataset("InMemoryDataset")
+    ds.set_use_var([x, y])
+    ds.set_filelist([str(data)])
+    ds.set_batch_size(4)
+    # Paddle's ``download_cmd file | pipe_command``: here awk prints MultiSlot lines itself
+    ds.set_download_cmd("awk '{print 1, $1, 1, $1 * 10}'")
+    ds.set_hdfs_config("hdfs://namenode:9000", "user,passwd")
+    ds.set_rank_offset("rank_offset")
+    ds.set_pv_batch_size(8)
+    ds.set_input_type(0)
+    ds.load_into_memory()
+    ds.slots_shuffle(["x"])  # without set_fea_eval: nothing happens, as in Paddle
+    (before,) = list(ds._batches())
+    assert before[0].ravel().tolist() == [5, 6, 7, 8]
+    ds.set_fea_eval(1000, True)
+    ds.slots_shuffle(["x"])
+    (after,) = list(ds._batches())
+    perm = np.random.default_rng(0).permutation(4)
+    assert after[0].ravel().tolist() == [[5, 6, 7, 8][i] for i in perm]
+    assert after[1].ravel().tolist() == [50, 60, 70, 80]
+    with pytest.raises(DatasetError, match="no slot named"):
+        ds.slots_shuffle(["z"])
+    ds.set_pipe_command("awk '{print $1, $2, $3, $4 + 1}'")
+    ds.load_into_memory()
+    assert list(ds._batches())[0][1].ravel().tolist() == [51, 61, 71, 81]
+    ds.set_download_cmd("false")
+    with pytest.raises(DatasetError, match=r"pipe command .*false .*remote-0.txt \| awk.* "
+                                           r"failed for .*remote-0.txt"):
+        ds.load_into_memory()

@@ -54,7 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..ir.program import Variable
-from .dataset_options import InMemoryOptions, check_int
+from .dataset_options import BaseOptions, InMemoryOptions, check_int
 from .io import DataLoader
 from .multislot import (
     DatasetError,
@@ -79,10 +79,11 @@ _CHUNK = 256  # samples per chunk a QueueDataset reader hands over
 _DEPTH = 4  # chunks a reader may be ahead per file
 
 
-class DatasetBase:
+class DatasetBase(BaseOptions):
     """What both datasets share: configuration, and batches in order."""
 
     def __init__(self):
+        self._init_base_options()
         self.filelist: list[str] = []
         self.batch_size = 1
         self.thread_num = 1
@@ -140,7 +141,10 @@ class DatasetBase:
 
     def _pipe(self):
         command = self.pipe_command.strip()
-        return None if command in ("", "cat") else (command, self.pipe_command_timeout)
+        if self.download_cmd:  # Paddle's ``download_cmd file | pipe_command``
+            return (command if command not in ("", "cat") else None,
+                    self.pipe_command_timeout, self.download_cmd)
+        return None if command in ("", "cat") else (command, self.pipe_command_timeout, None)
 
     def _line_prefix(self) -> int:
         return 0

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import threading
 
+import numpy as np
+
 from .multislot import DatasetError
 
-__all__ = ["InMemoryOptions", "check_int"]
+__all__ = ["BaseOptions", "InMemoryOptions", "check_int"]
 
 _FEED_TYPES = ("MultiSlotInMemoryDataFeed", "MultiSlotDataFeed")
 
@@ -16,6 +18,46 @@ def check_int(what: str, value, low: int = 1) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         raise DatasetError(f"{what} must be an int of at least {low}, got {value!r}")
     return value
+
+
+class BaseOptions:
+    """DatasetBase's Paddle settings beyond the reader: ``set_download_cmd`` is honoured (each
+    file is ``download_cmd file``'s output, then piped); HDFS settings, rank offset, pv batch
+    size, input type and feature evaluation are recorded."""
+
+    def _init_base_options(self) -> None:
+        self.download_cmd = ""
+        self.hdfs_config = None
+        self.rank_offset = ""
+        self.pv_batch_size = 32
+        self.input_type = 0
+        self.fea_eval = False
+        self.record_candidate_size = 10000
+
+    def set_download_cmd(self, download_cmd):
+        """A shell command that prints a file given its name (``hadoop fs -cat``, ...)."""
+        if not isinstance(download_cmd, str):
+            raise DatasetError(f"download_cmd must be a shell command string, got "
+                               f"{type(download_cmd).__name__}")
+        self.download_cmd = download_cmd.strip()
+
+    def set_hdfs_config(self, fs_name, fs_ugi):
+        """Recorded; graphc reads HDFS files only through ``set_download_cmd``."""
+        self.hdfs_config = (fs_name, fs_ugi)
+
+    def set_rank_offset(self, rank_offset):
+        self.rank_offset = rank_offset
+
+    def set_pv_batch_size(self, pv_batch_size):
+        self.pv_batch_size = check_int("pv_batch_size", pv_batch_size)
+
+    def set_input_type(self, input_type):
+        self.input_type = input_type
+
+    def set_fea_eval(self, record_candidate_size, fea_eval=True):
+        """Feature evaluation: ``slots_shuffle`` then permutes slots across instances."""
+        self.record_candidate_size = check_int("record_candidate_size", record_candidate_size)
+        self.fea_eval = bool(fea_eval)
 
 
 class InMemoryOptions:
@@ -118,6 +160,22 @@ class InMemoryOptions:
             raise DatasetError(f"data feed {data_feed_type!r}: graphc reads the MultiSlot "
                                f"format ({' or '.join(_FEED_TYPES)})")
         self.feed_type = data_feed_type
+
+    def slots_shuffle(self, slots):
+        """With ``set_fea_eval``: the loaded values of these slots (names) are permuted across
+        instances (the other slots stay), to measure the slots' importance; without it, as
+        in Paddle, nothing happens. The permutation is ``default_rng(0)``'s."""
+        if not self.fea_eval:
+            return
+        self._require_loaded()
+        names = [v.name for v in self.use_vars]
+        unknown = sorted(set(slots) - set(names))
+        if unknown:
+            raise DatasetError(f"slots_shuffle: no slot named {unknown} (the slots are {names})")
+        perm = np.random.default_rng(0).permutation(len(self._data[0]))
+        for k, name in enumerate(names):
+            if name in slots:
+                self._data[k] = self._data[k][perm]
 
     def preload_into_memory(self, thread_num=None):
         """``load_into_memory`` in a background thread; ``wait_preload_done`` joins it (and

@@ -159,13 +159,14 @@ def _open(path: str):
 
 def _read_lines(path: str, slots: list[_Slot], stop: threading.Event | None = None,
                 pipe=None, prefix: int = 0):
-    """Parsed samples of ``path`` (or of ``pipe``'s output for it: ``(command, timeout)``),
-    in line order."""
+    """Parsed samples of ``path`` (or of ``pipe``'s output for it: ``(command, timeout,
+    download_cmd)``), in line order."""
     if pipe is not None:
         from .pipe import piped_lines
-        command, timeout = pipe
-        lines = piped_lines(path, command, timeout, stop)
-        where = f"{path} | {command}"
+        command, timeout, download_cmd = pipe
+        lines = piped_lines(path, command, timeout, stop, download_cmd)
+        where = " | ".join(c for c in (f"{download_cmd} {path}" if download_cmd else path,
+                                        command) if c)
         try:
             for lineno, line in enumerate(lines, 1):
                 if stop is not None and stop.is_set():

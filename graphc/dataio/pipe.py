@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -37,18 +39,30 @@ def _tail(f) -> str:
     return text[-_STDERR_TAIL:]
 
 
-def piped_lines(path: str, command: str, timeout: float = DEFAULT_PIPE_TIMEOUT_S,
-                stop: threading.Event | None = None):
+def piped_lines(path: str, command: str | None, timeout: float = DEFAULT_PIPE_TIMEOUT_S,
+                stop: threading.Event | None = None, download_cmd: str | None = None):
     """The text lines ``command`` writes for ``path`` on its stdin (a generator); setting
-    ``stop`` kills the command (its reader then sees the output end)."""
-    try:
-        stdin = open(path, "rb")
-    except OSError as exc:
-        raise DatasetError(f"{path}: cannot read the data file ({exc.strerror or exc})") from None
+    ``stop`` kills the command (its reader then sees the output end). With ``download_cmd``
+    the file is ``download_cmd path``'s output (piped into ``command`` if there is one)."""
+    shell = None
+    if download_cmd:
+        fetch = f"{download_cmd} {shlex.quote(path)}"
+        command = f"{fetch} | {command}" if command else fetch
+        shell = shutil.which("bash")
+        if shell is not None:  # a failed download fails the pipeline graphc built
+            command = f"set -o pipefail; {command}"
+        stdin = open(os.devnull, "rb")
+    else:
+        try:
+            stdin = open(path, "rb")
+        except OSError as exc:
+            raise DatasetError(f"{path}: cannot read the data file "
+                               f"({exc.strerror or exc})") from None
     with stdin, tempfile.TemporaryFile() as stderr:
         try:
-            proc = subprocess.Popen(command, shell=True, stdin=stdin, stdout=subprocess.PIPE,
-                                    stderr=stderr, start_new_session=True)
+            proc = subprocess.Popen(command, shell=True, executable=shell, stdin=stdin,
+                                    stdout=subprocess.PIPE, stderr=stderr,
+                                    start_new_session=True)
         except OSError as exc:
             raise DatasetError(f"pipe command {command!r} for {path}: cannot start it "
                                f"({exc})") from None
