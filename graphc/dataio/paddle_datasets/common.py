@@ -7,7 +7,6 @@ import contextlib
 import glob
 import gzip
 import hashlib
-import io
 import os
 import pickle
 import sys
@@ -83,15 +82,6 @@ def download(url: str, module_name: str, md5sum: str, save_name: str | None = No
                 f"{where}: {path} has md5 {got}, Paddle's file ({url}) has {md5sum}: replace "
                 "it with Paddle's file, or set GRAPHC_DATASET_CHECK_MD5=0 to read a file of "
                 "your own in the same format")
-    return path
-
-
-def cached(module_name: str, name: str) -> str:
-    """A file Paddle builds in the cache itself (no md5 to check), or the absent-file error."""
-    path = os.path.join(data_home(), module_name, name)
-    if not os.path.isfile(path):
-        raise DatasetFileError(f"paddle.dataset.{module_name}: {path} is not there and "
-                               "graphc never downloads; copy it from Paddle's cache")
     return path
 
 
@@ -231,16 +221,3 @@ def convert(output_path, reader, line_count, name_prefix):
     raise DatasetFileError(
         f"paddle.dataset.common.convert({output_path!r}, ..., {name_prefix!r}): graphc does not "
         "write RecordIO; use paddle.dataset.common.split (pickled chunks) or feed the reader")
-
-
-def reader_error(module: str, message: str) -> DatasetFileError:
-    return DatasetFileError(f"paddle.dataset.{module}: {message}")
-
-
-def text_lines(data: bytes, path: str, encoding: str = "utf-8") -> list[str]:
-    with _reading(path):
-        return data.decode(encoding).splitlines()
-
-
-def bytes_io(data: bytes) -> io.BytesIO:
-    return io.BytesIO(data)
