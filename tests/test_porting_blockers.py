@@ -165,7 +165,7 @@ def test_fill_constant_still_takes_int_like_shapes():
     assert out.shape == (2, 3)
 
 
-@pytest.mark.parametrize("module", ["graphc.fluid.incubate.data_generator",
+@pytest.mark.parametrize("module", ["graphc.fluid.incubate.no_such",
                                     "graphc.fluid.layers.no_such", "graphc.fluid.no_such",
                                     "graphc.fluid.transpiler.no_such"])
 def test_unknown_fluid_submodules_raise_missing_module_error(module):

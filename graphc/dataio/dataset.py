@@ -54,6 +54,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from ..ir.program import Variable
+from .dataset_options import BaseOptions, InMemoryOptions, check_int
 from .io import DataLoader
 from .multislot import (
     DatasetError,
@@ -64,23 +65,31 @@ from .multislot import (
     _read_lines,
     _Slot,
 )
+from .pipe import DEFAULT_PIPE_TIMEOUT_S
 
 __all__ = ["DatasetError", "DatasetFactory", "InMemoryDataset", "QueueDataset",
            "train_from_dataset", "infer_from_dataset"]
+
+class QueueShuffleError(DatasetError, NotImplementedError):
+    """``QueueDataset.local_shuffle``/``global_shuffle``: Paddle raises NotImplementedError."""
+
 
 _POLL_S = 0.05
 _CHUNK = 256  # samples per chunk a QueueDataset reader hands over
 _DEPTH = 4  # chunks a reader may be ahead per file
 
 
-class DatasetBase:
+class DatasetBase(BaseOptions):
     """What both datasets share: configuration, and batches in order."""
 
     def __init__(self):
+        self._init_base_options()
         self.filelist: list[str] = []
         self.batch_size = 1
         self.thread_num = 1
         self.use_vars: list[Variable] = []
+        self.pipe_command = "cat"
+        self.pipe_command_timeout = DEFAULT_PIPE_TIMEOUT_S
 
     def run_with_executor(self, exe, program, scope, thread: int, debug: bool, fetch_list,
                           fetch_info, print_period: int, fetch_handler, desc: str):
@@ -102,10 +111,9 @@ class DatasetBase:
         self.batch_size = int(batch_size)
 
     def set_thread(self, thread_num: int) -> None:
-        """Reader threads (files read in parallel; the sample order does not change)."""
-        if int(thread_num) < 1:
-            raise DatasetError(f"thread_num must be at least 1, got {thread_num}")
-        self.thread_num = int(thread_num)
+        """Reader threads, each reading (and piping) its own files in parallel; the sample
+        order does not change."""
+        self.thread_num = check_int("thread_num", thread_num)
 
     def set_use_var(self, var_list) -> None:
         """The data variables each line holds, in line order (see the file format)."""
@@ -115,10 +123,40 @@ class DatasetBase:
         self._slots = [_Slot(v) for v in var_list]
         self.use_vars = var_list
 
-    def set_pipe_command(self, command: str) -> None:
-        if command not in ("cat", ""):
-            raise DatasetError("pipe commands are not supported: files are read directly "
-                               "(give the files in the documented format)")
+    def set_pipe_command(self, pipe_command) -> None:
+        """Feed each file to this shell command (stdin) and read its output lines instead
+        (a ``fluid.incubate.data_generator`` script, as PaddleRec does); ``cat`` reads the
+        files directly. See graphc/dataio/pipe.py for timeouts and failures."""
+        if not isinstance(pipe_command, str):
+            raise DatasetError(f"pipe_command must be a shell command string, got "
+                               f"{type(pipe_command).__name__}")
+        self.pipe_command = pipe_command
+
+    def set_pipe_command_timeout(self, seconds) -> None:
+        """graphc's limit on one file's pipe command (default an hour)."""
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float) or seconds <= 0:
+            raise DatasetError(f"the pipe command timeout must be a positive number of "
+                               f"seconds, got {seconds!r}")
+        self.pipe_command_timeout = float(seconds)
+
+    def _pipe(self):
+        command = self.pipe_command.strip()
+        if self.download_cmd:  # Paddle's ``download_cmd file | pipe_command``
+            return (command if command not in ("", "cat") else None,
+                    self.pipe_command_timeout, self.download_cmd)
+        return None if command in ("", "cat") else (command, self.pipe_command_timeout, None)
+
+    def _line_prefix(self) -> int:
+        return 0
+
+    def _samples(self, path, stop=None):
+        return _read_lines(path, self._slots, stop, pipe=self._pipe(),
+                           prefix=self._line_prefix())
+
+    def desc(self) -> str:
+        """The data feed description (Paddle's DataFeedDesc prototxt) of this dataset."""
+        from .data_feed_desc import dataset_desc
+        return dataset_desc(self)
 
     def _check_ready(self) -> None:
         if not self.use_vars:
@@ -147,11 +185,12 @@ class DatasetBase:
             yield _batch([_concat([c[k] for c in pending]) for k in range(len(pending[0]))])
 
 
-class InMemoryDataset(DatasetBase):
+class InMemoryDataset(InMemoryOptions, DatasetBase):
     """Loads every file into memory (``load_into_memory``); can shuffle (``local_shuffle``)."""
 
     def __init__(self):
         super().__init__()
+        self._init_options()
         self._data: list[np.ndarray] | None = None
         self._order: np.ndarray | None = None
 
@@ -161,7 +200,7 @@ class InMemoryDataset(DatasetBase):
         slots = self._slots
 
         def load(path):
-            samples = list(_read_lines(path, slots))
+            samples = list(self._samples(path))
             return _columns(samples, slots) if samples else None
 
         with ThreadPoolExecutor(self.thread_num,
@@ -229,6 +268,16 @@ class InMemoryDataset(DatasetBase):
 class QueueDataset(DatasetBase):
     """Streams the files every epoch with ``thread`` reader threads (see the module doc)."""
 
+    def local_shuffle(self):
+        """Paddle's QueueDataset cannot shuffle (it raises NotImplementedError); neither can
+        graphc's: DatasetError, which is a NotImplementedError here too."""
+        raise QueueShuffleError("QueueDataset does not support local shuffle; use "
+                                "InMemoryDataset (load_into_memory, then local_shuffle)")
+
+    def global_shuffle(self, fleet=None):
+        raise QueueShuffleError("QueueDataset does not support global shuffle; use "
+                                "InMemoryDataset (load_into_memory, then global_shuffle)")
+
     def _batches(self, parts: int = 1):
         self._check_ready()
         slots, files = self._slots, list(self.filelist)
@@ -249,7 +298,7 @@ class QueueDataset(DatasetBase):
             for i in range(t, len(files), self.thread_num):
                 try:
                     buf = []
-                    for sample in _read_lines(files[i], slots, stop):
+                    for sample in self._samples(files[i], stop):
                         buf.append(sample)
                         if len(buf) == _CHUNK:
                             if not put(queues[i], _columns(buf, slots)):

@@ -37,6 +37,9 @@ class _Slot:
         self.size = math.prod(self.sample_shape)
         self.dtype = _var_dtype(var)
         self.parse = int if self.dtype.kind in "biu" else float
+        if self.parse is int:
+            info = np.iinfo(self.dtype) if self.dtype.kind != "b" else np.iinfo(np.uint8)
+            self.low, self.high = int(info.min), int(info.max)
 
 
 class _Ragged:
@@ -79,12 +82,19 @@ def _batch(columns: list) -> list:
     return [c.lod_tensor() if isinstance(c, _Ragged) else c for c in columns]
 
 
-def parse_line(line: str, slots: list[_Slot], where: str) -> list | None:
-    """One line's values per slot (lists), None for a blank line; ``where`` is file:line."""
+def parse_line(line: str, slots: list[_Slot], where: str, prefix: int = 0) -> list | None:
+    """One line's values per slot (lists), None for a blank line; ``where`` is file:line.
+    ``prefix`` leading fields of the form ``1 <token>`` (Paddle's instance id, content,
+    log key) come first and are skipped."""
     tokens = line.split()
     if not tokens:
         return None
     out, pos = [], 0
+    for _ in range(prefix):
+        if len(tokens) < pos + 2 or tokens[pos] != "1":
+            raise DatasetError(f"{where}: expected '1 <id>' before the slots (set_parse_ins_id/"
+                               "set_parse_content/set_parse_logkey)")
+        pos += 2
     for slot in slots:
         if pos >= len(tokens):
             raise DatasetError(f"{where}: the line ends before variable '{slot.name}' "
@@ -108,11 +118,17 @@ def parse_line(line: str, slots: list[_Slot], where: str) -> list | None:
             raise DatasetError(f"{where}: variable '{slot.name}' announces {n} values but the "
                                f"line has only {len(values)} left")
         try:
-            out.append([slot.parse(v) for v in values])
+            parsed = [slot.parse(v) for v in values]
         except ValueError as exc:
             kind = "integer" if slot.parse is int else "number"
             raise DatasetError(f"{where}: variable '{slot.name}': a value is not an {kind} "
-                               f"({exc})") from None
+                               f"({str(exc)[:120]})") from None
+        if slot.parse is int and parsed and not (
+                slot.low <= min(parsed) and max(parsed) <= slot.high):
+            bad = next(v for v in parsed if not slot.low <= v <= slot.high)
+            raise DatasetError(f"{where}: variable '{slot.name}': the id {str(bad)[:40]} does "
+                               f"not fit {slot.dtype} ([{slot.low}, {slot.high}])")
+        out.append(parsed)
         pos += 1 + n
     if pos != len(tokens):
         raise DatasetError(f"{where}: {len(tokens) - pos} token(s) after the last variable "
@@ -141,14 +157,32 @@ def _open(path: str):
         raise DatasetError(f"{path}: cannot read the data file ({exc.strerror or exc})") from None
 
 
-def _read_lines(path: str, slots: list[_Slot], stop: threading.Event | None = None):
-    """Parsed samples of ``path``, in line order."""
+def _read_lines(path: str, slots: list[_Slot], stop: threading.Event | None = None,
+                pipe=None, prefix: int = 0):
+    """Parsed samples of ``path`` (or of ``pipe``'s output for it: ``(command, timeout,
+    download_cmd)``), in line order."""
+    if pipe is not None:
+        from .pipe import piped_lines
+        command, timeout, download_cmd = pipe
+        lines = piped_lines(path, command, timeout, stop, download_cmd)
+        where = " | ".join(c for c in (f"{download_cmd} {path}" if download_cmd else path,
+                                        command) if c)
+        try:
+            for lineno, line in enumerate(lines, 1):
+                if stop is not None and stop.is_set():
+                    return
+                sample = parse_line(line, slots, f"{where}: output line {lineno}", prefix)
+                if sample is not None:
+                    yield sample
+        finally:
+            lines.close()  # stops the command at once if we stopped early
+        return
     with _open(path) as f:
         try:
             for lineno, line in enumerate(f, 1):
                 if stop is not None and stop.is_set():
                     return
-                sample = parse_line(line, slots, f"{path}:{lineno}")
+                sample = parse_line(line, slots, f"{path}:{lineno}", prefix)
                 if sample is not None:
                     yield sample
         except UnicodeDecodeError as exc:

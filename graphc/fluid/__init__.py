@@ -134,3 +134,11 @@ def __getattr__(name: str):
     if owner is not None and hasattr(owner, name):
         return getattr(owner, name)
     raise missing(__name__, name)
+
+
+# -- issue 25: datasets
+from ..dataio.data_feed_desc import DataFeedDesc  # noqa: E402  (fluid.DataFeedDesc)
+from . import data_feed_desc  # noqa: E402
+
+__all__ += ["DataFeedDesc", "data_feed_desc"]
+# -- end issue 25: datasets

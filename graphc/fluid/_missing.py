@@ -142,35 +142,27 @@ def missing(module: str, name: str) -> AttributeError:
 
 def download_dataset_advice(name: str) -> str:
     return (f"paddle.dataset.{name} downloads data, which graphc never does at run time "
-            f"(it reads Paddle's cached files for {' and '.join(_READABLE_DATASETS)} only); "
+            f"(it reads Paddle's cached files for {', '.join(_READABLE_DATASETS[1:])} only); "
             f"graphc.dataset is Paddle's Dataset API (fluid.dataset: InMemoryDataset, "
             f"QueueDataset). Feed your own arrays, e.g. read Paddle's cached files "
             f"(~/.cache/paddle/dataset/{_DOWNLOAD_DATASETS[name]}) with NumPy and wrap them "
             "in a reader for graphc.batch")
 
 
-# the download datasets graphc reads from Paddle's cache (graphc.fluid.paddle_datasets)
-_READABLE_DATASETS = ("mnist", "uci_housing")
+# -- issue 25: datasets
+# the download datasets graphc reads from Paddle's cache (graphc/dataio/paddle_datasets/),
+# ``graphc.dataset.<name>`` being that module under a second name
+_READABLE_DATASETS = ("common", "mnist", "cifar", "uci_housing", "imdb", "imikolov",
+                      "movielens", "conll05", "wmt14", "wmt16", "flowers", "sentiment")
 
 
 def download_dataset(name: str):
-    """``graphc.dataset.<name>`` for a Paddle download dataset: a reader namespace where graphc
-    reads Paddle's cached files, else MissingAPIError with the advice."""
+    """``graphc.dataset.<name>`` for a Paddle download dataset: graphc's module reading
+    Paddle's cached files, else MissingAPIError with the advice."""
     if name in _READABLE_DATASETS:
-        from . import paddle_datasets
-        return getattr(paddle_datasets, name)
+        return importlib.import_module(f"graphc.dataio.paddle_datasets.{name}")
     raise missing("graphc.dataset", name)
-
-
-class _DatasetLoader(importlib.abc.Loader):
-    """``import graphc.dataset.mnist``: a module with the dataset's ``train``/``test``."""
-
-    def create_module(self, spec):
-        return None
-
-    def exec_module(self, module) -> None:
-        name = module.__name__.rsplit(".", 1)[1]
-        module.__dict__.update(vars(download_dataset(name)))
+# -- end issue 25: datasets
 
 
 class _StubLoader(importlib.abc.Loader):
@@ -252,7 +244,8 @@ class _RefuseMissingModules(importlib.abc.MetaPathFinder):
         elif fullname.startswith("graphc.dataset."):
             name = fullname.removeprefix("graphc.dataset.").split(".")[0]
             if fullname == f"graphc.dataset.{name}" and name in _READABLE_DATASETS:
-                return importlib.machinery.ModuleSpec(fullname, _DatasetLoader())
+                return importlib.machinery.ModuleSpec(
+                    fullname, _AliasLoader(f"graphc.dataio.paddle_datasets.{name}"))
             if name in _DOWNLOAD_DATASETS:
                 raise MissingModuleError(f"{fullname}: {download_dataset_advice(name)}",
                                          name=fullname)

@@ -1,4 +1,9 @@
-"""``fluid.incubate``: Paddle 1.8's incubating APIs graphc carries, which are the fleet
-import paths (``fluid.incubate.fleet.collective``, ``...fleet.base.role_maker``)."""
+"""``fluid.incubate``: Paddle 1.8's incubating APIs graphc carries: the fleet import paths
+(``fluid.incubate.fleet.collective``, ``...fleet.base.role_maker``) and ``data_generator``."""
 
-from . import fleet  # noqa: F401
+# -- issue 25: datasets
+from . import (
+    data_generator,  # noqa: F401,E402
+    fleet,  # noqa: F401
+)
+# -- end issue 25: datasets
