@@ -1,0 +1,177 @@
+"""An inference program run as one compiled XLA call per input signature, its parameters held
+in a scope of its own; repeated signatures skip the feed checks and call the step directly.
+
+How a run goes: the first run of a (names, dtypes, shapes) feed signature goes through the
+Executor (feed checks, the BuildStrategy's passes once per program, one compiled step per
+signature, kept by the Executor). When that step is a function of its feeds and the
+parameters only (it draws no random numbers, creates no state, holds no rows of a sharded
+variable) the predictor remembers (step, parameter arrays) under the feed's key; a later run
+with the same key calls the step with those arrays and nothing else: no dict of checks, no
+state guard. State a test-mode op rewrites unchanged (batch norm's statistics) is read from
+the scope and put back, as its buffers are donated. LoD feeds are packed into a size bucket
+every run (runtime/lod.py, with its checks); the dense feeds beside them are not checked again.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+
+from ..backends.data_checks import COUNT
+from ..backends.precision import with_graphc_x64
+from ..ir.errors import GraphcError
+from ..ir.program import Program
+from .executor import Executor, _raise_if_refused
+from .feeds import FeedError
+from .lod import LoDArray, LoDTensor, pack_feed, unpack_fetch
+from .scope import Scope
+
+__all__ = ["Predictor", "PredictorError"]
+
+_FAST_PER_PREDICTOR = 64  # remembered feed keys (cleared when exceeded, as the feed plans)
+
+
+class PredictorError(GraphcError):
+    """An inference predictor was given inputs it cannot run (a PaddleTensor whose buffer
+    does not match its shape, an input name the model does not feed), or a model it cannot
+    load."""
+
+
+class _Fast:
+    """What a remembered run needs: the step, its parameter arrays, and the feed order."""
+
+    __slots__ = ("step", "updated", "readonly", "feed_names", "lod_feeds")
+
+    def __init__(self, step, readonly: tuple, lod_feeds: dict):
+        self.step = step
+        # state a test-mode op rewrites unchanged (batch norm's statistics): read from the
+        # scope and put back each run, as its buffers are donated
+        self.updated = tuple(step.updated_names)
+        self.readonly = readonly
+        self.feed_names = tuple(step.feed_names)
+        self.lod_feeds = lod_feeds  # name -> (type, dtype) of the LoD feeds the step reads
+
+
+class Predictor:
+    """``Predictor(program, feed_names, fetch_names, scope)``: runs ``program`` (an inference
+    program, as ``load_inference_model`` returns it) with the parameters in ``scope``.
+    ``run(feed)`` takes a dict of arrays (LoDTensors for LoD feeds) and returns the fetches
+    in ``fetch_names`` order: numpy arrays, LoDTensors for LoD values."""
+
+    def __init__(self, program: Program, feed_names, fetch_names, scope: Scope,
+                 place=None, check_data: bool | None = None):
+        if not isinstance(program, Program):
+            raise PredictorError(f"Predictor expects a Program, got {type(program).__name__}")
+        block = program.global_block()
+        missing = [n for n in list(feed_names) + list(fetch_names) if not block.has_var(n)]
+        if missing:
+            raise PredictorError(f"the inference program has no variable(s) {missing}")
+        self.program = program
+        self.feed_names = list(feed_names)
+        self.fetch_names = tuple(fetch_names)
+        self.scope = scope
+        self.executor = Executor(place, check_data=check_data)
+        self._feed_vars = {n: block.var(n) for n in self.feed_names}
+        self._fast: dict[tuple, _Fast] = {}
+
+    def feed_var(self, name: str):
+        """The data Variable of feed ``name``."""
+        try:
+            return self._feed_vars[name]
+        except KeyError:
+            raise PredictorError(f"the model has no input '{name}'; its inputs are "
+                                 f"{self.feed_names}") from None
+
+    # -- runs ---------------------------------------------------------------------------
+    @with_graphc_x64
+    def run(self, feed: dict) -> list:
+        """The fetched values for ``feed`` (see the class doc)."""
+        if type(feed) is not dict:
+            raise PredictorError(f"Predictor.run takes a dict of input arrays, got "
+                                 f"{type(feed).__name__}")
+        key = self._key(feed)
+        fast = self._fast.get(key) if key is not None else None
+        if fast is not None:
+            return self._run_fast(fast, feed)
+        for name in feed:
+            if name not in self._feed_vars:
+                raise FeedError(f"feed '{name}' is not an input of the inference model; its "
+                                f"inputs are {self.feed_names}")
+        out = self.executor.run(self.program, feed=feed, fetch_list=list(self.fetch_names),
+                                scope=self.scope, return_numpy=False)
+        if key is not None:
+            self._remember(key, feed)
+        return [_host(v) for v in out]
+
+    def _key(self, feed: dict):
+        """The dense feeds' feed_key, and for LoD feeds only their name and dtype (they are
+        packed every run, with all their checks)."""
+        try:
+            return tuple([(n, LoDTensor, v._value().dtype) if type(v) is LoDTensor else
+                          (n, type(v), v.dtype, v.shape) for n, v in feed.items()])
+        except (AttributeError, GraphcError):
+            return None
+
+    def _remember(self, key: tuple, feed: dict) -> None:
+        exe, names = self.executor, self.fetch_names
+        prep = exe._prepare(self.program, None, names)
+        dense = {n: v for n, v in feed.items() if type(v) is not LoDTensor}
+        lod = {n: v for n, v in feed.items() if type(v) is LoDTensor}
+        if lod:  # what the executor made of this feed: its checks, then the packed LoD
+            arrays, sig = prep.feed.check_dict(self.program, feed, None)
+            if any(arrays[n] is not v for n, v in dense.items()):
+                return  # a dense feed was converted: it takes the full checks every run
+            step = prep.steps.get((names, sig))
+        else:
+            plan = prep.feed.plans.get((names, key))
+            step = plan[1] if plan is not None else None
+        if step is None:
+            return
+        guard = prep.state_guards[step]
+        if (step.created_names or step.uses_step_counter
+                or guard.any_sharded or any(r is not None for r in guard.fetch_rows)
+                or guard.blocks != 1 or step.num_iterations != 1):
+            return  # not a pure function of feeds and parameters: keep the executor's path
+        readonly = tuple(self.scope.gather(step.readonly_names))
+        feeds = prep.feed.feeds
+        lod_feeds = {n: (feeds[n].type, prep.feed.feed_dtypes[n]) for n in lod
+                     if n in feeds}
+        if len(self._fast) >= _FAST_PER_PREDICTOR:
+            self._fast.clear()
+        self._fast[key] = _Fast(step, readonly, lod_feeds)
+
+    def _run_fast(self, fast: _Fast, feed: dict) -> list:
+        if fast.lod_feeds:
+            lod = fast.lod_feeds
+            args = tuple([pack_feed(n, feed[n], *lod[n]) if n in lod else feed[n]
+                          for n in fast.feed_names])
+        else:
+            args = tuple([feed[n] for n in fast.feed_names])
+        step, exe, names = fast.step, self.executor, fast.updated
+        updated = self.scope.gather(names) if names else ()
+        if exe._on_default_device:
+            new, _, fetched, checks = step(updated, fast.readonly, args, None)
+        else:
+            with jax.default_device(exe._device):
+                new, _, fetched, checks = step(updated, fast.readonly, args, None)
+        if names:
+            self.scope.commit(names, new)
+        if step.check_sites and any(row[COUNT] for row in np.asarray(checks).tolist()):
+            prep = self.executor._prepare(self.program, None, self.fetch_names)
+            _raise_if_refused(step, prep, np.asarray(checks))
+        return [_host(unpack_fetch(a, 1, 1, False) if isinstance(a, LoDArray) else a)
+                for a in fetched]
+
+    def clone(self) -> Predictor:
+        """A predictor sharing this one's program, parameters and compiled steps."""
+        twin = object.__new__(Predictor)
+        twin.__dict__.update(self.__dict__)
+        return twin
+
+
+def _host(value):
+    """A fetched value on the host: a LoDTensor as it is, anything else as a numpy array
+    (a LoDTensor without LoD, as ``return_numpy=False`` may give, as its array)."""
+    if isinstance(value, LoDTensor):
+        return value if value.recursive_sequence_lengths() else np.asarray(value)
+    return np.asarray(value)
