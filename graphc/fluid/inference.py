@@ -24,7 +24,6 @@ from .inference_tensors import (
     PaddlePlace,
     PaddleTensor,
     ZeroCopyTensor,
-    _feed_value,
     _output,
     _tensor_array,
 )
@@ -337,23 +336,24 @@ class PaddlePredictor:
         if len(inputs) > len(names):
             raise PredictorError(f"got {len(inputs)} input tensors for the model's "
                                  f"{len(names)} inputs {names}")
-        feed = {}
+        feed, lods = {}, {}
         for i, t in enumerate(inputs):
             name = t.name or names[i]
             self.core.feed_var(name)
             if name in feed:
                 raise PredictorError(f"input '{name}' is given twice")
-            feed[name] = _feed_value(_tensor_array(t), t.lod)
-        values = self.core.run(feed)
+            feed[name] = _tensor_array(t)
+            if t.lod:
+                lods[name] = t.lod
+        values = self.core.run(feed, lods or None)
         return [_output(n, v) for n, v in zip(self.core.fetch_names, values)]
 
     def zero_copy_run(self) -> bool:
         """Run on the inputs set through the zero-copy tensors; outputs stay readable with
         ``get_output_tensor(name).copy_to_cpu()``."""
-        lods = self._lods
-        feed = {n: (_feed_value(a, lods[n]) if lods.get(n) else a)
-                for n, a in self._inputs.items()}
-        values = self.core.run(feed)
+        feed = dict(self._inputs)
+        lods = {n: lod for n, lod in self._lods.items() if lod and n in feed}
+        values = self.core.run(feed, lods or None)
         self._outputs = dict(zip(self.core.fetch_names, values))
         return True
 

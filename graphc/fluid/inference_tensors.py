@@ -153,14 +153,6 @@ def _tensor_array(t: PaddleTensor) -> np.ndarray:
     return raw.view(dtype).reshape(shape)
 
 
-def _feed_value(arr: np.ndarray, lod):
-    if not lod:
-        return arr
-    t = LoDTensor(arr)
-    t.set_lod(lod)
-    return t
-
-
 def _output(name: str, value) -> PaddleTensor:
     out = PaddleTensor(np.asarray(value), name)
     if isinstance(value, LoDTensor):

@@ -21,9 +21,10 @@ from ..backends.data_checks import COUNT
 from ..backends.precision import with_graphc_x64
 from ..ir.errors import GraphcError
 from ..ir.program import Program
+from ..ir.types import dims_compatible
 from .executor import Executor, _raise_if_refused
 from .feeds import FeedError
-from .lod import LoDArray, LoDTensor, pack_feed, unpack_fetch
+from .lod import LoDArray, LoDTensor, bucket, pack_feed, unpack_fetch
 from .scope import Scope
 
 __all__ = ["Predictor", "PredictorError"]
@@ -84,33 +85,51 @@ class Predictor:
 
     # -- runs ---------------------------------------------------------------------------
     @with_graphc_x64
-    def run(self, feed: dict) -> list:
-        """The fetched values for ``feed`` (see the class doc)."""
+    def run(self, feed: dict, lods: dict | None = None) -> list:
+        """The fetched values for ``feed`` (see the class doc). ``lods``: offsets per level
+        (``{name: [[0, 2, 5]]}``) of LoD inputs given in ``feed`` as plain token arrays
+        (Paddle's zero-copy form), packed here without building LoDTensors."""
         if type(feed) is not dict:
             raise PredictorError(f"Predictor.run takes a dict of input arrays, got "
                                  f"{type(feed).__name__}")
-        key = self._key(feed)
+        key = self._key(feed, lods)
         fast = self._fast.get(key) if key is not None else None
         if fast is not None:
-            return self._run_fast(fast, feed)
+            return self._run_fast(fast, feed, lods)
         for name in feed:
             if name not in self._feed_vars:
                 raise FeedError(f"feed '{name}' is not an input of the inference model; its "
                                 f"inputs are {self.feed_names}")
+        if lods:
+            feed = self._with_lod_tensors(feed, lods)
         out = self.executor.run(self.program, feed=feed, fetch_list=list(self.fetch_names),
                                 scope=self.scope, return_numpy=False)
         if key is not None:
             self._remember(key, feed)
         return [_host(v) for v in out]
 
-    def _key(self, feed: dict):
-        """The dense feeds' feed_key, and for LoD feeds only their name and dtype (they are
-        packed every run, with all their checks)."""
+    @staticmethod
+    def _key(feed: dict, lods: dict | None):
+        """The dense feeds' feed_key; for LoD feeds only their name, form and dtype (they
+        are packed every run, with their checks)."""
         try:
-            return tuple([(n, LoDTensor, v._value().dtype) if type(v) is LoDTensor else
-                          (n, type(v), v.dtype, v.shape) for n, v in feed.items()])
+            return tuple([
+                (n, "offsets", v.dtype, v.shape[1:]) if lods and n in lods else
+                (n, LoDTensor, v._value().dtype) if type(v) is LoDTensor else
+                (n, type(v), v.dtype, v.shape) for n, v in feed.items()])
         except (AttributeError, GraphcError):
             return None
+
+    def _with_lod_tensors(self, feed: dict, lods: dict) -> dict:
+        feed = dict(feed)
+        for name, offsets in lods.items():
+            self.feed_var(name)
+            if name not in feed:
+                raise PredictorError(f"a LoD is set for input '{name}' but it has no data")
+            t = LoDTensor(np.asarray(feed[name]))
+            t.set_lod(offsets)  # LoDError naming what is wrong with the offsets
+            feed[name] = t
+        return feed
 
     def _remember(self, key: tuple, feed: dict) -> None:
         exe, names = self.executor, self.fetch_names
@@ -131,7 +150,7 @@ class Predictor:
         if (step.created_names or step.uses_step_counter
                 or guard.any_sharded or any(r is not None for r in guard.fetch_rows)
                 or guard.blocks != 1 or step.num_iterations != 1):
-            return  # not a pure function of feeds and parameters: keep the executor's path
+            return  # not a function of feeds and parameters only: keep the executor's path
         readonly = tuple(self.scope.gather(step.readonly_names))
         feeds = prep.feed.feeds
         lod_feeds = {n: (feeds[n].type, prep.feed.feed_dtypes[n]) for n in lod
@@ -140,10 +159,11 @@ class Predictor:
             self._fast.clear()
         self._fast[key] = _Fast(step, readonly, lod_feeds)
 
-    def _run_fast(self, fast: _Fast, feed: dict) -> list:
+    def _run_fast(self, fast: _Fast, feed: dict, lods: dict | None) -> list:
         if fast.lod_feeds:
             lod = fast.lod_feeds
-            args = tuple([pack_feed(n, feed[n], *lod[n]) if n in lod else feed[n]
+            args = tuple([(_pack_offsets(n, feed[n], lods[n], *lod[n]) if lods and n in lods
+                           else pack_feed(n, feed[n], *lod[n])) if n in lod else feed[n]
                           for n in fast.feed_names])
         else:
             args = tuple([feed[n] for n in fast.feed_names])
@@ -175,3 +195,27 @@ def _host(value):
     if isinstance(value, LoDTensor):
         return value if value.recursive_sequence_lengths() else np.asarray(value)
     return np.asarray(value)
+
+
+def _pack_offsets(name: str, data, offsets, want, dtype) -> LoDArray:
+    """A one-level LoD input given as tokens and offsets, packed as ``pack_feed`` packs it
+    (same bucket, same lengths) with the checks done in a few array operations; anything
+    else (or anything wrong) takes ``pack_feed``'s full path and its errors."""
+    if (len(offsets) == 1 and want.lod_level == 1 and type(data) is np.ndarray
+            and data.dtype == dtype and data.ndim):
+        off = np.asarray(offsets[0])
+        rows = data.shape[0]
+        if off.ndim == 1 and off.size >= 2 and off.dtype.kind in "iu":
+            lengths = np.subtract(off[1:], off[:-1], dtype=np.int32)
+            if int(off[0]) == 0 and int(off[-1]) == rows and lengths.min() >= 0:
+                tokens, nd = data, len(want.shape)
+                if data.ndim > nd >= 1 and all(d == 1 for d in data.shape[nd:]):
+                    tokens = data.reshape(data.shape[:nd])  # [N, 1] ids for [-1] tokens
+                if dims_compatible(tokens.shape, want.shape):
+                    cap = bucket(rows)
+                    packed = tokens if cap == rows else np.concatenate(
+                        [tokens, np.zeros((cap - rows, *tokens.shape[1:]), dtype)])
+                    return LoDArray(packed, (lengths,))
+    t = LoDTensor(np.asarray(data))
+    t.set_lod(offsets)
+    return pack_feed(name, t, want, dtype)
