@@ -203,18 +203,21 @@ def _pack_offsets(name: str, data, offsets, want, dtype) -> LoDArray:
     else (or anything wrong) takes ``pack_feed``'s full path and its errors."""
     if (len(offsets) == 1 and want.lod_level == 1 and type(data) is np.ndarray
             and data.dtype == dtype and data.ndim):
-        off = np.asarray(offsets[0])
-        rows = data.shape[0]
-        if off.ndim == 1 and off.size >= 2 and off.dtype.kind in "iu":
+        level, rows = offsets[0], data.shape[0]
+        off = np.asarray(level)
+        if (off.ndim == 1 and off.size >= 2 and off.dtype.kind in "iu" and level[0] == 0
+                and level[-1] == rows):
             lengths = np.subtract(off[1:], off[:-1], dtype=np.int32)
-            if int(off[0]) == 0 and int(off[-1]) == rows and lengths.min() >= 0:
+            if off.size == 2 or lengths.min() >= 0:
                 tokens, nd = data, len(want.shape)
                 if data.ndim > nd >= 1 and all(d == 1 for d in data.shape[nd:]):
                     tokens = data.reshape(data.shape[:nd])  # [N, 1] ids for [-1] tokens
                 if dims_compatible(tokens.shape, want.shape):
                     cap = bucket(rows)
-                    packed = tokens if cap == rows else np.concatenate(
-                        [tokens, np.zeros((cap - rows, *tokens.shape[1:]), dtype)])
+                    if cap == rows:
+                        return LoDArray(tokens, (lengths,))
+                    packed = np.zeros((cap, *tokens.shape[1:]), dtype)
+                    packed[:rows] = tokens
                     return LoDArray(packed, (lengths,))
     t = LoDTensor(np.asarray(data))
     t.set_lod(offsets)
