@@ -1,7 +1,8 @@
 """Inference through graphc's predictor (Paddle's AnalysisConfig + zero-copy tensors) against
 the same function written by hand with ``jax.jit`` and the same weights (issue 25).
 
-Run ``python benchmarks/bench_predictor.py [--calls 600] [--rounds 30] [--profile]``.
+Run ``python benchmarks/bench_predictor.py [--calls 1200] [--rounds 60] [--seconds 20]``
+(``--profile``: a cProfile of the predictor at batch 1 instead).
 Two saved inference models, each at batch 1 and 64:
 
 - ``resnet``: 3x32x32 images, conv 3x3 (16) + batch norm + relu, two residual blocks
@@ -170,16 +171,21 @@ def feeds_for(model: str, batch: int, rng) -> list[dict]:
                           offsets) for i in range(SLOTS)} for _ in range(4)]
 
 
-def bench_one(model: str, dirname: str, batch: int, calls: int, rounds: int) -> dict:
+def bench_one(model: str, dirname: str, batch: int, calls: int, rounds: int,
+              seconds: float = 20.0) -> dict:
     ours, predictor = predictor_runner(dirname, lod=model == "ctr")
     p = params_of(predictor)
     hand = hand_resnet(p) if model == "resnet" else hand_ctr(p, batch)
     feeds = feeds_for(model, batch, np.random.default_rng(batch))
     for feed in feeds:
         np.testing.assert_allclose(ours(feed), hand(feed), rtol=1e-5, atol=1e-5)
-    for i in range(100):
+    start = time.perf_counter()
+    for i in range(20):
         ours(feeds[i % 4])
         hand(feeds[i % 4])
+    # at most about --seconds of timed calls per contender (ResNet at batch 64 is slow)
+    per_call = (time.perf_counter() - start) / 40
+    calls = max(rounds, min(calls, int(seconds / per_call)))
     rounds_of = {"predictor": [], "hand": []}
     per_round = max(1, calls // rounds)
     for r in range(rounds):  # interleaved, so load changes hit both alike
@@ -204,8 +210,10 @@ def bench_one(model: str, dirname: str, batch: int, calls: int, rounds: int) -> 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--calls", type=int, default=600, help="timed calls per contender")
-    ap.add_argument("--rounds", type=int, default=30, help="interleaved rounds")
+    ap.add_argument("--calls", type=int, default=1200, help="timed calls per contender")
+    ap.add_argument("--rounds", type=int, default=60, help="interleaved rounds")
+    ap.add_argument("--seconds", type=float, default=20.0,
+                    help="about this many seconds of timed calls per contender and case")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 64])
     ap.add_argument("--models", nargs="+", default=["resnet", "ctr"])
     ap.add_argument("--profile", action="store_true", help="cProfile the predictor instead")
@@ -234,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{'ratio':>6}   (median over rounds: predictor, hand, ratio)")
         for model in args.models:
             for batch in args.batches:
-                r = bench_one(model, dirs[model], batch, args.calls, args.rounds)
+                r = bench_one(model, dirs[model], batch, args.calls, args.rounds, args.seconds)
                 print(f"{model:8} {batch:5d} {r['predictor'] * 1e6:13.1f} "
                       f"{r['hand'] * 1e6:16.1f} {r['ratio']:6.2f}   "
                       f"({r['predictor_median'] * 1e6:.1f}, {r['hand_median'] * 1e6:.1f}, "
