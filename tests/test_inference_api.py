@@ -13,6 +13,7 @@ from graphc.fluid import layers
 from graphc.ir.errors import GraphcError
 from graphc.runtime.checkpoint import CheckpointError
 from graphc.runtime.feeds import FeedError
+from graphc.runtime.lod import LoDError
 from graphc.runtime.predictor import PredictorError
 
 pytestmark = pytest.mark.timeout(180)
@@ -225,6 +226,16 @@ def test_lod_inputs_through_zero_copy_and_paddle_tensor(tmp_path):
         t = fluid.core.PaddleTensor(data, name="ids", lod=lod)
         np.testing.assert_allclose(predictor.run([t])[0].as_ndarray(), want, rtol=1e-6,
                                    atol=1e-6)
+    assert len(predictor.core._fast) == 1  # LoD inputs: one remembered entry, any bucket
+    # offsets that do not describe the tokens, after valid ones were remembered: LoDError
+    h = predictor.get_input_tensor("ids")
+    h.copy_from_cpu(data)
+    for bad in ([[0, 3, 1, 6]], [[0, 2, 9]], [[1, 6]]):
+        h.set_lod(bad)
+        with pytest.raises(LoDError, match="offsets"):
+            predictor.zero_copy_run()
+    with pytest.raises(FeedError, match="'ids' is declared with lod_level=1"):
+        predictor.core.run({"ids": data})
 
 
 def test_prog_file_and_params_file(tmp_path):

@@ -41,7 +41,7 @@ class PredictorError(GraphcError):
 class _Fast:
     """What a remembered run needs: the step, its parameter arrays, and the feed order."""
 
-    __slots__ = ("step", "updated", "readonly", "feed_names", "lod_feeds")
+    __slots__ = ("step", "updated", "readonly", "feed_names", "lod_feeds", "verdicts")
 
     def __init__(self, step, readonly: tuple, lod_feeds: dict):
         self.step = step
@@ -51,6 +51,9 @@ class _Fast:
         self.readonly = readonly
         self.feed_names = tuple(step.feed_names)
         self.lod_feeds = lod_feeds  # name -> (type, dtype) of the LoD feeds the step reads
+        # name -> the last offsets (a copy), token shape and dtype found valid, with the
+        # lengths and bucket they gave: the same again needs no checks (see _pack_offsets)
+        self.verdicts: dict[str, tuple] = {}
 
 
 class Predictor:
@@ -162,7 +165,8 @@ class Predictor:
     def _run_fast(self, fast: _Fast, feed: dict, lods: dict | None) -> list:
         if fast.lod_feeds:
             lod = fast.lod_feeds
-            args = tuple([(_pack_offsets(n, feed[n], lods[n], *lod[n]) if lods and n in lods
+            args = tuple([(_pack_offsets(n, feed[n], lods[n], *lod[n], fast.verdicts)
+                           if lods and n in lods
                            else pack_feed(n, feed[n], *lod[n])) if n in lod else feed[n]
                           for n in fast.feed_names])
         else:
@@ -197,10 +201,18 @@ def _host(value):
     return np.asarray(value)
 
 
-def _pack_offsets(name: str, data, offsets, want, dtype) -> LoDArray:
+def _pack_offsets(name: str, data, offsets, want, dtype, verdicts: dict) -> LoDArray:
     """A one-level LoD input given as tokens and offsets, packed as ``pack_feed`` packs it
-    (same bucket, same lengths) with the checks done in a few array operations; anything
-    else (or anything wrong) takes ``pack_feed``'s full path and its errors."""
+    (same bucket, same lengths) with the checks done in a few array operations, and none
+    when the offsets (a list), token shape and dtype equal the last ones found valid for
+    this input (``verdicts``: the checks depend on nothing else). Anything else, or anything
+    wrong, takes ``pack_feed``'s full path and its errors."""
+    seen = verdicts.get(name)
+    if (seen is not None and type(data) is np.ndarray and data.shape == seen[1]
+            and data.dtype == dtype and len(offsets) == 1 and type(offsets[0]) is list
+            and offsets[0] == seen[0]):
+        _, _, tokens_shape, cap, lengths = seen
+        return LoDArray(_padded(data.reshape(tokens_shape), cap, dtype), (lengths,))
     if (len(offsets) == 1 and want.lod_level == 1 and type(data) is np.ndarray
             and data.dtype == dtype and data.ndim):
         level, rows = offsets[0], data.shape[0]
@@ -214,11 +226,19 @@ def _pack_offsets(name: str, data, offsets, want, dtype) -> LoDArray:
                     tokens = data.reshape(data.shape[:nd])  # [N, 1] ids for [-1] tokens
                 if dims_compatible(tokens.shape, want.shape):
                     cap = bucket(rows)
-                    if cap == rows:
-                        return LoDArray(tokens, (lengths,))
-                    packed = np.zeros((cap, *tokens.shape[1:]), dtype)
-                    packed[:rows] = tokens
-                    return LoDArray(packed, (lengths,))
+                    if type(level) is list:
+                        verdicts[name] = (list(level), data.shape, tokens.shape, cap, lengths)
+                    return LoDArray(_padded(tokens, cap, dtype), (lengths,))
     t = LoDTensor(np.asarray(data))
     t.set_lod(offsets)
     return pack_feed(name, t, want, dtype)
+
+
+def _padded(tokens: np.ndarray, cap: int, dtype) -> np.ndarray:
+    """``tokens`` in a buffer of ``cap`` rows, zero past the tokens (pack_feed's layout)."""
+    rows = tokens.shape[0]
+    if cap == rows:
+        return tokens
+    packed = np.zeros((cap, *tokens.shape[1:]), dtype)
+    packed[:rows] = tokens
+    return packed
