@@ -5,6 +5,8 @@ loaded program, as one compiled step per input signature; bad input is a typed e
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -143,6 +145,36 @@ def test_one_compiled_step_per_signature_and_the_fast_path(dense_model):
     assert _steps(predictor) == 2 and len(core._fast) == 2
     # the parameters live in the predictor's scope, not the global one
     assert not any(n in fluid.global_scope() for n in core.scope.keys())
+
+
+def test_clones_run_from_several_threads(dense_model):
+    """Paddle's serving pattern: one clone per thread. The batch-norm model's step rewrites
+    (unchanged) statistics whose buffers it donates: clones sharing them take turns."""
+    d, want = dense_model
+    predictor = fluid.core.create_paddle_predictor(fluid.core.AnalysisConfig(d))
+    results, errors = [], []
+
+    def serve(p, rows):
+        try:
+            for _ in range(20):
+                h = p.get_input_handle("x")
+                h.copy_from_cpu(X[:rows])
+                p.run()
+                results.append((rows, p.get_output_handle(p.get_output_names()[0])
+                                .copy_to_cpu()))
+        except Exception as exc:  # reported below, with the thread's own traceback lost
+            errors.append(exc)
+
+    threads = [threading.Thread(target=serve, args=(predictor.clone(), rows))
+               for rows in (1, 2, 5, 5)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 80
+    for rows, out in results:
+        np.testing.assert_array_equal(out, want[:rows])
 
 
 def test_book_flow_compiled_program_with_inference_optimize(tmp_path):

@@ -14,6 +14,8 @@ every run (runtime/lod.py, with its checks); the dense feeds beside them are not
 
 from __future__ import annotations
 
+import threading
+
 import jax
 import numpy as np
 
@@ -77,6 +79,10 @@ class Predictor:
         self.executor = Executor(place, check_data=check_data)
         self._feed_vars = {n: block.var(n) for n in self.feed_names}
         self._fast: dict[tuple, _Fast] = {}
+        # clones run from several threads: a step that rewrites state (batch norm's
+        # statistics) donates the scope's buffers, and first runs go through the Executor,
+        # so those runs take turns; a step of feeds and parameters only runs unlocked
+        self._lock = threading.RLock()
 
     def feed_var(self, name: str):
         """The data Variable of feed ``name``."""
@@ -98,7 +104,14 @@ class Predictor:
         key = self._key(feed, lods)
         fast = self._fast.get(key) if key is not None else None
         if fast is not None:
-            return self._run_fast(fast, feed, lods)
+            if not fast.updated:
+                return self._run_fast(fast, feed, lods)
+            with self._lock:
+                return self._run_fast(fast, feed, lods)
+        with self._lock:
+            return self._run_first(key, feed, lods)
+
+    def _run_first(self, key, feed: dict, lods: dict | None) -> list:
         for name in feed:
             if name not in self._feed_vars:
                 raise FeedError(f"feed '{name}' is not an input of the inference model; its "
