@@ -187,7 +187,8 @@ class ZeroCopyTensor:
     def copy_from_cpu(self, data) -> None:
         self._need_input("copy_from_cpu")
         arr = np.array(data, copy=True, order="C")
-        _paddle_dtype(arr.dtype, f"copy_from_cpu of {self._what()}")
+        if arr.dtype not in _OF_NUMPY:
+            _paddle_dtype(arr.dtype, f"copy_from_cpu of {self._what()}")
         self._predictor._inputs[self.name] = arr
         self._predictor._shapes[self.name] = list(arr.shape)
 
