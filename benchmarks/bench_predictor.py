@@ -21,7 +21,6 @@ round gives a median per call, and the quietest round's (the minimum: load from 
 processes only slows a round down) is the estimate, printed with the ratio predictor / hand
 (target <= 1.1); the median over rounds follows in parentheses. Outputs are checked equal
 (to 1e-5) first.
-``--profile`` prints a cProfile of the predictor's batch-1 runs instead.
 
 Results (shared 2-core CPU box, load average ~10, JAX 0.10.2; us per call, ratio; the
 analysis is in benchmarks/README.md, "bench_predictor.py"):
