@@ -64,5 +64,28 @@ class VarDesc:
         RAW = "raw"
 
 
+# -- issue 25: inference API (Paddle's core spellings; graphc.fluid.inference)
+from .inference import (  # noqa: E402
+    AnalysisConfig,
+    AnalysisPredictor,
+    NativeConfig,
+    NativePaddlePredictor,
+    PaddleBuf,
+    PaddleDType,
+    PaddlePassBuilder,
+    PaddlePlace,
+    PaddlePredictor,
+    PaddleTensor,
+    ZeroCopyTensor,
+    create_paddle_predictor,
+    create_predictor,
+)
+
+__all__ += ["AnalysisConfig", "AnalysisPredictor", "NativeConfig", "NativePaddlePredictor",
+            "PaddleBuf", "PaddleDType", "PaddlePassBuilder", "PaddlePlace", "PaddlePredictor",
+            "PaddleTensor", "ZeroCopyTensor", "create_paddle_predictor", "create_predictor"]
+# -- end issue 25: inference API
+
+
 def __getattr__(name: str):
     raise missing(__name__, name)

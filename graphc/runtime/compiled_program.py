@@ -54,6 +54,7 @@ class CompiledProgram:
         self.devices: list | None = None  # JAX devices of a data-parallel program
         self.loss_name: str | None = None
         self.share_vars_from: CompiledProgram | None = None
+        self._is_inference = False  # issue 25: _with_inference_optimize
 
     def with_data_parallel(self, loss_name: str | None = None,
                            build_strategy: BuildStrategy | None = None,
@@ -97,6 +98,31 @@ class CompiledProgram:
         if self._pass_manager is not None and not self._custom_pass_manager:
             self._pass_manager = None  # rebuilt for the device count
         return self
+
+    # -- issue 25: inference API
+    def _with_inference_optimize(self, config) -> CompiledProgram:
+        """Paddle's book-test spelling: ``exe.run(this, feed=[PaddleTensor, ...])`` then runs
+        the predictor ``config`` describes (it loads the model the config names, as Paddle's
+        does) and returns its output PaddleTensors. ``config``: a NativeConfig or an
+        AnalysisConfig of graphc.fluid (anything with ``_make_predictor()``)."""
+        if getattr(self, "_is_inference", False):
+            raise GraphcError("this CompiledProgram is already compiled for inference; "
+                              "build another one for another config")
+        if self.devices:
+            raise GraphcError("a CompiledProgram cannot run both data parallel and as an "
+                              "inference predictor")
+        if not callable(getattr(config, "_make_predictor", None)):
+            raise GraphcError("_with_inference_optimize expects a fluid.core.NativeConfig or "
+                              f"AnalysisConfig, got {type(config).__name__}")
+        self._is_inference, self._infer_config, self._predictor = True, config, None
+        return self
+
+    def _run_inference(self, feed):
+        """One predictor run (see ``_with_inference_optimize``); built at the first."""
+        if self._predictor is None:
+            self._predictor = self._infer_config._make_predictor()
+        return self._predictor.run(feed)
+    # -- end issue 25: inference API
 
     @property
     def inter_nranks(self) -> int:

@@ -243,6 +243,8 @@ class Executor:
         if not return_merged:
             return self._unmerged(program, self.run(program, feed, fetch_list, feed_var_name,
                                                     fetch_var_name, scope, return_numpy))
+        if type(program) is not Program and getattr(program, "_is_inference", False):
+            return program._run_inference(feed)  # issue 25: CompiledProgram + a predictor
         if isinstance(program, LoopProgram) and feed is None and not fetch_list:
             # a program that is a loop of its own: exe.run(pserver_program) serves until the
             # trainers complete (the loop runs the same program with feeds: its update step)
