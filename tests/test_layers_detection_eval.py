@@ -56,6 +56,7 @@ def build(difficult=True, **kwargs):
     box = fluid.layers.data("gt_box", shape=[4], dtype="float32", lod_level=1)
     hard = fluid.layers.data("difficult", shape=[1], dtype="int32", lod_level=1) \
         if difficult else None
+    kwargs.setdefault("capacity", 4096)  # small tables: fast steps (the default is tested)
     metric = fluid.metrics.DetectionMAP(det, label, box, hard, class_num=CLASSES, **kwargs)
     return metric
 
@@ -137,7 +138,7 @@ def test_hand_computed_map():
     for ap, want in (("integral", 0.75), ("11point", (1 + 6 / 11) / 2)):
         main, startup = fluid.Program(), fluid.Program()
         with fluid.program_guard(main, startup):
-            metric = build(ap_version=ap)
+            metric = build(ap_version=ap, capacity=None)  # the default capacity
         exe = fluid.Executor(fluid.CPUPlace())
         exe.run(startup)
         got = exe.run(main, feed=feed_of((det, [2, 1], gt, [1, 2])),
@@ -180,7 +181,9 @@ def test_label_without_difficult_column_and_state_layout():
     assert pos.shape == (CLASSES, 1) and pos.sum() == len(batch[2])
     real = table[:, 0] >= 0
     assert real.sum() == len(batch[0]) and not real[real.sum():].any()
-    assert np.all(np.diff(table[real, 0]) >= 0)  # class order, as Paddle's LoD lists
+    # class order (as Paddle's LoD lists), then score descending (the order its AP sorts)
+    keys = table[real][:, :2] * [1, -1]
+    assert all(tuple(a) <= tuple(b) for a, b in zip(keys, keys[1:]))
     np.testing.assert_array_equal(fp[real, 2], 1 - table[real, 2])
     assert np.asarray(scope.find_var(metric.has_state.name).get_tensor()).tolist() == [1]
 
@@ -220,3 +223,7 @@ def test_build_errors():
         detection_map(det, det, CLASSES, ap_version="voc")
     with pytest.raises(fluid.metrics.MetricError, match="class_num"):
         fluid.metrics.DetectionMAP(det, label, label)
+    with pytest.raises(fluid.metrics.MetricError, match="capacity"):
+        fluid.metrics.DetectionMAP(det, label, label, class_num=3, capacity=0)
+    with pytest.raises(ProgramError, match="capacity"):
+        detection_map(det, det, CLASSES, capacity=-1)

@@ -252,15 +252,18 @@ class DetectionMAP:
     """mAP of detections (``input``: multiclass_nms's LoD rows [label, score, box]) against
     the ground truth ``gt_label``/``gt_box`` (/``gt_difficult``), built into the default
     program as in Paddle 1.8: two detection_map ops, one over the batch and one adding the
-    batch to persistable state (records of at most ``DEFAULT_CAPACITY`` detections, see the
-    op's doc) that accumulates until ``reset``. Fetch ``get_map_var()``'s two values."""
+    batch to persistable state that accumulates until ``reset``. Fetch ``get_map_var()``'s
+    two values. ``capacity`` (graphc's, keyword only): the most detection records the state
+    holds (default 262144; each step costs O(capacity)); once they fill it the accumulated
+    mAP is NaN until ``reset``."""
 
     def __init__(self, input, gt_label, gt_box, gt_difficult=None, class_num=None,
                  background_label=0, overlap_threshold=0.5, evaluate_difficult=True,
-                 ap_version="integral"):
+                 ap_version="integral", *, capacity=None):
         from .. import layers
         from ..layers.detection_eval import detection_map, map_state, map_states
         from ..layers.helper import LayerHelper
+        from ..ops.detection_eval.defs import DEFAULT_CAPACITY
 
         if class_num is None:
             raise MetricError("DetectionMAP: class_num is required (the number of classes, "
@@ -272,11 +275,16 @@ class DetectionMAP:
             label = layers.concat([gt_label, gt_difficult, gt_box], axis=1)
         else:
             label = layers.concat([gt_label, gt_box], axis=1)
+        capacity = DEFAULT_CAPACITY if capacity is None else capacity
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0:
+            raise MetricError(f"DetectionMAP: capacity must be a positive int, got "
+                              f"{capacity!r}")
         kwargs = {"overlap_threshold": overlap_threshold,
-                  "evaluate_difficult": evaluate_difficult, "ap_version": ap_version}
+                  "evaluate_difficult": evaluate_difficult, "ap_version": ap_version,
+                  "capacity": capacity}
         # the batch's mAP, then the accumulated one (background_label unused, as Paddle's)
         self.cur_map = detection_map(input, label, class_num, background_label, **kwargs)
-        states = map_states(helper, class_num, gt_box.dtype)
+        states = map_states(helper, class_num, gt_box.dtype, capacity)
         self.has_state = map_state(helper, "has_state", [1], "int32", 0)
         self.accum_map = detection_map(input, label, class_num, background_label,
                                        has_state=self.has_state, input_states=states,

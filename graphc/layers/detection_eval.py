@@ -31,13 +31,14 @@ def map_states(helper: LayerHelper, class_num: int, dtype: str,
 
 def detection_map(detect_res, label, class_num, background_label=0, overlap_threshold=0.3,
                   evaluate_difficult=True, has_state=None, input_states=None, out_states=None,
-                  ap_version="integral"):
+                  ap_version="integral", *, capacity=None):
     """mAP of ``detect_res`` (LoD rows [label, score, x1, y1, x2, y2], as multiclass_nms
     gives) against ``label`` (LoD rows [label, (difficult,) x1, y1, x2, y2]). With
     ``has_state`` ([1] int32, 1 = use them) and ``input_states`` [PosCount, TruePos,
     FalsePos] (see ``map_states``) the records of earlier runs count too; ``out_states``
     receive the accumulated ones. As Paddle 1.8, ``background_label`` is not passed on (the
-    op uses its default 0)."""
+    op uses its default 0). ``capacity`` (graphc's): rows of the record tables, by default
+    the states' (else DEFAULT_CAPACITY); the mAP is NaN once the records fill them."""
     check_variable("detection_map", "detect_res", detect_res)
     check_variable("detection_map", "label", label)
     if isinstance(class_num, bool) or not isinstance(class_num, int) or class_num <= 0:
@@ -64,10 +65,14 @@ def detection_map(detect_res, label, class_num, background_label=0, overlap_thre
     if input_states is not None:
         inputs.update(PosCount=input_states[0], TruePos=input_states[1],
                       FalsePos=input_states[2])
-        # the tables' size is the state's: a state made for another capacity still fits
-        attrs["capacity"] = int(input_states[1].shape[0])
-    elif out_states is not None:
-        attrs["capacity"] = int(out_states[1].shape[0])
+    states = input_states or out_states
+    if capacity is None and states is not None:
+        capacity = int(states[1].shape[0])  # the tables' size is the state's
+    if capacity is not None:
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0:
+            raise ProgramError(f"detection_map: capacity must be a positive int, got "
+                               f"{capacity!r}")
+        attrs["capacity"] = capacity
     helper.append_op("detection_map", inputs,
                      {"MAP": map_out, "AccumPosCount": outs[0], "AccumTruePos": outs[1],
                       "AccumFalsePos": outs[2]}, attrs)

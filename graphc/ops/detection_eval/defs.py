@@ -10,8 +10,9 @@ from __future__ import annotations
 from ...ir.opdef import NO_GRAD, STATEFUL, register
 from ...ir.types import FLOAT_DTYPES, TensorType
 
-#: default rows of the TruePos/FalsePos tables (records of every detection seen so far)
-DEFAULT_CAPACITY = 65536
+#: default rows of the TruePos/FalsePos tables (records of every detection seen so far):
+#: 262144 detections, 3 MiB a table; a step costs O(capacity) (merge and AP passes)
+DEFAULT_CAPACITY = 1 << 18
 
 
 def _detection_map(c):
@@ -60,8 +61,8 @@ register("detection_map", "DetectRes Label HasState? PosCount? TruePos? FalsePos
              "matched greedily by score to the ground truth of their image and class (IoU > "
              "overlap_threshold); with HasState = 1 the PosCount/TruePos/FalsePos state is "
              "added first. State: PosCount int32 [class_num, 1] positives per class; "
-             "TruePos/FalsePos [capacity, 3] records (class, score, flag) in class order, "
-             "empty rows class -1. When the records reach capacity MAP is NaN (the table is "
-             "full; reset it). As Paddle's kernel, a class counts when its positive count is "
-             "above 0 and differs from background_label; labels outside [0, class_num) are "
-             "dropped")
+             "TruePos/FalsePos [capacity, 3] records (class, score, flag) sorted by class, "
+             "then score descending (earlier runs first on ties), empty rows (class -1) last. "
+             "When the records reach capacity MAP is NaN (the table is full; reset it). As "
+             "Paddle's kernel, a class counts when its positive count is above 0 and differs "
+             "from background_label; labels outside [0, class_num) are dropped")

@@ -1,5 +1,6 @@
 """detection_map with static shapes: the batch's (class, score, tp) records from a greedy
-match per image and class, merged with the state table, then each class's AP from one sort."""
+match per image and class, merged into the state table kept in AP order (class, score
+descending), so a step sorts only its batch and each class's AP is one pass of cumsums."""
 
 from __future__ import annotations
 
@@ -64,35 +65,75 @@ def _batch(c, det, label):
     return pos, cls[order], score[order], tp[order].astype(score.dtype)
 
 
-def _average_precision(c, cls, score, tp, pos):
-    """Per-class AP [C] of records sorted by class (stable: insertion order within it)."""
-    ncls = c["class_num"]
+def _bisect(before, n: int, q: int):
+    """For q queries: how many of n sorted items come before each (``before(i)`` [q] bool:
+    item i, clipped to n - 1, comes before the query; true then false along the items)."""
+    if n == 0:
+        return jnp.zeros(q, jnp.int32)
+
+    def step(_, bounds):
+        lo, hi = bounds
+        mid = (lo + hi) // 2
+        go = before(jnp.minimum(mid, n - 1))
+        live = lo < hi
+        return jnp.where(live & go, mid + 1, lo), jnp.where(live & ~go, mid, hi)
+    lo, _ = jax.lax.fori_loop(0, int(np.ceil(np.log2(n + 1))) + 1, step,
+                              (jnp.zeros(q, jnp.int32), jnp.full(q, n, jnp.int32)))
+    return lo
+
+
+def _merge(t_cls, t_score, t_tp, cls, score, tp):
+    """The table (sorted by class, score descending, insertion) and the batch's records
+    (insertion order) merged in that order, the table's first on ties (inserted earlier):
+    only the batch is sorted, the table is placed by binary search."""
     by_score = jnp.argsort(-score, stable=True)
-    order = by_score[jnp.argsort(cls[by_score], stable=True)]  # class, score desc, insertion
-    cls, tp = cls[order], tp[order]
+    o = by_score[jnp.argsort(cls[by_score], stable=True)]
+    cls, score, tp = cls[o], score[o], tp[o]
+    nt, nb = t_cls.shape[0], cls.shape[0]
+    # batch record k goes after every table row not after it; table row i after every
+    # batch record strictly before it
+    at_b = jnp.arange(nb) + _bisect(
+        lambda i: (t_cls[i] < cls) | ((t_cls[i] == cls) & (t_score[i] >= score)), nt, nb)
+    at_t = jnp.arange(nt) + _bisect(
+        lambda k: (cls[k] < t_cls) | ((cls[k] == t_cls) & (score[k] > t_score)), nb, nt)
+    where = jnp.concatenate([at_t, at_b])
+
+    def put(a, b):
+        return jnp.zeros(nt + nb, a.dtype).at[where].set(jnp.concatenate([a, b]))
+    return put(t_cls, cls), put(t_score, score), put(t_tp, tp)
+
+
+def _average_precision(c, cls, tp, pos):
+    """Per-class AP [C] of records sorted by class, score descending (insertion on ties),
+    non-records (class C) last: Paddle's order after its stable sort by score."""
+    ncls = c["class_num"]
+    n = cls.shape[0]
     real = cls < ncls
     tp = jnp.where(real, tp, 0.0)
     fp = jnp.where(real, 1.0 - tp, 0.0)
-    start = jnp.searchsorted(cls, cls, side="left")
+    idx = jnp.arange(n, dtype=jnp.int32)
+    start = jnp.full(ncls + 1, n, jnp.int32).at[cls].min(idx)[cls]
     ctp, cfp = jnp.cumsum(tp), jnp.cumsum(fp)
     tp_sum = ctp - jnp.where(start > 0, ctp[start - 1], 0.0)
     fp_sum = cfp - jnp.where(start > 0, cfp[start - 1], 0.0)
     precision = tp_sum / jnp.maximum(tp_sum + fp_sum, 1.0)
     npos = jnp.concatenate([pos, jnp.ones(1, jnp.int32)])[cls].astype(tp.dtype)
     recall = tp_sum / jnp.maximum(npos, 1.0)
-    seg = jnp.where(real, cls, ncls)
     if c["ap_type"] == "integral":
-        prev = jnp.where(jnp.arange(cls.shape[0]) == start, 0.0, jnp.roll(recall, 1))
+        prev = jnp.where(idx == start, 0.0, jnp.roll(recall, 1))
         step = jnp.abs(recall - prev)
-        part = jnp.where(step > 1e-6, precision * step, 0.0)
-        return jax.ops.segment_sum(part, seg, num_segments=ncls + 1)[:ncls]
-    # max precision at recall >= j/10, j = 0..10 (Paddle's loop stops carrying its running
-    # maximum down once every record is at or above j/10, but then the first record, a true
-    # positive of precision 1, is among those it still scans: the same values)
-    ge = recall[:, None] >= jnp.asarray(_ELEVEN, recall.dtype)[None, :]  # [R, 11]
-    best = jax.ops.segment_max(jnp.where(ge, precision[:, None], 0.0), seg,
-                               num_segments=ncls + 1)[:ncls]
-    return jnp.sum(jnp.maximum(best, 0.0) / 11.0, axis=1)
+        part = jnp.where(real & (step > 1e-6), precision * step, 0.0)
+        return jax.ops.segment_sum(part, cls, num_segments=ncls + 1)[:ncls]
+    # max precision at recall >= j/10, j = 0..10: each record's precision goes to the bucket
+    # of the thresholds it reaches, then a running maximum from the top threshold down
+    # (Paddle's loop stops carrying its running maximum down once every record is at or
+    # above j/10, but then the first record, a true positive of precision 1, is among those
+    # it still scans: the same values)
+    reach = jnp.sum(recall[:, None] >= jnp.asarray(_ELEVEN, recall.dtype)[None, :], axis=1)
+    top = jnp.zeros((ncls + 1) * 12, precision.dtype).at[cls * 12 + reach].max(
+        jnp.where(real, precision, 0.0)).reshape(ncls + 1, 12)[:ncls]
+    best = jax.lax.cummax(top, axis=1, reverse=True)[:, 1:]  # [C, 11]: thresholds reached > j
+    return jnp.sum(best / 11.0, axis=1)
 
 
 @lowering("detection_map")
@@ -100,29 +141,30 @@ def _detection_map(c, DetectRes, Label, HasState, PosCount, TruePos, FalsePos):
     ncls, cap = c["class_num"], c["capacity"]
     pos, cls, score, tp = _batch(c, DetectRes, Label)
     dtype = score.dtype
+    t_cls = jnp.zeros(0, jnp.int32)
+    t_score, t_tp = jnp.zeros(0, dtype), jnp.zeros(0, dtype)
     if PosCount is not None:
         on = HasState.reshape(-1)[0] != 0 if HasState is not None else jnp.asarray(False)
         pos = pos + jnp.where(on, PosCount.reshape(-1), 0)
-        s_cls = TruePos[:, 0].astype(jnp.int32)
-        s_ok = on & (s_cls >= 0) & (s_cls < ncls)
-        cls = jnp.concatenate([jnp.where(s_ok, s_cls, ncls), cls])
-        score = jnp.concatenate([TruePos[:, 1], score])
-        tp = jnp.concatenate([TruePos[:, 2].astype(dtype), tp])
-    ap = _average_precision(c, cls, score, tp, pos)
+        t_cls = TruePos[:, 0].astype(jnp.int32)
+        t_cls = jnp.where(on & (t_cls >= 0) & (t_cls < ncls), t_cls, ncls)
+        t_score = jnp.where(t_cls < ncls, TruePos[:, 1], 0.0)
+        t_tp = TruePos[:, 2].astype(dtype)
+    cls, score, tp = _merge(t_cls, t_score, t_tp, cls, score, tp)
+    ap = _average_precision(c, cls, tp, pos)
     counts = (pos > 0) & (pos != c["background_label"])
-    n_cls = jnp.sum(counts)
-    mean = jnp.sum(jnp.where(counts, ap, 0.0)) / jnp.maximum(n_cls, 1).astype(dtype)
+    mean = jnp.sum(jnp.where(counts, ap, 0.0)) / jnp.maximum(jnp.sum(counts), 1).astype(dtype)
     full = jnp.sum(cls < ncls) >= cap
     out_map = jnp.where(full, jnp.nan, mean).astype(dtype).reshape(1)
-    # the table in class order, insertion order within a class (as Paddle's LoD lists)
-    order = jnp.argsort(cls, stable=True)
-    if order.shape[0] < cap:
-        order = jnp.concatenate([order, jnp.full(cap - order.shape[0], -1, order.dtype)])
-    order = order[:cap]
-    empty = (order < 0) | (jnp.concatenate([cls, jnp.full(1, ncls, cls.dtype)])[order] >= ncls)
-    rows = jnp.stack([cls[order].astype(dtype), score[order], tp[order]], axis=1)
-    blank = jnp.asarray([-1.0, 0.0, 0.0], dtype)
-    true_pos = jnp.where(empty[:, None], blank, rows)
-    false_pos = true_pos.at[:, 2].set(jnp.where(empty, 0.0, 1.0 - tp[order]))
+    if cls.shape[0] < cap:
+        extra = cap - cls.shape[0]
+        cls = jnp.concatenate([cls, jnp.full(extra, ncls, cls.dtype)])
+        score = jnp.concatenate([score, jnp.zeros(extra, dtype)])
+        tp = jnp.concatenate([tp, jnp.zeros(extra, dtype)])
+    cls, score, tp = cls[:cap], score[:cap], tp[:cap]
+    empty = cls >= ncls
+    rows = jnp.stack([cls.astype(dtype), score, tp], axis=1)
+    true_pos = jnp.where(empty[:, None], jnp.asarray([-1.0, 0.0, 0.0], dtype), rows)
+    false_pos = true_pos.at[:, 2].set(jnp.where(empty, 0.0, 1.0 - tp))
     return {"MAP": out_map, "AccumPosCount": pos.reshape(ncls, 1).astype(jnp.int32),
             "AccumTruePos": true_pos, "AccumFalsePos": false_pos}
