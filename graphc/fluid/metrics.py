@@ -268,6 +268,10 @@ class DetectionMAP:
         if class_num is None:
             raise MetricError("DetectionMAP: class_num is required (the number of classes, "
                               "background included)")
+        capacity = DEFAULT_CAPACITY if capacity is None else capacity
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0:
+            raise MetricError(f"DetectionMAP: capacity must be a positive int, got "
+                              f"{capacity!r}")
         helper = LayerHelper("map_eval")
         gt_label = layers.cast(gt_label, gt_box.dtype)
         if gt_difficult is not None:
@@ -275,10 +279,6 @@ class DetectionMAP:
             label = layers.concat([gt_label, gt_difficult, gt_box], axis=1)
         else:
             label = layers.concat([gt_label, gt_box], axis=1)
-        capacity = DEFAULT_CAPACITY if capacity is None else capacity
-        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0:
-            raise MetricError(f"DetectionMAP: capacity must be a positive int, got "
-                              f"{capacity!r}")
         kwargs = {"overlap_threshold": overlap_threshold,
                   "evaluate_difficult": evaluate_difficult, "ap_version": ap_version,
                   "capacity": capacity}
