@@ -227,3 +227,39 @@ def test_build_errors():
         fluid.metrics.DetectionMAP(det, label, label, class_num=3, capacity=0)
     with pytest.raises(ProgramError, match="capacity"):
         detection_map(det, det, CLASSES, capacity=-1)
+
+
+def test_multiclass_nms_output_feeds_detection_map():
+    """The SSD evaluation pipeline: multiclass_nms's LoD rows go straight into DetectionMAP;
+    the mAP is the reference's over the fetched detections."""
+    rng = np.random.default_rng(11)
+    n, m = 2, 12
+    boxes = fluid.layers.data("boxes", shape=[m, 4], dtype="float32")
+    scores = fluid.layers.data("scores", shape=[CLASSES, m], dtype="float32")
+    label = fluid.layers.data("gt_label", shape=[1], dtype="int32", lod_level=1)
+    box = fluid.layers.data("gt_box", shape=[4], dtype="float32", lod_level=1)
+    det = fluid.layers.multiclass_nms(boxes, scores, score_threshold=0.05, nms_top_k=8,
+                                      keep_top_k=6)
+    metric = fluid.metrics.DetectionMAP(det, label, box, class_num=CLASSES, capacity=256)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(graphc.default_startup_program())
+    ref = DetectionMAPReference(CLASSES)
+    for _ in range(2):
+        gt = [[int(rng.integers(1, CLASSES)), 0, *_box(rng)] for _ in range(n * 2)]
+        gt = np.asarray(gt, np.float32)
+        b = np.concatenate([gt[:, 2:].reshape(n, 2, 4) + rng.normal(0, 0.03, (n, 2, 4)),
+                            rng.uniform(0, 0.7, (n, m - 2, 4))], axis=1).astype(np.float32)
+        b[..., 2:] = b[..., :2] + np.abs(b[..., 2:] - b[..., :2]) + 0.05
+        s = rng.uniform(0, 1, (n, CLASSES, m)).astype(np.float32)
+        feed = {"boxes": b, "scores": s, **{k: v for k, v in feed_of(
+            (np.zeros((0, 6), np.float32), [0] * n, gt, [2] * n), difficult=False).items()
+            if k != "det"}}
+        got_det, got_cur, got_acc = exe.run(feed=feed, fetch_list=[det, *metric.get_map_var()],
+                                            return_numpy=False)
+        rows = np.asarray(got_det)
+        lens = got_det.recursive_sequence_lengths()[0]
+        assert len(rows) > 0
+        want_cur = DetectionMAPReference(CLASSES).run(rows, lens, gt, [2] * n)
+        want_acc = ref.run(rows, lens, gt, [2] * n)
+        np.testing.assert_allclose(np.asarray(got_cur), [want_cur], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(np.asarray(got_acc), [want_acc], rtol=1e-5, atol=1e-6)
