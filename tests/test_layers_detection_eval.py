@@ -263,3 +263,14 @@ def test_multiclass_nms_output_feeds_detection_map():
         want_acc = ref.run(rows, lens, gt, [2] * n)
         np.testing.assert_allclose(np.asarray(got_cur), [want_cur], rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(np.asarray(got_acc), [want_acc], rtol=1e-5, atol=1e-6)
+
+
+def test_detections_and_labels_of_other_batches_are_refused():
+    metric = build(difficult=False)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(graphc.default_startup_program())
+    det = np.array([[1, 0.9, 0.1, 0.1, 0.5, 0.5]], np.float32)
+    gt = np.array([[1, 0, 0.1, 0.1, 0.5, 0.5]] * 2, np.float32)
+    feed = feed_of((det, [1, 0], gt, [1, 1, 0]), difficult=False)
+    with pytest.raises(graphc.GraphcError, match="DetectRes holds 2 images but Label 3"):
+        exe.run(feed=feed, fetch_list=list(metric.get_map_var()))

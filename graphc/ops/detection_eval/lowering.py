@@ -8,7 +8,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ...backends.lowering import lowering
+from ...backends.lowering import LoweringError, lowering
 
 # Paddle compares a float recall with j / 10 in double: r < j/10 exactly when r is below the
 # smallest float32 at or above j/10, so the float32 comparison needs that threshold
@@ -139,6 +139,9 @@ def _average_precision(c, cls, tp, pos):
 @lowering("detection_map")
 def _detection_map(c, DetectRes, Label, HasState, PosCount, TruePos, FalsePos):
     ncls, cap = c["class_num"], c["capacity"]
+    if DetectRes.num_sequences != Label.num_sequences:
+        raise LoweringError(f"{c.where}: DetectRes holds {DetectRes.num_sequences} images but "
+                            f"Label {Label.num_sequences}; they must be the same batch")
     pos, cls, score, tp = _batch(c, DetectRes, Label)
     dtype = score.dtype
     t_cls = jnp.zeros(0, jnp.int32)
