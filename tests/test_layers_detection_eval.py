@@ -274,3 +274,23 @@ def test_detections_and_labels_of_other_batches_are_refused():
     feed = feed_of((det, [1, 0], gt, [1, 1, 0]), difficult=False)
     with pytest.raises(graphc.GraphcError, match="DetectRes holds 2 images but Label 3"):
         exe.run(feed=feed, fetch_list=list(metric.get_map_var()))
+
+
+@pytest.mark.parametrize("backend", ["jit", "interpreter"])
+def test_layers_detection_detection_map_over_one_batch(backend):
+    """Paddle 1.8's unexported fluid.layers.detection.detection_map (overlap 0.3 default):
+    the batch's mAP, no state."""
+    rng = np.random.default_rng(5)
+    det = fluid.layers.data("det", shape=[6], dtype="float32", lod_level=1)
+    label = fluid.layers.data("label", shape=[6], dtype="float32", lod_level=1)
+    out = fluid.layers.detection.detection_map(det, label, CLASSES, ap_version="11point")
+    batch = make_batch(rng, 4)
+    feed = {"det": fluid.create_lod_tensor(batch[0], [batch[1]], fluid.CPUPlace()),
+            "label": fluid.create_lod_tensor(batch[2], [batch[3]], fluid.CPUPlace())}
+    if backend == "jit":
+        (got,) = fluid.Executor(fluid.CPUPlace()).run(feed=feed, fetch_list=[out])
+    else:
+        (got,) = _Interpreter(graphc.default_startup_program()).run(
+            graphc.default_main_program(), feed, [out])
+    want = DetectionMAPReference(CLASSES, 0.3, ap_type="11point").run(*batch)
+    np.testing.assert_allclose(got, [want], rtol=1e-5, atol=1e-6)
