@@ -258,7 +258,5 @@ def test_metric_errors():
         metrics.Precision().update([1, 0], np.array([1, 0]))
     with pytest.raises(GraphcError, match="probabilities must lie in"):
         metrics.Auc("a").update(np.array([[0.0, 1.5]]), np.array([1]))
-    with pytest.raises(GraphcError, match="not supported"):
-        metrics.DetectionMAP()
     with pytest.raises(GraphcError, match="expected a MetricBase"):
         metrics.CompositeMetric().add_metric("acc")

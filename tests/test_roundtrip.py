@@ -1134,6 +1134,22 @@ def test_detection_target_layers_round_trip(case_id):
 # -- end issue 24: detection targets
 
 
+# -- issue 24: detection eval ---------------------------------------------------------------
+@case("detection_map", "DetectionMAP")
+def _detection_map_metric():
+    det = graphc.data("det", [-1, 6], lod_level=1)
+    box = graphc.data("gt_box", [-1, 4], lod_level=1)
+    label = graphc.data("gt_label", [-1, 1], "int32", lod_level=1)
+    hard = graphc.data("difficult", [-1, 1], "int32", lod_level=1)
+    graphc.fluid.metrics.DetectionMAP(det, label, box, hard, class_num=3,
+                                      ap_version="11point")
+
+
+def test_detection_eval_round_trips():
+    test_layer_round_trips("DetectionMAP")
+# -- end issue 24: detection eval
+
+
 # -- issue 24: distributions and Variable ---------------------------------------------------
 @case("Uniform")
 def _uniform():

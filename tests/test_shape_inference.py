@@ -1610,6 +1610,50 @@ CASES.extend(DETECTION_TARGET_CASES)
 # -- end issue 24: detection targets
 
 
+# -- issue 24: detection eval -----------------------------------------------------------------
+DETECTION_EVAL_CASES = [
+    case("detection_map", {"DetectRes": TensorType((-1, 6), "float32", False, 1),
+                           "Label": TensorType((-1, 6), "float32", False, 1)},
+         {"class_num": 5, "capacity": 32},
+         {"MAP": t(1), "AccumPosCount": TensorType((5, 1), "int32"), "AccumTruePos": t(32, 3),
+          "AccumFalsePos": t(32, 3)}, "batch"),
+    case("detection_map", {"DetectRes": TensorType((-1, 6), "float32", False, 1),
+                           "Label": TensorType((-1, 5), "float32", False, 1),
+                           "HasState": TensorType((1,), "int32"),
+                           "PosCount": TensorType((5, 1), "int32"), "TruePos": t(32, 3),
+                           "FalsePos": t(32, 3)},
+         {"class_num": 5, "capacity": 32, "ap_type": "11point"},
+         {"MAP": t(1), "AccumPosCount": TensorType((5, 1), "int32"), "AccumTruePos": t(32, 3),
+          "AccumFalsePos": t(32, 3)}, "state"),
+]
+CASES.extend(DETECTION_EVAL_CASES)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", DETECTION_EVAL_CASES)
+def test_detection_eval_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("ins, attrs, message", [
+    ({"DetectRes": TensorType((-1, 6), "float32", False, 1), "Label": t(-1, 6)},
+     {"class_num": 5}, "Label must be a LoD value"),
+    ({"DetectRes": TensorType((-1, 6), "float32", False, 1),
+      "Label": TensorType((-1, 6), "float32", False, 1), "PosCount": TensorType((5, 1), "int32")},
+     {"class_num": 5}, "give PosCount, TruePos and FalsePos together"),
+    ({"DetectRes": TensorType((-1, 6), "float32", False, 1),
+      "Label": TensorType((-1, 6), "float32", False, 1), "PosCount": TensorType((4, 1), "int32"),
+      "TruePos": t(32, 3), "FalsePos": t(32, 3)},
+     {"class_num": 5, "capacity": 32}, "PosCount must be int32 \\[class_num=5, 1\\]"),
+    ({"DetectRes": TensorType((-1, 6), "float32", False, 1),
+      "Label": TensorType((-1, 6), "float32", False, 1)},
+     {"class_num": 5, "ap_type": "voc"}, "ap_type must be"),
+])
+def test_detection_eval_shape_errors(ins, attrs, message):
+    with pytest.raises(graphc.ShapeError, match=message):
+        infer("detection_map", ins, attrs)
+# -- end issue 24: detection eval
+
+
 # -- issue 24: distributions and Variable -----------------------------------------------------
 # the slice ops Variable.__getitem__ emits: every axis indexed by an int keeps shape [1]
 # (Paddle's rule), a reversing step over an unknown batch stays unknown

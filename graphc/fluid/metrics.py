@@ -249,11 +249,67 @@ class Auc(MetricBase):
 
 
 class DetectionMAP:
-    """Paddle's detection mAP evaluator needs the detection ops graphc does not have."""
+    """mAP of detections (``input``: multiclass_nms's LoD rows [label, score, box]) against
+    the ground truth ``gt_label``/``gt_box`` (/``gt_difficult``), built into the default
+    program as in Paddle 1.8: two detection_map ops, one over the batch and one adding the
+    batch to persistable state that accumulates until ``reset``. Fetch ``get_map_var()``'s
+    two values. ``capacity`` (graphc's, keyword only): the most detection records the state
+    holds (default 262144; each step costs O(capacity)); once they fill it the accumulated
+    mAP is NaN until ``reset``."""
 
-    def __init__(self, *args, **kwargs):
-        raise MetricError("fluid.metrics.DetectionMAP is not supported by graphc (it needs "
-                          "Paddle's detection ops); compute mAP from fetched boxes in NumPy")
+    def __init__(self, input, gt_label, gt_box, gt_difficult=None, class_num=None,
+                 background_label=0, overlap_threshold=0.5, evaluate_difficult=True,
+                 ap_version="integral", *, capacity=None):
+        from .. import layers
+        from ..layers.detection_eval import detection_map, map_state, map_states
+        from ..layers.helper import LayerHelper
+        from ..ops.detection_eval.defs import DEFAULT_CAPACITY
+
+        if class_num is None:
+            raise MetricError("DetectionMAP: class_num is required (the number of classes, "
+                              "background included)")
+        capacity = DEFAULT_CAPACITY if capacity is None else capacity
+        if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity <= 0:
+            raise MetricError(f"DetectionMAP: capacity must be a positive int, got "
+                              f"{capacity!r}")
+        helper = LayerHelper("map_eval")
+        gt_label = layers.cast(gt_label, gt_box.dtype)
+        if gt_difficult is not None:
+            gt_difficult = layers.cast(gt_difficult, gt_box.dtype)
+            label = layers.concat([gt_label, gt_difficult, gt_box], axis=1)
+        else:
+            label = layers.concat([gt_label, gt_box], axis=1)
+        kwargs = {"overlap_threshold": overlap_threshold,
+                  "evaluate_difficult": evaluate_difficult, "ap_version": ap_version,
+                  "capacity": capacity}
+        # the batch's mAP, then the accumulated one (background_label unused, as Paddle's)
+        self.cur_map = detection_map(input, label, class_num, background_label, **kwargs)
+        states = map_states(helper, class_num, gt_box.dtype, capacity)
+        self.has_state = map_state(helper, "has_state", [1], "int32", 0)
+        self.accum_map = detection_map(input, label, class_num, background_label,
+                                       has_state=self.has_state, input_states=states,
+                                       out_states=states, **kwargs)
+        layers.fill_constant(shape=self.has_state.shape, value=1, dtype="int32",
+                             out=self.has_state)
+
+    def get_map_var(self):
+        """(the batch's mAP, the mAP accumulated since the start or the last reset)."""
+        return self.cur_map, self.accum_map
+
+    def reset(self, executor, reset_program=None):
+        """Forget the accumulated records: runs a program setting has_state to 0."""
+        from .. import layers
+        from ..ir.default_programs import program_guard
+        from ..ir.program import Program
+
+        if reset_program is None:
+            reset_program = Program()
+        with program_guard(main_program=reset_program):
+            var = reset_program.current_block().create_var(
+                self.has_state.name, list(self.has_state.shape), self.has_state.dtype,
+                persistable=True)
+            layers.fill_constant(shape=var.shape, value=0, dtype=var.dtype, out=var)
+        executor.run(reset_program)
 
 
 __all__ = ["Accuracy", "Auc", "ChunkEvaluator", "CompositeMetric", "DetectionMAP",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ..ir.errors import ProgramError
 from ..ir.program import Variable
+from .detection_eval import detection_map  # noqa: F401  (Paddle 1.8: layers.detection's, unexported)
 from .helper import LayerHelper, check_variable
 from .math import softmax
 from .tensor import transpose
