@@ -15,7 +15,7 @@ from ..runtime.checkpoint import CheckpointError
 from ..runtime.executor import Executor
 from ..runtime.predictor import Predictor, PredictorError
 from ..runtime.scope import Scope, scope_guard
-from .saving import load_inference_model
+from .paddle_format.inference_model import load as load_inference_model
 
 __all__ = ["load_predictor"]
 

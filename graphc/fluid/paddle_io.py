@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 from ..dataio import saving as _graphc
-from ..dataio.paddle_format import files
-from ..dataio.paddle_format.program_desc import from_program, to_program
+from ..dataio.paddle_format import files, inference_model
+from ..dataio.paddle_format.program_desc import from_program
 from ..dataio.saving import is_parameter, is_persistable
 from ..ir.program import Program, Variable
 from ..runtime.checkpoint import CheckpointError
@@ -111,20 +111,8 @@ def load_inference_model(dirname, executor, model_filename=None, params_filename
     """``[program, feed_names, fetch_targets]`` of an inference model Paddle (``__model__``
     ProgramDesc + tensor files) or graphc saved; its persistables go into the global scope,
     all or nothing."""
-    dirname = _graphc._path(dirname, "load_inference_model")
-    model = os.path.join(dirname, os.path.basename(model_filename or MODEL_FILENAME))
-    if os.path.isfile(model + ".json"):  # graphc's own inference model
-        return _graphc.load_inference_model(dirname, executor, model_filename,
-                                            params_filename, pserver_endpoints)
-    if not os.path.isdir(dirname):
-        raise CheckpointError(f"no inference model at '{dirname}' (not a directory)")
-    program, feeds, fetch = to_program(files._read_file(model), f"'{model}'")
-    block = program.global_block()
-    persistables = _graphc.get_program_persistable_vars(program)
-    if persistables:
-        params = None if params_filename is None else os.path.basename(params_filename)
-        _commit(files.read(persistables, dirname, params))
-    return [program, feeds, [block.var(n) for n in fetch]]
+    return inference_model.load(dirname, executor, model_filename, params_filename,
+                                pserver_endpoints)
 
 
 def load_program_state(model_path, var_list=None):
