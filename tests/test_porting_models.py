@@ -5,11 +5,20 @@ from __future__ import annotations
 
 import importlib
 
+import numpy as np
 import pytest
 
+import graphc
 import graphc.fluid as fluid
+from graphc import layers
+from graphc.backends.data_checks import DataError
+from graphc.backends.interpreter import run_graph
 from graphc.fluid import MissingAPIError, MissingModuleError
 from graphc.fluid.layer_modules import PADDLE_LAYER_MODULES
+from graphc.ir.errors import ShapeError
+from graphc.runtime.lod import LoDTensor, unpack
+from graphc.testing.lod import as_feed, lod_grad_check
+from graphc.testing.lod_checks import token_loss
 
 # (module, a name Paddle 1.8 keeps there) as ported model code spells them
 _SPELLINGS = [
@@ -60,3 +69,113 @@ def test_name_outside_paddles_module_is_refused():
         fluid.layers.sequence_lod.cross_entropy  # noqa: B018
     with pytest.raises(AttributeError):
         fluid.layers.nn.no_such_layer  # noqa: B018
+
+
+# -- LoD inputs Paddle accepts: expand, cos_sim, sequence_unpad --------------------------------
+
+def _both_backends(fetch, feed):
+    """Fetch on the jitted Executor and on the interpreter: (executor's, interpreter's)."""
+    main = graphc.default_main_program()
+    got = graphc.Executor().run(main, feed=feed, fetch_list=fetch, return_numpy=False)
+    packed = {k: as_feed(main, k, v) for k, v in feed.items()}
+    ref = run_graph(graphc.lower(main), {}, packed, [v.name for v in fetch])[1]
+    return got, [unpack(r) if not isinstance(r, np.ndarray) else r for r in ref]
+
+
+def _tokens(value):
+    return np.asarray(value if not isinstance(value, LoDTensor) else np.array(value))
+
+
+def test_expand_keeps_the_lod_when_dim0_is_tiled_once():
+    rng = np.random.default_rng(1)
+    lengths = [[2, 0, 3]]
+    tokens = rng.standard_normal((5, 2))
+    x = graphc.data("x", [-1, 2], "float64", lod_level=1)
+    out = layers.expand(x, expand_times=[1, 3])
+    assert out.lod_level == 1 and out.shape == (-1, 6)
+    feed = {"x": fluid.create_lod_tensor(tokens, lengths, fluid.CPUPlace())}
+    for value in _both_backends([out], feed):
+        value = value[0]
+        np.testing.assert_allclose(_tokens(value), np.tile(tokens, (1, 3)))
+        assert value.recursive_sequence_lengths() == lengths
+
+
+def test_expand_gradient_over_lod_tokens():
+    rng = np.random.default_rng(2)
+    x = graphc.data("x", [-1, 2], "float64", lod_level=1)
+    x.stop_gradient = False
+    loss, extra = token_loss(layers.expand(x, expand_times=[1, 2]), rng)
+    feeds = {"x": fluid.create_lod_tensor(rng.standard_normal((4, 2)), [[1, 3]],
+                                          fluid.CPUPlace()), **extra}
+    lod_grad_check(graphc.default_main_program(), loss, feeds, ["x"], rng)
+
+
+def test_expand_of_lod_tokens_along_dim0_is_refused():
+    x = graphc.data("x", [-1, 2], "float64", lod_level=1)
+    with pytest.raises(ShapeError, match="expand_times"):
+        layers.expand(x, expand_times=[2, 1])
+
+
+def _cos(a, b):
+    a, b = a.reshape(len(a), -1), b.reshape(len(b), -1)
+    norm = np.linalg.norm(a, axis=1, keepdims=True) * np.linalg.norm(b, axis=1, keepdims=True)
+    return (a * b).sum(axis=1, keepdims=True) / norm
+
+
+@pytest.mark.parametrize("y_kind", ["lod", "dense_rows", "one_row"])
+def test_cos_sim_shares_x_lod(y_kind):
+    rng = np.random.default_rng(3)
+    lengths = [[1, 3, 2]]
+    xv = rng.standard_normal((6, 4))
+    yv = rng.standard_normal((1 if y_kind == "one_row" else 6, 4))
+    x = graphc.data("x", [-1, 4], "float64", lod_level=1)
+    y = graphc.data("y", [-1, 4], "float64", lod_level=1 if y_kind == "lod" else 0)
+    out = layers.cos_sim(x, y)
+    assert out.lod_level == 1
+    feed = {"x": fluid.create_lod_tensor(xv, lengths, fluid.CPUPlace()),
+            "y": fluid.create_lod_tensor(yv, lengths, fluid.CPUPlace()) if y_kind == "lod"
+            else yv}
+    for value in _both_backends([out], feed):
+        np.testing.assert_allclose(_tokens(value[0]), _cos(xv, yv), rtol=1e-10)
+        assert value[0].recursive_sequence_lengths() == lengths
+
+
+def test_cos_sim_gradient_over_lod_tokens():
+    rng = np.random.default_rng(4)
+    x = graphc.data("x", [-1, 3], "float64", lod_level=1)
+    y = graphc.data("y", [-1, 3], "float64", lod_level=1)
+    x.stop_gradient = y.stop_gradient = False
+    loss, extra = token_loss(layers.cos_sim(x, y), rng)
+    lengths = [[2, 0, 2]]
+    feeds = {"x": fluid.create_lod_tensor(rng.standard_normal((4, 3)), lengths,
+                                          fluid.CPUPlace()),
+             "y": fluid.create_lod_tensor(rng.standard_normal((4, 3)), lengths,
+                                          fluid.CPUPlace()), **extra}
+    grads = lod_grad_check(graphc.default_main_program(), loss, feeds, ["x", "y"], rng)
+    assert all(np.isfinite(np.asarray(g)).all() for g in grads.values())
+
+
+def test_sequence_unpad_ignores_the_lod_of_x():
+    # rerank/listwise: a padded [N, M] batch fed to a lod_level=1 variable, one row per sample
+    rng = np.random.default_rng(5)
+    padded = rng.standard_normal((3, 4, 2))
+    length = np.array([2, 4, 0], "int64")
+    x = graphc.data("x", [-1, 4, 2], "float64", lod_level=1)
+    n = graphc.data("n", [-1], "int64")
+    out = layers.sequence_unpad(x, n)
+    assert out.lod_level == 1
+    feed = {"x": fluid.create_lod_tensor(padded, [[1, 1, 1]], fluid.CPUPlace()), "n": length}
+    want = np.concatenate([padded[i, :k] for i, k in enumerate(length)])
+    for value in _both_backends([out], feed):
+        np.testing.assert_allclose(_tokens(value[0]), want)
+        assert value[0].recursive_sequence_lengths() == [length.tolist()]
+
+
+def test_sequence_unpad_of_lod_x_checks_one_row_per_length():
+    x = graphc.data("x", [-1, 4, 2], "float64", lod_level=1)
+    n = graphc.data("n", [-1], "int64")
+    out = layers.sequence_unpad(x, n)
+    feed = {"x": fluid.create_lod_tensor(np.ones((2, 4, 2)), [[2]], fluid.CPUPlace()),
+            "n": np.array([1, 1, 1], "int64")}
+    with pytest.raises(DataError):
+        graphc.Executor().run(feed=feed, fetch_list=[out], return_numpy=False)
