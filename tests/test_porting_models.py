@@ -13,6 +13,7 @@ import graphc.fluid as fluid
 from graphc import layers
 from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph
+from graphc.build.backward import append_backward
 from graphc.fluid import MissingAPIError, MissingModuleError
 from graphc.fluid.layer_modules import PADDLE_LAYER_MODULES
 from graphc.ir.errors import ShapeError
@@ -179,3 +180,45 @@ def test_sequence_unpad_of_lod_x_checks_one_row_per_length():
             "n": np.array([1, 1, 1], "int64")}
     with pytest.raises(DataError):
         graphc.Executor().run(feed=feed, fetch_list=[out], return_numpy=False)
+
+
+# -- cross_entropy with a label of rank X's rank - 1 (Paddle 1.8's cross_entropy InferShape) --
+
+def test_cross_entropy_takes_a_label_without_its_trailing_one():
+    rng = np.random.default_rng(6)
+    probs = rng.dirichlet(np.ones(4), size=5)
+    labels = np.array([0, 3, 1, 3, 2], "int64")
+    x = graphc.data("x", [-1, 4], "float64")
+    label = graphc.data("label", [-1], "int64")
+    y = layers.cross_entropy(x, label)
+    assert y.shape == (-1,)
+    want = -np.log(probs[np.arange(5), labels])
+    for value in _both_backends([y], {"x": probs, "label": labels}):
+        np.testing.assert_allclose(np.asarray(value[0]), want, rtol=1e-12)
+
+
+def test_cross_entropy_rank1_label_ignore_index_and_gradient():
+    probs = np.array([[0.2, 0.8], [0.6, 0.4], [0.5, 0.5]])
+    labels = np.array([1, -100, 0], "int64")
+    x = graphc.data("x", [3, 2], "float64")
+    x.stop_gradient = False
+    label = graphc.data("label", [3], "int64")
+    y = layers.cross_entropy(x, label)
+    assert y.shape == (3,)
+    append_backward(layers.reduce_sum(y))
+    got, grad = graphc.Executor().run(feed={"x": probs, "label": labels},
+                                      fetch_list=[y, "x@GRAD"])
+    np.testing.assert_allclose(got, [-np.log(0.8), 0.0, -np.log(0.5)])
+    want = np.zeros_like(probs)
+    want[0, 1], want[2, 0] = -1 / 0.8, -1 / 0.5
+    np.testing.assert_allclose(grad, want)
+
+
+@pytest.mark.parametrize("x_shape,label_shape,soft", [
+    ([-1, 4], [-1, 2], False), ([-1, 4], [-1], True), ([2, 4], [3], False),
+    ([-1, 3, 4], [-1], False)])
+def test_cross_entropy_label_shapes_paddle_refuses(x_shape, label_shape, soft):
+    x = graphc.data("x", x_shape, "float32")
+    label = graphc.data("label", label_shape, "float32" if soft else "int64")
+    with pytest.raises(ShapeError, match="Label"):
+        layers.cross_entropy(x, label, soft_label=soft)
