@@ -14,9 +14,11 @@ from graphc import layers
 from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph
 from graphc.build.backward import append_backward
+from graphc.dataio.loader_epoch import DataLoaderError
 from graphc.fluid import MissingAPIError, MissingModuleError
 from graphc.fluid.layer_modules import PADDLE_LAYER_MODULES
 from graphc.ir.errors import ShapeError
+from graphc.runtime.feeds import FeedError
 from graphc.runtime.lod import LoDTensor, unpack
 from graphc.testing.lod import as_feed, lod_grad_check
 from graphc.testing.lod_checks import token_loss
@@ -222,3 +224,57 @@ def test_cross_entropy_label_shapes_paddle_refuses(x_shape, label_shape, soft):
     label = graphc.data("label", label_shape, "float32" if soft else "int64")
     with pytest.raises(ShapeError, match="Label"):
         layers.cross_entropy(x, label, soft_label=soft)
+
+
+# -- numeric strings in feeds: parsed as Paddle's np.array(data, dtype) -------------------------
+
+def _feed_vars():
+    ids = graphc.data("ids", [-1, 1], "int64")
+    score = graphc.data("score", [-1, 2], "float32")
+    seq = graphc.data("seq", [-1, 1], "int64", lod_level=1)
+    return [ids, score, seq]
+
+
+def test_data_feeder_parses_numeric_strings():
+    feeder = fluid.DataFeeder(_feed_vars(), fluid.CPUPlace())
+    feed = feeder.feed([(["7"], ["0.5", "2"], ["1", "2", "3"]), (["12"], ["1e-1", "-3"], ["4"])])
+    np.testing.assert_array_equal(feed["ids"], [[7], [12]])
+    assert feed["ids"].dtype == np.int64 and feed["score"].dtype == np.float32
+    np.testing.assert_allclose(feed["score"], [[0.5, 2], [0.1, -3]])
+    np.testing.assert_array_equal(np.array(feed["seq"]).reshape(-1), [1, 2, 3, 4])
+    assert feed["seq"].recursive_sequence_lengths() == [[3, 1]]
+
+
+@pytest.mark.parametrize("sample,where", [
+    ((["7"], ["0.5", "2"], ["1"]), None),
+    ((["1.5"], ["0", "0"], ["1"]), "'ids', sample 1"),
+    ((["3"], ["x", "0"], ["1"]), "'score', sample 1"),
+    ((["3"], ["0", "0"], ["2", "two"]), "'seq', sample 1"),
+])
+def test_data_feeder_refuses_text_that_is_no_number(sample, where):
+    feeder = fluid.DataFeeder(_feed_vars(), fluid.CPUPlace())
+    good = (["1"], ["0", "0"], ["5"])
+    if where is None:
+        feeder.feed([good, sample])
+        return
+    with pytest.raises(FeedError, match=where):
+        feeder.feed([good, sample])
+
+
+def test_data_loader_parses_numeric_strings_and_names_a_bad_sample():
+    feed_vars = _feed_vars()
+    samples = [("7", ["0.5", "2"], ["1", "2"]), ("12", ["1", "-3"], ["4"])]
+    loader = fluid.io.DataLoader.from_generator(feed_list=feed_vars, capacity=2)
+    loader.set_sample_list_generator(lambda: iter([samples]), fluid.CPUPlace())
+    loader_bad = fluid.io.DataLoader.from_generator(feed_list=feed_vars, capacity=2)
+    loader_bad.set_sample_list_generator(
+        lambda: iter([[samples[0], ("x1", ["1", "-3"], ["4"])]]), fluid.CPUPlace())
+    out = layers.reduce_sum(layers.cast(feed_vars[0], "float32")) + layers.reduce_sum(
+        feed_vars[1])
+    exe = graphc.Executor()
+    for batch in loader():
+        (got,) = exe.run(feed=batch, fetch_list=[out])
+        np.testing.assert_allclose(got, 19 + 0.5)
+    with pytest.raises(DataLoaderError, match="'ids'.*sample 1.*'x1'"):
+        for batch in loader_bad():
+            exe.run(feed=batch, fetch_list=[out])
