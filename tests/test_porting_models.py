@@ -278,3 +278,23 @@ def test_data_loader_parses_numeric_strings_and_names_a_bad_sample():
     with pytest.raises(DataLoaderError, match="'ids'.*sample 1.*'x1'"):
         for batch in loader_bad():
             exe.run(feed=batch, fetch_list=[out])
+
+
+def test_bpr_loss_keeps_the_lod_of_x():
+    # gru4rec train_sample_neg: bpr_loss over the rows of a sequence_reshape'd LoD value
+    rng = np.random.default_rng(7)
+    lengths = [[2, 1]]
+    xv = rng.standard_normal((3, 4))
+    lv = np.array([[0], [3], [1]], "int64")
+    x = graphc.data("x", [-1, 4], "float64", lod_level=1)
+    label = graphc.data("label", [-1, 1], "int64", lod_level=1)
+    y = layers.bpr_loss(x, label)
+    assert y.lod_level == 1
+    diff = xv[np.arange(3), lv[:, 0]][:, None] - xv
+    logsig = -np.log1p(np.exp(-diff))
+    want = -(logsig.sum(axis=1) - logsig[np.arange(3), lv[:, 0]]) / 3
+    feed = {"x": fluid.create_lod_tensor(xv, lengths, fluid.CPUPlace()),
+            "label": fluid.create_lod_tensor(lv, lengths, fluid.CPUPlace())}
+    for value in _both_backends([y], feed):
+        np.testing.assert_allclose(_tokens(value[0]).reshape(-1), want, rtol=1e-10)
+        assert value[0].recursive_sequence_lengths() == lengths

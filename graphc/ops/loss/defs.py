@@ -102,7 +102,8 @@ def _bpr(c):
     return {"Y": TensorType((x.shape[0], 1), x.dtype)}
 
 
-register("bpr_loss", "X Label", "Y", infer=_bpr, traits=(LOSS,),
+register("bpr_loss", "X Label", "Y", infer=_bpr, traits=(LOSS,), lod_inputs=("X", "Label"),
+         lod_outputs={"Y": ("X", "Label")},  # Paddle shares X's LoD: one loss per token row
          doc="Bayesian personalised ranking: -mean over j != label of log sigmoid(X[label] - "
              "X[j]) per row")
 
