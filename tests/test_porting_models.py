@@ -298,3 +298,17 @@ def test_bpr_loss_keeps_the_lod_of_x():
     for value in _both_backends([y], feed):
         np.testing.assert_allclose(_tokens(value[0]).reshape(-1), want, rtol=1e-10)
         assert value[0].recursive_sequence_lengths() == lengths
+
+
+def test_sequence_unpad_of_a_2d_x_gives_one_column_per_token():
+    # Paddle's InferShape: X [N, M] -> Out [T, 1] (rerank/listwise embeds it, then squeezes 1)
+    padded = np.arange(12, dtype="int64").reshape(3, 4)
+    length = np.array([1, 3, 2], "int64")
+    x = graphc.data("x", [-1, 4], "int64")
+    n = graphc.data("n", [-1], "int64")
+    out = layers.sequence_unpad(x, n)
+    assert out.shape == (-1, 1) and out.lod_level == 1
+    want = np.concatenate([padded[i, :k] for i, k in enumerate(length)])[:, None]
+    for value in _both_backends([out], {"x": padded, "n": length}):
+        np.testing.assert_array_equal(_tokens(value[0]), want)
+        assert value[0].recursive_sequence_lengths() == [length.tolist()]

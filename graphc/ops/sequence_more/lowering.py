@@ -198,6 +198,8 @@ def _sequence_unpad(c, X, Length):
     out = _rows(flat, jnp.clip(seg, 0, max(n - 1, 0)) * width + pos)
     if n * width == 0:
         out = jnp.zeros((capacity, *X.shape[2:]), X.dtype)
+    if X.ndim == 2:  # Paddle's [T, 1]: one value per token
+        out = out.reshape(capacity, 1)
     return {"Out": LoDArray(out, (lengths,)).masked()}
 
 
