@@ -312,3 +312,33 @@ def test_sequence_unpad_of_a_2d_x_gives_one_column_per_token():
     for value in _both_backends([out], {"x": padded, "n": length}):
         np.testing.assert_array_equal(_tokens(value[0]), want)
         assert value[0].recursive_sequence_lengths() == [length.tolist()]
+
+
+def test_dynamic_gru_reads_a_lod_h0_as_its_dense_rows():
+    # rerank/listwise: h_0 is an fc over a lod_level=1 slot with one token per sample
+    rng = np.random.default_rng(8)
+    lengths = [[3, 1, 2]]
+    xv = rng.standard_normal((6, 6))
+    h0v = rng.standard_normal((3, 2))
+
+    def build(h0_lod):
+        x = graphc.data("x", [-1, 6], "float64", lod_level=1)
+        h0 = graphc.data("h0", [-1, 2], "float64", lod_level=1 if h0_lod else 0)
+        x.stop_gradient = h0.stop_gradient = False
+        out = layers.dynamic_gru(x, size=2, h_0=h0, param_attr=fluid.ParamAttr(
+            name="w", initializer=fluid.initializer.Constant(0.3)), bias_attr=False)
+        return out, {"x": fluid.create_lod_tensor(xv, lengths, fluid.CPUPlace()),
+                     "h0": fluid.create_lod_tensor(h0v, [[1, 1, 1]], fluid.CPUPlace())
+                     if h0_lod else h0v}
+
+    results = []
+    for h0_lod in (False, True):
+        with graphc.program_guard(graphc.Program(), graphc.Program()):
+            out, feed = build(h0_lod)
+            append_backward(layers.reduce_sum(layers.square(out)))
+            exe = graphc.Executor()
+            exe.run(graphc.default_startup_program())
+            got = exe.run(feed=feed, fetch_list=[out, "h0@GRAD"], return_numpy=False)
+            results.append([_tokens(g) for g in got])
+    np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12)
+    np.testing.assert_allclose(results[1][1].reshape(3, 2), results[0][1], rtol=1e-12)
