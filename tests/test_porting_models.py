@@ -342,3 +342,19 @@ def test_dynamic_gru_reads_a_lod_h0_as_its_dense_rows():
             results.append([_tokens(g) for g in got])
     np.testing.assert_allclose(results[1][0], results[0][0], rtol=1e-12)
     np.testing.assert_allclose(results[1][1].reshape(3, 2), results[0][1], rtol=1e-12)
+
+
+def test_data_loader_reshapes_samples_to_the_declared_rank_as_paddle():
+    # rerank/listwise yields a whole batch as one sample: lens [8] for a [-1] variable
+    lens = graphc.data("lens", [-1], "int64")
+    grid = graphc.data("grid", [-1, 2], "float32")
+    loader = fluid.io.DataLoader.from_generator(feed_list=[lens, grid], capacity=2)
+    loader.set_sample_list_generator(
+        lambda: iter([[([3, 1, 2], [[1.0, 2.0], [3.0, 4.0]])]]), fluid.CPUPlace())
+    (batch,) = list(loader())
+    np.testing.assert_array_equal(np.asarray(batch["lens"]), [3, 1, 2])
+    assert np.asarray(batch["grid"]).shape == (2, 2)
+    bad = fluid.io.DataLoader.from_generator(feed_list=[lens, grid], capacity=2)
+    bad.set_sample_list_generator(lambda: iter([[([3], [1.0, 2.0, 3.0])]]), fluid.CPUPlace())
+    with pytest.raises(DataLoaderError, match="grid"):
+        list(bad())
