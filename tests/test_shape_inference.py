@@ -645,7 +645,7 @@ ERRORS = [
      "axis 2 is out of range"),
     ("softmax_with_cross_entropy", {"Logits": t(4, 10), "Label": t(4, 3)},
      {"soft_label": True}, "soft Label [4, 3] must match Logits [4, 10]"),
-    ("cross_entropy", {"X": t(4, 10), "Label": i64(4)}, {}, "Label must be [..., 1]"),
+    ("cross_entropy", {"X": t(4, 10), "Label": i64(4, 2)}, {}, "with the last dim 1 or dropped"),
     ("c_allreduce", {"X": t(4)}, {"nranks": 4, "reduce": "max"}, "reduce must be one of"),
     ("c_allreduce", {"X": rows(10, 4)}, {"nranks": 4},
      "input 'X' of op c_allreduce is a row-sparse value"),

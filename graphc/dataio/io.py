@@ -230,7 +230,7 @@ class DataLoader:
             except ValueError as exc:
                 raise DataLoaderError(f"{what}: the samples' values for variable "
                                       f"'{var.name}' differ in shape ({exc})") from None
-            out.append(to_feed_array(stacked, var, what))
+            out.append(to_feed_array(_as_declared(stacked, var), var, what))
         return out
 
     def _set(self, batches, places) -> DataLoader:
@@ -370,3 +370,16 @@ class PyReader(DataLoader):
 
     def decorate_batch_generator(self, reader, places=None) -> PyReader:
         return self.set_batch_generator(reader, places)
+
+
+def _as_declared(stacked: np.ndarray, var: Variable) -> np.ndarray:
+    """Samples of another rank than ``var`` reshaped to its shape when it has at most one
+    unknown dim and the sizes agree, as Paddle's DataFeeder does for sample lists (a reader
+    yielding a whole batch [8] as one sample of a [-1] variable)."""
+    shape = [int(d) for d in (var.shape or ())]
+    if stacked.ndim == len(shape) or sum(d < 0 for d in shape) > 1 or not shape:
+        return stacked
+    known = int(np.prod([d for d in shape if d >= 0])) if any(d >= 0 for d in shape) else 1
+    if known == 0 or stacked.size % known or (-1 not in shape and stacked.size != known):
+        return stacked  # to_feed_array explains the mismatch
+    return stacked.reshape(shape)

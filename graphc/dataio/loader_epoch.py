@@ -59,6 +59,13 @@ def to_feed_array(value, var: Variable, what: str) -> np.ndarray:
     except Exception as exc:  # ragged lists and the like
         raise DataLoaderError(f"{what}: variable '{var.name}' could not be made an array: "
                               f"{exc}") from None
+    if arr.dtype.kind in "US":  # numeric strings, parsed as Paddle's feeders do
+        from ..runtime.feed_columns import numbers_from_strings
+        from ..runtime.feeds import FeedError
+        try:
+            arr = numbers_from_strings(arr, want, f"{what}: variable '{var.name}'")
+        except FeedError as exc:
+            raise DataLoaderError(str(exc)) from None
     if arr.dtype != want:
         ok = np.can_cast(arr.dtype, want, "same_kind") or (
             arr.dtype.kind in "biu" and want.kind in "biuf")

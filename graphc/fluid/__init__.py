@@ -24,6 +24,11 @@ for _key, _module in list(_sys.modules.items()):
     if _key.startswith("graphc.layers."):
         _sys.modules[__name__ + _key.removeprefix("graphc")] = _module
 
+# Paddle 1.8's fluid.layers.<nn|tensor|control_flow|...> modules with their own names
+from . import layer_modules as _layer_modules  # noqa: E402
+
+_layer_modules.install()
+
 from ..build.backward import append_backward, gradients  # noqa: E402
 from ..dataio.dataset import DatasetFactory  # noqa: E402  (Paddle 1.8: fluid.DatasetFactory)
 from ..layers.tensor import declare_data as data  # noqa: E402  (fluid.data: shape as given)

@@ -11,7 +11,29 @@ from ..ir.program import Variable
 from .feeds import FeedError
 from .lod import LoDTensor
 
-__all__ = ["Column", "LoDColumn", "column_for"]
+__all__ = ["Column", "LoDColumn", "column_for", "numbers_from_strings"]
+
+
+def numbers_from_strings(arr: np.ndarray, dtype: np.dtype, where: str) -> np.ndarray:
+    """Text values parsed as ``dtype`` numbers, as Paddle's feeders do with ``np.array(data,
+    dtype)`` (a reader yielding '123' for an int64 slot); FeedError naming the first value
+    that is no number of that kind (and its sample, along dim 0, when ``where`` has none)."""
+    if dtype.kind not in "iuf":
+        raise FeedError(f"{where}: cannot convert text values ({arr.dtype}) to {dtype}")
+    try:
+        return arr.astype(dtype)
+    except (ValueError, OverflowError):
+        pass
+    flat = arr.reshape(-1)
+    for i, item in enumerate(flat):
+        try:
+            np.asarray(item).astype(dtype)
+        except (ValueError, OverflowError):
+            sample = f", sample {np.unravel_index(i, arr.shape)[0]}" if arr.ndim > 0 and \
+                "sample" not in where else ""
+            raise FeedError(f"{where}{sample}: cannot convert {item.item()!r} to the "
+                            f"declared {dtype}: it is not a number of that kind") from None
+    raise FeedError(f"{where}: cannot convert the text values to {dtype}")  # not reached
 
 
 class Column:
@@ -33,6 +55,8 @@ class Column:
             raise FeedError(f"{where}: the value is not a rectangular array ({exc}); ragged "
                             "(LoD) samples are not supported yet") from None
         kind, want = arr.dtype.kind, self.dtype.kind
+        if kind in "US":  # numeric strings, parsed as Paddle's np.array(data, dtype) does
+            return numbers_from_strings(arr, self.dtype, where)
         if kind not in "biuf":
             raise FeedError(f"{where}: cannot convert a {arr.dtype} value to {self.dtype} "
                             f"(got {value!r:.60})")
@@ -96,10 +120,17 @@ class LoDColumn(Column):
             for item in value:
                 walk(item, depth + 1, index)
 
+        owner: list[int] = []  # the sample of each token, for errors
         for i, value in enumerate(values):
             walk(value, 0, i)
+            owner.extend([i] * (len(tokens) - len(owner)))
         if tokens:
-            arr = self.convert(tokens, 0)
+            try:
+                arr = self.convert(tokens, 0)
+            except FeedError:
+                for i in sorted(set(owner)):  # the error again, naming the sample at fault
+                    self.convert([t for t, o in zip(tokens, owner) if o == i], i)
+                raise
         else:
             arr = np.zeros((0,), self.dtype)
         per_token = math.prod(d for d in self.token_shape if d >= 0)

@@ -45,7 +45,9 @@ def _cos_sim(c):
     return {"Out": col, "XNorm": col, "YNorm": TensorType((y.shape[0], 1), y.dtype)}
 
 
-register("cos_sim", "X Y", "Out XNorm YNorm", infer=_cos_sim,
+register("cos_sim", "X Y", "Out XNorm YNorm", infer=_cos_sim, lod_inputs=("X", "Y"),
+         # Paddle shares X's LoD to Out; a LoD Y pairs with X's rows, so Out keeps it too
+         lod_outputs={"Out": ("X", "Y"), "XNorm": ("X", "Y"), "YNorm": ("Y",)},
          doc="cosine similarity of X's and Y's rows (flattened past dim 0); a Y with one row "
              "is compared with every row of X")
 
@@ -100,7 +102,8 @@ def _bpr(c):
     return {"Y": TensorType((x.shape[0], 1), x.dtype)}
 
 
-register("bpr_loss", "X Label", "Y", infer=_bpr, traits=(LOSS,),
+register("bpr_loss", "X Label", "Y", infer=_bpr, traits=(LOSS,), lod_inputs=("X", "Label"),
+         lod_outputs={"Y": ("X", "Label")},  # Paddle shares X's LoD: one loss per token row
          doc="Bayesian personalised ranking: -mean over j != label of log sigmoid(X[label] - "
              "X[j]) per row")
 

@@ -170,8 +170,21 @@ def _expand(c):
     return {"Out": TensorType(shape, x.dtype)}
 
 
+def _expand_lod(attrs, ins, levels, out):
+    """Paddle's expand shares X's LoD when dim 0 is tiled once (each token's row grows
+    alone); tiling the tokens themselves would tile graphc's padded token buffer too."""
+    if ins.get("ExpandTimes") or ins.get("expand_times_tensor"):
+        raise ShapeError("expand of a LoD value needs expand_times as a list of ints (dim 0 "
+                         "must stay 1), not a tensor")
+    if attrs["expand_times"][:1] != [1]:
+        raise ShapeError(f"expand_times {list(attrs['expand_times'])} tiles the tokens of a "
+                         "LoD value along dim 0; keep expand_times[0] == 1 (Paddle keeps the "
+                         "LoD then) or repeat sequences with sequence_expand")
+    return out
+
+
 register("expand", "X ExpandTimes? expand_times_tensor*?", "Out", {"expand_times": "ints"},
-         infer=_expand,
+         infer=_expand, lod_inputs=("X",), lod_fixup=_expand_lod,
          doc="Out = X tiled expand_times[i] times along each dimension i")
 
 

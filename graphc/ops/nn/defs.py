@@ -209,8 +209,17 @@ def _cross_entropy(c):
                 f"soft Label {list(label.shape)} must match X {list(x.shape)}")
     else:
         c.check(label.dtype in INT_DTYPES, f"hard Label must be integer, got {label.dtype}")
-        c.check(label.rank == x.rank and label.shape[-1] in (1, -1),
-                f"Label must be [..., 1], got {list(label.shape)}")
+        # Paddle 1.8 takes a hard Label [..., 1] or without that last dim (X [N, C],
+        # Label [N]); Y then has Label's shape
+        c.check((label.rank == x.rank and label.shape[-1] in (1, -1))
+                or label.rank == x.rank - 1,
+                f"Label must be X's shape {list(x.shape)} with the last dim 1 or dropped, "
+                f"got {list(label.shape)}")
+        c.check(dims_compatible(label.shape[:x.rank - 1], x.shape[:-1]),
+                f"Label {list(label.shape)} and X {list(x.shape)} differ before X's last dim")
+        if label.rank == x.rank - 1:
+            rows = tuple(a if a >= 0 else b for a, b in zip(x.shape[:-1], label.shape))
+            return {"Y": TensorType(rows, x.dtype)}
     return {"Y": TensorType(x.shape[:-1] + (1,), x.dtype)}
 
 

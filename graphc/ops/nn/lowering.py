@@ -207,6 +207,9 @@ def _cross_entropy(c, X, Label):
     logp = jnp.clip(jnp.log(X), -_APPRO_INF, _APPRO_INF)
     if c["soft_label"]:
         return {"Y": -jnp.sum(Label * logp, axis=-1, keepdims=True)}
+    if Label.ndim == X.ndim - 1:  # Label without its trailing 1: Y takes Label's shape
+        loss = _hard_label_loss(c, logp, Label[..., None], X.ndim - 1, c["ignore_index"])
+        return {"Y": loss[..., 0]}
     return {"Y": _hard_label_loss(c, logp, Label, X.ndim - 1, c["ignore_index"])}
 
 

@@ -15,7 +15,7 @@ def _float(c: InferContext, slot: str, t: TensorType) -> None:
     c.check(t.dtype in FLOAT_DTYPES, f"{slot} must be floating point, got {t}")
 
 
-def _sequences(c: InferContext, gates: int) -> tuple[TensorType, int]:
+def _sequences(c: InferContext, gates: int, lod_states: tuple = ()) -> tuple[TensorType, int]:
     """Input: a level-1 LoD value [T, gates * H]; returns it and H from Weight [?, gates*H]."""
     x, w = c.x("Input"), c.x("Weight")
     c.check(x.lod_level == 1, f"Input must be a LoD value of level 1 (variable-length "
@@ -30,7 +30,8 @@ def _sequences(c: InferContext, gates: int) -> tuple[TensorType, int]:
             f"(Weight is {w})")
     for slot in ("Weight", "ProjWeight", "Bias", "H0", "C0"):
         for t in c.xs(slot):
-            c.check(t.lod_level == 0, f"{slot} must be a dense tensor, got {t}")
+            c.check(t.lod_level == 0 or slot in lod_states,
+                    f"{slot} must be a dense tensor, got {t}")
             c.check(t.dtype == x.dtype, f"{slot} is {t.dtype} but Input is {x.dtype}")
     return x, hidden
 
@@ -110,7 +111,7 @@ register("lstmp", "Input H0? C0? Weight ProjWeight Bias", "Projection Cell",
 
 
 def _gru(c: InferContext):
-    x, hidden = _sequences(c, 3)
+    x, hidden = _sequences(c, 3, lod_states=("H0",))
     w = c.x("Weight")
     c.check(w.shape[0] == hidden, f"Weight must be [hidden, 3 * hidden] = "
                                   f"[{hidden}, {3 * hidden}], got {w}")
@@ -124,7 +125,9 @@ def _gru(c: InferContext):
 register("gru", "Input H0? Weight Bias?", "Hidden",
          {"activation": ("str", "tanh"), "gate_activation": ("str", "sigmoid"),
           "is_reverse": ("bool", False), "origin_mode": ("bool", False)},
-         infer=_gru, lod_inputs=("Input",), lod="aware",
+         # H0 may come as a LoD value of one row per sequence (an fc over a lod_level=1
+         # slot): Paddle reads it as the dense [N, H] it holds and ignores its LoD
+         infer=_gru, lod_inputs=("Input", "H0"), lod="aware",
          grad_reads=("Input", "H0", "Weight", "Bias", "Hidden"),
          doc="GRU over each sequence of Input ([T, 3H]: update, reset, candidate); Weight "
              "[H, 3H] holds Paddle's buffer: [H, 2H] gate weights then [H, H] candidate "

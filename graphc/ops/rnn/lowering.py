@@ -290,16 +290,39 @@ def gru_cell(x, h_prev, w, bias, act, gate_act, origin_mode):
     return h, reset, jnp.concatenate([ur, m], axis=-1)
 
 
+def _state_rows(c, h0, x: LoDArray):
+    """A LoD H0 as Paddle reads it: its token rows are the [N, H] initial states, one per
+    sequence of ``x`` (a data check that it holds exactly N rows)."""
+    if not isinstance(h0, LoDArray):
+        return h0
+    from ...backends.data_checks import report_invalid
+    n = x.lengths[0].shape[0]
+    count = h0.token_count()
+    report_invalid(c, "H0", jnp.reshape(count != n, (1,)), jnp.reshape(count, (1,)),
+                   f"{n} rows in H0 (one initial state per sequence of Input)")
+    return jnp.take(h0.data, jnp.clip(jnp.arange(n), 0, max(h0.capacity - 1, 0)), axis=0)
+
+
 @lowering("gru")
 def _gru(c, Input, H0, Weight, Bias):
-    (h,) = _forward(c, Input, _gru_setup(c, Input, H0, Weight, Bias))
+    h0 = _state_rows(c, H0, Input)
+    (h,) = _forward(c, Input, _gru_setup(c, Input, h0, Weight, Bias))
     return {"Hidden": Input.with_data(h)}
 
 
 @lowering("gru_grad")
 def _gru_grad(c, **kw):
-    setup = _gru_setup(c, kw["Input"], kw["H0"], kw["Weight"], kw["Bias"])
-    return _backward(c, kw, setup, ("Hidden",), ("Weight", "Bias"), ("H0",))
+    h0 = kw["H0"]
+    setup = _gru_setup(c, kw["Input"], _state_rows(c, h0, kw["Input"]), kw["Weight"],
+                       kw["Bias"])
+    grads = _backward(c, kw, setup, ("Hidden",), ("Weight", "Bias"), ("H0",))
+    key = "H0" + GRAD_SUFFIX
+    if isinstance(h0, LoDArray) and grads.get(key) is not None:  # back onto H0's token rows
+        d = grads[key]
+        rows = jnp.zeros((h0.capacity, *d.shape[1:]), d.dtype)
+        grads[key] = h0.masked(rows.at[:min(d.shape[0], h0.capacity)].set(
+            d[:h0.capacity]))
+    return grads
 
 
 @lowering("gru_unit")

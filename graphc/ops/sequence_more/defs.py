@@ -154,12 +154,15 @@ register("sequence_pad", "X PadValue", "Out Length", {"padded_length": ("int", -
 
 
 def _sequence_unpad(c):
-    x = _dense(c, "X")
+    # Paddle ignores X's LoD (a padded batch fed to a lod_level=1 variable): its rows are
+    # the N sequences, their lengths come from Length alone
+    x = c.x("X").with_lod(0)
     n = _dense(c, "Length")
     c.check(x.rank >= 2, f"X must be [N, M, ...], got {x}")
     c.check(n.rank == 1 or (n.rank == 2 and n.shape[1] == 1), f"Length must be [N], got {n}")
     c.check(n.dtype in INT_DTYPES, f"Length must be integers, got {n.dtype}")
-    return {"Out": _seq_type(x.shape[2:], x.dtype)}
+    # Paddle's Out is [T, 1] for a 2-D X (one value per token), else [T, X's dims past 1]
+    return {"Out": _seq_type(x.shape[2:] or (1,), x.dtype)}
 
 
 register("sequence_unpad", "X Length", "Out", infer=_sequence_unpad, lod_inputs=("X",),

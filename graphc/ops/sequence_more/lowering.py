@@ -181,8 +181,14 @@ def _sequence_pad(c, X: LoDArray, PadValue):
 
 @lowering("sequence_unpad")
 def _sequence_unpad(c, X, Length):
-    n, width = X.shape[0], X.shape[1]
     lengths = _column(Length)
+    if isinstance(X, LoDArray):  # Paddle ignores X's LoD: its rows are the N sequences
+        rows = lengths.shape[0]
+        count = X.token_count()
+        report_invalid(c, "X", jnp.reshape(count != rows, (1,)), jnp.reshape(count, (1,)),
+                       f"{rows} rows in X (one per length in Length)")
+        X = _rows(X.data, jnp.arange(rows))
+    n, width = X.shape[0], X.shape[1]
     report_invalid(c, "Length", (lengths < 0) | (lengths > width), lengths,
                    f"lengths in [0, {width}] (X's second dimension)")
     lengths = jnp.clip(lengths, 0, width).astype(LENGTHS_DTYPE)
@@ -192,6 +198,8 @@ def _sequence_unpad(c, X, Length):
     out = _rows(flat, jnp.clip(seg, 0, max(n - 1, 0)) * width + pos)
     if n * width == 0:
         out = jnp.zeros((capacity, *X.shape[2:]), X.dtype)
+    if X.ndim == 2:  # Paddle's [T, 1]: one value per token
+        out = out.reshape(capacity, 1)
     return {"Out": LoDArray(out, (lengths,)).masked()}
 
 
