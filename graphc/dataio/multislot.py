@@ -108,16 +108,30 @@ def parse_line(line: str, slots: list[_Slot], where: str) -> list | None:
             raise DatasetError(f"{where}: variable '{slot.name}' announces {n} values but the "
                                f"line has only {len(values)} left")
         try:
-            out.append([slot.parse(v) for v in values])
+            parsed = [slot.parse(v) for v in values]
         except ValueError as exc:
             kind = "integer" if slot.parse is int else "number"
             raise DatasetError(f"{where}: variable '{slot.name}': a value is not an {kind} "
                                f"({exc})") from None
+        if slot.parse is int and parsed:
+            _check_int_range(parsed, slot, where)
+        out.append(parsed)
         pos += 1 + n
     if pos != len(tokens):
         raise DatasetError(f"{where}: {len(tokens) - pos} token(s) after the last variable "
                            f"'{slots[-1].name}'")
     return out
+
+
+def _check_int_range(values: list[int], slot: _Slot, where: str) -> None:
+    """An id past the slot's dtype (an id of 2**70 in an int64 slot) names the line, as
+    NumPy's OverflowError later would not."""
+    info = np.iinfo(np.dtype(slot.dtype))
+    low, high = min(values), max(values)
+    if low < info.min or high > info.max:
+        bad = high if high > info.max else low
+        raise DatasetError(f"{where}: variable '{slot.name}': the id {bad} does not fit its "
+                           f"dtype {np.dtype(slot.dtype).name} ([{info.min}, {info.max}])")
 
 
 def _columns(samples: list[list], slots: list[_Slot]) -> list:

@@ -3,8 +3,6 @@ LoDTensor, VarDesc.VarType dtypes, EOFException), backed by graphc's runtime."""
 
 from __future__ import annotations
 
-import jax
-
 from ..dataio import io as _io
 from ..runtime.lod import (  # the host LoD value and its checks live in the runtime
     LoDError,
@@ -12,7 +10,14 @@ from ..runtime.lod import (  # the host LoD value and its checks live in the run
     create_lod_tensor,
     create_random_int_lodtensor,
 )
-from ..runtime.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, is_compiled_with_cuda
+from ..runtime.places import (
+    CPUPlace,
+    CUDAPinnedPlace,
+    CUDAPlace,
+    Place,
+    gpu_count,
+    is_compiled_with_cuda,
+)
 from ..runtime.scope import Scope
 from ._missing import missing
 
@@ -28,10 +33,7 @@ EOFException = _io.EOFException
 
 
 def get_cuda_device_count() -> int:
-    try:
-        return len(jax.devices("gpu"))
-    except RuntimeError:
-        return 0
+    return gpu_count()  # never starts JAX's backends where no GPU backend could start
 
 
 def is_compiled_with_mkldnn() -> bool:

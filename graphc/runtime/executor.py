@@ -50,7 +50,7 @@ from .compile_cache import ensure_compilation_cache
 from .feed_plan import FeedPlan, feed_key
 from .feeds import FeedError
 from .host_services import HostServices, process_services
-from .lod import LoDArray, unpack_fetch
+from .lod import LoDArray, LoDTensor, unpack_fetch
 from .places import CPUPlace, Place
 from .prune import Pruner, split_fetch_list
 from .run_as import DATA_PARALLEL, LoopProgram
@@ -90,7 +90,8 @@ def _fetched(value, iterations: int, numpy: bool):
     """A fetched value, as numpy arrays when ``numpy``. A row-sparse one stays a SelectedRows,
     one per iteration when a call ran several (its rows and values came back stacked)."""
     if not isinstance(value, SelectedRows):
-        return np.asarray(value) if numpy else value
+        # return_numpy=False: a LoDTensor with an empty LoD, as Paddle (read back lazily)
+        return np.asarray(value) if numpy else LoDTensor.of_fetch(value)
     if numpy:
         value = value.numpy()
     if iterations > 1:
