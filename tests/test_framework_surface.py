@@ -124,3 +124,123 @@ def test_is_compiled_with_cuda_leaves_the_backends_alone():
     """, JAX_PLATFORMS="cpu")
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["False", "0", "False"]
+
+
+# -- 2. return_numpy=False: LoDTensors -----------------------------------------------------
+
+def test_return_numpy_false_gives_lod_tensors_for_every_fetch():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 3])
+        ids = fluid.data("ids", [-1, 1], dtype="int64", lod_level=1)
+        dense = fluid.layers.scale(x, 2.0)
+        pooled = fluid.layers.sequence_pool(
+            fluid.layers.embedding(ids, size=[10, 2]), "sum")
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    seq = fluid.create_lod_tensor(np.array([[1], [2], [3]], "int64"), [[2, 1]],
+                                  fluid.CPUPlace())
+    got, pool = exe.run(main, feed={"x": np.ones((2, 3), "float32"), "ids": seq},
+                        fetch_list=[dense, pooled], return_numpy=False)
+    assert isinstance(got, fluid.LoDTensor) and isinstance(pool, fluid.LoDTensor)
+    assert got.recursive_sequence_lengths() == [] and got.lod() == []
+    assert got.shape() == [2, 3] and got._get_dims() == [2, 3]
+    np.testing.assert_array_equal(np.array(got), np.full((2, 3), 2.0, "float32"))
+    assert got._dtype() == "float32" and got.has_valid_recursive_sequence_lengths()
+    assert got._is_initialized() and got._place() == fluid.CPUPlace()
+    assert got._get_float_element(5) == 2.0
+    got._set_float_element(0, 7.0)
+    assert np.array(got)[0, 0] == 7.0
+    got.set_recursive_sequence_lengths([[1, 1]])
+    assert got.lod() == [[0, 1, 2]]
+    got.set_lod([[0, 2]])
+    assert got.recursive_sequence_lengths() == [[2]]
+    got._set_dims([3, 2])
+    assert got.shape() == [3, 2]
+    got.set(np.zeros((4, 1), "int64"), fluid.CPUPlace())
+    assert got.shape() == [4, 1] and got._dtype() == "int64"
+    with pytest.raises(GraphcError, match="outside the tensor's 4 elements"):
+        got._get_float_element(4)
+    assert pool.shape() == [2, 2]
+    tensor = fluid.global_scope().find_var(main.all_parameters()[0].name).get_tensor()
+    assert tensor._get_dims() == [10, 2] and tensor.lod() == []
+    assert tensor._copy().shape() == [10, 2]
+
+
+# -- 3. imports that only load modules -----------------------------------------------------
+
+@pytest.mark.parametrize("module", [
+    "graphc.fluid.dygraph.base", "graphc.fluid.dygraph.parallel",
+    "graphc.fluid.layers.control_flow", "graphc.fluid.layers.io",
+    "graphc.fluid.contrib.layers"])
+def test_module_only_imports_load(module):
+    __import__(module)
+
+
+@pytest.mark.parametrize("statement, advice", [
+    ("from graphc.fluid.layers import While", "control flow"),
+    ("from graphc.fluid.layers.control_flow import While", "control flow"),
+    ("from graphc.fluid.dygraph.base import to_variable", "static programs only"),
+    ("from graphc.fluid.dygraph.parallel import ParallelEnv", "static programs only"),
+    ("from graphc.fluid.contrib.layers import basic_lstm", "no fluid.contrib"),
+    ("from graphc.fluid.layers import no_such_layer", "does not provide it"),
+])
+def test_from_import_of_a_missing_name_gives_the_advice(statement, advice):
+    with pytest.raises(fluid.MissingModuleError, match=advice):
+        exec(statement, {})
+    with pytest.raises(ImportError):  # scripts' ``except ImportError`` still catches it
+        exec(statement, {})
+
+
+def test_names_that_exist_resolve_and_hasattr_stays_false():
+    from graphc.fluid.layers.control_flow import equal  # noqa: F401  (Paddle's home of it)
+    from graphc.fluid.layers.io import data
+    assert data is fluid.data or data is fluid.layers.data
+    import graphc.fluid.dygraph.base as base
+    assert not hasattr(fluid.layers, "While") and not hasattr(base, "to_variable")
+    with pytest.raises(fluid.MissingAPIError, match="static programs only"):
+        base.to_variable  # noqa: B018
+
+
+# -- 4. flags -------------------------------------------------------------------------------
+
+def test_set_flags_refuses_a_misspelt_flag_and_get_flags_has_defaults():
+    with pytest.raises(GraphcError, match="did you mean FLAGS_eager_delete_tensor_gb"):
+        fluid.set_flags({"FLAGS_eager_delete_tensor_gbb": 0.0, "FLAGS_benchmark": True})
+    assert fluid.get_flags("FLAGS_benchmark") == {"FLAGS_benchmark": False}  # none was kept
+    fluid.set_flags({"FLAGS_eager_delete_tensor_gb": 0.0})
+    assert fluid.get_flags(["FLAGS_eager_delete_tensor_gb"]) == {
+        "FLAGS_eager_delete_tensor_gb": 0.0}
+
+
+# -- 5. bad input stays typed -----------------------------------------------------------------
+
+def test_ir_text_versions_in_other_digits_and_huge_ints_are_parse_errors():
+    from graphc.ir.text.parser import parse
+    text = ("graph @main {\n  input %x: f32[-1,3] {feed}\n"
+            "  %V: f32[-1,3] = scale(X=%x) {scale=S}\n}\n")
+    for name, scale in (("y#\u00b2", "2.0"), ("y#\u0663", "2.0"), ("y", "1" * 5000)):
+        with pytest.raises(ParseError):
+            parse(text.replace("%V", "%" + name).replace("S", scale))
+
+
+def test_a_5000_digit_integer_in_a_strategy_toml_is_a_strategy_error(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text("[build_strategy]\nnum_trainers = " + "9" * 5000 + "\n")
+    with pytest.raises(graphc.StrategyError, match="s.toml"):
+        graphc.BuildStrategy.load(path)
+
+
+def test_a_multislot_id_of_2_to_the_70_is_a_dataset_error(tmp_path):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        ids = fluid.data("ids", [-1, 1], dtype="int64", lod_level=1)
+        label = fluid.data("label", [-1, 1], dtype="int64")
+    data = tmp_path / "part-0"
+    data.write_text(f"2 1 {2 ** 70} 1 0\n")
+    ds = fluid.DatasetFactory().create_dataset("InMemoryDataset")
+    ds.set_use_var([ids, label])
+    ds.set_batch_size(1)
+    ds.set_filelist([str(data)])
+    with pytest.raises(GraphcError, match=f"part-0:1.*{2 ** 70} does not fit"):
+        ds.load_into_memory()
