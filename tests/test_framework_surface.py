@@ -96,6 +96,13 @@ def test_cpu_places_after_the_start_and_hierarchical_allreduce_on_one_device():
         (got,) = exe.run(prog, feed={"x": np.arange(6, dtype="float32").reshape(3, 2)},
                          fetch_list=[out])
         print(len(places), got.ravel().tolist())
+        # a loader on the same places: one batch per place, as Paddle's per-place feeds
+        loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=2)
+        rows = np.arange(6, dtype="float32").reshape(3, 1, 2)
+        loader.set_batch_generator(lambda: iter([[r] for r in rows]), places=places)
+        for data in loader():
+            (again,) = exe.run(prog, feed=data, fetch_list=[out])
+        print(again.ravel().tolist())
         with fluid.program_guard(main, startup):
             loss = fluid.layers.mean(fluid.layers.fc(x, 1))
             fluid.optimizer.SGD(0.1).minimize(loss)
@@ -112,7 +119,8 @@ def test_cpu_places_after_the_start_and_hierarchical_allreduce_on_one_device():
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "3 [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]"
-    assert "hierarchical all-reduce needs 4 real devices" in lines[1]
+    assert lines[1] == "[0.0, 2.0, 4.0, 6.0, 8.0, 10.0]"
+    assert "hierarchical all-reduce needs 4 real devices" in lines[2]
 
 
 def test_is_compiled_with_cuda_leaves_the_backends_alone():
@@ -169,11 +177,31 @@ def test_return_numpy_false_gives_lod_tensors_for_every_fetch():
 
 # -- 3. imports that only load modules -----------------------------------------------------
 
+_STUB_ROOTS = ("graphc.fluid.dygraph", "graphc.fluid.contrib", "graphc.fluid.layers.")
+
+
+@pytest.fixture
+def fresh_stubs():
+    """Forget the stub modules a test imported: importing one makes it an attribute of its
+    parent (``fluid.dygraph``), which other tests expect to be the refusal."""
+    before = set(sys.modules)
+    yield
+    for name in sorted(set(sys.modules) - before, reverse=True):
+        if name.startswith(_STUB_ROOTS):
+            module = sys.modules.pop(name)
+            parent, _, child = name.rpartition(".")
+            owner = sys.modules.get(parent)
+            if owner is not None and owner.__dict__.get(child) is module:
+                delattr(owner, child)
+            if parent == "graphc.fluid.layers" and graphc.layers.__dict__.get(child) is module:
+                delattr(graphc.layers, child)
+
+
 @pytest.mark.parametrize("module", [
     "graphc.fluid.dygraph.base", "graphc.fluid.dygraph.parallel",
     "graphc.fluid.layers.control_flow", "graphc.fluid.layers.io",
     "graphc.fluid.contrib.layers"])
-def test_module_only_imports_load(module):
+def test_module_only_imports_load(module, fresh_stubs):
     __import__(module)
 
 
@@ -185,14 +213,14 @@ def test_module_only_imports_load(module):
     ("from graphc.fluid.contrib.layers import basic_lstm", "no fluid.contrib"),
     ("from graphc.fluid.layers import no_such_layer", "does not provide it"),
 ])
-def test_from_import_of_a_missing_name_gives_the_advice(statement, advice):
+def test_from_import_of_a_missing_name_gives_the_advice(statement, advice, fresh_stubs):
     with pytest.raises(fluid.MissingModuleError, match=advice):
         exec(statement, {})
     with pytest.raises(ImportError):  # scripts' ``except ImportError`` still catches it
         exec(statement, {})
 
 
-def test_names_that_exist_resolve_and_hasattr_stays_false():
+def test_names_that_exist_resolve_and_hasattr_stays_false(fresh_stubs):
     from graphc.fluid.layers.control_flow import equal  # noqa: F401  (Paddle's home of it)
     from graphc.fluid.layers.io import data
     assert data is fluid.data or data is fluid.layers.data
@@ -244,3 +272,85 @@ def test_a_multislot_id_of_2_to_the_70_is_a_dataset_error(tmp_path):
     ds.set_filelist([str(data)])
     with pytest.raises(GraphcError, match=f"part-0:1.*{2 ** 70} does not fit"):
         ds.load_into_memory()
+
+
+# -- 4. the smaller names ---------------------------------------------------------------------
+
+def _tiny():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 2])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, x, loss
+
+
+def test_profiler_traces_into_profile_path_and_prints_run_times(tmp_path, capsys):
+    import graphc.fluid.profiler as profiler
+    main, startup, _, loss = _tiny()
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    path = tmp_path / "profile"
+    with profiler.profiler("CPU", "total", str(path)):
+        for _ in range(3):
+            exe.run(main, feed={"x": np.ones((2, 2), "float32")}, fetch_list=[loss])
+    out = capsys.readouterr().out
+    assert "graphc profiling report" in out and str(path) in out
+    row = next(line for line in out.splitlines() if line.startswith("Executor.run"))
+    assert row.split()[1] == "3"  # three timed runs
+    traces = [f for _, _, files in os.walk(path) for f in files if f.endswith(".xplane.pb")]
+    assert traces, "JAX's trace was not written to profile_path"
+    profiler.start_profiler("All")
+    profiler.reset_profiler()
+    exe.run(main, feed={"x": np.ones((2, 2), "float32")}, fetch_list=[loss])
+    profiler.stop_profiler(None, str(path))  # replaces the earlier trace whole
+    assert "Executor.run" in capsys.readouterr().out
+    with pytest.raises(GraphcError, match="state must be one of"):
+        profiler.start_profiler("TPU")
+    with pytest.raises(GraphcError, match="was not started"):
+        profiler.stop_profiler()
+
+
+def test_install_check_runs_a_program(capsys):
+    fluid.install_check.run_check()
+    out = capsys.readouterr().out
+    assert "graphc works well on one device." in out
+    assert "graphc is installed successfully!" in out
+
+
+def test_small_framework_names(caplog):
+    assert fluid.framework.grad_var_name("fc_0.w_0") == "fc_0.w_0@GRAD"
+    assert fluid.core._set_eager_deletion_mode(0.0, 1.0, True) is None
+    assert fluid.reader.DataLoaderBase is fluid.io.DataLoader
+    main, *_ = _tiny()
+    with caplog.at_level("WARNING", logger="graphc.fluid"):
+        fluid.transpiler.memory_optimize(main)
+        fluid.transpiler.release_memory(main)
+        fluid.memory_optimize(main)
+    assert caplog.text.count("deprecated and does nothing") == 3
+
+
+def test_py_reader_next_and_data_loader_from_dataset(tmp_path):
+    main, startup, x, loss = _tiny()
+    reader = fluid.io.PyReader(feed_list=[x], capacity=2, iterable=True)
+    reader.decorate_batch_generator(
+        lambda: iter([[np.full((2, 2), i, "float32")] for i in range(2)]), fluid.CPUPlace())
+    first, second = reader.next(), next(reader)
+    assert float(np.asarray(first["x"]).sum()) == 0.0
+    assert float(np.asarray(second["x"]).sum()) == 4.0
+    with pytest.raises(StopIteration):
+        reader.next()
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        ids = fluid.data("ids", [-1, 1], dtype="int64")
+    data = tmp_path / "part-0"
+    data.write_text("1 3\n1 4\n1 5\n")
+    ds = fluid.DatasetFactory().create_dataset("InMemoryDataset")
+    ds.set_use_var([ids])
+    ds.set_batch_size(2)
+    ds.set_filelist([str(data)])
+    ds.load_into_memory()
+    loader = fluid.io.DataLoader.from_dataset(ds, fluid.CPUPlace(), drop_last=True)
+    batches = [np.asarray(b["ids"]).ravel().tolist() for b in loader()]
+    assert batches == [[3, 4], [5]]  # drop_last drops batches short of the places only
+    with pytest.raises(GraphcError, match="InMemoryDataset or QueueDataset"):
+        fluid.io.DataLoader.from_dataset([1, 2], fluid.CPUPlace())

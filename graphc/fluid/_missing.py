@@ -42,9 +42,6 @@ ADVICE: dict[str, str] = {
     "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
     "WeightNormParamAttr": ("WeightNormParamAttr (weight normalisation) is not supported; use "
                             "ParamAttr"),
-    "profiler": ("graphc has no fluid.profiler; time a pass pipeline with "
-                 "`graphc compile --timing` or profile the XLA step with jax.profiler"),
-    "install_check": "graphc has no install_check; run `graphc --help` or its test suite",
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
     "layers.While": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.while_loop": "control flow (While/IfElse/Switch/cond) is not supported yet",
@@ -85,8 +82,7 @@ ADVICE: dict[str, str] = {
 
 # Modules whose import is refused (relative to graphc.fluid): ``import paddle.fluid.dygraph``
 # and ``from paddle.fluid.contrib.mixed_precision import decorate`` meet the advice at once.
-_MISSING_MODULES = ("dygraph", "contrib", "profiler", "install_check",
-                    "dygraph_grad_clip", "imperative")
+_MISSING_MODULES = ("dygraph", "contrib", "dygraph_grad_clip", "imperative")
 
 # Paddle's download datasets (``paddle.dataset.*``): graphc.dataset is the Dataset API
 _DOWNLOAD_DATASETS = {
@@ -184,8 +180,9 @@ _PADDLE_MODULES: dict[str, str | None] = {
         "dygraph_to_static", "parallel_helper")},
     **{f"contrib.{m}": None for m in (
         "layers", "utils", "reader", "decoder", "extend_optimizer", "model_stat",
-        "op_frequence", "memory_usage_calc", "optimizer", "quantize", "int8_inference",
-        "slim", "mixed_precision")},
+        "op_frequence", "memory_usage_calc", "optimizer", "quantize", "int8_inference")},
+    # (contrib.mixed_precision and contrib.slim stay refused at import: importing them is
+    # using them, and their advice names graphc's replacement)
     **{f"layers.{m}": "graphc.layers" for m in (
         "control_flow", "sequence_lod", "rnn", "collective", "layer_function_generator",
         "math_op_patch")},

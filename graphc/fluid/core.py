@@ -66,5 +66,12 @@ class VarDesc:
         RAW = "raw"
 
 
+# -- issue 25: framework surface
+def _set_eager_deletion_mode(threshold: float, fraction: float, fast_mode: bool) -> None:
+    """Paddle's garbage-collection switch for its executor's temporaries: XLA frees a step's
+    temporaries itself (they live inside one compiled program), so there is nothing to set."""
+# -- end issue 25: framework surface
+
+
 def __getattr__(name: str):
     raise missing(__name__, name)

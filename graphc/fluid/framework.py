@@ -14,6 +14,7 @@ from ..ir.default_programs import (
     switch_startup_program,
 )
 from ..ir.errors import GraphcError
+from ..ir.grad_defs import GRAD_SUFFIX
 from ..ir.program import Block, Operator, Parameter, Program, Variable
 from ..runtime.devices import cpu_places, cuda_pinned_places, cuda_places
 from ..runtime.places import is_compiled_with_cuda
@@ -120,6 +121,13 @@ def device_guard(device=None):
         raise DeviceGuardError(f"device_guard: only 'gpu' takes a device id ('gpu:0'), got "
                                f"{device!r}")
     yield
+
+
+# -- issue 25: framework surface
+def grad_var_name(var_name: str) -> str:
+    """The name of ``var_name``'s gradient variable (``x`` -> ``x@GRAD``), as Paddle's."""
+    return var_name + GRAD_SUFFIX
+# -- end issue 25: framework surface
 
 
 def __getattr__(name: str):

@@ -17,7 +17,7 @@ from ..ir.program import Program
 from ..passes import PassManager, PipelineReport, pipeline_for
 from ..passes.fuse_all_reduce_ops import BucketPlan, buckets_in
 from ..strategy import BuildStrategy, ExecutionStrategy
-from .devices import DeviceError, cpu_devices, default_cpu_place_count
+from .devices import DeviceError, cpu_devices, default_cpu_place_count, place_devices
 from .places import CPUPlace, Place
 
 
@@ -167,12 +167,8 @@ def _devices_of(places) -> list:
         # Paddle's CPUPlace() has no id: [CPUPlace()] * n asks for n CPU replicas, as
         # CPU_NUM=n does (Paddle's own tests write it so)
         return cpu_devices(len(places))
-    if all(type(p) is CPUPlace for p in places) and \
-            sorted(p.device_id for p in places) == list(range(len(places))) and \
-            len(places) > len(jax.devices("cpu")):
-        # cpu_places(n) after XLA's CPU backend started with fewer: n places on one device
-        return cpu_devices(len(places))
-    devices = [p.jax_device() for p in places]
-    if len(set(devices)) != len(devices):
+    # cpu_places(n) after XLA's CPU backend started with fewer: n places on one device
+    devices = place_devices(places)
+    if len(set(devices)) != len(devices) and len(set(places)) != len(places):
         raise DeviceError(f"places name a device twice: {places}")
     return devices

@@ -88,6 +88,16 @@ def cpu_devices(n: int) -> list:
     return [have[0]] * n
 
 
+def place_devices(places: list) -> list:
+    """The JAX device of each place; ``cpu_places(n)`` (CPUPlace 0..n-1) after XLA's CPU
+    backend started with fewer devices: CPU device 0 for each (``cpu_devices``)."""
+    if places and all(type(p) is CPUPlace for p in places) and \
+            sorted(p.device_id for p in places) == list(range(len(places))) and \
+            len(places) > len(jax.devices("cpu")):
+        return cpu_devices(len(places))
+    return [p.jax_device() for p in places]
+
+
 def cuda_pinned_places(device_count: int | None = None) -> list[CUDAPinnedPlace]:
     """``device_count`` CUDAPinnedPlaces (else $CPU_NUM, else one per core, as Paddle). They
     are host memory, all one place: no XLA CPU devices are configured for them."""

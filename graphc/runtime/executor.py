@@ -251,10 +251,10 @@ class Executor:
         services = self.services
         if feed is None and services.feed_providers:
             feed = services.provided_feed(program)
-        if services.collective_wait is not None:
-            with services.collective_wait("Executor.run"):
-                return self._run(program, feed, fetch_list, scope, return_numpy)
-        return self._run(program, feed, fetch_list, scope, return_numpy)
+        if services.collective_wait is None and services.run_timer is None:
+            return self._run(program, feed, fetch_list, scope, return_numpy)
+        with services.waiting("Executor.run"), services.timing("Executor.run"):
+            return self._run(program, feed, fetch_list, scope, return_numpy)
 
     def _unmerged(self, program, results):
         """``results`` split per device (see run's ``return_merged``)."""
