@@ -52,11 +52,18 @@ _TRAIN = """
         import jax
         assert jax.device_count() == 1
         os.environ["CPU_NUM"] = "4"  # as Paddle's unit tests do, after the first run
-    prog = fluid.CompiledProgram(main).with_data_parallel(loss_name=loss.name)
+    bs, es = fluid.BuildStrategy(), fluid.ExecutionStrategy()
+    bs.reduce_strategy = getattr(fluid.BuildStrategy.ReduceStrategy, "{mode}")
+    es.num_iteration_per_run = k = {k}
+    prog = fluid.CompiledProgram(main, build_strategy=bs, exec_strategy=es)
+    prog = prog.with_data_parallel(loss_name=loss.name)
     rng = np.random.RandomState(0)
     losses = []
     for i in range(3):
-        feed = {{"x": rng.rand(8, 5).astype("float32"), "y": rng.rand(8, 1).astype("float32")}}
+        feed = {{"x": rng.rand(k, 8, 5).astype("float32"),
+                "y": rng.rand(k, 8, 1).astype("float32")}}
+        if k == 1:
+            feed = {{name: value[0] for name, value in feed.items()}}
         (l,) = exe.run(prog, feed=feed, fetch_list=[loss])
         losses.append(np.asarray(l).tolist())
     scope = fluid.global_scope()
@@ -66,14 +73,17 @@ _TRAIN = """
 """
 
 
-def test_cpu_num_set_after_the_backend_started_maps_places_onto_one_device():
-    late = run_py(_TRAIN.format(late=True))
+@pytest.mark.parametrize("mode, k", [("AllReduce", 1), ("Reduce", 2)])
+def test_cpu_num_set_after_the_backend_started_maps_places_onto_one_device(mode, k):
+    # Reduce: optimizer state held as per-place rows; k=2: two iterations per call
+    late = run_py(_TRAIN.format(late=True, mode=mode, k=k))
     assert late.returncode == 0, late.stderr
-    ref = run_py(_TRAIN.format(late=False), CPU_NUM="4",
+    ref = run_py(_TRAIN.format(late=False, mode=mode, k=k), CPU_NUM="4",
                  XLA_FLAGS="--xla_force_host_platform_device_count=4")
     assert ref.returncode == 0, ref.stderr
     got, want = json.loads(late.stdout), json.loads(ref.stdout)
-    assert np.shape(got["losses"]) == (3, 4)  # one loss per place, as 4 devices give
+    # one loss per place, as 4 devices give (per iteration with k > 1)
+    assert np.shape(got["losses"]) == ((3, 4) if k == 1 else (3, k, 4))
     np.testing.assert_allclose(got["losses"], want["losses"], rtol=2e-5, atol=1e-6)
     assert got["params"].keys() == want["params"].keys()
     for name in want["params"]:
