@@ -364,3 +364,13 @@ def test_py_reader_next_and_data_loader_from_dataset(tmp_path):
     assert batches == [[3, 4], [5]]  # drop_last drops batches short of the places only
     with pytest.raises(GraphcError, match="InMemoryDataset or QueueDataset"):
         fluid.io.DataLoader.from_dataset([1, 2], fluid.CPUPlace())
+
+
+def test_variable_takes_paddle_18s_arguments():
+    block = fluid.Program().global_block()
+    v = fluid.Variable(block, fluid.core.VarDesc.VarType.LOD_TENSOR, "v", [-1, 2], "int64",
+                       lod_level=1, persistable=True)
+    assert (v.name, list(v.shape), v.dtype, v.lod_level, v.persistable) == (
+        "v", [-1, 2], "int64", 1, True)
+    sparse = fluid.Variable(block, type=fluid.core.VarDesc.VarType.SELECTED_ROWS, shape=[4, 3])
+    assert sparse.selected_rows and sparse.name and sparse.dtype == "float32"

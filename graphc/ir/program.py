@@ -36,21 +36,29 @@ class Variable:
     gradient (SELECTED_ROWS, from an ``is_sparse`` embedding) holding some rows of ``shape``.
     """
 
-    def __init__(self, block: Block, name: str, shape=None, dtype="float32",
-                 persistable: bool = False, stop_gradient: bool = False,
-                 is_data: bool = False, need_check_feed: bool = False, lod_level: int = 0,
-                 selected_rows: bool = False):
+    def __init__(self, block: Block, type="lod_tensor", name=None, shape=None, dtype=None,
+                 lod_level=None, capacity=None, persistable=None, error_clip=None,
+                 stop_gradient=False, is_data=False, need_check_feed=False,
+                 belong_to_optimizer=False, **kwargs):
+        # Paddle 1.8's arguments in its order (issue 25). ``type`` is a VarDesc.VarType name:
+        # "selected_rows" is row-sparse, the rest dense; ``capacity`` and the other kwargs
+        # (create_var's initializer, ...) mean nothing here, as in Paddle's static graph.
         self.block = block
+        if name is None:
+            from . import unique_name
+            name = unique_name.generate("_generated_var")
         self.name = check_name(name)
         self.shape = None if shape is None else normalize_shape(shape)
-        self.dtype = normalize_dtype(dtype)
-        self.persistable = persistable
+        self.dtype = normalize_dtype("float32" if dtype is None else dtype)
+        self.persistable = bool(persistable)
         self.stop_gradient = stop_gradient
         self.is_data = is_data
         self.need_check_feed = need_check_feed
-        self.lod_level = lod_level
+        self.lod_level = 0 if lod_level is None else lod_level
+        self.error_clip = error_clip
+        self.belong_to_optimizer = belong_to_optimizer
         # set by shape inference of an op writing SelectedRows (lookup_table_grad, ...)
-        self.selected_rows = bool(selected_rows)
+        self.selected_rows = bool(kwargs.get("selected_rows")) or type == "selected_rows"
 
     @property
     def type(self) -> TensorType:
@@ -85,7 +93,7 @@ class Parameter(Variable):
     def __init__(self, block: Block, name: str, shape, dtype="float32", trainable: bool = True,
                  learning_rate: float = 1.0, regularizer=None, initializer=None,
                  need_clip: bool = True):
-        super().__init__(block, name, shape, dtype, persistable=True,
+        super().__init__(block, name=name, shape=shape, dtype=dtype, persistable=True,
                          stop_gradient=not trainable)
         if self.shape is None or any(d < 0 for d in self.shape):
             raise ProgramError(f"parameter '{name}' needs a fully known shape, got {shape}")
@@ -221,7 +229,7 @@ class Block:
                 raise ProgramError(f"variable '{name}' exists with shape {list(var.shape)}, "
                                    f"not {list(shape)}")
             return var
-        var = Variable(self, name, shape, dtype, **kwargs)
+        var = Variable(self, name=name, shape=shape, dtype=dtype, **kwargs)
         self.vars[name] = var
         self.program._bump()
         return var

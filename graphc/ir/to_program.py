@@ -36,7 +36,7 @@ def graph_to_program(graph: Graph) -> Program:
         else:
             same = name == info.name
             block.vars[name] = Variable(
-                block, name, v.type.shape, v.type.dtype,
+                block, name=name, shape=v.type.shape, dtype=v.type.dtype,
                 persistable=same and info.persistable, stop_gradient=info.stop_gradient,
                 is_data=same and info.kind == "feed", need_check_feed=same and info.kind == "feed",
                 lod_level=v.type.lod_level, selected_rows=v.type.sparse)
