@@ -374,3 +374,14 @@ def test_variable_takes_paddle_18s_arguments():
         "v", [-1, 2], "int64", 1, True)
     sparse = fluid.Variable(block, type=fluid.core.VarDesc.VarType.SELECTED_ROWS, shape=[4, 3])
     assert sparse.selected_rows and sparse.name and sparse.dtype == "float32"
+
+
+def test_return_merged_false_with_return_numpy_false_stacks_per_place():
+    main, startup, x, loss = _tiny()
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    prog = fluid.CompiledProgram(main).with_data_parallel(loss_name=loss.name,
+                                                          places=fluid.cpu_places(2))
+    (per_place,) = exe.run(prog, feed={"x": np.ones((4, 2), "float32")}, fetch_list=[loss],
+                           return_numpy=False, return_merged=False)
+    assert isinstance(per_place, fluid.LoDTensor) and per_place.shape() == [2, 1]

@@ -265,6 +265,10 @@ class Executor:
         axis = 1 if compiled.exec_strategy.num_iteration_per_run > 1 else 0
         out = []
         for value in results:
+            dense = isinstance(value, LoDTensor) and value._device is not None and \
+                not value.recursive_sequence_lengths()
+            if dense:  # return_numpy=False: the per-device stack is a LoDTensor too
+                value = value._device
             if not isinstance(value, np.ndarray | jax.Array):
                 raise GraphcError(f"Executor.run(return_merged=False): a {type(value).__name__} "
                                   "fetch (LoD or row-sparse) has no per-device form in graphc; "
@@ -273,8 +277,8 @@ class Executor:
             if len(shape) <= axis or shape[axis] % ndev:
                 raise GraphcError(f"Executor.run(return_merged=False): a fetch of shape "
                                   f"{list(shape)} does not split over {ndev} devices")
-            out.append(value.reshape(shape[:axis] + (ndev, shape[axis] // ndev)
-                                     + shape[axis + 1:]))
+            value = value.reshape(shape[:axis] + (ndev, shape[axis] // ndev) + shape[axis + 1:])
+            out.append(LoDTensor.of_fetch(value) if dense else value)
         return out
 
     def _run(self, program, feed, fetch_list, scope, return_numpy):
