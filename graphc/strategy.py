@@ -161,6 +161,8 @@ def read_strategy_file(path: str | os.PathLike) -> dict[str, Any]:
         raise StrategyError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     except tomllib.TOMLDecodeError as exc:
         raise StrategyError(f"{path}: not valid TOML: {exc}") from None
+    except ValueError as exc:  # a number past Python's int digit limit (not a decode error)
+        raise StrategyError(f"{path}: not a valid {kind} value: {exc}") from None
     except RecursionError:
         raise StrategyError(f"{path}: not valid {kind}: nested too deeply") from None
     if not isinstance(data, dict):

@@ -202,7 +202,11 @@ def test_return_numpy_false_keeps_device_arrays(trained):
     model, exe, scope, feed = trained
     (loss,) = exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope,
                       return_numpy=False)
-    assert isinstance(loss, jax.Array)
+    # issue 25: a LoDTensor as Paddle returns (empty LoD), its array left on the device
+    # until it is read
+    from graphc.fluid import LoDTensor
+    assert isinstance(loss, LoDTensor) and loss.lod() == []
+    assert isinstance(loss._device, jax.Array) and loss._host is None
 
 
 def test_dropout_is_deterministic_per_seed_and_varies_per_step():

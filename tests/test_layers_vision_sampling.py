@@ -26,8 +26,8 @@ from graphc.testing.lod_checks import fd_check, token_loss
 
 
 def _host(v):
-    if isinstance(v, LoDTensor):
-        return np.asarray(v), v.recursive_sequence_lengths()
+    if isinstance(v, LoDTensor):  # a dense fetch is one too, with an empty LoD
+        return np.asarray(v), v.recursive_sequence_lengths() or None
     if not isinstance(v, np.ndarray) and hasattr(v, "lengths"):
         t = unpack(v)
         return np.asarray(t), t.recursive_sequence_lengths()

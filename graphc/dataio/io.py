@@ -159,6 +159,19 @@ class DataLoader:
         see "Non-iterable loaders" in the module doc."""
         return DataLoader(feed_list, capacity, iterable, return_list, drop_last)
 
+    @staticmethod
+    def from_dataset(dataset, places, drop_last: bool = True) -> DataLoader:
+        """Paddle's DatasetLoader: an iterable loader over the batches of a graphc.dataset
+        InMemoryDataset / QueueDataset (its ``set_use_var`` variables), placed on
+        ``places`` as ``set_batch_generator`` places them."""
+        from .dataset import DatasetBase
+        if not isinstance(dataset, DatasetBase):
+            raise DataLoaderError(f"from_dataset: dataset must be an InMemoryDataset or "
+                                  f"QueueDataset, got {type(dataset).__name__}")
+        dataset._check_ready()
+        loader = DataLoader(dataset.use_vars, 2, True, False, drop_last)
+        return loader.set_batch_generator(lambda: dataset._batches(1), places)
+
     # -- sources ----------------------------------------------------------------------
     def set_batch_generator(self, reader, places=None) -> DataLoader:
         """``reader()`` yields batches: arrays in ``feed_list`` order, or dicts by name."""
@@ -370,6 +383,22 @@ class PyReader(DataLoader):
 
     def decorate_batch_generator(self, reader, places=None) -> PyReader:
         return self.set_batch_generator(reader, places)
+
+    def next(self):
+        """The next batch of the epoch ``iter(reader)`` started (one is started if none is):
+        Paddle's ``reader.next()``; StopIteration at the epoch's end."""
+        if not self.iterable:
+            raise DataLoaderError("next() is for iterable readers; a reader built with "
+                                  "iterable=False feeds exe.run itself (start/reset)")
+        if self._epoch is None:
+            self()
+        try:
+            return next(self._epoch)
+        except StopIteration:
+            self.reset()
+            raise
+
+    __next__ = next
 
 
 def _as_declared(stacked: np.ndarray, var: Variable) -> np.ndarray:

@@ -16,6 +16,7 @@ from ..backends.precision import with_graphc_x64
 from ..ir.errors import GraphcError
 from ..ir.program import Variable
 from ..ir.types import dims_compatible
+from ..runtime.devices import place_devices
 from ..runtime.places import Place
 
 _POLL_S = 0.05  # how often a blocked put/get looks whether it should give up
@@ -187,7 +188,8 @@ class _Placement:
             if bad or not places:
                 raise DataLoaderError("places must be a graphc Place, a list of Places, or a "
                                       f"CompiledProgram; got {places!r}")
-            devices = [p.jax_device() for p in places]
+            # cpu_places(n) after XLA started with fewer devices: n places on device 0
+            devices = place_devices(places)
             if len(set(devices)) < len(devices):
                 self.replicas = devices
                 return

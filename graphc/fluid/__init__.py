@@ -7,7 +7,6 @@ Porting rule: replace ``paddle`` by ``graphc`` in a Fluid 1.x script's import li
 purpose (dygraph, contrib) raise MissingAPIError with advice.
 """
 
-import logging as _logging
 import sys as _sys
 
 from .. import layers
@@ -94,20 +93,14 @@ from .transpiler import DistributeTranspiler, DistributeTranspilerConfig  # noqa
 
 Tensor = LoDTensor
 
-_log = _logging.getLogger("graphc.fluid")
+# -- issue 25: framework surface
+from . import install_check, profiler  # noqa: E402,F401  (fluid.profiler.profiler(...))
+from .transpiler.memory_optimization_transpiler import (  # noqa: E402
+    memory_optimize,
+    release_memory,
+)
 
-
-def memory_optimize(input_program=None, skip_opt_set=None, print_log=False, level=0,
-                    skip_grads=True):
-    """Deprecated in Paddle 1.6+ and a no-op there; here too: XLA plans the step's buffers
-    (in-place reuse is BuildStrategy.enable_inplace)."""
-    _log.warning("fluid.memory_optimize does nothing: XLA plans buffers "
-                 "(BuildStrategy.enable_inplace reuses them in place)")
-
-
-def release_memory(input_program=None, skip_opt_set=None):
-    """A no-op, as in Paddle 1.6+: XLA frees a step's buffers itself."""
-    _log.warning("fluid.release_memory does nothing: XLA frees buffers itself")
+# -- end issue 25: framework surface
 
 # resolved when asked for in the modules that own their Paddle semantics
 _LAZY = {"save": "graphc.dataio.io", "load": "graphc.dataio.io",

@@ -3,6 +3,7 @@ error raised (never a bare AttributeError/ImportError) when a ported script reac
 
 from __future__ import annotations
 
+import dis
 import importlib.abc
 import importlib.machinery
 import importlib.util
@@ -39,9 +40,6 @@ ADVICE: dict[str, str] = {
     "LoDTensorArray": _LOD,
     # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
     "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
-    "profiler": ("graphc has no fluid.profiler; time a pass pipeline with "
-                 "`graphc compile --timing` or profile the XLA step with jax.profiler"),
-    "install_check": "graphc has no install_check; run `graphc --help` or its test suite",
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
     "layers.While": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.while_loop": "control flow (While/IfElse/Switch/cond) is not supported yet",
@@ -75,8 +73,7 @@ ADVICE: dict[str, str] = {
 
 # Modules whose import is refused (relative to graphc.fluid): ``import paddle.fluid.dygraph``
 # and ``from paddle.fluid.contrib.mixed_precision import decorate`` meet the advice at once.
-_MISSING_MODULES = ("dygraph", "contrib", "profiler", "install_check",
-                    "dygraph_grad_clip", "imperative")
+_MISSING_MODULES = ("dygraph", "contrib", "dygraph_grad_clip", "imperative")
 
 # Paddle's download datasets (``paddle.dataset.*``): graphc.dataset is the Dataset API
 _DOWNLOAD_DATASETS = {
@@ -105,7 +102,8 @@ class MissingAPIError(GraphcError, AttributeError):
 
 
 class MissingModuleError(GraphcError, ImportError):
-    """Importing a Paddle module that graphc lacks on purpose (``paddle.fluid.dygraph``)."""
+    """Importing a Paddle module that graphc lacks on purpose (``paddle.fluid.dygraph.nn``),
+    or a name graphc lacks with ``from <module> import <name>``."""
 
 
 def advice_for(dotted: str) -> str | None:
@@ -133,11 +131,88 @@ def missing(module: str, name: str) -> AttributeError:
         advice = ADVICE.get(name)  # fluid.param_attr.WeightNormParamAttr as fluid.Weight...
     if advice is None and module == "graphc.dataset" and name in _DOWNLOAD_DATASETS:
         advice = download_dataset_advice(name)
+    # ``from module import name``: Python turns an AttributeError into a bare ImportError,
+    # dropping the advice, so that statement gets the advice as an ImportError
+    cls = MissingModuleError if _importing_from() else MissingAPIError
     if advice is not None:
-        return MissingAPIError(f"{module}.{name}: graphc lacks this on purpose. {advice}")
-    return MissingAPIError(
+        return cls(f"{module}.{name}: graphc lacks this on purpose. {advice}")
+    return cls(
         f"module '{module}' has no attribute '{name}': graphc does not provide it (see "
         "docs/porting_from_paddle.md for the Paddle 1.8 APIs that port)")
+
+
+# -- issue 25: framework surface
+# The functions a module attribute lookup passes through on its way to ``missing``.
+_LOOKUP_FRAMES = ("missing", "__getattr__", "<lambda>", "_raise")
+_IMPORT_FROM = dis.opmap["IMPORT_FROM"]
+
+
+def _importing_from() -> bool:
+    """Whether the attribute lookup that ends in ``missing`` comes from a ``from m import
+    name`` statement (the first frame outside the lookup is executing IMPORT_FROM)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_name in _LOOKUP_FRAMES and \
+            frame.f_globals.get("__name__", "").startswith("graphc"):
+        frame = frame.f_back
+    if frame is None:
+        return False
+    code, at = frame.f_code.co_code, frame.f_lasti
+    return 0 <= at < len(code) and code[at] == _IMPORT_FROM
+
+
+# Real Paddle 1.8 module paths (under graphc.fluid) that scripts import at module level and
+# graphc has no module for: importing one loads a module, so a script that only imports it
+# runs. Its names resolve in the graphc module given (None: none), else raise the advice.
+_PADDLE_MODULES: dict[str, str | None] = {
+    **{f"dygraph.{m}": None for m in (
+        "base", "parallel", "nn", "layers", "learning_rate_scheduler", "checkpoint", "jit",
+        "container", "tracer", "backward_strategy", "rnn", "io", "static_runner", "profiler",
+        "varbase_patch_methods", "math_op_patch", "layer_object_helper", "amp",
+        "dygraph_to_static", "parallel_helper")},
+    **{f"contrib.{m}": None for m in (
+        "layers", "utils", "reader", "decoder", "extend_optimizer", "model_stat",
+        "op_frequence", "memory_usage_calc", "optimizer", "quantize", "int8_inference")},
+    # (contrib.mixed_precision and contrib.slim stay refused at import: importing them is
+    # using them, and their advice names graphc's replacement)
+    **{f"layers.{m}": "graphc.layers" for m in (
+        "control_flow", "sequence_lod", "rnn", "collective", "layer_function_generator",
+        "math_op_patch")},
+}
+
+
+class _ViewLoader(importlib.abc.Loader):
+    """A Paddle module graphc has no file for, as a view of the graphc module holding its
+    names (``fluid.layers.control_flow``: graphc.layers); a name graphc lacks raises the
+    advice of ``fluid.<parent>.<name>`` (``layers.While``)."""
+
+    def __init__(self, base: str):
+        self.base = base
+
+    def create_module(self, spec):
+        return None
+
+    def exec_module(self, module) -> None:
+        base, parent = self.base, module.__name__.rsplit(".", 1)[0]
+
+        def __getattr__(name: str):
+            real = importlib.import_module(base)
+            if not name.startswith("__") and name in getattr(real, "__all__", ()):
+                return getattr(real, name)
+            raise missing(parent, name)
+
+        module.__getattr__ = __getattr__
+        module.__doc__ = f"Paddle's {module.__name__}: its names as {base} has them"
+
+
+def paddle_module_spec(fullname: str, rel: str):
+    """The spec of a Paddle module path graphc lacks but lets scripts import, or None."""
+    if rel not in _PADDLE_MODULES:
+        return None
+    base = _PADDLE_MODULES[rel]
+    if base is None:
+        return importlib.machinery.ModuleSpec(fullname, _StubLoader(), is_package=True)
+    return importlib.machinery.ModuleSpec(fullname, _ViewLoader(base))
+# -- end issue 25: framework surface
 
 
 def download_dataset_advice(name: str) -> str:
@@ -230,6 +305,9 @@ class _RefuseMissingModules(importlib.abc.MetaPathFinder):
                 if "." not in rel:
                     return importlib.machinery.ModuleSpec(fullname, _StubLoader(),
                                                           is_package=True)
+                spec = paddle_module_spec(fullname, rel)  # dygraph.base: loads, as a stub
+                if spec is not None:
+                    return spec
                 raise MissingModuleError(f"{fullname}: graphc lacks this on purpose. "
                                          f"{advice_for(rel)}", name=fullname)
             if rel.startswith("layers."):
@@ -238,6 +316,9 @@ class _RefuseMissingModules(importlib.abc.MetaPathFinder):
                 real = "graphc." + rel
                 if _module_exists(real):
                     return importlib.machinery.ModuleSpec(fullname, _AliasLoader(real))
+                spec = paddle_module_spec(fullname, rel)  # layers.control_flow: a view
+                if spec is not None:
+                    return spec
                 raise _no_module(fullname, rel)
             if importlib.machinery.PathFinder.find_spec(fullname, path) is None:
                 raise _no_module(fullname, rel)

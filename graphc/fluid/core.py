@@ -3,8 +3,6 @@ LoDTensor, VarDesc.VarType dtypes, EOFException), backed by graphc's runtime."""
 
 from __future__ import annotations
 
-import jax
-
 from ..dataio import io as _io
 from ..runtime.lod import (  # the host LoD value and its checks live in the runtime
     LoDError,
@@ -12,7 +10,14 @@ from ..runtime.lod import (  # the host LoD value and its checks live in the run
     create_lod_tensor,
     create_random_int_lodtensor,
 )
-from ..runtime.places import CPUPlace, CUDAPinnedPlace, CUDAPlace, Place, is_compiled_with_cuda
+from ..runtime.places import (
+    CPUPlace,
+    CUDAPinnedPlace,
+    CUDAPlace,
+    Place,
+    gpu_count,
+    is_compiled_with_cuda,
+)
 from ..runtime.scope import Scope
 from ._missing import missing
 
@@ -28,10 +33,7 @@ EOFException = _io.EOFException
 
 
 def get_cuda_device_count() -> int:
-    try:
-        return len(jax.devices("gpu"))
-    except RuntimeError:
-        return 0
+    return gpu_count()  # never starts JAX's backends where no GPU backend could start
 
 
 def is_compiled_with_mkldnn() -> bool:
@@ -85,6 +87,13 @@ __all__ += ["AnalysisConfig", "AnalysisPredictor", "NativeConfig", "NativePaddle
             "PaddleBuf", "PaddleDType", "PaddlePassBuilder", "PaddlePlace", "PaddlePredictor",
             "PaddleTensor", "ZeroCopyTensor", "create_paddle_predictor", "create_predictor"]
 # -- end issue 25: inference API
+
+
+# -- issue 25: framework surface
+def _set_eager_deletion_mode(threshold: float, fraction: float, fast_mode: bool) -> None:
+    """Paddle's garbage-collection switch for its executor's temporaries: XLA frees a step's
+    temporaries itself (they live inside one compiled program), so there is nothing to set."""
+# -- end issue 25: framework surface
 
 
 def __getattr__(name: str):

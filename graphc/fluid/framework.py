@@ -4,7 +4,6 @@ the mode and version checks Fluid scripts call (``in_dygraph_mode``, ``require_v
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 
 from ..ir.default_programs import (
@@ -15,10 +14,12 @@ from ..ir.default_programs import (
     switch_startup_program,
 )
 from ..ir.errors import GraphcError
+from ..ir.grad_defs import GRAD_SUFFIX
 from ..ir.program import Block, Operator, Parameter, Program, Variable
 from ..runtime.devices import cpu_places, cuda_pinned_places, cuda_places
 from ..runtime.places import is_compiled_with_cuda
 from ._missing import MissingAPIError, advice_for, missing
+from .flags import FlagError, get_flags, set_flags  # noqa: F401  (fluid.framework's names)
 
 __all__ = ["Block", "Operator", "Parameter", "Program", "Variable", "cpu_places",
            "cuda_pinned_places", "cuda_places", "device_guard", "default_main_program",
@@ -100,37 +101,6 @@ def require_version(min_version, max_version=None) -> None:
                            f"Paddle {PADDLE_COMPATIBLE_VERSION}'s Fluid API")
 
 
-# process: Paddle's global FLAGS_* (set_flags)
-_flags: dict[str, object] = {}
-_log = logging.getLogger("graphc.fluid")
-
-
-def set_flags(flags: dict) -> None:
-    """Paddle's global ``FLAGS_*`` switches: kept (``get_flags`` returns them) but without
-    effect on XLA, which is logged once per flag; a non-FLAGS_ name is an error."""
-    if not isinstance(flags, dict):
-        raise FlagError(f"set_flags: flags must be a dict, got {type(flags).__name__}")
-    for name, value in flags.items():
-        if not isinstance(name, str) or not name.startswith("FLAGS_"):
-            raise FlagError(f"set_flags: {name!r} is not a Paddle flag name (FLAGS_...)")
-        if name not in _flags:
-            _log.warning("%s has no effect on graphc's XLA backend (kept for get_flags)", name)
-        _flags[name] = value
-
-
-def get_flags(flags) -> dict:
-    """The values set_flags kept, for a flag name or a list/tuple of them (as Paddle)."""
-    if not isinstance(flags, str | list | tuple):
-        raise FlagError(f"get_flags: flags must be a name or a list/tuple of names, got "
-                        f"{type(flags).__name__}")
-    names = [flags] if isinstance(flags, str) else list(flags)
-    unknown = [n for n in names if n not in _flags]
-    if unknown:
-        raise FlagError(f"get_flags: {', '.join(map(repr, unknown))} never set; graphc only "
-                        "keeps flags given to set_flags")
-    return {n: _flags[n] for n in names}
-
-
 class DeviceGuardError(GraphcError, ValueError):
     """device_guard was given something other than 'cpu', 'gpu', 'gpu:N', '' or None."""
 
@@ -153,8 +123,11 @@ def device_guard(device=None):
     yield
 
 
-class FlagError(GraphcError, ValueError):
-    """set_flags / get_flags was given something other than Paddle flag names."""
+# -- issue 25: framework surface
+def grad_var_name(var_name: str) -> str:
+    """The name of ``var_name``'s gradient variable (``x`` -> ``x@GRAD``), as Paddle's."""
+    return var_name + GRAD_SUFFIX
+# -- end issue 25: framework surface
 
 
 def __getattr__(name: str):

@@ -7,4 +7,7 @@ from ._missing import delegating_getattr
 
 __all__ = ["DataLoader", "PyReader"]
 
+# -- issue 25: Paddle's base of its loaders (isinstance checks); graphc's loaders are one class
+DataLoaderBase = DataLoader
+
 __getattr__ = delegating_getattr(__name__, _io)

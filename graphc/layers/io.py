@@ -19,3 +19,12 @@ def double_buffer(reader, place=None, name=None):
     if place is not None and not isinstance(place, Place):
         raise ProgramError(f"double_buffer: place must be a Place or None, got {place!r}")
     return reader
+
+
+def __getattr__(name: str):
+    # -- issue 25: Paddle's layers.io also holds ``data``, ``py_reader``, ``load``...: they
+    # resolve in graphc.layers (looked up when asked for), the rest raise graphc's advice
+    from .. import layers
+    if not name.startswith("__") and name in layers.__all__:
+        return getattr(layers, name)
+    return layers.__getattr__(name)

@@ -17,7 +17,7 @@ from ..ir.program import Program
 from ..passes import PassManager, PipelineReport, pipeline_for
 from ..passes.fuse_all_reduce_ops import BucketPlan, buckets_in
 from ..strategy import BuildStrategy, ExecutionStrategy
-from .devices import DeviceError, cpu_places, default_cpu_place_count
+from .devices import DeviceError, cpu_devices, default_cpu_place_count, place_devices
 from .places import CPUPlace, Place
 
 
@@ -178,8 +178,8 @@ def _devices_of(places) -> list:
             # several processes: each brought its own CPU_NUM devices when it started, and
             # the job runs on all of them (every process's local devices)
             return devices
-        # CPU_NUM larger than the devices XLA started with is cpu_places' DeviceError
-        return [p.jax_device() for p in cpu_places(default_cpu_place_count())]
+        # CPU_NUM larger than the devices XLA started with: places mapped onto one device
+        return cpu_devices(default_cpu_place_count())
     if isinstance(places, Place):
         places = [places]
     places = list(places)
@@ -192,8 +192,9 @@ def _devices_of(places) -> list:
     if len(set(places)) != len(places) and all(isinstance(p, CPUPlace) for p in places):
         # Paddle's CPUPlace() has no id: [CPUPlace()] * n asks for n CPU replicas, as
         # CPU_NUM=n does (Paddle's own tests write it so)
-        return [p.jax_device() for p in cpu_places(len(places))]
-    devices = [p.jax_device() for p in places]
-    if len(set(devices)) != len(devices):
+        return cpu_devices(len(places))
+    # cpu_places(n) after XLA's CPU backend started with fewer: n places on one device
+    devices = place_devices(places)
+    if len(set(devices)) != len(devices) and len(set(places)) != len(places):
         raise DeviceError(f"places name a device twice: {places}")
     return devices

@@ -9,7 +9,7 @@ import os
 import jax
 
 from ..ir.errors import GraphcError
-from .places import CPUPlace, CUDAPinnedPlace, CUDAPlace
+from .places import CPUPlace, CUDAPinnedPlace, CUDAPlace, backends_started
 
 log = logging.getLogger("graphc.runtime")
 
@@ -19,8 +19,7 @@ class DeviceError(GraphcError):
 
 
 def _backends_started() -> bool:
-    from jax._src import xla_bridge
-    return xla_bridge.backends_are_initialized()
+    return backends_started()
 
 
 def _cpu_num_from_env() -> int | None:
@@ -65,12 +64,38 @@ def cpu_places(device_count: int | None = None) -> list[CPUPlace]:
     """One CPUPlace per CPU replica: ``device_count``, else $CPU_NUM, else 1 (as Paddle).
 
     Before JAX starts this sets the device count; afterwards asking for at most as many
-    devices as exist gives the first ones, asking for more names the fix."""
+    devices as exist gives the first ones, asking for more gives places that a data-parallel
+    program runs on one device (``cpu_devices``), as Paddle reads CPU_NUM late."""
     n = device_count if device_count is not None else (_cpu_num_from_env() or 1)
-    if not (_backends_started() and isinstance(n, int) and not isinstance(n, bool)
-            and 1 <= n <= len(jax.devices("cpu"))):
+    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+        raise DeviceError(f"the number of CPU devices must be a positive integer, got {n!r}")
+    if not _backends_started():
         configure_cpu_devices(n)
     return [CPUPlace(i) for i in range(n)]
+
+
+def cpu_devices(n: int) -> list:
+    """The JAX devices ``n`` data-parallel CPU places run on: the first ``n`` CPU devices,
+    or, when XLA's CPU backend started with fewer, CPU device 0 named ``n`` times (the step
+    then maps the places over one device: backends/jax/data_parallel.py; same numbers)."""
+    if not _backends_started():
+        configure_cpu_devices(n)
+    have = jax.devices("cpu")
+    if n <= len(have):
+        return list(have[:n])
+    log.info("%d CPU places on one device: XLA's CPU backend started with %d before CPU_NUM "
+             "asked for %d (the same numbers as %d devices)", n, len(have), n, n)
+    return [have[0]] * n
+
+
+def place_devices(places: list) -> list:
+    """The JAX device of each place; ``cpu_places(n)`` (CPUPlace 0..n-1) after XLA's CPU
+    backend started with fewer devices: CPU device 0 for each (``cpu_devices``)."""
+    if places and all(type(p) is CPUPlace for p in places) and \
+            sorted(p.device_id for p in places) == list(range(len(places))) and \
+            len(places) > len(jax.devices("cpu")):
+        return cpu_devices(len(places))
+    return [p.jax_device() for p in places]
 
 
 def cuda_pinned_places(device_count: int | None = None) -> list[CUDAPinnedPlace]:

@@ -50,7 +50,7 @@ from .compile_cache import ensure_compilation_cache
 from .feed_plan import FeedPlan, feed_key
 from .feeds import FeedError
 from .host_services import HostServices, process_services
-from .lod import LoDArray, unpack_fetch
+from .lod import LoDArray, LoDTensor, unpack_fetch
 from .places import CPUPlace, Place
 from .prune import Pruner, split_fetch_list
 from .run_as import DATA_PARALLEL, LoopProgram
@@ -90,7 +90,8 @@ def _fetched(value, iterations: int, numpy: bool):
     """A fetched value, as numpy arrays when ``numpy``. A row-sparse one stays a SelectedRows,
     one per iteration when a call ran several (its rows and values came back stacked)."""
     if not isinstance(value, SelectedRows):
-        return np.asarray(value) if numpy else value
+        # return_numpy=False: a LoDTensor with an empty LoD, as Paddle (read back lazily)
+        return np.asarray(value) if numpy else LoDTensor.of_fetch(value)
     if numpy:
         value = value.numpy()
     if iterations > 1:
@@ -252,10 +253,10 @@ class Executor:
         services = self.services
         if feed is None and services.feed_providers:
             feed = services.provided_feed(program)
-        if services.collective_wait is not None:
-            with services.collective_wait("Executor.run"):
-                return self._run(program, feed, fetch_list, scope, return_numpy)
-        return self._run(program, feed, fetch_list, scope, return_numpy)
+        if services.collective_wait is None and services.run_timer is None:
+            return self._run(program, feed, fetch_list, scope, return_numpy)
+        with services.waiting("Executor.run"), services.timing("Executor.run"):
+            return self._run(program, feed, fetch_list, scope, return_numpy)
 
     def _unmerged(self, program, results):
         """``results`` split per device (see run's ``return_merged``)."""
@@ -266,6 +267,10 @@ class Executor:
         axis = 1 if compiled.exec_strategy.num_iteration_per_run > 1 else 0
         out = []
         for value in results:
+            dense = isinstance(value, LoDTensor) and value._device is not None and \
+                not value.recursive_sequence_lengths()
+            if dense:  # return_numpy=False: the per-device stack is a LoDTensor too
+                value = value._device
             if not isinstance(value, np.ndarray | jax.Array):
                 raise GraphcError(f"Executor.run(return_merged=False): a {type(value).__name__} "
                                   "fetch (LoD or row-sparse) has no per-device form in graphc; "
@@ -274,8 +279,8 @@ class Executor:
             if len(shape) <= axis or shape[axis] % ndev:
                 raise GraphcError(f"Executor.run(return_merged=False): a fetch of shape "
                                   f"{list(shape)} does not split over {ndev} devices")
-            out.append(value.reshape(shape[:axis] + (ndev, shape[axis] // ndev)
-                                     + shape[axis + 1:]))
+            value = value.reshape(shape[:axis] + (ndev, shape[axis] // ndev) + shape[axis + 1:])
+            out.append(LoDTensor.of_fetch(value) if dense else value)
         return out
 
     def _run(self, program, feed, fetch_list, scope, return_numpy):

@@ -25,14 +25,16 @@ class HostServices:
     rule calls; ``collective_wait``: ``wait(label) -> context manager`` entered around every
     run and multi-process step (a deadline watchdog; None: nothing to enter);
     ``feed_providers``: ``provider(program_or_compiled) -> feed or None``, asked in order
-    by a run given ``feed=None``."""
+    by a run given ``feed=None``; ``run_timer``: ``timer(label) -> context manager`` entered
+    around every run (fluid.profiler's per-step timings; None: nothing to enter)."""
 
-    __slots__ = ("channel", "server", "collective_wait", "feed_providers")
+    __slots__ = ("channel", "server", "collective_wait", "feed_providers", "run_timer")
 
     def __init__(self, channel=None, server=None, collective_wait: Callable | None = None,
-                 feed_providers: tuple = ()):
+                 feed_providers: tuple = (), run_timer: Callable | None = None):
         self.channel, self.server, self.collective_wait = channel, server, collective_wait
         self.feed_providers: tuple = tuple(feed_providers)
+        self.run_timer = run_timer
 
     def replace(self, **changes) -> HostServices:
         """A copy with some services replaced (``serve`` adds its server this way)."""
@@ -58,6 +60,11 @@ class HostServices:
         """The context a run (or a multi-process step) runs in: the collective deadline."""
         wait = self.collective_wait
         return contextlib.nullcontext() if wait is None else wait(label)
+
+    def timing(self, label: str):
+        """The context a run is timed in (fluid.profiler), or a null context."""
+        timer = self.run_timer
+        return contextlib.nullcontext() if timer is None else timer(label)
 
     def __repr__(self) -> str:
         held = [n for n in self.__slots__ if getattr(self, n)]

@@ -12,6 +12,7 @@ from ..backends.lod import LoDArray
 from ..ir.errors import GraphcError
 from ..ir.types import MAX_LOD_LEVEL, TensorType, dims_compatible
 from .feeds import FeedError, convert_feed
+from .tensor_methods import TensorMethods
 
 # process: a process-wide setting (the environment, or set_min_bucket).
 # The smallest token bucket: a batch of T tokens is padded to max(MIN_BUCKET, 2**ceil(log2 T))
@@ -63,15 +64,44 @@ def lengths_problem(lengths, rows: int | None) -> str | None:
     return None
 
 
-class LoDTensor:
+class LoDTensor(TensorMethods):
     """A host tensor and its recursive sequence lengths (Paddle's LoDTensor): what a LoD
-    feed takes and a LoD fetch returns. ``np.array(t)`` is the packed tokens ``[T, ...]``."""
+    feed takes and a fetch returns with ``return_numpy=False`` (a dense one with an empty
+    LoD). ``np.array(t)`` is the packed tokens ``[T, ...]``."""
 
     def __init__(self, array=None, recursive_seq_lens=None):
-        self._array = None if array is None else np.asarray(array)
+        self._host = None if array is None else np.asarray(array)
+        self._device = None  # a fetched device array, read back when first asked for
         self._lengths: list[np.ndarray] = []  # int64 per level: packing reads them as is
         if recursive_seq_lens:
             self.set_recursive_sequence_lengths(recursive_seq_lens)
+
+    @classmethod
+    def of_fetch(cls, array) -> LoDTensor:
+        """A dense fetched value as ``return_numpy=False`` returns it: an empty LoD, the
+        device array copied to the host only when its data is read."""
+        t = cls()
+        t._device = array
+        return t
+
+    @property
+    def _array(self):
+        if self._host is None and self._device is not None:
+            self._host = np.asarray(self._device)
+        return self._host
+
+    def _device_of(self):
+        devices = getattr(self._device, "devices", None)
+        return next(iter(devices())) if devices is not None else None
+
+    def _holds(self) -> bool:
+        return self._host is not None or self._device is not None
+
+    def _read(self) -> np.ndarray:
+        return self._value()
+
+    def _write(self, array) -> None:
+        self._host, self._device = (None if array is None else np.asarray(array)), None
 
     def set(self, array, place=None) -> None:
         from .places import Place
@@ -79,7 +109,7 @@ class LoDTensor:
             raise GraphcError(f"LoDTensor.set: place must be a CPUPlace/CUDAPlace, got "
                               f"{type(place).__name__}")
         try:
-            self._array = np.array(array)
+            self._host, self._device = np.array(array), None
         except ValueError as e:  # ragged nested lists: numpy's message names no tensor
             raise LoDError(f"LoDTensor.set: the value is not a rectangular array ({e}); give "
                            "the packed tokens as one array and the lengths separately") from None

@@ -5,6 +5,9 @@ A place maps to a JAX device; CUDAPlace needs a GPU backend and says so clearly 
 
 from __future__ import annotations
 
+import importlib.util
+import os
+
 import jax
 
 from ..ir.errors import GraphcError
@@ -66,8 +69,47 @@ class CUDAPinnedPlace(CPUPlace):
         return "CUDAPinnedPlace()"
 
 
-def is_compiled_with_cuda() -> bool:
-    try:
-        return bool(jax.devices("gpu"))
-    except RuntimeError:
+def backends_started() -> bool:
+    from jax._src import xla_bridge
+    return xla_bridge.backends_are_initialized()
+
+
+# JAX's CUDA backends come as plugins (jax[cuda12] / jax[cuda13])
+_CUDA_PLUGINS = ("jax_cuda12_plugin", "jax_cuda13_plugin", "jax_plugins.xla_cuda12",
+                 "jax_plugins.xla_cuda13")
+
+
+def _cuda_backend_possible() -> bool:
+    """Whether JAX could start a GPU backend, judged without starting one (starting it would
+    fix XLA's CPU device count before a script sets CPU_NUM): a CUDA plugin installed, a
+    driver loaded, and neither JAX_PLATFORMS nor CUDA_VISIBLE_DEVICES ruling GPUs out."""
+    platforms = jax.config.jax_platforms or os.environ.get("JAX_PLATFORMS", "")
+    if platforms and not {"cuda", "gpu"} & {p.strip() for p in platforms.split(",")}:
         return False
+    if os.environ.get("CUDA_VISIBLE_DEVICES", "").strip() in ("-1",) or \
+            os.environ.get("CUDA_VISIBLE_DEVICES") == "":
+        return False
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        return False
+    for name in _CUDA_PLUGINS:
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
+def gpu_count() -> int:
+    """Visible GPUs; before JAX's backends started, only a sure 0 is answered without
+    starting them (a GPU backend that could start is started to count its devices)."""
+    if not backends_started() and not _cuda_backend_possible():
+        return 0
+    try:
+        return len(jax.devices("gpu"))
+    except RuntimeError:
+        return 0
+
+
+def is_compiled_with_cuda() -> bool:
+    return gpu_count() > 0

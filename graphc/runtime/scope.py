@@ -15,14 +15,17 @@ import numpy as np
 from ..backends.precision import with_graphc_x64
 from ..ir.errors import GraphcError
 from .stacked_state import StateDict, prepare_for_step
+from .tensor_methods import TensorMethods
 
 
 class ScopeError(GraphcError):
     """A variable is missing from a scope, or is given a value that is not a numeric array."""
 
 
-class Tensor:
-    """A variable's value in a scope: ``np.array(t)``, ``t.set(array)``, ``t.shape()``."""
+class Tensor(TensorMethods):
+    """A variable's value in a scope: ``np.array(t)``, ``t.set(array)``, ``t.shape()``, and
+    the rest of Paddle's Tensor methods (tensor_methods.py). A scope holds dense values: its
+    LoD is empty."""
 
     __slots__ = ("_scope", "_name")
 
@@ -49,6 +52,31 @@ class Tensor:
 
     def _dtype(self):
         return self._array().dtype
+
+    def _read(self):
+        return np.asarray(self._array())
+
+    def _holds(self) -> bool:
+        return self._name in self._scope
+
+    def _write(self, array) -> None:
+        if array is not None:
+            self._scope[self._name] = array
+        elif self._name in self._scope:
+            del self._scope[self._name]
+
+    def _device_of(self):
+        devices = getattr(self._array(), "devices", None)
+        return next(iter(devices())) if devices is not None else None
+
+    def lod(self) -> list:
+        return []
+
+    def recursive_sequence_lengths(self) -> list:
+        return []
+
+    def has_valid_recursive_sequence_lengths(self) -> bool:
+        return True
 
     def __repr__(self) -> str:
         return f"Tensor({self._name}, {np.asarray(self._array())!r})"

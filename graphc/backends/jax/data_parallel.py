@@ -13,6 +13,11 @@ merges fetched tensors; a row-sparse fetch stands for that concatenation (``repl
 Over several processes (``jax.distributed``, graphc.distributed.init) the mesh holds every
 process's devices; each process feeds its own batch (its slice of the global batch), gets
 back the fetches of its own devices, and holds replicated state whole.
+
+Places on one device (``devices`` names one device N times: CPU_NUM=N asked for after XLA's
+CPU backend started with fewer): ``jax.jit(jax.vmap(step))`` over a place axis on that
+device, with the same collectives over the vmap's named axis, so N places give the numbers
+N devices give. Feeds and fetches are split and concatenated exactly as the mesh does.
 """
 
 from __future__ import annotations
@@ -21,8 +26,9 @@ import math
 from collections.abc import Sequence
 
 import jax
+import jax.numpy as jnp
 import numpy as np
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh, NamedSharding, SingleDeviceSharding
 from jax.sharding import PartitionSpec as P
 
 from ...ir.errors import GraphcError
@@ -51,10 +57,49 @@ def feed_sharding(devices: Sequence, num_iterations: int = 1,
     dimension (dim 0, or dim 1 behind the K axis when ``num_iterations`` > 1) split over the
     mesh axes ``Replicas.AXES``. An array already placed with it goes into the step as is
     (graphc.io.DataLoader places its batches this way, ahead of the step)."""
+    if places_share_a_device(devices):
+        return SingleDeviceSharding(devices[0])  # the step splits the batch itself
     replicas = Replicas(len(devices), replica_groups(len(devices), inter_nranks))
     mesh = make_mesh(list(devices), replicas.local)
     return NamedSharding(mesh, P(Replicas.AXES) if num_iterations == 1
                          else P(None, Replicas.AXES))
+
+
+def places_share_a_device(devices: Sequence) -> bool:
+    """Whether ``devices`` are data-parallel places mapped onto one device (see the module
+    doc); devices named twice but not all one device form no step."""
+    devices = list(devices)
+    if len(set(devices)) == len(devices):
+        return False
+    if len(set(devices)) != 1:
+        raise GraphcError(f"data-parallel places must be distinct devices or all one device "
+                          f"(places mapped onto it), got {devices}")
+    return True
+
+
+class PlaceReplicas(Replicas):
+    """Replicas that are places on one device: every collective runs over the one named
+    axis of the step's vmap (a flat group: hierarchical groups need real devices)."""
+
+    __slots__ = ()
+
+    def axes(self, group: str = "all"):
+        return self.AXES[1]
+
+    def axis_index(self):
+        return self.index if self.index is not None else jax.lax.axis_index(self.AXES[1])
+
+
+def _split(x, n: int, axis: int):
+    """``x`` with its dim ``axis`` cut into ``n`` equal parts, the parts on a new dim 0."""
+    shape = x.shape[:axis] + (n, x.shape[axis] // n) + x.shape[axis + 1:]
+    return jnp.moveaxis(x.reshape(shape), axis, 0)
+
+
+def _merge(x, axis: int):
+    """Inverse of ``_split``: the parts on dim 0 concatenated along ``axis``."""
+    x = jnp.moveaxis(x, 0, axis)
+    return x.reshape(x.shape[:axis] + (x.shape[axis] * x.shape[axis + 1],) + x.shape[axis + 2:])
 
 
 def to_rows(array, nranks: int):
@@ -85,24 +130,39 @@ class DataParallelStep(CompiledStep):
                  donate: bool = True, num_iterations: int = 1, check_data: bool = True,
                  services=None):
         self.devices = list(devices)
-        # a group size that forms no groups is a flat all-reduce (the pass declined it)
-        self.replicas = Replicas(len(self.devices), replica_groups(len(self.devices),
-                                                                  inter_nranks))
-        self.mesh = make_mesh(self.devices, self.replicas.local)
         self.nranks = len(self.devices)
+        # a group size that forms no groups is a flat all-reduce (the pass declined it)
+        groups = replica_groups(self.nranks, inter_nranks)
+        self.on_one_device = places_share_a_device(self.devices)
+        if self.on_one_device:
+            if groups is not None:
+                raise GraphcError(
+                    f"hierarchical all-reduce needs {self.nranks} real devices, but the "
+                    f"{self.nranks} places share one device (CPU_NUM was set after XLA's CPU "
+                    "backend started): set CPU_NUM before the program starts, or turn off "
+                    "BuildStrategy.use_hierarchical_allreduce")
+            self.replicas, self.mesh = PlaceReplicas(self.nranks), None
+        else:
+            self.replicas = Replicas(self.nranks, groups)
+            self.mesh = make_mesh(self.devices, self.replicas.local)
         me = jax.process_index()
         self.local_devices = [d for d in self.devices if d.process_index == me]
         self.multiprocess = len(self.local_devices) != len(self.devices)
         super().__init__(graph, fetch, donate, num_iterations, check_data, services)
-        batch = P(Replicas.AXES) if num_iterations == 1 else P(None, Replicas.AXES)
-        self.feed_sharding = NamedSharding(self.mesh, batch)
+        if self.on_one_device:
+            self.feed_sharding = SingleDeviceSharding(self.devices[0])
+        else:
+            batch = P(Replicas.AXES) if num_iterations == 1 else P(None, Replicas.AXES)
+            self.feed_sharding = NamedSharding(self.mesh, batch)
         self._calls = 0
 
     # -- specs -------------------------------------------------------------------------
     def state_spec(self, value) -> P:
         return P(Replicas.AXES) if value.var.shard is not None else P()
 
-    def state_sharding(self, value) -> NamedSharding:
+    def state_sharding(self, value):
+        if self.on_one_device:
+            return SingleDeviceSharding(self.devices[0])
         return NamedSharding(self.mesh, self.state_spec(value))
 
     def _jit(self, body):
@@ -129,9 +189,44 @@ class DataParallelStep(CompiledStep):
                             for f in fetched)
             return new, created, fetched, checks
 
-        mapped = jax.shard_map(local, mesh=self.mesh, in_specs=in_specs, out_specs=out_specs,
-                               check_vma=False)
+        if self.on_one_device:
+            mapped = self._over_places(local, in_specs, out_specs)
+        else:
+            mapped = jax.shard_map(local, mesh=self.mesh, in_specs=in_specs,
+                                   out_specs=out_specs, check_vma=False)
         return jax.jit(mapped, donate_argnums=(0,) if self.donate else ())
+
+    def _over_places(self, local, in_specs, out_specs):
+        """``local`` vmapped over the places, taking and giving what shard_map would: an
+        input split over the mesh (``P(AXES)`` on its dim ``d``) is cut into per-place
+        parts, a replicated one (``P()``) goes to every place whole; outputs are merged
+        back the same way (a replicated output is place 0's, as every place has it)."""
+        n = self.nranks
+
+        def dim(spec):  # P(None, AXES): the batch behind the K axis
+            return None if spec is None or spec == P() else (0 if spec[0] is not None else 1)
+
+        def split(specs, values):
+            return jax.tree.map(lambda s, v: v if dim(s) is None else jax.tree.map(
+                lambda x: _split(x, n, dim(s)), v), specs, values,
+                is_leaf=lambda s: isinstance(s, P) or s is None)
+
+        def axes(specs):
+            return jax.tree.map(lambda s: None if dim(s) is None else 0, specs,
+                                is_leaf=lambda s: isinstance(s, P) or s is None)
+
+        def merge(specs, values):
+            return jax.tree.map(lambda s, v: jax.tree.map(
+                (lambda x: x[0]) if dim(s) is None else (lambda x: _merge(x, dim(s))), v),
+                specs, values, is_leaf=lambda s: isinstance(s, P))
+
+        per_place = jax.vmap(local, in_axes=axes(in_specs), out_axes=0,
+                             axis_name=Replicas.AXES[1])
+
+        def mapped(*args):
+            return merge(out_specs, per_place(*split(in_specs, args)))
+
+        return mapped
 
     @with_graphc_x64
     def __call__(self, updated, readonly, feeds, step):

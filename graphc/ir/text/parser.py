@@ -75,6 +75,8 @@ class _Line:
             value, end = _DECODER.raw_decode(self.text, self.pos)
         except json.JSONDecodeError:
             raise self.error("expected a value (number, string, true/false or list)") from None
+        except ValueError as exc:  # a number past Python's int digit limit
+            raise self.error(f"value out of range ({exc})") from None
         except RecursionError:
             raise self.error("value nested too deeply") from None
         self.pos = end
@@ -153,8 +155,9 @@ class _Parser:
         start = line.pos
         name = line.match(_NAME, "a value name").group()
         base, _, version = name.partition("#")
-        if version and not (version.isdigit() and version == str(int(version))
-                            and int(version) > 0):
+        # ASCII digits only: str.isdigit() admits '²' and '٣', which int() rejects or reads
+        if version and not (version.isascii() and version.isdigit() and len(version) <= 18
+                            and version == str(int(version)) and int(version) > 0):
             raise ParseError(f"bad version in '%{name}' (versions are written #1, #2, ...)",
                              line.lineno, start, line.text)
         if not _VAR_NAME.match(base):
