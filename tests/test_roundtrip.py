@@ -1150,6 +1150,18 @@ def test_detection_eval_round_trips():
 # -- end issue 24: detection eval
 
 
+# -- issue 24: beam and mask ------------------------------------------------------------------
+@case("gather_tree")
+def _gather_tree():
+    layers.gather_tree(graphc.data("ids", [4, -1, 3], "int64"),
+                       graphc.data("parents", [4, -1, 3], "int64"))
+
+
+def test_beam_mask_layers_round_trip():
+    test_layer_round_trips("gather_tree")
+# -- end issue 24: beam and mask
+
+
 # -- issue 24: distributions and Variable ---------------------------------------------------
 @case("Uniform")
 def _uniform():
