@@ -1660,6 +1660,16 @@ BEAM_MASK_CASES = [
          {"Out": i64(4, 2, 3)}, "batch-from-parents"),
     case("gather_tree", {"Ids": t(5, 2, 3, dtype="int32"), "Parents": i64(5, 2, 3)}, None,
          {"Out": t(5, 2, 3, dtype="int32")}, "int32"),
+    case("generate_mask_labels",
+         {"ImInfo": t(-1, 3), "GtClasses": TensorType((-1, 1), "int32", False, 1),
+          "IsCrowd": TensorType((-1, 1), "int32", False, 1),
+          "GtSegms": TensorType((-1, 2), "float32", False, 3),
+          "Rois": TensorType((-1, 4), "float32", False, 1),
+          "LabelsInt32": TensorType((-1, 1), "int32", False, 1)},
+         {"num_classes": 81, "resolution": 14},
+         {"MaskRois": TensorType((-1, 4), "float32", False, 1),
+          "RoiHasMaskInt32": TensorType((-1, 1), "int32", False, 1),
+          "MaskInt32": TensorType((-1, 81 * 14 * 14), "int32", False, 1)}, "level3"),
 ]
 CASES.extend(BEAM_MASK_CASES)
 
