@@ -166,8 +166,8 @@ def test_layers_data_refuses_bad_declarations_at_the_call_site():
                        match=r"layers.data 'x' at tests/test_fluid_surface.py:\d+: every "
                              r"dimension must be an integer.*2.5"):
         fluid.layers.data("x", [-1, 2.5])
-    with pytest.raises(graphc.ProgramError, match="lod_level=3; graphc takes LoD levels 0"):
-        fluid.layers.data("words", [1], dtype="int64", lod_level=3)
+    with pytest.raises(graphc.ProgramError, match="lod_level=4; graphc takes LoD levels 0"):
+        fluid.layers.data("words", [1], dtype="int64", lod_level=4)
     with pytest.raises(graphc.ProgramError, match="shape must be a list"):
         fluid.layers.data("y", 13)
     z = fluid.layers.data("z", [2])

@@ -44,8 +44,8 @@ def test_lod_types_print_parse_and_round_trip():
     g2 = graphc.parse(text)
     g2.verify()
     assert g2.to_text() == text and g2.structurally_equal(g)
-    with pytest.raises(ParseError, match="lod_level must be 0, 1 or 2"):
-        graphc.parse("graph @g {\n  input %x: lod3<f32[-1,2]> {feed}\n  output %x\n}")
+    with pytest.raises(ParseError, match="lod_level must be 0 to 3"):
+        graphc.parse("graph @g {\n  input %x: lod4<f32[-1,2]> {feed}\n  output %x\n}")
 
 
 def test_ops_without_a_lod_rule_refuse_lod_inputs():
@@ -94,8 +94,9 @@ def test_row_wise_ops_keep_the_lod_and_reductions_drop_it():
 
 def test_layers_data_levels():
     assert layers.data("a", [1], dtype="int64", lod_level=2).lod_level == 2
-    with pytest.raises(graphc.ProgramError, match="lod_level=3"):
-        layers.data("b", [1], lod_level=3)
+    assert layers.data("a3", [1], dtype="int64", lod_level=3).lod_level == 3
+    with pytest.raises(graphc.ProgramError, match="lod_level=4"):
+        layers.data("b", [1], lod_level=4)
     with pytest.raises(graphc.ProgramError, match="unknown first dimension"):
         graphc.data("c", [4, 1], lod_level=1)
 

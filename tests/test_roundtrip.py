@@ -1150,6 +1150,27 @@ def test_detection_eval_round_trips():
 # -- end issue 24: detection eval
 
 
+# -- issue 24: beam and mask ------------------------------------------------------------------
+@case("gather_tree")
+def _gather_tree():
+    layers.gather_tree(graphc.data("ids", [4, -1, 3], "int64"),
+                       graphc.data("parents", [4, -1, 3], "int64"))
+
+
+@case("generate_mask_labels")
+def _generate_mask_labels():
+    ints = [graphc.data(n, [-1, 1], "int32", lod_level=1) for n in ("cls", "crowd", "lab")]
+    layers.generate_mask_labels(graphc.data("info", [-1, 3]), ints[0], ints[1],
+                                graphc.data("segms", [-1, 2], lod_level=3),
+                                graphc.data("rois", [-1, 4], lod_level=1), ints[2], 81, 14)
+
+
+@pytest.mark.parametrize("case_id", ["gather_tree", "generate_mask_labels"])
+def test_beam_mask_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 24: beam and mask
+
+
 # -- issue 24: distributions and Variable ---------------------------------------------------
 @case("Uniform")
 def _uniform():

@@ -1654,6 +1654,42 @@ def test_detection_eval_shape_errors(ins, attrs, message):
 # -- end issue 24: detection eval
 
 
+# -- issue 24: beam and mask --------------------------------------------------------------------
+BEAM_MASK_CASES = [
+    case("gather_tree", {"Ids": i64(4, -1, 3), "Parents": i64(4, 2, 3)}, None,
+         {"Out": i64(4, 2, 3)}, "batch-from-parents"),
+    case("gather_tree", {"Ids": t(5, 2, 3, dtype="int32"), "Parents": i64(5, 2, 3)}, None,
+         {"Out": t(5, 2, 3, dtype="int32")}, "int32"),
+    case("generate_mask_labels",
+         {"ImInfo": t(-1, 3), "GtClasses": TensorType((-1, 1), "int32", False, 1),
+          "IsCrowd": TensorType((-1, 1), "int32", False, 1),
+          "GtSegms": TensorType((-1, 2), "float32", False, 3),
+          "Rois": TensorType((-1, 4), "float32", False, 1),
+          "LabelsInt32": TensorType((-1, 1), "int32", False, 1)},
+         {"num_classes": 81, "resolution": 14},
+         {"MaskRois": TensorType((-1, 4), "float32", False, 1),
+          "RoiHasMaskInt32": TensorType((-1, 1), "int32", False, 1),
+          "MaskInt32": TensorType((-1, 81 * 14 * 14), "int32", False, 1)}, "level3"),
+]
+CASES.extend(BEAM_MASK_CASES)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", BEAM_MASK_CASES)
+def test_beam_mask_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("ins, message", [
+    ({"Ids": t(4, 2, 3), "Parents": i64(4, 2, 3)}, "Ids must be int32/int64"),
+    ({"Ids": i64(4, 2), "Parents": i64(4, 2)}, "Ids must be int32/int64 \\[max_time"),
+    ({"Ids": i64(4, 2, 3), "Parents": i64(4, 2, 2)}, "must have the shape of Ids"),
+])
+def test_beam_mask_shape_errors(ins, message):
+    with pytest.raises(graphc.ShapeError, match=message):
+        infer("gather_tree", ins)
+# -- end issue 24: beam and mask
+
+
 # -- issue 24: distributions and Variable -----------------------------------------------------
 # the slice ops Variable.__getitem__ emits: every axis indexed by an int keeps shape [1]
 # (Paddle's rule), a reversing step over an unknown batch stays unknown

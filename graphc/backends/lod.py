@@ -5,8 +5,9 @@ sequence lengths, a JAX pytree; and the wrapper that runs row-wise rules on the 
 order followed by padding rows, which hold zeros (every rule that makes a LoD value keeps
 them zero, so sums over tokens need no mask). ``lengths`` is a tuple, one int32 array per
 level: level 1 ``([N],)`` tokens per sequence; level 2 ``([N], [S_cap])`` sub-sequences per
-sequence and tokens per sub-sequence, the latter padded with zeros. Shapes are static, the
-counts are data: ``T_cap`` and ``S_cap`` are size buckets chosen at the feed boundary
+sequence and tokens per sub-sequence, the latter padded with zeros; level 3 (ops that opt
+in) ``([N], [S_cap], [U_cap])``, one more nesting the same way. Shapes are static, the
+counts are data: ``T_cap`` and the ``S_cap``s are size buckets chosen at the feed boundary
 (runtime/lod_feed.py), ``N`` is the batch dimension.
 """
 
@@ -179,9 +180,9 @@ def pool(x: LoDArray, pooltype: str, pad_value: float = 0.0):
     out = jnp.where(empty, jnp.asarray(pad_value, data.dtype), out)
     if x.lod_level == 1:
         return out
-    # level 2: the pooled sub-sequences are the tokens of a level-1 value; rows past the
+    # level L > 1: the pooled sub-sequences are the tokens of a level L-1 value; rows past the
     # real sub-sequences are padding and must be zero
-    outer = LoDArray(out, x.lengths[:1])
+    outer = LoDArray(out, x.lengths[:-1])
     return outer.masked()
 
 
@@ -190,26 +191,23 @@ def split_sequences(x: LoDArray, parts: int) -> list[LoDArray]:
     in a buffer of the same capacity: what each data-parallel replica gets. Concatenating
     them gives the block layout a data-parallel fetch has (runtime/lod.py's ``unpack``)."""
     host = x.numpy()
-    outer = host.lengths[0].astype(np.int64)
-    n = outer.shape[0]
+    n = host.lengths[0].shape[0]
     if n % parts:
         raise ValueError(f"{n} sequences do not split into {parts} equal parts")
     per = n // parts
-    sub_ends = np.concatenate([[0], np.cumsum(outer)])
-    inner = host.lengths[1].astype(np.int64) if x.lod_level == 2 else None
-    tok_ends = np.concatenate([[0], np.cumsum(inner if inner is not None else outer)])
     out = []
     for p in range(parts):
-        sa, sb = int(sub_ends[p * per]), int(sub_ends[(p + 1) * per])
-        ta, tb = (int(tok_ends[sa]), int(tok_ends[sb])) if inner is not None else (sa, sb)
+        lengths, (a, b) = [], (p * per, (p + 1) * per)
+        for level in host.lengths:  # each level's entries of these sequences, then tokens
+            cut = np.zeros_like(level) if lengths else level[a:b]
+            if lengths:
+                cut[:b - a] = level[a:b]
+            lengths.append(cut)
+            ends = np.concatenate([[0], np.cumsum(level.astype(np.int64))])
+            a, b = int(ends[a]), int(ends[b])
         data = np.zeros_like(host.data)
-        data[:tb - ta] = host.data[ta:tb]
-        lengths = (host.lengths[0][p * per:(p + 1) * per],)
-        if inner is not None:
-            sub = np.zeros_like(host.lengths[1])
-            sub[:sb - sa] = host.lengths[1][sa:sb]
-            lengths += (sub,)
-        out.append(LoDArray(data, lengths))
+        data[:b - a] = host.data[a:b]
+        out.append(LoDArray(data, tuple(lengths)))
     return out
 
 

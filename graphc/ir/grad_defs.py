@@ -90,7 +90,8 @@ def _grad_lod_rule(fwd: OpDef, grad: OpDef) -> None:
     type_from = fwd.grad_type_from
     outputs = {s + GRAD_SUFFIX: tuple(x for x in (s, type_from.get(s)) if x in inputs)
                for s in fwd.input_names}  # an empty tuple: a dense gradient (fc's W)
-    set_lod_rule(grad, fwd.lod, inputs, outputs if fwd.lod == "rowwise" else None)
+    set_lod_rule(grad, fwd.lod, inputs, outputs if fwd.lod == "rowwise" else None,
+                 max_level=fwd.max_lod_level)
 
 
 def register_grad_ops() -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import OpDefinitionError, ShapeError, UnknownOpError
-from .types import TensorType, normalize_dtype
+from .types import AWARE_LOD_LEVEL, MAX_LOD_LEVEL, TensorType, normalize_dtype
 
 REQUIRED = object()  # default marker: the attribute must be given
 # An input slot every op has: values it waits for but does not read (control dependencies).
@@ -157,6 +157,9 @@ class OpDef:
     # outputs with LoD attached) -> outputs; refuses what crosses tokens (softmax on axis 0)
     # or drops the LoD where the token dimension is reduced (reduce_sum over dim 0)
     lod_fixup: Callable | None = None
+    # the deepest LoD level the op takes (set with the LoD rule): row-wise ops any
+    # (MAX_LOD_LEVEL: their rules see the tokens), aware ops AWARE_LOD_LEVEL unless they opt in
+    max_lod_level: int = 0
     # the gradient (docs/adding_an_op.md): which forward slots ``T_grad`` reads (None: every
     # forward input; Paddle's relu_grad reads Out, not X); {input slot: slot whose type its
     # gradient takes} for a grad op that does not read that input; (slot, bool attribute):
@@ -228,7 +231,8 @@ class OpDef:
                 # waiting for a value (a control dependency) reads no data
                 if t.sparse and slot not in self.sparse_inputs and slot != CONTROL_SLOT:
                     raise self._refuse_sparse(slot, where)
-                if t.lod_level and slot not in self.lod_inputs and slot != CONTROL_SLOT:
+                if t.lod_level and slot != CONTROL_SLOT and (
+                        slot not in self.lod_inputs or t.lod_level > self.max_lod_level):
                     raise self._refuse_lod(slot, t, where)
         lod_in = self.lod == "rowwise" and _lod_levels(ins)
         if lod_in:  # the rule works on the packed tokens: infer on dense types
@@ -274,6 +278,11 @@ class OpDef:
         return out
 
     def _refuse_lod(self, slot: str, t: TensorType, where: str) -> ShapeError:
+        if slot in self.lod_inputs:
+            return ShapeError(
+                f"{where}: input '{slot}' of op {self.type} is a level-{t.lod_level} LoD value "
+                f"({t}); this op reads the LoD itself and takes at most level "
+                f"{self.max_lod_level}. Drop a level first, or see docs/lod.md")
         accepting = sorted(k for k, d in _REGISTRY.items() if d.lod_inputs
                            and not k.endswith("_grad"))
         return ShapeError(
@@ -306,13 +315,15 @@ _REGISTRY: dict[str, OpDef] = {}
 def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *,
              infer: InferFn, traits=(), inplace=None, doc: str = "",
              sparse_inputs=(), lod_inputs=(), lod: str = "", lod_outputs=None,
-             lod_fixup: Callable | None = None, grad_reads=None, grad_type_from=None,
+             lod_fixup: Callable | None = None, max_lod_level: int | None = None,
+             grad_reads=None, grad_type_from=None,
              sparse_grad: tuple[str, str] | None = None) -> OpDef:
     """Register an op: everything graphc knows about it, in one call (docs/adding_an_op.md).
 
     Slots are a space-separated spec string: ``"X Y Bias?"``. ``sparse_inputs``: input
     slots that accept row-sparse values; ``lod_inputs``, ``lod``, ``lod_outputs`` and
     ``lod_fixup``: which slots take LoD values and how (see OpDef, docs/lod.md);
+    ``max_lod_level``: an aware op's opt-in to levels past AWARE_LOD_LEVEL;
     ``grad_reads``, ``grad_type_from`` and ``sparse_grad``: what its derived ``T_grad``
     reads and produces (see OpDef)."""
     if op_type in _REGISTRY:
@@ -339,9 +350,11 @@ def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *
         slot, attr = sparse_grad
         assert slot in opdef.input_names and attr in adefs, (op_type, "sparse_grad", sparse_grad)
     if lod_inputs:
-        set_lod_rule(opdef, lod or "rowwise", lod_inputs, lod_outputs, lod_fixup)
+        set_lod_rule(opdef, lod or "rowwise", lod_inputs, lod_outputs, lod_fixup,
+                     max_lod_level)
     else:
-        assert not (lod or lod_outputs or lod_fixup), (op_type, "LoD keywords need lod_inputs")
+        assert not (lod or lod_outputs or lod_fixup or max_lod_level), (
+            op_type, "LoD keywords need lod_inputs")
     _REGISTRY[op_type] = opdef
     return opdef
 
@@ -365,12 +378,15 @@ def all_op_types() -> list[str]:
 LOD_MODES = ("rowwise", "aware")
 
 
-def set_lod_rule(opdef: OpDef | str, mode: str, inputs, outputs=None, fixup=None) -> OpDef:
+def set_lod_rule(opdef: OpDef | str, mode: str, inputs, outputs=None, fixup=None,
+                 max_level: int | None = None) -> OpDef:
     """Declare how an op treats LoD values (docs/lod.md): ``mode`` "rowwise" or "aware",
     ``inputs`` the slots that take them, ``outputs`` {output slot: input slots whose LoD it
     takes} for a row-wise op (default: every output from every LoD input), ``fixup`` see
-    ``OpDef.lod_fixup``. An op family declares these as ``register``'s keywords; this is the
-    hook ``register`` and the derived ``T_grad`` definitions (grad_defs) share."""
+    ``OpDef.lod_fixup``, ``max_level`` the deepest level taken (default: every level for a
+    row-wise op, AWARE_LOD_LEVEL for an aware one). An op family declares these as
+    ``register``'s keywords; this is the hook ``register`` and the derived ``T_grad``
+    definitions (grad_defs) share."""
     opdef = get_op_def(opdef) if isinstance(opdef, str) else opdef
     assert mode in LOD_MODES, (opdef.type, mode)
     inputs = frozenset(inputs)
@@ -379,4 +395,8 @@ def set_lod_rule(opdef: OpDef | str, mode: str, inputs, outputs=None, fixup=None
     opdef.lod_inputs, opdef.lod = inputs, mode
     opdef.lod_outputs = {k: tuple(v) for k, v in (outputs or {}).items()}
     opdef.lod_fixup = fixup
+    if max_level is None:
+        max_level = MAX_LOD_LEVEL if mode == "rowwise" else AWARE_LOD_LEVEL
+    assert 1 <= max_level <= MAX_LOD_LEVEL, (opdef.type, "max_lod_level", max_level)
+    opdef.max_lod_level = max_level
     return opdef

@@ -64,8 +64,12 @@ def dtype_from_short(short: str) -> str:
 ROWS_DTYPE = "int32"
 MAX_SPARSE_HEIGHT = 2 ** 31 - 2
 # LoD (variable-length sequences, docs/lod.md): level 1 = sequences of tokens, level 2 =
-# sequences of sub-sequences of tokens. Paddle allows deeper nesting; no Fluid model uses it.
-MAX_LOD_LEVEL = 2
+# sequences of sub-sequences of tokens, level 3 one nesting more (generate_mask_labels'
+# polygons: image -> object -> polygon -> points). Row-wise ops take every level; an op that
+# reads the LoD itself takes at most AWARE_LOD_LEVEL unless it opts in (register's
+# max_lod_level): those were written for two levels.
+MAX_LOD_LEVEL = 3
+AWARE_LOD_LEVEL = 2
 
 
 class TensorType(NamedTuple):
@@ -142,7 +146,8 @@ def lod_type(shape, dtype: str, lod_level: int) -> TensorType:
     """The TensorType of a LoD value: ``shape[0]`` counts tokens (-1 when fed)."""
     shape = tuple(shape)
     if not (isinstance(lod_level, int) and 0 <= lod_level <= MAX_LOD_LEVEL):
-        raise ShapeError(f"lod_level must be 0, 1 or 2 (graphc's LoD levels), got {lod_level!r}")
+        raise ShapeError(f"lod_level must be 0 to {MAX_LOD_LEVEL} (graphc's LoD levels), got "
+                         f"{lod_level!r}")
     if lod_level and not shape:
         raise ShapeError("a LoD value needs a token dimension: its shape cannot be a scalar")
     return TensorType(shape, dtype, False, lod_level)

@@ -3,6 +3,9 @@
 Each layer appends Paddle's ops with Paddle's names; see helper.LayerHelper.
 """
 
+# -- issue 24: beam and mask (gather_tree, generate_mask_labels)
+from .beam import gather_tree
+
 # -- issue 24: tensor creation and manipulation
 from .creation import (
     create_global_var,
@@ -111,6 +114,7 @@ from .manipulation import (
     zeros,
     zeros_like,
 )
+from .mask_labels import generate_mask_labels  # -- issue 24: beam and mask
 from .math import (
     abs,
     clip,
@@ -476,3 +480,6 @@ def __getattr__(name: str):
 
 # -- issue 24: host callbacks (py_func, Print)
 __all__ += ["Print", "py_func"]
+
+# -- issue 24: beam and mask (gather_tree, generate_mask_labels)
+__all__ += ["gather_tree", "generate_mask_labels"]

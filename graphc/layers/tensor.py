@@ -37,10 +37,11 @@ def declare_data(name: str, shape, dtype="float32", lod_level: int = 0,
     """Declare a fed input with its shape as given (``graphc.data`` / ``fluid.data``): the
     batch dimension is explicit, ``-1`` (or None) where unknown."""
     dims = _data_dims(name, shape, layer)
-    if isinstance(lod_level, bool) or lod_level not in (0, 1, 2):
+    if isinstance(lod_level, bool) or lod_level not in (0, 1, 2, 3):
         raise ProgramError(f"{layer} '{name}': lod_level={lod_level!r}; graphc takes LoD "
-                           "levels 0 (dense), 1 (sequences) and 2 (sequences of "
-                           "sub-sequences), see docs/lod.md")
+                           "levels 0 (dense), 1 (sequences), 2 (sequences of "
+                           "sub-sequences) and 3 (one nesting more; only row-wise ops and "
+                           "generate_mask_labels read it), see docs/lod.md")
     if lod_level and (not dims or dims[0] != -1):
         # a LoD value's first dimension counts the tokens of the whole batch
         raise ProgramError(f"{layer} '{name}': lod_level={lod_level} needs an unknown first "

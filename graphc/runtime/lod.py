@@ -266,33 +266,31 @@ class _Groups:
                             f"sequences (a multiple of {parts})")
         per = n // parts
         self.data, self.outer, self.parts = data, outer, parts
-        self.inner = np.asarray(lengths[1], np.int64) if want.lod_level == 2 else None
-        # sub-sequence and token ranges of each device's sequences
-        sub_ends = np.concatenate([[0], np.cumsum(outer)])
-        self.groups_sub = [(int(sub_ends[p * per]), int(sub_ends[(p + 1) * per]))
-                           for p in range(parts)]
-        if self.inner is not None:
-            tok_ends = np.concatenate([[0], np.cumsum(self.inner)])
-            self.groups_tok = [(int(tok_ends[a]), int(tok_ends[b])) for a, b in self.groups_sub]
-        else:
-            self.groups_tok = self.groups_sub
+        self.levels = [np.asarray(level, np.int64) for level in lengths]
+        # each device's entry range in every level (its whole sequences), then its tokens
+        ranges = [[(p * per, (p + 1) * per) for p in range(parts)]]
+        for level in self.levels:
+            ends = np.concatenate([[0], np.cumsum(level)])
+            ranges.append([(int(ends[a]), int(ends[b])) for a, b in ranges[-1]])
+        self.groups_tok = ranges[-1]
+        self.level_ranges = ranges[1:-1]  # levels 1.. (the sub-sequence levels)
         self.tokens = max(b - a for a, b in self.groups_tok)  # the largest device's
-        self.subs = max(b - a for a, b in self.groups_sub) if self.inner is not None else 0
+        # entries per device in each sub-sequence level: each gets its own bucket
+        self.subs = [max(b - a for a, b in r) for r in self.level_ranges]
 
-    def pack(self, t_cap: int, s_cap: int) -> LoDArray:
-        """One buffer, device blocks of ``t_cap`` rows side by side; padding rows stay zero."""
-        data, parts, inner = self.data, self.parts, self.inner
+    def pack(self, t_cap: int, s_caps: list[int]) -> LoDArray:
+        """One buffer, device blocks of ``t_cap`` rows side by side (and blocks of
+        ``s_caps[i]`` lengths for sub-sequence level i + 1); padding stays zero."""
+        data, parts = self.data, self.parts
         packed = np.zeros((parts * t_cap, *data.shape[1:]), data.dtype)
-        lens = (self.outer.astype(np.int32),)
-        inns = np.zeros(parts * s_cap, np.int32) if inner is not None else None
+        lens = [self.outer.astype(np.int32)]
+        lens += [np.zeros(parts * cap, np.int32) for cap in s_caps]
         for p, (a, b) in enumerate(self.groups_tok):
             packed[p * t_cap:p * t_cap + b - a] = data[a:b]
-            if inner is not None:
-                sa, sb = self.groups_sub[p]
-                inns[p * s_cap:p * s_cap + sb - sa] = inner[sa:sb]
-        if inner is not None:
-            lens += (inns,)
-        return LoDArray(packed, lens)
+            for i, cap in enumerate(s_caps):
+                sa, sb = self.level_ranges[i][p]
+                lens[i + 1][p * cap:p * cap + sb - sa] = self.levels[i + 1][sa:sb]
+        return LoDArray(packed, tuple(lens))
 
 
 def pack_feed(name: str, value, want: TensorType, dtype, parts: int = 1) -> LoDArray:
@@ -300,7 +298,7 @@ def pack_feed(name: str, value, want: TensorType, dtype, parts: int = 1) -> LoDA
     into ``parts`` equal groups (data-parallel devices), each group's tokens packed into the
     same bucket, groups concatenated (the device split of dim 0 gives each its own)."""
     g = _Groups(name, value, want, dtype, parts)
-    return g.pack(bucket(g.tokens), bucket(g.subs) if g.inner is not None else 0)
+    return g.pack(bucket(g.tokens), [bucket(n) for n in g.subs])
 
 
 def pack_stacked(name: str, values: list, want: TensorType, dtype, parts: int = 1) -> LoDArray:
@@ -323,8 +321,8 @@ def pack_stacked(name: str, values: list, want: TensorType, dtype, parts: int = 
         raise FeedError(f"feed '{name}' has tokens of shapes {sorted(map(list, tails))} in the "
                         "iterations of one call; they are stacked, so they must agree")
     t_cap = bucket(max(g.tokens for g in groups))
-    s_cap = bucket(max(g.subs for g in groups)) if want.lod_level == 2 else 0
-    packed = [g.pack(t_cap, s_cap) for g in groups]
+    s_caps = [bucket(max(g.subs[i] for g in groups)) for i in range(want.lod_level - 1)]
+    packed = [g.pack(t_cap, s_caps) for g in groups]
     return LoDArray(np.stack([p.data for p in packed]),
                     tuple(np.stack(level) for level in zip(*(p.lengths for p in packed))))
 
@@ -404,20 +402,16 @@ def unpack(arr: LoDArray, blocks: int = 1) -> LoDTensor:
     host = arr.numpy()
     data, lens = host.data, host.lengths
     t_cap = data.shape[0] // blocks
-    n = lens[0].shape[0] // blocks
-    tokens, outer, inner = [], [], []
+    caps = [x.shape[0] // blocks for x in lens]
+    tokens, levels = [], [[] for _ in lens]
     for p in range(blocks):
-        out_p = lens[0][p * n:(p + 1) * n].astype(np.int64)
-        outer.extend(out_p.tolist())
-        if len(lens) == 2:
-            s_cap = lens[1].shape[0] // blocks
-            inn = lens[1][p * s_cap:p * s_cap + int(out_p.sum())].astype(np.int64)
-            inner.extend(inn.tolist())
-            count = int(inn.sum())
-        else:
-            count = int(out_p.sum())
+        count = caps[0]  # the first level holds exactly the block's sequences
+        for i, cap in enumerate(caps):
+            got = lens[i][p * cap:p * cap + count].astype(np.int64)
+            levels[i].extend(got.tolist())
+            count = int(got.sum())
         tokens.append(data[p * t_cap:p * t_cap + count])
-    return LoDTensor(np.concatenate(tokens), [outer, inner] if len(lens) == 2 else [outer])
+    return LoDTensor(np.concatenate(tokens), levels)
 
 
 def unpack_fetch(arr: LoDArray, blocks: int, iterations: int, numpy: bool):
