@@ -327,8 +327,7 @@ def feed_from_loaders(program_or_compiled):
     compiled = program_or_compiled if isinstance(program_or_compiled, CompiledProgram) else None
     program = compiled.program if compiled is not None else (
         program_or_compiled if program_or_compiled is not None else default_main_program())
-    refs = _BOUND.get(program) if isinstance(program, Program) else None
-    loaders = [loader for loader in (ref() for ref in refs or ()) if loader is not None]
+    loaders = _bound_loaders(program)
     if not loaders:
         return None
     if compiled is None:
@@ -345,6 +344,19 @@ def feed_from_loaders(program_or_compiled):
             feed.update(batches[0] if parts == 1 else {
                 n: _concat([b[n] for b in batches], n) for n in batches[0]})
     return feeds[0] if k == 1 else feeds
+
+
+def _bound_loaders(program) -> list:
+    """The live loaders bound to ``program``, or else to the program it was cloned from
+    (``main.clone(for_test=True)`` reads the training loader's batches, as in Paddle)."""
+    while isinstance(program, Program):
+        refs = _BOUND.get(program)
+        loaders = [loader for loader in (ref() for ref in refs or ()) if loader is not None]
+        if loaders:
+            return loaders
+        source = getattr(program, "cloned_from", None)
+        program = source() if source is not None else None
+    return []
 
 
 def _concat(values: list, name: str):

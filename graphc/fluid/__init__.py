@@ -28,6 +28,14 @@ from . import layer_modules as _layer_modules  # noqa: E402
 
 _layer_modules.install()
 
+# Paddle's reader layers need the DataLoader (graphc.dataio), which graphc.layers may not
+# import: they join fluid.layers here
+from . import py_reader as _py_reader  # noqa: E402
+
+for _name in ("py_reader", "create_py_reader_by_data", "read_file"):
+    setattr(layers, _name, getattr(_py_reader, _name))
+del _name
+
 from ..build.backward import append_backward, gradients  # noqa: E402
 from ..dataio.dataset import DatasetFactory  # noqa: E402  (Paddle 1.8: fluid.DatasetFactory)
 from ..layers.tensor import declare_data as data  # noqa: E402  (fluid.data: shape as given)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import weakref
 from collections.abc import Iterable
 from typing import Any
 
@@ -292,6 +293,7 @@ class Program:
         self._version = 0
         self._current_role = "forward"
         self._source: str | None = None  # set by source_guard: one line for many ops
+        self.cloned_from = None  # clone(): a weak reference to the program copied
 
     def _bump(self) -> None:
         self._version += 1
@@ -373,6 +375,9 @@ class Program:
                 nb.vars = {k: v for k, v in nb.vars.items()
                            if k in used or v.persistable or v.is_data}
             new.blocks.append(nb)
+        # the program this one copies (weakly): a non-iterable DataLoader bound to the
+        # original also feeds its clones, as Paddle's reader op is copied with the program
+        new.cloned_from = weakref.ref(self)
         return new
 
     def global_seed(self, seed: int = 0) -> None:

@@ -1,0 +1,96 @@
+"""Paddle 1.x's reader layers (``fluid.layers.py_reader``, ``create_py_reader_by_data``,
+``read_file``): a non-iterable DataLoader behind Paddle's reader-variable spellings."""
+
+from __future__ import annotations
+
+from ..dataio.io import DataLoader, DataLoaderError
+from ..ir import unique_name
+from ..ir.program import Variable
+from ..layers.tensor import declare_data
+
+__all__ = ["PyReaderVariable", "create_py_reader_by_data", "py_reader", "read_file"]
+
+
+class PyReaderVariable:
+    """What ``layers.py_reader`` returns: Paddle's reader variable. ``read_file(reader)``
+    gives its data variables; ``decorate_*`` set its source; ``start()``/``reset()`` run an
+    epoch, during which every ``exe.run(main)`` without a feed reads the next batch (and
+    raises ``fluid.core.EOFException`` when none is left), as Paddle's read op does."""
+
+    def __init__(self, name: str, feed_list: list[Variable], capacity: int):
+        self.name = name
+        self.feed_list = feed_list
+        self._loader = DataLoader(feed_list, capacity, iterable=False)
+
+    def decorate_paddle_reader(self, reader, places=None) -> PyReaderVariable:
+        """``reader()`` yields lists of samples (a ``paddle.batch`` reader)."""
+        self._loader.set_sample_list_generator(reader, places)
+        return self
+
+    decorate_sample_list_generator = decorate_paddle_reader
+
+    def decorate_tensor_provider(self, provider, places=None) -> PyReaderVariable:
+        """``provider()`` yields whole batches, one array per data variable."""
+        self._loader.set_batch_generator(provider, places)
+        return self
+
+    decorate_batch_generator = decorate_tensor_provider
+
+    def decorate_sample_generator(self, sample_generator, batch_size, drop_last=True,
+                                  places=None) -> PyReaderVariable:
+        self._loader.set_sample_generator(sample_generator, batch_size, drop_last, places)
+        return self
+
+    def start(self) -> None:
+        self._loader.start()
+
+    def reset(self) -> None:
+        self._loader.reset()
+
+    def __repr__(self) -> str:
+        return f"PyReaderVariable({self.name}, {[v.name for v in self.feed_list]})"
+
+
+def _check_capacity(capacity, where: str) -> int:
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 1:
+        raise DataLoaderError(f"{where}: capacity must be an int of at least 1, got "
+                              f"{capacity!r}")
+    return capacity
+
+
+def py_reader(capacity, shapes, dtypes, lod_levels=None, name=None, use_double_buffer=True):
+    """A reader of batches of ``len(shapes)`` variables (each shape with its batch
+    dimension, -1 where unknown); ``use_double_buffer`` is always on (batches are placed on
+    the device ahead of the step)."""
+    _check_capacity(capacity, "py_reader")
+    shapes, dtypes = list(shapes), list(dtypes)
+    lod_levels = [0] * len(shapes) if lod_levels is None else list(lod_levels)
+    if not shapes or len(dtypes) != len(shapes) or len(lod_levels) != len(shapes):
+        raise DataLoaderError(f"py_reader: shapes, dtypes and lod_levels need one entry per "
+                              f"variable, got {len(shapes)}, {len(dtypes)} and "
+                              f"{len(lod_levels)}")
+    base = name or unique_name.generate("py_reader")
+    feed_list = [declare_data(f"{base}.out_{i}", list(shape), dtype, int(level),
+                              layer="py_reader")
+                 for i, (shape, dtype, level) in enumerate(zip(shapes, dtypes, lod_levels))]
+    return PyReaderVariable(base, feed_list, capacity)
+
+
+def create_py_reader_by_data(capacity, feed_list, name=None, use_double_buffer=True):
+    """A reader that feeds the data variables ``feed_list`` themselves."""
+    _check_capacity(capacity, "create_py_reader_by_data")
+    feed_list = list(feed_list or [])
+    if not feed_list or not all(isinstance(v, Variable) for v in feed_list):
+        raise DataLoaderError("create_py_reader_by_data: feed_list must be a non-empty list "
+                              "of data Variables")
+    return PyReaderVariable(name or unique_name.generate("create_py_reader"), feed_list,
+                            capacity)
+
+
+def read_file(reader):
+    """The data variables of ``reader`` (one Variable when it has one, else a list)."""
+    if not isinstance(reader, PyReaderVariable):
+        raise DataLoaderError(f"read_file takes what layers.py_reader returns, got "
+                              f"{type(reader).__name__}")
+    out = list(reader.feed_list)
+    return out[0] if len(out) == 1 else out
