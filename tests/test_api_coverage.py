@@ -87,7 +87,7 @@ def test_classify_real_names(name, status):
 
 # What graphc.fluid offers today (dygraph and contrib left out). Raise these numbers as the
 # surface grows; lowering one needs a reason in the commit that does it.
-FLOOR_SAME = 848
+FLOOR_SAME = 851
 CEILING_ABSENT = 87
 
 
