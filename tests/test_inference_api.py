@@ -135,16 +135,18 @@ def test_zero_copy_run_and_handles_and_clone(dense_model):
 
 def test_one_compiled_step_per_signature_and_the_fast_path(dense_model):
     d, want = dense_model
-    predictor = fluid.core.create_paddle_predictor(fluid.core.AnalysisConfig(d))
-    core = predictor.core
-    for _ in range(3):
-        np.testing.assert_array_equal(core.run({"x": X})[0], want)
-    assert _steps(predictor) == 1 and len(core._fast) == 1
-    for _ in range(2):
-        np.testing.assert_array_equal(core.run({"x": X[:2]})[0], want[:2])
-    assert _steps(predictor) == 2 and len(core._fast) == 2
-    # the parameters live in the predictor's scope, not the global one
-    assert not any(n in fluid.global_scope() for n in core.scope.keys())
+    # a global scope of this test's own: other tests' parameters share these names
+    with fluid.scope_guard(fluid.Scope()):
+        predictor = fluid.core.create_paddle_predictor(fluid.core.AnalysisConfig(d))
+        core = predictor.core
+        for _ in range(3):
+            np.testing.assert_array_equal(core.run({"x": X})[0], want)
+        assert _steps(predictor) == 1 and len(core._fast) == 1
+        for _ in range(2):
+            np.testing.assert_array_equal(core.run({"x": X[:2]})[0], want[:2])
+        assert _steps(predictor) == 2 and len(core._fast) == 2
+        # the parameters live in the predictor's scope, not the global one
+        assert not any(n in fluid.global_scope() for n in core.scope.keys())
 
 
 def test_clones_run_from_several_threads(dense_model):

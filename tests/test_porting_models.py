@@ -38,7 +38,8 @@ _SPELLINGS = [
 @pytest.mark.parametrize("module,name", _SPELLINGS)
 def test_layer_submodule_import_and_attribute(module, name):
     imported = importlib.import_module(f"graphc.fluid.layers.{module}")
-    assert getattr(fluid.layers, module) is imported
+    if module != "rnn":  # fluid.layers.rnn is Paddle's rnn() layer, the module is imported
+        assert getattr(fluid.layers, module) is imported
     # utils/math_op_patch keep their own helpers (utils.flatten is not the flatten layer)
     own = PADDLE_LAYER_MODULES[module][1] == "own"
     expected = imported.__dict__[name] if own else getattr(fluid.layers, name)
@@ -50,7 +51,7 @@ def test_layer_submodule_import_and_attribute(module, name):
 
 def test_every_listed_name_resolves_or_advises():
     for module, (names, _) in PADDLE_LAYER_MODULES.items():
-        mod = getattr(fluid.layers, module)
+        mod = importlib.import_module(f"graphc.fluid.layers.{module}")
         for name in names:
             try:
                 getattr(mod, name)

@@ -176,7 +176,10 @@ def install() -> None:
         module = _graphc_module(name)
         if module is None:
             module = _view(name, names)
-            setattr(layers, name, module)
+            # Paddle's ``from .rnn import *`` makes fluid.layers.rnn the rnn() layer, not the
+            # module: a module named like a layer stays reachable by import only
+            if not any(name in listed for listed, _ in PADDLE_LAYER_MODULES.values()):
+                setattr(layers, name, module)
         elif isinstance(module.__dict__.get("__getattr__"), types.FunctionType) and \
                 getattr(module.__getattr__, "__qualname__", "").startswith("_resolver"):
             continue  # installed already (graphc.fluid imported again after a reload)
