@@ -157,6 +157,16 @@ def _open(path: str):
         raise DatasetError(f"{path}: cannot read the data file ({exc.strerror or exc})") from None
 
 
+def _parsed(lines, slots: list[_Slot], stop, where, prefix: int):
+    """The samples of ``lines``, each parse error naming ``where(lineno)``."""
+    for lineno, line in enumerate(lines, 1):
+        if stop is not None and stop.is_set():
+            return
+        sample = parse_line(line, slots, where(lineno), prefix)
+        if sample is not None:
+            yield sample
+
+
 def _read_lines(path: str, slots: list[_Slot], stop: threading.Event | None = None,
                 pipe=None, prefix: int = 0):
     """Parsed samples of ``path`` (or of ``pipe``'s output for it: ``(command, timeout,
@@ -168,22 +178,13 @@ def _read_lines(path: str, slots: list[_Slot], stop: threading.Event | None = No
         where = " | ".join(c for c in (f"{download_cmd} {path}" if download_cmd else path,
                                         command) if c)
         try:
-            for lineno, line in enumerate(lines, 1):
-                if stop is not None and stop.is_set():
-                    return
-                sample = parse_line(line, slots, f"{where}: output line {lineno}", prefix)
-                if sample is not None:
-                    yield sample
+            yield from _parsed(lines, slots, stop, lambda n: f"{where}: output line {n}",
+                               prefix)
         finally:
             lines.close()  # stops the command at once if we stopped early
         return
     with _open(path) as f:
         try:
-            for lineno, line in enumerate(f, 1):
-                if stop is not None and stop.is_set():
-                    return
-                sample = parse_line(line, slots, f"{path}:{lineno}", prefix)
-                if sample is not None:
-                    yield sample
+            yield from _parsed(f, slots, stop, lambda n: f"{path}:{n}", prefix)
         except UnicodeDecodeError as exc:
             raise DatasetError(f"{path}: not UTF-8 text ({exc})") from None
