@@ -107,7 +107,7 @@ def register_grad_ops() -> None:
         outs = [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.inputs]
         _REGISTRY[gtype] = OpDef(gtype, tuple(ins), tuple(outs), dict(fwd.attrs),
                                  _make_infer(fwd), frozenset(), {},
-                                 doc=f"gradient of {op_type}")
+                                 doc=f"gradient of {op_type}", regions=fwd.regions)
         if fwd.lod_inputs:
             _grad_lod_rule(fwd, _REGISTRY[gtype])
         if fwd.grad_maker is None:

@@ -167,6 +167,9 @@ class OpDef:
     grad_reads: tuple[str, ...] | None = None
     grad_type_from: dict[str, str] = field(default_factory=dict)
     sparse_grad: tuple[str, str] | None = None
+    # regions (docs/control_flow.md): the "str" attributes holding a nested graph in the text
+    # form (a loop's body, a branch); printed as indented blocks, parsed back, verified
+    regions: tuple[str, ...] = ()
 
     def __post_init__(self):
         self.input_names = tuple(s.name for s in self.inputs)
@@ -317,7 +320,7 @@ def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *
              sparse_inputs=(), lod_inputs=(), lod: str = "", lod_outputs=None,
              lod_fixup: Callable | None = None, max_lod_level: int | None = None,
              grad_reads=None, grad_type_from=None,
-             sparse_grad: tuple[str, str] | None = None) -> OpDef:
+             sparse_grad: tuple[str, str] | None = None, regions=()) -> OpDef:
     """Register an op: everything graphc knows about it, in one call (docs/adding_an_op.md).
 
     Slots are a space-separated spec string: ``"X Y Bias?"``. ``sparse_inputs``: input
@@ -325,7 +328,7 @@ def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *
     ``lod_fixup``: which slots take LoD values and how (see OpDef, docs/lod.md);
     ``max_lod_level``: an aware op's opt-in to levels past AWARE_LOD_LEVEL;
     ``grad_reads``, ``grad_type_from`` and ``sparse_grad``: what its derived ``T_grad``
-    reads and produces (see OpDef)."""
+    reads and produces (see OpDef); ``regions``: attributes holding nested graphs."""
     if op_type in _REGISTRY:
         raise AssertionError(f"op {op_type} registered twice")
     adefs = {}
@@ -338,7 +341,10 @@ def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *
                   frozenset(traits), dict(inplace or {}), doc=doc,
                   sparse_inputs=frozenset(sparse_inputs),
                   grad_reads=None if grad_reads is None else tuple(grad_reads),
-                  grad_type_from=dict(grad_type_from or {}), sparse_grad=sparse_grad)
+                  grad_type_from=dict(grad_type_from or {}), sparse_grad=sparse_grad,
+                  regions=tuple(regions))
+    assert all(adefs.get(r) is not None and adefs[r].type == "str" for r in opdef.regions), (
+        op_type, "regions name str attributes", opdef.regions)
     slots = set(opdef.input_names) | set(opdef.output_names)
     unknown = opdef.sparse_inputs - set(opdef.input_names)
     assert not unknown, (op_type, "sparse_inputs names unknown slots", sorted(unknown))

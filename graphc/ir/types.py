@@ -1,7 +1,8 @@
 """Dtypes and tensor types of the IR: canonical names, short names, printing.
 
 A TensorType is a shape (``-1`` for an unknown batch dimension), a dtype name, whether
-the value is row-sparse (Paddle's SelectedRows) rather than dense, and its LoD level.
+the value is row-sparse (Paddle's SelectedRows) rather than dense, its LoD level, and
+whether it is a tensor array (Paddle's LoDTensorArray, docs/control_flow.md).
 """
 
 from __future__ import annotations
@@ -85,15 +86,22 @@ class TensorType(NamedTuple):
     ``lod_level`` > 0 marks a LoD value (Paddle's LoDTensor with a LoD, docs/lod.md): a
     ragged batch of ``lod_level``-nested sequences whose tokens are stacked along dim 0, so
     ``shape[0]`` counts tokens (-1: known when run). Printed ``lod1<f32[-1,8]>``.
+
+    ``array`` marks a tensor array (Paddle's LoDTensorArray): ``shape[0]`` is its capacity
+    (a static bound: XLA needs one) and ``shape[1:]`` each element's shape; how many
+    elements are written is known when run. Printed ``array<f32[16,4,8]>``.
     """
 
     shape: tuple[int, ...]
     dtype: str
     sparse: bool = False
     lod_level: int = 0
+    array: bool = False
 
     def __str__(self) -> str:
         dense = f"{_SHORT[self.dtype]}[{','.join(map(str, self.shape))}]"
+        if self.array:
+            return f"array<{dense}>"
         if self.lod_level:
             return f"lod{self.lod_level}<{dense}>"
         return f"selected_rows<{dense}>" if self.sparse else dense
@@ -102,6 +110,16 @@ class TensorType(NamedTuple):
         """The same type at another LoD level (0: the dense type of its packed tokens)."""
         return self if lod_level == self.lod_level else TensorType(
             self.shape, self.dtype, self.sparse, lod_level)
+
+    @property
+    def element(self) -> TensorType:
+        """A tensor array's element type."""
+        return TensorType(self.shape[1:], self.dtype)
+
+    @property
+    def capacity(self) -> int:
+        """A tensor array's capacity: the most elements it can hold."""
+        return self.shape[0]
 
     @property
     def rank(self) -> int:
@@ -133,13 +151,22 @@ def sparse_type(shape, dtype: str) -> TensorType:
     return TensorType(shape, dtype, True)
 
 
+def array_type(element: TensorType, capacity: int) -> TensorType:
+    """The type of a tensor array of ``capacity`` elements of the dense ``element`` type."""
+    if element.sparse or element.lod_level or element.array:
+        raise ShapeError(f"a tensor array holds dense tensors, not {element}")
+    if not (isinstance(capacity, int) and capacity >= 1):
+        raise ShapeError(f"a tensor array's capacity must be a positive int, got {capacity!r}")
+    return TensorType((capacity, *element.shape), element.dtype, array=True)
+
+
 def types_compatible(a: TensorType, b: TensorType) -> bool:
     """Same dtype and layout, and every dimension equal or unknown on either side: what the
     verifier demands of a declared type against the inferred one."""
     if a == b:
         return True
     return a.dtype == b.dtype and a.sparse == b.sparse and a.lod_level == b.lod_level and \
-        dims_compatible(a.shape, b.shape)
+        a.array == b.array and dims_compatible(a.shape, b.shape)
 
 
 def lod_type(shape, dtype: str, lod_level: int) -> TensorType:

@@ -61,6 +61,8 @@ class Variable:
         self.belong_to_optimizer = belong_to_optimizer
         # set by shape inference of an op writing SelectedRows (lookup_table_grad, ...)
         self.selected_rows = bool(selected_rows) or type == "selected_rows"
+        # a tensor array (Paddle's LOD_TENSOR_ARRAY): typed by its first write
+        self.is_array = False
         if block is not None:
             block.vars[self._name] = self
 
@@ -70,7 +72,9 @@ class Variable:
     dtype = property(lambda self: self._dtype, doc="graphc's dtype name ('float32', ...)")
     lod_level = property(lambda self: self._lod_level, doc="0 dense, 1 or 2 LoD")
 
-    def _set_type(self, shape=None, dtype=None, lod_level=None) -> None:
+    def _set_type(self, shape=None, dtype=None, lod_level=None, array=None) -> None:
+        if array is not None:
+            self.is_array = bool(array)
         if shape is not None:
             self._shape = normalize_shape(shape)
         if dtype is not None:
@@ -108,7 +112,8 @@ class Variable:
     def type(self) -> TensorType:
         if self.shape is None:
             raise ProgramError(f"variable '{self.name}' has no shape yet")
-        return TensorType(self.shape, self.dtype, self.selected_rows, self.lod_level)
+        return TensorType(self.shape, self.dtype, self.selected_rows, self.lod_level,
+                          self.is_array)
 
     @property
     def is_parameter(self) -> bool:

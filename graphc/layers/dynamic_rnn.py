@@ -7,8 +7,8 @@ from __future__ import annotations
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program
 from ..ir.errors import ProgramError
-from ..ir.graph import Graph, VarInfo
 from ..ir.program import Parameter
+from ..ir.regions import body_text
 from ..ir.types import normalize_dtype
 from .helper import LayerHelper, check_variable
 
@@ -153,32 +153,9 @@ class DynamicRNN:
                 del block.vars[name]
 
     def _body(self, ops, placeholders, consts) -> str:
-        g = Graph("step")
-        latest = {}
-
-        def value(var, kind="temp"):
-            info = g.vars.get(var.name) or g._new_var(
-                VarInfo(var.name, kind, var.stop_gradient, lod_level=var.lod_level))
-            version = len(g._versions.get(var.name, {}))
-            v = g._new_value(info, version, var.type)
-            latest[var.name] = v
-            return v
-
-        g.inputs = [value(p, "feed") for p in placeholders]
-        g.inputs += [value(c, "feed") for c in consts]
-        for i, op in enumerate(ops):
-            ins = {s: [latest[n] for n in names] for s, names in op.inputs.items()}
-            outs = {s: [value(self._block.var(n)) for n in names]
-                    for s, names in op.outputs.items()}
-            gop = g._new_op(op.type, dict(op.attrs), None, op.role, (i,))
-            g._connect(gop, ins, outs)
-        outputs = [m[3] for m in self._memories] + self._outputs
-        missing = [o.name for o in outputs if o.name not in latest]
-        if missing:
-            raise ProgramError(f"DynamicRNN: {missing} are not computed in the step block")
-        g.outputs = [latest[o.name] for o in outputs]
-        g._outputs_version += 1
-        return g.to_text()
+        outputs = [m[3].name for m in self._memories] + [o.name for o in self._outputs]
+        return body_text(self._block, ops, [*placeholders, *consts], outputs, "step",
+                         "DynamicRNN's step block")
 
 
 class _StepBlock:

@@ -12,8 +12,8 @@ from ..errors import GraphcError, ParseError
 from ..graph import Graph, Value, VarInfo, gc_paused
 from ..opdef import get_op_def as _get_op_def
 from ..opdef import has_op_def
-from ..types import TensorType, dtype_from_short, lod_type, sparse_type
-from .printer import _BLOCK_ATTRS, _default_stop_gradient
+from ..types import TensorType, array_type, dtype_from_short, lod_type, sparse_type
+from .printer import _default_stop_gradient
 
 # ---------------------------------------------------------------------------- parsing
 
@@ -22,6 +22,7 @@ _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _SLOT = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")  # grad slots: Out@GRAD
 _TYPE = re.compile(r"([a-z0-9]+)\[([-0-9,]*)\]")
 _SPARSE_TYPE = "selected_rows<"
+_ARRAY_TYPE = "array<"
 _LOD_TYPE = re.compile(r"lod([0-9]+)<")
 _VAR_NAME = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')  # the Program's naming rule
 _DECODER = json.JSONDecoder()
@@ -165,8 +166,9 @@ class _Parser:
                              "of , : ( ) [ ] { } = # % \"", line.lineno, start, line.text)
         line.expect(":")
         sparse = line.accept(_SPARSE_TYPE)
+        array = not sparse and line.accept(_ARRAY_TYPE)
         line.skip()
-        lod = None if sparse else _LOD_TYPE.match(line.text, line.pos)
+        lod = None if sparse or array else _LOD_TYPE.match(line.text, line.pos)
         if lod is not None:
             line.pos = lod.end()
         m = line.match(_TYPE, "a type like f32[-1,10], lod1<i64[-1,1]> or "
@@ -178,9 +180,13 @@ class _Parser:
             dtype = dtype_from_short(m.group(1))
             t = sparse_type(dims, dtype) if sparse else \
                 lod_type(dims, dtype, int(lod.group(1))) if lod else TensorType(dims, dtype)
+            if array:
+                if not dims:
+                    raise ValueError("a tensor array's type starts with its capacity")
+                t = array_type(TensorType(dims[1:], dtype), dims[0])
         except (ValueError, GraphcError) as exc:
             raise line.error(f"bad type '{m.group()}': {exc}") from None
-        if sparse or lod:
+        if sparse or lod or array:
             line.expect(">")
         flags = self.flags(line) if line.peek("{") else None
         var = g.vars.get(base)
@@ -301,14 +307,15 @@ class _Parser:
             lineno = line.match(re.compile(r"\d+"), "a line number").group()
             line.expect(")")
             source = f"{path}:{lineno}"
-        block = _BLOCK_ATTRS.get(op_type)
-        if block is not None and line.accept(block):
-            if block in attrs:
-                raise line.error(f"attribute '{block}' given twice")
+        for region in opdef.regions if opdef is not None else ():
+            if not line.accept(region):
+                continue
+            if region in attrs:
+                raise line.error(f"attribute '{region}' given twice")
             line.expect("@")
             name = line.match(_NAME, "a graph name").group()
             line.expect("{")
-            attrs[block] = self.block(name, line)
+            attrs[region] = self.block(name, line)
         try:
             attrs = opdef.normalize_attrs(attrs, f"op {op_type}")
         except GraphcError as exc:

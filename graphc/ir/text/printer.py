@@ -44,31 +44,37 @@ def var_flags(var: VarInfo) -> str:
 
 def format_type(t: TensorType) -> str:
     dense = f"{short_dtype(t.dtype)}[{','.join(map(str, t.shape))}]"
+    if t.array:  # a tensor array: capacity first (docs/control_flow.md)
+        return f"array<{dense}>"
     if t.lod_level:  # a LoD value: lod1<i64[-1,1]> (docs/lod.md)
         return f"lod{t.lod_level}<{dense}>"
     return f"selected_rows<{dense}>" if t.sparse else dense
 
 
-# Graph-valued attributes (scan_layers' body: a graph in this text form) print as an indented
-# block after their op's line, ``body @layer {`` ... ``}``, and parse back to the same text.
-_BLOCK_ATTRS = {"scan_layers": "body"}
-_BLOCK_HEADER = re.compile(r'graph @([^\s,:()\[\]{}="]+) \{')
+# Regions (graph-valued attributes an op declares with register's ``regions``: a loop's
+# body, a branch) print as indented blocks after their op's line, ``body @step {`` ...
+# ``}``, and parse back to the same text (docs/control_flow.md).
+_BLOCK_HEADER = re.compile(r'graph @([^\s,:()\[\]{}="]+)(\(random_seed=\d+\))? \{')
 
 
-def _block_of(op: Op) -> tuple[str, str, list[str]] | None:
-    """(attribute, graph name, inner lines) of a graph-valued attribute printable as a block."""
-    name = _BLOCK_ATTRS.get(op.type)
-    text = op.attrs.get(name) if name else None
+def _region_block(name: str, text) -> tuple[str, str, list[str]] | None:
+    """(attribute, graph name, inner lines) of a region attribute printable as a block."""
     if not isinstance(text, str):
         return None
     lines = text.split("\n")
     m = _BLOCK_HEADER.fullmatch(lines[0])
     inner = lines[1:-2]
-    if m is None or lines[-2:] != ["}", ""] or not all(
+    if m is None or m.group(2) or lines[-2:] != ["}", ""] or not all(
             ln.startswith("  ") and ln.strip() and not ln.strip().startswith("//")
             for ln in inner):
         return None
     return name, m.group(1), inner
+
+
+def _blocks_of(op: Op, opdef) -> list[tuple[str, str, list[str]]]:
+    if opdef is None or not opdef.regions:
+        return []
+    return [b for r in opdef.regions if (b := _region_block(r, op.attrs.get(r))) is not None]
 
 
 class _Printer:
@@ -105,9 +111,10 @@ class _Printer:
             refs = ", ".join(f"%{v.name}" for v in vals)
             args.append(f"{slot}=[{refs}]" if dup else f"{slot}={refs}")
         attrs = []
-        block = _block_of(op)
+        blocks = _blocks_of(op, opdef)
+        as_blocks = {b[0] for b in blocks}
         for name, value in op.attrs.items():
-            if block is not None and name == block[0]:
+            if name in as_blocks:
                 continue
             adef = opdef.attrs.get(name) if opdef else None
             if adef is not None and value == adef.default and type(value) is type(adef.default):
@@ -121,8 +128,7 @@ class _Printer:
         if self.show_source and op.source:
             path, _, lineno = op.source.rpartition(":")
             line += f"  loc({_json(path)}:{lineno})"
-        if block is not None:
-            name, graph_name, inner = block
+        for name, graph_name, inner in blocks:
             line += f" {name} @{graph_name} {{\n" + "\n".join("  " + ln for ln in inner) + "\n  }"
         return line
 

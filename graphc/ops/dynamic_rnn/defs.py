@@ -45,7 +45,7 @@ def _dynamic_rnn(c: InferContext):
 
 register("dynamic_rnn", "Init*? Xs* Consts*?", "Out*",
          {"body": "str", "init_from": ("ints", []), "init_values": ("floats", [])},
-         infer=_dynamic_rnn, lod_inputs=("Xs", "Consts"), lod="aware",
+         infer=_dynamic_rnn, lod_inputs=("Xs", "Consts"), lod="aware", regions=("body",),
          doc="run the body once per time step of the LoD step inputs Xs (token t of every "
              "sequence as a [N, ...] row batch; finished sequences keep their memories). Body "
              "inputs: the memories (from Init[init_from[i]], or filled with init_values[i] "

@@ -54,7 +54,7 @@ def _scan_layers(c):
 
 
 register("scan_layers", "Init*? Xs*? Consts*?", "Out*? Ys*?", {"body": "str", "iterations": "int"},
-         infer=_scan_layers, traits=(NO_GRAD,),
+         infer=_scan_layers, traits=(NO_GRAD,), regions=("body",),
          doc="run the body graph `iterations` times: its inputs are the carries (Init, then "
              "each iteration's carry outputs), slice i of each Xs, and the Consts; Out = the "
              "final carries, Ys = the body's other outputs stacked over iterations")
