@@ -41,6 +41,8 @@ class InvalidReport:
     bad: object
     values: object
     op: object = None  # the graph op that made it, set by whoever collects
+    # a grad op's check of its own (a loop's bound), not a re-read of its forward op's input
+    own: bool = False
 
 
 _SINK: ContextVar[list | None] = ContextVar("graphc_invalid_reports", default=None)
@@ -57,7 +59,7 @@ def collecting():
         _SINK.reset(token)
 
 
-def report_invalid(ctx, slot: str, bad, values, expected: str) -> None:
+def report_invalid(ctx, slot: str, bad, values, expected: str, *, own: bool = False) -> None:
     """Refuse the run when any element of ``bad`` is true: ``values`` (same shape) is what
     the rule's input ``slot`` holds there, ``expected`` what the op accepts ("in [0, 10)").
     ``ctx`` is the rule's RuleContext. Eagerly this raises DataError now; inside
@@ -65,7 +67,7 @@ def report_invalid(ctx, slot: str, bad, values, expected: str) -> None:
     where = ctx.where
     sink = _SINK.get()
     if sink is not None:
-        sink.append(InvalidReport(ctx.op_type, where, slot, expected, bad, values))
+        sink.append(InvalidReport(ctx.op_type, where, slot, expected, bad, values, own=own))
         return
     if isinstance(bad, jax.core.Tracer):
         return  # traced with no collector: a step built with its data checks switched off
@@ -76,6 +78,57 @@ def report_invalid(ctx, slot: str, bad, values, expected: str) -> None:
         raise DataError(f"{where}: input {slot} holds {values[index]} at "
                         f"{list(map(int, index))}; expected {expected}. Nothing was "
                         "committed")
+
+
+class InnerChecks:
+    """Checks made inside a loop or branch body traced by ``lax.while_loop``/``cond``/
+    ``scan``: their values cannot leave that trace, so the body carries a summary
+    (``summarise``'s ``[n, 4]``) out and ``report`` hands it to the step's collector.
+
+    ``wrap(fn)`` -> ``fn'(args, acc) -> (fn(args), acc')``; ``initial(fn, args)`` traces
+    ``fn`` abstractly once to learn which checks it makes (None: it makes none, so ``fn``
+    needs no wrapping)."""
+
+    def __init__(self):
+        self.meta: list[tuple] = []
+
+    def initial(self, fn, args):
+        def probe(a):
+            with collecting() as reports:
+                fn(a)
+            self.meta = [(r.op_type, r.where, r.slot, r.expected) for r in reports]
+            return 0
+        jax.eval_shape(probe, args)
+        return jnp.zeros((len(self.meta), 4), jnp.int64) if self.meta else None
+
+    def wrap(self, fn):
+        def run(args, acc):
+            with collecting() as reports:
+                out = fn(args)
+            new = summarise(reports)
+            first = acc[:, COUNT] > 0
+            merged = jnp.where(first[:, None], acc, new)
+            return out, merged.at[:, COUNT].set(acc[:, COUNT] + new[:, COUNT])
+        return run
+
+    def report(self, acc) -> None:
+        sink = _SINK.get()
+        if sink is None or acc is None:
+            return
+        for i, (op_type, where, slot, expected) in enumerate(self.meta):
+            sink.append(InvalidReport(op_type, where, slot, expected, acc[i, COUNT] > 0,
+                                      acc[i, VALUE]))
+
+
+@contextmanager
+def ignored():
+    """Checks made inside the block are dropped: a gradient recomputing a forward that the
+    step already checked (a loop's body replayed by its gradient) reports nothing twice."""
+    token = _SINK.set([])
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
 
 
 def refused_so_far():
