@@ -304,3 +304,32 @@ def test_fetching_an_array_gives_its_elements_and_its_gradient_is_refused():
     loss = layers.reduce_sum(layers.array_read(arr, layers.fill_constant([1], "int64", 1)))
     with pytest.raises(ProgramError, match="gradients through tensor arrays"):
         fluid.backward.append_backward(loss)
+
+
+def test_while_loop_gradient_through_a_fed_value_is_exact_and_a_fed_loop_var_is_refused():
+    def cond(i, x):
+        return layers.less_than(i, layers.fill_constant([1], "float32", 11.0))
+
+    def body(i, x):
+        return [layers.increment(i, in_place=False), layers.elementwise_mul(i, i)]
+
+    i = fluid.data("i", [1], "float32")
+    i.stop_gradient = False
+    x = layers.fill_constant([1], "float32", 1.0)
+    x.stop_gradient = False  # the loop's result is this variable: it must take a gradient
+    # x_end = (i0 + 9)^2: d/di0 = 2 (i0 + 9) = 20 at i0 = 1 (exact, unlike a sum over steps)
+    _, x_end = layers.while_loop(cond, body, [layers.assign(i), x])
+    fluid.backward.append_backward(layers.mean(x_end))
+    got = graphc.Executor().run(feed={"i": np.ones(1, "float32")},
+                                fetch_list=[x_end, "i@GRAD"])
+    np.testing.assert_allclose(got[0], [100.0])
+    np.testing.assert_allclose(got[1], [20.0])
+    main, startup = graphc.Program(), graphc.Program()
+    with fluid.program_guard(main, startup):
+        j = fluid.data("j", [1], "float32")
+        j.stop_gradient = False
+        y0 = layers.fill_constant([1], "float32", 1.0)
+        y0.stop_gradient = False
+        _, y = layers.while_loop(cond, body, [j, y0])
+        with pytest.raises(ProgramError, match="fed variable 'j' is overwritten"):
+            fluid.backward.append_backward(layers.mean(y))
