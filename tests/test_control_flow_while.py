@@ -292,18 +292,68 @@ def test_a_check_inside_the_body_is_reported_by_the_step():
         exe.run(feed={"ids": np.array([[1], [2], [30], [4]])}, fetch_list=[acc])
 
 
-def test_fetching_an_array_gives_its_elements_and_its_gradient_is_refused():
-    x = fluid.data("x", [3], "float32")
+def test_fetching_an_array_gives_its_elements_and_gradients_flow_through_arrays():
+    x = fluid.data("x", [3], "float64")
     x.stop_gradient = False
-    arr = layers.array_write(x, layers.fill_constant([1], "int64", 1))
-    xv = np.arange(3, dtype="float32")
+    zero, one = (layers.fill_constant([1], "int64", v) for v in (0, 1))
+    arr = layers.array_write(x, zero)
+    layers.array_write(layers.scale(x, 2.0), one, array=arr)
+    xv = np.arange(3, dtype="float64")
     (got,) = graphc.Executor().run(feed={"x": xv}, fetch_list=[arr])
     assert len(got) == 2
-    np.testing.assert_array_equal(got[0], np.zeros(3))
-    np.testing.assert_array_equal(got[1], xv)
-    loss = layers.reduce_sum(layers.array_read(arr, layers.fill_constant([1], "int64", 1)))
-    with pytest.raises(ProgramError, match="gradients through tensor arrays"):
-        fluid.backward.append_backward(loss)
+    np.testing.assert_array_equal(got[0], xv)
+    np.testing.assert_array_equal(got[1], 2 * xv)
+    a, b = np.array([1.0, -2.0, 0.5]), np.array([3.0, 0.25, -1.0])
+    first, second = layers.array_read(arr, zero), layers.array_read(arr, one)
+    again = layers.array_read(arr, one)  # read twice: the gradients add up
+    av, bv = fluid.data("a", [3], "float64"), fluid.data("b", [3], "float64")
+    loss = layers.sums([layers.reduce_sum(layers.elementwise_mul(second, av)),
+                        layers.reduce_sum(layers.elementwise_mul(first, bv)),
+                        layers.reduce_sum(again)])
+    fluid.backward.append_backward(loss)
+    (grad,) = graphc.Executor().run(feed={"x": xv, "a": a, "b": b}, fetch_list=["x@GRAD"])
+    np.testing.assert_allclose(grad, 2 * a + b + 2.0)
+
+
+def test_gradients_through_an_array_carried_by_nested_loops():
+    """mem[k + 1] = mem[k] + d[k] + x for k < 3 (an outer loop of one step around an inner
+    loop), loss = mean(mem[3]): d loss / dx = 3 / 10 per element."""
+    ds = [fluid.data(f"d{k}", [10], "float32") for k in range(3)]
+    x = fluid.data("x", [10], "float32")
+    x.stop_gradient = False
+    i = layers.zeros([1], "int64")
+    mem = layers.array_write(layers.zeros([10], "float32"), i)
+    data = layers.array_write(ds[0], i)
+    for k in (1, 2):
+        layers.array_write(ds[k], layers.fill_constant([1], "int64", k), array=data)
+    j = layers.fill_constant([1], "int64", 0)
+    n_out, n_in = (layers.fill_constant([1], "int64", v) for v in (1, 3))
+
+    def inner_cond(j, x, mem):
+        return layers.less_than(j, n_in)
+
+    def inner_body(j, x, mem):
+        total = layers.elementwise_add(x, layers.elementwise_add(
+            layers.array_read(data, j), layers.array_read(mem, j)))
+        j = layers.increment(j, in_place=True)
+        layers.array_write(total, j, array=mem)
+        return [j, x, mem]
+
+    def outer_body(i, j, x, mem):
+        j, x, mem = layers.while_loop(inner_cond, inner_body, [j, x, mem])
+        return [layers.increment(i, in_place=True), j, x, mem]
+
+    layers.while_loop(lambda i, j, x, mem: layers.less_than(i, n_out), outer_body,
+                      [i, j, x, mem])
+    result = layers.array_read(mem, j)
+    loss = layers.mean(result)
+    fluid.backward.append_backward(loss)
+    rng = np.random.default_rng(2)
+    feed = {f"d{k}": rng.random(10).astype("float32") for k in range(3)}
+    feed["x"] = np.ones(10, "float32")
+    got = _both(feed, [result, "x@GRAD"])
+    np.testing.assert_allclose(got[0], feed["d0"] + feed["d1"] + feed["d2"] + 3, rtol=1e-6)
+    np.testing.assert_allclose(got[1], np.full(10, 0.3), rtol=1e-6)
 
 
 def test_while_loop_gradient_through_a_fed_value_is_exact_and_a_fed_loop_var_is_refused():
@@ -333,3 +383,37 @@ def test_while_loop_gradient_through_a_fed_value_is_exact_and_a_fed_loop_var_is_
         _, y = layers.while_loop(cond, body, [j, y0])
         with pytest.raises(ProgramError, match="fed variable 'j' is overwritten"):
             fluid.backward.append_backward(layers.mean(y))
+
+
+def test_an_inner_loop_past_its_bound_refuses_the_outer_gradient():
+    x = fluid.data("x", [2], "float64")
+    x.stop_gradient = False
+    h = layers.scale(x, 1.0)
+    i, n, c_out = _counter_loop(2)
+    inner_n = fluid.data("inner_n", [1], "int64")
+    outer = layers.While(c_out)
+    with outer.block():
+        j = layers.fill_constant([1], "int64", 0)
+        c_in = layers.less_than(j, inner_n)
+        inner = layers.While(c_in, max_iterations=2)
+        with inner.block():
+            layers.assign(layers.tanh(h), h)
+            layers.increment(j)
+            layers.less_than(j, inner_n, cond=c_in)
+        layers.increment(i)
+        layers.less_than(i, n, cond=c_out)
+    fluid.backward.append_backward(layers.reduce_sum(h))
+    xv = np.array([0.3, -0.7])
+    program = graphc.default_main_program()
+    exe = graphc.Executor()
+    (g,) = exe.run(feed={"x": xv, "inner_n": np.array([2])}, fetch_list=["x@GRAD"])
+    val = xv.copy()
+    chain = []
+    for _ in range(4):
+        chain.append(1 - np.tanh(val) ** 2)
+        val = np.tanh(val)
+    np.testing.assert_allclose(g, np.prod(chain, axis=0), rtol=1e-10)
+    with pytest.raises(DataError, match="at most 2 iterations"):
+        exe.run(feed={"x": xv, "inner_n": np.array([3])}, fetch_list=["x@GRAD"])
+    with pytest.raises(DataError, match="at most 2 iterations"):
+        run_graph(graphc.lower(program), {}, {"x": xv, "inner_n": np.array([3])}, ["x@GRAD"])

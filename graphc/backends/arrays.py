@@ -37,6 +37,11 @@ class TensorArray:
     def capacity(self) -> int:
         return int(self.data.shape[0])
 
+    def __add__(self, other: TensorArray) -> TensorArray:
+        """Elementwise sum (gradients of an array read twice add up)."""
+        import jax.numpy as jnp
+        return TensorArray(self.data + other.data, jnp.maximum(self.length, other.length))
+
     def astype(self, dtype) -> TensorArray:
         return TensorArray(self.data.astype(dtype), self.length)
 

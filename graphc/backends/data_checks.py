@@ -85,39 +85,64 @@ class InnerChecks:
     ``scan``: their values cannot leave that trace, so the body carries a summary
     (``summarise``'s ``[n, 4]``) out and ``report`` hands it to the step's collector.
 
-    ``wrap(fn)`` -> ``fn'(args, acc) -> (fn(args), acc')``; ``initial(fn, args)`` traces
-    ``fn`` abstractly once to learn which checks it makes (None: it makes none, so ``fn``
-    needs no wrapping)."""
+    ``initial(fn, args)`` traces ``fn`` abstractly once to learn which checks it makes
+    (None: it makes none, so ``fn`` needs no wrapping); ``checked(fn)`` -> ``fn'(args) ->
+    (fn(args), summary)``; ``merge`` folds one summary into the running one. ``keep``
+    selects the checks that count (a loop's gradient keeps only its loops' own bounds)."""
 
-    def __init__(self):
+    def __init__(self, keep=None):
         self.meta: list[tuple] = []
+        self.keep = keep or (lambda report: True)
 
     def initial(self, fn, args):
         def probe(a):
             with collecting() as reports:
                 fn(a)
-            self.meta = [(r.op_type, r.where, r.slot, r.expected) for r in reports]
+            self.meta = [(r.op_type, r.where, r.slot, r.expected, r.own)
+                         for r in reports if self.keep(r)]
             return 0
         jax.eval_shape(probe, args)
-        return jnp.zeros((len(self.meta), 4), jnp.int64) if self.meta else None
+        return self.zeros() if self.meta else None
 
-    def wrap(self, fn):
-        def run(args, acc):
+    def zeros(self):
+        return jnp.zeros((len(self.meta), 4), jnp.int64)
+
+    def checked(self, fn):
+        def run(args):
             with collecting() as reports:
                 out = fn(args)
-            new = summarise(reports)
-            first = acc[:, COUNT] > 0
-            merged = jnp.where(first[:, None], acc, new)
-            return out, merged.at[:, COUNT].set(acc[:, COUNT] + new[:, COUNT])
+            return out, summarise([r for r in reports if self.keep(r)])
         return run
+
+    @staticmethod
+    def merge(acc, new):
+        first = acc[:, COUNT] > 0
+        merged = jnp.where(first[:, None], acc, new)
+        return merged.at[:, COUNT].set(acc[:, COUNT] + new[:, COUNT])
+
+    def wrap(self, fn):
+        run = self.checked(fn)
+
+        def wrapped(args, acc):
+            out, new = run(args)
+            return out, self.merge(acc, new)
+        return wrapped
 
     def report(self, acc) -> None:
         sink = _SINK.get()
-        if sink is None or acc is None:
+        if acc is None:
             return
-        for i, (op_type, where, slot, expected) in enumerate(self.meta):
+        if sink is None:  # eager (the interpreter): refuse now, as report_invalid does
+            if isinstance(acc, jax.core.Tracer):
+                return
+            for i, (_, where, slot, expected, _) in enumerate(self.meta):
+                if int(acc[i, COUNT]):
+                    raise DataError(f"{where}: input {slot} holds {int(acc[i, VALUE])}; "
+                                    f"expected {expected}. Nothing was committed")
+            return
+        for i, (op_type, where, slot, expected, own) in enumerate(self.meta):
             sink.append(InvalidReport(op_type, where, slot, expected, acc[i, COUNT] > 0,
-                                      acc[i, VALUE]))
+                                      acc[i, VALUE], own=own))
 
 
 @contextmanager

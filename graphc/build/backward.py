@@ -187,6 +187,7 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
         # a LoD value's gradient has its LoD (docs/lod.md)
         grad = block.create_var(grad_name, var.shape, var.dtype, lod_level=var.lod_level)
         grad.selected_rows = sparse
+        grad.is_array = var.is_array
         if sparse:
             sparse_grads.add(grad_name)
         return grad_name

@@ -165,7 +165,7 @@ def _finish_while(loop: While, mark: BlockMark, captured, source, outermost: boo
 
 
 def _is_float(var) -> bool:
-    return var.dtype in FLOAT_DTYPES and not var.is_array
+    return var.dtype in FLOAT_DTYPES
 
 
 def _zeros_into(helper, var, source) -> None:
@@ -280,7 +280,13 @@ def array_write(x, i, array=None):
     ins = {"X": x, "I": i}
     attrs = {}
     if array.shape is not None:
-        ins["Array"] = array
+        # backward follows one writer per variable: outside a region the array's value
+        # before this write takes a name of its own (inside one, the body is SSA already)
+        block = helper.main_program.current_block()
+        before = array.name
+        if not getattr(helper.main_program, "_open_regions", 0):
+            before = _rename_before(helper, block, array.name)
+        ins["Array"] = block.var(before)
     else:
         attrs["capacity"] = getattr(array, "_array_capacity", None) or 0
         if array.dtype != x.dtype:

@@ -5,7 +5,6 @@ writing past it, or reading at or past the length, is refused when run (DataErro
 
 from __future__ import annotations
 
-from ...ir.errors import ProgramError
 from ...ir.opdef import NO_GRAD, InferContext, register
 from ...ir.types import INT_DTYPES, TensorType, array_type, types_compatible
 
@@ -46,12 +45,7 @@ def _length(c: InferContext):
     return {"Out": TensorType((1,), "int64")}
 
 
-def _no_array_grads(*args):
-    raise ProgramError("gradients through tensor arrays are not supported yet: the loss "
-                       "depends on an array_read/array_write (docs/control_flow.md)")
-
-
-_WRITE = register("write_to_array", "X I Array?", "Out", {"capacity": ("int", 0)},
+register("write_to_array", "X I Array?", "Out", {"capacity": ("int", 0)},
                   infer=_write,
                   doc="Out = Array (or a new array of `capacity` zeros) with element I set "
                       "to X; the length becomes max(length, I + 1)")
@@ -67,9 +61,7 @@ def _empty(c: InferContext):
 register("empty_array", "", "Out", {"shape": "ints", "dtype": "dtype"}, infer=_empty,
          traits=(NO_GRAD,), doc="a tensor array of shape[0] zero elements of shape[1:], "
                                 "none written (length 0)")
-_READ = register("read_from_array", "X I", "Out", infer=_read,
+register("read_from_array", "X I", "Out", infer=_read,
                  doc="element I of the array X (I < its length)")
-# backward asks these ops for grad ops only when the loss depends on an array: refused
-_WRITE.grad_maker = _READ.grad_maker = _no_array_grads
 register("lod_array_length", "X", "Out", infer=_length, traits=(NO_GRAD,),
          doc="the number of elements written to the array X (one past the highest index)")

@@ -23,11 +23,10 @@ def _while(c: InferContext):
     c.check(len(body.outputs) == n_state,
             f"the body returns {len(body.outputs)} values for {n_state} carried ones")
     for t in [*carry, *xs]:
-        c.check(t.dtype in FLOAT_DTYPES and not t.array,
-                f"Carry and X hold floating-point tensors (the differentiable ones), got {t}")
+        c.check(t.dtype in FLOAT_DTYPES, "Carry and X hold floating-point tensors and arrays "
+                                         f"(the differentiable ones), got {t}")
     for t in [*aux, *xaux]:
-        c.check(t.dtype not in FLOAT_DTYPES or t.array,
-                f"Aux and XAux hold integer, bool and array values, got {t}")
+        c.check(t.dtype not in FLOAT_DTYPES, f"Aux and XAux hold integer and bool values, got {t}")
     for i, (t, v) in enumerate(zip([*carry, *aux, *xs, *xaux], body.inputs)):
         c.check(types_compatible(t, v.type), f"operand {i} is {t} but the body reads {v.type}")
     for i, (t, v) in enumerate(zip([*carry, *aux], body.outputs)):
@@ -49,8 +48,8 @@ register("while", "Carry*? Aux*? X*? XAux*?", "Out*? AuxOut*?",
          {"body": "str", "cond_index": "int", "max_iterations": ("int", 0)},
          infer=_while, regions=("body",),
          doc="repeat the body while Aux[cond_index] is true (tested before each iteration): "
-             "its inputs are the carried values (Carry: floating point, then Aux: integer, "
-             "bool and arrays), then the read-only X and XAux; its outputs the carried values' "
-             "next versions, which Out and AuxOut hold after the last iteration. Gradients "
-             "flow through Carry and X (a scan of at most max_iterations, or "
+             "its inputs are the carried values (Carry: floating-point tensors and arrays, "
+             "then Aux: integer and bool ones), then the read-only X and XAux; its outputs "
+             "the carried values' next versions, which Out and AuxOut hold after the last "
+             "iteration. Gradients flow through Carry and X (a scan of at most max_iterations, or "
              f"{DEFAULT_MAX_ITERATIONS} when 0; longer runs are refused at run time)")

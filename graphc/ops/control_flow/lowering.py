@@ -4,6 +4,8 @@ the tensor-array ops."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -95,13 +97,48 @@ def _cond_of(c, n_carry):
     return lambda state: jnp.reshape(state[k], ())
 
 
+# True while a loop's gradient replays its body: a loop inside it must be differentiable too
+_REPLAYING: ContextVar[bool] = ContextVar("graphc_replaying_loop", default=False)
+
+
+def _masked_loop(state, step, cond, bound: int):
+    """The loop as a scan of ``bound`` checkpointed steps that stop changing the state once
+    the condition is false (reverse-differentiable, unlike ``lax.while_loop``). Returns the
+    final state, whether the condition still held (the loop wanted more steps), and the
+    summary of the bound checks of loops inside (``InnerChecks``; None when there are none):
+    every other check was made by the forward loop already."""
+    checks = InnerChecks(keep=lambda report: report.own)
+    state = tuple(state)
+    acc = checks.initial(step, state)
+    run = checks.checked(step)
+
+    def one(carry, _):
+        s, running, acc = carry
+        go = running & cond(s)
+        if acc is None:
+            with ignored():
+                new = lax.cond(go, step, lambda s: s, s)
+            return (new, go, acc), None
+        new, found = lax.cond(go, run, lambda s: (s, checks.zeros()), s)
+        return (new, go, checks.merge(acc, found)), None
+
+    (final, _, acc), _ = lax.scan(jax.checkpoint(one), (state, jnp.asarray(True), acc), None,
+                                  length=bound)
+    return final, cond(final), (checks, acc)
+
+
 @lowering("while")
 def _while(c, Carry=None, Aux=None, X=None, XAux=None):
     carry, aux = list(Carry or ()), list(Aux or ())
     consts = (*(X or ()), *(XAux or ()))
     step, cond = _body_step(c, consts), _cond_of(c, len(carry))
     state = (*carry, *aux)
-    if not _traced((state, consts)):  # the interpreter: an eager loop
+    if _REPLAYING.get():  # inside an outer loop's gradient: the differentiable form
+        state, unfinished, (checks, acc) = _masked_loop(
+            state, step, cond, c["max_iterations"] or DEFAULT_MAX_ITERATIONS)
+        checks.report(acc)
+        report_invalid(c, "Carry", unfinished, unfinished, _bound_message(c), own=True)
+    elif not _traced((state, consts)):  # the interpreter: an eager loop
         while bool(np.asarray(cond(state))):
             state = step(state)
     else:
@@ -125,31 +162,76 @@ def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=Non
     bound = c["max_iterations"] or DEFAULT_MAX_ITERATIONS
     douts = kw.get("Out" + GRAD_SUFFIX) or [None] * len(carry)
     cond = _cond_of(c, len(carry))
+    # arrays are differentiated through their buffers; their lengths ride along
+    carry_len, xs_len = [_length_of(v) for v in carry], [_length_of(v) for v in xs]
 
-    def replay(carry_in, xs_in):
+    def replay(carry_data, xs_data):
+        carry_in, xs_in = _rebuild(carry_data, carry_len), _rebuild(xs_data, xs_len)
         step = _body_step(c, (*xs_in, *xaux))
+        final, unfinished, (checks, acc) = _masked_loop((*carry_in, *aux), step, cond, bound)
+        traced["checks"] = checks  # which checks acc summarises: known once traced
+        return tuple(_data_of(v) for v in final[:len(carry)]), (unfinished, acc)
 
-        def one(state, _):
-            s, running = state
-            go = running & cond(s)
-            with ignored():  # the forward loop checked these values already
-                new = lax.cond(go, step, lambda s: s, s)
-            return (new, go), None
-
-        init = ((*carry_in, *aux), jnp.asarray(True))
-        (final, _), _ = lax.scan(jax.checkpoint(one), init, None, length=bound)
-        return tuple(final[:len(carry)]), cond(final)
-
-    outs, vjp, unfinished = jax.vjp(replay, tuple(carry), tuple(xs), has_aux=True)
-    report_invalid(c, "Carry", unfinished, unfinished,
-                   f"a loop of at most {bound} iterations for its gradient (While("
-                   "max_iterations=) raises the bound, docs/control_flow.md)", own=True)
-    cot = tuple(jnp.zeros_like(o) if g is None else jnp.reshape(g, o.shape).astype(o.dtype)
-                for o, g in zip(outs, douts))
+    traced = {}
+    token = _REPLAYING.set(True)
+    try:
+        outs, vjp, (unfinished, acc) = jax.vjp(replay, tuple(_data_of(v) for v in carry),
+                                               tuple(_data_of(v) for v in xs), has_aux=True)
+    finally:
+        _REPLAYING.reset(token)
+    traced["checks"].report(acc)  # the bounds of loops inside, checked by the replay
+    report_invalid(c, "Carry", unfinished, unfinished, _bound_message(c), own=True)
+    cot = tuple(jnp.zeros_like(o) if g is None else
+                jnp.reshape(_data_of(g), o.shape).astype(o.dtype) for o, g in zip(outs, douts))
     dcarry, dxs = vjp(cot)
     result = {}
     if "Carry" + GRAD_SUFFIX in c.out_types:
-        result["Carry" + GRAD_SUFFIX] = list(dcarry)
+        result["Carry" + GRAD_SUFFIX] = _rebuild(dcarry, carry_len)
     if "X" + GRAD_SUFFIX in c.out_types:
-        result["X" + GRAD_SUFFIX] = list(dxs)
+        result["X" + GRAD_SUFFIX] = _rebuild(dxs, xs_len)
     return result
+
+
+def _bound_message(c) -> str:
+    bound = c["max_iterations"] or DEFAULT_MAX_ITERATIONS
+    return (f"a loop of at most {bound} iterations for its gradient (While(max_iterations=) "
+            "raises the bound, docs/control_flow.md)")
+
+
+def _length_of(v):
+    return v.length if isinstance(v, TensorArray) else None
+
+
+def _data_of(v):
+    return v.data if isinstance(v, TensorArray) else v
+
+
+def _rebuild(datas, lengths) -> list:
+    return [d if n is None else TensorArray(d, n) for d, n in zip(datas, lengths)]
+
+
+# -- gradients of the array ops ----------------------------------------------------------
+@lowering("write_to_array_grad")
+def _write_grad(c, X, I, Array=None, **kw):
+    """The element written takes its gradient from the array's; the array before the write
+    gets the rest (the write replaced element I)."""
+    dout = kw["Out" + GRAD_SUFFIX]
+    j = jnp.clip(_index(I), 0, dout.capacity - 1)
+    out = {}
+    if "X" + GRAD_SUFFIX in c.out_types:
+        elem = lax.dynamic_index_in_dim(dout.data, j, 0, keepdims=False)
+        out["X" + GRAD_SUFFIX] = jnp.reshape(elem, X.shape).astype(X.dtype)
+    if "Array" + GRAD_SUFFIX in c.out_types:
+        zero = jnp.zeros(dout.data.shape[1:], dout.data.dtype)
+        out["Array" + GRAD_SUFFIX] = TensorArray(
+            lax.dynamic_update_index_in_dim(dout.data, zero, j, 0), Array.length)
+    return out
+
+
+@lowering("read_from_array_grad")
+def _read_grad(c, X, I, **kw):
+    """An array of zeros but for element I, which takes the read value's gradient."""
+    dout = kw["Out" + GRAD_SUFFIX]
+    j = jnp.clip(_index(I), 0, X.capacity - 1)
+    data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data), dout.astype(X.dtype), j, 0)
+    return {"X" + GRAD_SUFFIX: TensorArray(data, X.length)}
