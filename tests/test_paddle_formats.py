@@ -353,3 +353,23 @@ def test_load_program_state_reads_graphc_io_save_and_refuses_pickle(tmp_path):
         fluid.io.load_program_state(str(tmp_path / "p"))
     with pytest.raises(CheckpointError, match="nothing at"):
         fluid.io.load_program_state(str(tmp_path / "none"))
+
+
+def test_paddles_while_loop_model_loads_as_a_loop_region():
+    """A Paddle-saved inference model whose while op holds a sub-block (an fc cell and a
+    tensor array written in the loop) runs as graphc's while op with Paddle's outputs."""
+    exe = fluid.Executor(fluid.CPUPlace())
+    program, feeds, fetches = fluid.io.load_inference_model(
+        str(FIX / "loopnet" / "infer"), exe, params_filename="__params__")
+    assert [op.type for op in program.global_block().ops].count("while") == 1
+    x = np.load(FIX / "loopnet" / "input.npy")
+    (out,) = exe.run(program, feed={feeds[0]: x}, fetch_list=fetches)
+    np.testing.assert_allclose(out, np.load(FIX / "loopnet" / "output.npy"), rtol=1e-5,
+                               atol=1e-6)
+    desc = messages().ProgramDesc()
+    desc.ParseFromString(_model("loopnet"))
+    for op in desc.blocks[0].ops:
+        if op.type == "while":
+            op.type = "conditional_block"
+    with pytest.raises(ProgramError, match="not read from Paddle's format yet"):
+        fluid.Program.parse_from_string(desc.SerializeToString())

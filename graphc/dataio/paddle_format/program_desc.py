@@ -32,6 +32,9 @@ _READ = {_T["INT"]: "i", _T["FLOAT"]: "f", _T["STRING"]: "s", _T["INTS"]: "ints"
 _INT32 = (-(1 << 31), (1 << 31) - 1)
 _LOD_TENSOR, _SELECTED_ROWS = VAR_TYPES["LOD_TENSOR"], VAR_TYPES["SELECTED_ROWS"]
 _FEED, _FETCH = VAR_TYPES["FEED_MINIBATCH"], VAR_TYPES["FETCH_LIST"]
+_ARRAY, _STEP_SCOPES = VAR_TYPES["LOD_TENSOR_ARRAY"], VAR_TYPES["STEP_SCOPES"]
+# control-flow ops whose sub-block graphc reads (into a region op, docs/control_flow.md)
+_REGION_OPS = frozenset({"while"})
 _TYPE_NAMES = {number: name for name, number in VAR_TYPES.items()}
 
 
@@ -86,6 +89,16 @@ def _slots(vars_) -> dict[str, list[str]]:
 
 def _create_var(block, var, feeds: set, where: str) -> None:
     kind = var.type.type
+    if kind == _STEP_SCOPES:  # a while op's step scopes: graphc's loops keep none
+        return
+    if kind == _ARRAY:  # a tensor array: typed by its first write, as create_array's
+        tensor = var.type.tensor_array.tensor
+        if tensor.data_type not in DTYPE_NAMES:
+            raise ProgramDescError(f"{where}: tensor array '{var.name}' has element type "
+                                   f"{_TYPE_NAMES.get(tensor.data_type, tensor.data_type)}, "
+                                   "which graphc lacks")
+        block.create_var(var.name, None, DTYPE_NAMES[tensor.data_type]).is_array = True
+        return
     if kind == _LOD_TENSOR:
         tensor, lod_level = var.type.lod_tensor.tensor, var.type.lod_tensor.lod_level
     elif kind == _SELECTED_ROWS:
@@ -112,12 +125,18 @@ def to_program(data: bytes, where: str = "ProgramDesc") -> tuple[Program, list[s
     """(program, feed names by ``col``, fetch names by ``col``) of a serialized ProgramDesc:
     its global block, feed/fetch ops replaced by data variables and fetch names."""
     desc = parse(data, where)
-    if len(desc.blocks) > 1:
-        users = sorted({op.type for op in desc.blocks[0].ops
-                        if any(a.type in (_T["BLOCK"], _T["BLOCKS"]) for a in op.attrs)})
-        raise ProgramDescError(f"{where}: {len(desc.blocks)} blocks (control flow: "
-                               f"{', '.join(users) or 'sub-blocks'}); graphc reads "
-                               "single-block programs from Paddle's format")
+    holders = {op.type for b in desc.blocks for op in b.ops
+               if any(a.type in (_T["BLOCK"], _T["BLOCKS"]) for a in op.attrs)}
+    held = {a.block_idx for b in desc.blocks for op in b.ops for a in op.attrs
+            if a.type == _T["BLOCK"]}
+    loose = sorted(set(range(1, len(desc.blocks))) - held)
+    if loose:
+        raise ProgramDescError(f"{where}: {len(desc.blocks)} blocks (control flow: block(s) "
+                               f"{loose} held by no op); not a program graphc can read")
+    if holders - _REGION_OPS:
+        raise ProgramDescError(f"{where}: control flow {sorted(holders - _REGION_OPS)} (ops "
+                               "holding sub-blocks) is not read from Paddle's format yet; "
+                               f"graphc reads {sorted(_REGION_OPS)}")
     ops = desc.blocks[0].ops
     feeds, fetches = {}, {}
     for op in ops:
@@ -126,8 +145,8 @@ def to_program(data: bytes, where: str = "ProgramDesc") -> tuple[Program, list[s
             slot = _slots(op.outputs if op.type == "feed" else op.inputs)
             names = slot.get("Out" if op.type == "feed" else "X", [])
             (feeds if op.type == "feed" else fetches)[col] = names[0] if names else ""
-    unknown = sorted({op.type for op in ops if op.type not in ("feed", "fetch")
-                      and not has_op_def(op.type)})
+    unknown = sorted({op.type for b in desc.blocks for op in b.ops
+                      if op.type not in ("feed", "fetch") and not has_op_def(op.type)})
     if unknown:
         raise ProgramDescError(f"{where}: op(s) {unknown} have no graphc definition; graphc "
                                "cannot run this program")
@@ -136,21 +155,57 @@ def to_program(data: bytes, where: str = "ProgramDesc") -> tuple[Program, list[s
     for var in desc.blocks[0].vars:
         if var.type.type not in (_FEED, _FETCH):
             _create_var(block, var, set(feeds.values()), where)
+    from ...ir.default_programs import program_guard
+    with program_guard(program, Program()):  # loops build through the layers' helpers
+        _append_ops(desc, program, ops, set(feeds.values()), where)
+    return (program, [feeds[c] for c in sorted(feeds)], [fetches[c] for c in sorted(fetches)])
+
+
+def _append_ops(desc, program, ops, feeds: set, where: str) -> None:
+    block = program.global_block()
     for i, op in enumerate(ops):
         if op.type in ("feed", "fetch"):
             continue
+        if op.type == "while":
+            _append_while(desc, program, op, feeds, where)
+            continue
         opdef = get_op_def(op.type)
         role_bits = next((a.i for a in op.attrs if a.name == "op_role"), 0)
+        inputs = _slots(op.inputs)
+        if op.type == "write_to_array":  # Paddle writes the array in place: graphc's op
+            out = block.var(_slots(op.outputs)["Out"][0])  # takes its value before
+            if out.shape is not None:
+                inputs["Array"] = [out.name]
         try:
             with program.op_role_guard(_ROLES.get(role_bits & 0xFF, "forward")):
-                block.append_op(op.type, _slots(op.inputs), _slots(op.outputs),
-                                _attrs(op, opdef, where))
+                block.append_op(op.type, inputs, _slots(op.outputs), _attrs(op, opdef, where))
         except ProgramDescError:
             raise
         except GraphcError as exc:
             raise ProgramDescError(f"{where}: op #{i} '{op.type}' does not build in graphc: "
                                    f"{exc}") from None
-    return (program, [feeds[c] for c in sorted(feeds)], [fetches[c] for c in sorted(fetches)])
+
+
+def _append_while(desc, program, op, feeds: set, where: str) -> None:
+    """Paddle's while op and its sub-block, rebuilt as graphc's While builds it: the
+    sub-block's ops become the loop's body region (its variables local to it)."""
+    from ...layers.control_flow import While
+    block = program.global_block()
+    index = next(a.block_idx for a in op.attrs if a.name == "sub_block")
+    cond = block.var(_slots(op.inputs)["Condition"][0])
+    try:
+        loop = While(cond)
+        with loop.block():
+            sub = desc.blocks[index]
+            for var in sub.vars:
+                if var.name not in block.vars:
+                    _create_var(block, var, feeds, where)
+            _append_ops(desc, program, sub.ops, feeds, where)
+    except ProgramDescError:
+        raise
+    except GraphcError as exc:
+        raise ProgramDescError(f"{where}: the while loop of block {index} does not build in "
+                               f"graphc: {exc}") from None
 
 
 def _set_tensor(desc, var) -> None:

@@ -53,14 +53,16 @@ register("write_to_array", "X I Array?", "Out", {"capacity": ("int", 0)},
 
 def _empty(c: InferContext):
     shape = c["shape"]
-    c.check(len(shape) >= 1 and all(d >= 0 for d in shape) and shape[0] >= 1,
-            f"shape must be [capacity >= 1, *element dims >= 0], got {shape}")
+    c.check(len(shape) >= 1 and all(d >= -1 for d in shape) and shape[0] >= 1,
+            f"shape must be [capacity >= 1, *element dims (-1: known once written)], got "
+            f"{shape}")
     return {"Out": array_type(TensorType(tuple(shape[1:]), c["dtype"]), shape[0])}
 
 
 register("empty_array", "", "Out", {"shape": "ints", "dtype": "dtype"}, infer=_empty,
          traits=(NO_GRAD,), doc="a tensor array of shape[0] zero elements of shape[1:], "
-                                "none written (length 0)")
+                                "none written (length 0); an unknown (-1) element dimension "
+                                "is taken from the first write (docs/control_flow.md)")
 register("read_from_array", "X I", "Out", infer=_read,
                  doc="element I of the array X (I < its length)")
 register("lod_array_length", "X", "Out", infer=_length, traits=(NO_GRAD,),

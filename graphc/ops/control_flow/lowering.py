@@ -34,6 +34,8 @@ def _write(c, X, I, Array=None):
     else:
         data, length = Array.data, Array.length
         cap = data.shape[0]
+        if _unsized(Array):  # an empty array whose element shape its first write gives
+            data = jnp.zeros((cap, *X.shape), data.dtype)
     report_invalid(c, "I", (i < 0) | (i >= cap), i,
                    f"an index in [0, {cap}): the array's capacity (create_array(capacity=) or "
                    "While(max_iterations=) raise it, docs/control_flow.md)")
@@ -47,8 +49,26 @@ def _write(c, X, I, Array=None):
 
 @lowering("empty_array")
 def _empty(c):
+    """Zeros; an element dimension not known yet (-1) is 0 until the first write sizes it
+    (a loop sizes its carried arrays before it starts: ``_size_arrays``)."""
     t = c.out_types["Out"][0]
-    return {"Out": TensorArray(jnp.zeros(t.shape, t.dtype), jnp.zeros((), jnp.int32))}
+    shape = tuple(max(d, 0) for d in t.shape)
+    return {"Out": TensorArray(jnp.zeros(shape, t.dtype), jnp.zeros((), jnp.int32))}
+
+
+def _unsized(v) -> bool:
+    return isinstance(v, TensorArray) and v.data.size == 0 and v.data.shape[0] > 0
+
+
+def _size_arrays(step, state):
+    """``state`` with each empty array whose element shape is unknown sized as one step of
+    the body writes it (traced abstractly, checks dropped)."""
+    if not any(_unsized(v) for v in state):
+        return tuple(state)
+    with ignored():
+        shapes = jax.eval_shape(step, tuple(state))
+    return tuple(TensorArray(jnp.zeros(s.data.shape, s.data.dtype), v.length)
+                 if _unsized(v) else v for v, s in zip(state, shapes))
 
 
 @lowering("read_from_array")
@@ -82,7 +102,7 @@ def _body_step(c, consts):
         new = []
         for v, old in zip(body.outputs, state):
             val = env[v]
-            if tuple(val.shape) != tuple(old.shape):
+            if tuple(val.shape) != tuple(old.shape) and not _unsized(old):
                 raise ShapeError(f"{c.where}: the loop body changes carried value "
                                  f"'{body.inputs[len(new)].name}' from shape "
                                  f"{list(old.shape)} to {list(val.shape)}; a loop must keep "
@@ -108,7 +128,7 @@ def _masked_loop(state, step, cond, bound: int):
     summary of the bound checks of loops inside (``InnerChecks``; None when there are none):
     every other check was made by the forward loop already."""
     checks = InnerChecks(keep=lambda report: report.own)
-    state = tuple(state)
+    state = _size_arrays(step, state)
     acc = checks.initial(step, state)
     run = checks.checked(step)
 
@@ -132,7 +152,7 @@ def _while(c, Carry=None, Aux=None, X=None, XAux=None):
     carry, aux = list(Carry or ()), list(Aux or ())
     consts = (*(X or ()), *(XAux or ()))
     step, cond = _body_step(c, consts), _cond_of(c, len(carry))
-    state = (*carry, *aux)
+    state = _size_arrays(step, (*carry, *aux))
     if _REPLAYING.get():  # inside an outer loop's gradient: the differentiable form
         state, unfinished, (checks, acc) = _masked_loop(
             state, step, cond, c["max_iterations"] or DEFAULT_MAX_ITERATIONS)
