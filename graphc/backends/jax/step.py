@@ -26,7 +26,7 @@ from ..data_checks import InvalidReport, collecting, ok, over_iterations, summar
 from ..evaluate import evaluate, evaluate_op
 from ..interpreter import resolve_fetch
 from ..lod import LoDArray
-from ..lowering import services_in_effect
+from ..lowering import forward_stash, services_in_effect
 from ..precision import with_graphc_x64
 from ..selected_rows import SelectedRows
 
@@ -111,7 +111,7 @@ class CompiledStep:
         services = self.services
 
         def traced(*args):
-            with services_in_effect(services):
+            with services_in_effect(services), forward_stash():
                 return body(*args)
 
         return traced
