@@ -65,7 +65,11 @@ class StaticRNN:
             raise _error(method, "must be called inside `with rnn.step():`")
 
     def _local(self, var) -> bool:
-        return var.name not in self._mark.names
+        """Whether ``var`` belongs to the step: computed by its ops, or a step's view."""
+        if var.name in self.memories or var.name in {ph.name for _, ph in self.inputs}:
+            return True
+        return any(var.name in op.output_arg_names
+                   for op in self._block.ops[self._mark.start:])
 
     def memory(self, init=None, shape=None, batch_ref=None, init_value=0.0,
                init_batch_dim_idx=0, ref_batch_dim_idx=1):
@@ -81,7 +85,7 @@ class StaticRNN:
                                                init_batch_dim_idx, ref_batch_dim_idx))
         if not isinstance(init, Variable):
             raise _error("memory", f"init must be a Variable, got {type(init).__name__}")
-        if self._local(init) and not any(init is op_var for op_var in self._boot_vars()):
+        if self._local(init) and not any(init is boot for boot in self._boot_vars()):
             raise _error("memory", f"init ({init.name}) is computed inside the step; a "
                                    "memory's initial value comes from before step()")
         pre_mem = self._block.create_var(
@@ -213,7 +217,10 @@ class StaticRNN:
                           "initial_states": [m.init for m in self.memories.values()],
                           "parameters": consts},
             {"outputs": self._results}, {"body": body}, source=where)
-        drop_locals(mark, captured, keep=[v.name for v in self._boot_vars()])
+        # what the op reads stays (a feed or a memory's initial value made during the step)
+        keep = [v.name for v in (*self._boot_vars(), *consts, *(x for x, _ in self.inputs),
+                                 *(m.init for m in self.memories.values()))]
+        drop_locals(mark, captured, keep=keep)
 
 
 class _StepBlock:

@@ -25,7 +25,7 @@ def _step_fn(c, n_mem: int, steps: int):
     from ...backends.evaluate import evaluate  # evaluate imports the rules package
     body = body_graph(c["body"])
     ops = body.ops()
-    carry_types = [(tuple(v.type.shape), jnp.dtype(v.type.dtype)) for v in body.inputs[:n_mem]]
+    carry_types = [jnp.dtype(v.type.dtype) for v in body.inputs[:n_mem]]
 
     def step(carry, x_t, params, t):
         env = dict(zip(body.inputs, (*carry, *x_t, *params)))
@@ -34,7 +34,7 @@ def _step_fn(c, n_mem: int, steps: int):
         evaluate(body, env, counter, c.replicas, ops=ops)
         outs = [env[v] for v in body.outputs]
         new = []
-        for i, (o, old, (_, dtype)) in enumerate(zip(outs[:n_mem], carry, carry_types)):
+        for i, (o, old, dtype) in enumerate(zip(outs[:n_mem], carry, carry_types)):
             if tuple(o.shape) != tuple(old.shape):
                 raise LoweringError(f"{c.where}: memory {i} enters the step as "
                                     f"{list(old.shape)} but is updated to {list(o.shape)}")
@@ -42,6 +42,13 @@ def _step_fn(c, n_mem: int, steps: int):
         return tuple(new), tuple(outs[n_mem:])
 
     return step
+
+
+def _carry(c, init) -> tuple:
+    """The initial memories in the step's types (a loop carry keeps one exact type)."""
+    body = body_graph(c["body"])
+    return tuple(lax.convert_element_type(a, jnp.dtype(v.type.dtype))
+                 for a, v in zip(init, body.inputs))
 
 
 def _scan(c, init, xs, params) -> list:
@@ -52,7 +59,8 @@ def _scan(c, init, xs, params) -> list:
         t, x_t = x
         return step(carry, x_t, params, t)
 
-    _, ys = lax.scan(scan_step, tuple(init), (jnp.arange(steps), tuple(xs)), length=steps)
+    _, ys = lax.scan(scan_step, _carry(c, init), (jnp.arange(steps), tuple(xs)),
+                     length=steps)
     return list(ys)
 
 
@@ -60,7 +68,7 @@ def _loop(c, init, xs, params) -> list:
     """The interpreter's loop: the step graph run op by op, once per step."""
     steps = xs[0].shape[0]
     step = _step_fn(c, len(init), steps)
-    carry, stacked = tuple(init), []
+    carry, stacked = _carry(c, init), []
     for t in range(steps):
         carry, ys = step(carry, tuple(x[t] for x in xs), params, t)
         stacked.append(ys)
