@@ -518,3 +518,24 @@ def test_machine_translation_training_loss_falls():
     losses = [float(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0][0])
               for _ in range(25)]
     assert all(np.isfinite(losses)) and losses[-1] < 0.6 * losses[0], losses
+
+
+def test_dropout_in_the_step_draws_per_step_and_run_and_its_gradient_follows():
+    x = graphc.data("x", [T, 8, 16], "float32")
+    x.stop_gradient = False
+    rnn = layers.StaticRNN()
+    with rnn.step():
+        rnn.step_output(layers.dropout(rnn.step_input(x), 0.5))
+    out = rnn()
+    w = graphc.data("w", [T, 8, 16], "float32")
+    graphc.append_backward(layers.reduce_sum(layers.elementwise_mul(out, w)))
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    feed = {"x": np.ones((T, 8, 16), "float32"),
+            "w": np.random.default_rng(7).standard_normal((T, 8, 16)).astype("float32")}
+    first, dx = exe.run(feed=feed, fetch_list=[out, "x@GRAD"])
+    second, _ = exe.run(feed=feed, fetch_list=[out, "x@GRAD"])
+    kept = first != 0
+    assert 0.3 < kept.mean() < 0.7
+    assert not (kept[0] == kept[1]).all() and not (first == second).all()
+    np.testing.assert_allclose(dx, feed["w"] * kept)  # the backward saw the forward's masks

@@ -358,7 +358,13 @@ def _is_random(op: Op) -> bool:
     that draws without the RANDOM trait gets a None counter and fails loudly, never silently.
     """
     types = (op.type, forward_type(op.type))
-    return any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types)
+    if any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types):
+        return True
+    # an op holding a region (a loop's body: StaticRNN's recurrent) draws when its body does
+    from ...ops.scan.defs import body_graph
+    return any(_is_random(inner) for region in get_op_def(op.type).regions
+               if isinstance(op.attrs.get(region), str)
+               for inner in body_graph(op.attrs[region]).ops())
 
 
 def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True,
