@@ -107,7 +107,7 @@ class _Unit:
 
     def __init__(self, name_scope, hidden_size, param_attr, bias_attr, gate_activation,
                  activation, dtype):
-        self.helper = LayerHelper(self.kind, unique_name.generate(f"{name_scope}/{self.kind}"))
+        self.full_name = unique_name.generate(f"{name_scope}/{self.kind}")
         self.hidden_size = int(hidden_size)
         self.param_attr, self.bias_attr, self.dtype = param_attr, bias_attr, dtype
         self.gate_activation = gate_activation or sigmoid
@@ -123,7 +123,9 @@ class _Unit:
         return size
 
     def _param(self, attr, shape, is_bias=False):
-        return self.helper.create_parameter(attr, shape, self.dtype, is_bias=is_bias)
+        # the programs in effect at the first call (the cell may be made before them)
+        helper = LayerHelper(self.kind, self.full_name)
+        return helper.create_parameter(attr, shape, self.dtype, is_bias=is_bias)
 
 
 class _GRUUnit(_Unit):

@@ -233,6 +233,7 @@ class _StepBlock:
     def __enter__(self):
         rnn = self.rnn
         rnn._block = default_main_program().current_block()
+        rnn.helper.main_program = rnn._block.program  # the program the step is built in
         rnn._mark = BlockMark.of(rnn._block)
         rnn._where = user_source()
         rnn.status = _IN
