@@ -539,3 +539,7 @@ def test_dropout_in_the_step_draws_per_step_and_run_and_its_gradient_follows():
     assert 0.3 < kept.mean() < 0.7
     assert not (kept[0] == kept[1]).all() and not (first == second).all()
     np.testing.assert_allclose(dx, feed["w"] * kept)  # the backward saw the forward's masks
+    # clone(for_test) reaches the step's dropout: x * (1 - p) at inference, as in Paddle
+    test_prog = graphc.default_main_program().clone(for_test=True)
+    (inferred,) = exe.run(test_prog, feed=feed, fetch_list=[out])
+    np.testing.assert_allclose(inferred, 0.5)
