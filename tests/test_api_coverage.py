@@ -87,8 +87,8 @@ def test_classify_real_names(name, status):
 
 # What graphc.fluid offers today (dygraph and contrib left out). Raise these numbers as the
 # surface grows; lowering one needs a reason in the commit that does it.
-FLOOR_SAME = 850
-CEILING_ABSENT = 88
+FLOOR_SAME = 871  # issue 26: StaticRNN, RNNCell, GRUCell, LSTMCell, rnn (+21)
+CEILING_ABSENT = 75
 
 
 def test_coverage_of_the_reference_list_never_shrinks(capsys):

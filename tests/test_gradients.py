@@ -1999,3 +1999,35 @@ def tensor_array_write_and_read(c):
 
 
 # -- end issue 26: loops
+
+
+# -- issue 26: StaticRNN's recurrent op ---------------------------------------------------------
+@grad_case("recurrent", params=[{"cell": "fc"}, {"cell": "gru"}, {"cell": "lstm"}])
+def recurrent_static_rnn(c, cell):
+    """Gradients through the scan: w.r.t. the step inputs, the initial memories, values read
+    from outside the step and the parameters created inside it (shared by every step)."""
+    steps, batch = 3, 2
+    x = c.data("x", c.randn(steps, batch, 3))
+    if cell == "fc":
+        h0 = c.data("h0", c.randn(batch, 2))
+        s = c.data("s", c.randn(batch, 2))
+        rnn = layers.StaticRNN()
+        with rnn.step():
+            prev = rnn.memory(init=h0)
+            h = layers.fc([rnn.step_input(x), prev], 2, act="tanh")
+            rnn.update_memory(prev, layers.elementwise_mul(h, s))
+            rnn.step_output(h)
+        return rnn()
+    # rnn() over a cell, batch-major, with lengths (masked states) and reversed
+    lengths = c.data("len", [3, 1], grad=False, dtype="int64")
+    xb = layers.transpose(x, [1, 0, 2])
+    if cell == "gru":
+        out, final = layers.rnn(layers.GRUCell(2, dtype="float64"), xb,
+                                initial_states=c.data("h0", c.randn(batch, 2)),
+                                sequence_length=lengths, is_reverse=True)
+        return [out, final]
+    states = [c.data("h0", c.randn(batch, 2)), c.data("c0", c.randn(batch, 2))]
+    out, (h, cell_state) = layers.rnn(layers.LSTMCell(2, forget_bias=0.5, dtype="float64"),
+                                      xb, initial_states=states, sequence_length=lengths)
+    return [out, h, cell_state]
+# -- end issue 26: StaticRNN's recurrent op

@@ -1467,3 +1467,55 @@ def _print():
 def test_host_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 24: host callbacks (py_func, Print)
+
+
+# -- issue 26: StaticRNN and the RNN-cell API ---------------------------------------------------
+@case("StaticRNN")
+def _static_rnn():
+    x = graphc.data("seq", [5, -1, 3], "float32")
+    rnn = layers.StaticRNN()
+    with rnn.step():
+        word = rnn.step_input(x)
+        prev = rnn.memory(shape=[-1, 4], batch_ref=word, init_value=0.5)
+        h = layers.fc([word, prev], 4, act="tanh")
+        rnn.update_memory(prev, h)
+        rnn.output(h, word)
+    return rnn()
+
+
+class _SumCell(layers.RNNCell):
+    def call(self, inputs, states):
+        new = layers.elementwise_add(layers.fc(inputs, 4), states)
+        return new, new
+
+    @property
+    def state_shape(self):
+        return [4]
+
+
+@case("RNNCell")
+def _rnn_cell():
+    layers.rnn(_SumCell(), graphc.data("seq", [-1, 5, 3], "float32"))
+
+
+@case("GRUCell")
+def _gru_cell():
+    layers.rnn(layers.GRUCell(4), graphc.data("seq", [-1, 5, 3], "float32"),
+               sequence_length=graphc.data("len", [-1], "int64"), is_reverse=True)
+
+
+@case("LSTMCell")
+def _lstm_cell():
+    layers.rnn(layers.LSTMCell(4), graphc.data("seq", [5, -1, 3], "float32"), time_major=True)
+
+
+@case("rnn")
+def _rnn():
+    x = graphc.data("seq", [-1, 5, 3], "float32")
+    layers.rnn(layers.GRUCell(4), x, initial_states=graphc.data("h0", [-1, 4], "float32"))
+
+
+@pytest.mark.parametrize("case_id", ["StaticRNN", "RNNCell", "GRUCell", "LSTMCell", "rnn"])
+def test_static_rnn_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 26: StaticRNN and the RNN-cell API

@@ -2335,3 +2335,63 @@ def test_while_refuses_a_body_that_retypes_a_carried_value():
         infer("while", {"Carry": [t(2, 3)], "Aux": [i64(1), t(1, dtype="bool")],
                         "X": [t(3, 3)], "XAux": [i64(1)]}, {"body": bad, "cond_index": 1})
 # -- end issue 26: loops and tensor arrays
+
+
+# -- issue 26: StaticRNN's recurrent op ---------------------------------------------------------
+RNN_STEP = """graph @step {
+  input %m: f32[-1,4] {feed}
+  input %x: f32[-1,3] {feed}
+  input %w: f32[3,4] {feed}
+  %a: f32[-1,4] = mul(X=%x, Y=%w)
+  %h: f32[-1,4] = elementwise_add(X=%a, Y=%m)
+  output %h
+  output %h
+}
+"""
+RECURRENT_CASES = [
+    case("recurrent", {"inputs": [t(5, -1, 3)], "initial_states": [t(-1, 4)],
+                       "parameters": [t(3, 4)]}, {"body": RNN_STEP},
+         {"outputs": [t(5, -1, 4)]}),
+]
+CASES.extend(RECURRENT_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", RECURRENT_CASES)
+def test_recurrent_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    test_grad_op_types(op_type, ins, attrs, outs)
+    # an integer operand beside float ones: every operand of the slot gets a gradient type
+    step = RNN_STEP.replace("input %w: f32[3,4] {feed}",
+                            "input %w: f32[3,4] {feed}\n  input %k: i64[2] {feed}")
+    grads = infer("recurrent_grad", {"inputs": [t(5, -1, 3)], "initial_states": [t(-1, 4)],
+                                     "parameters": [t(3, 4), i64(2)],
+                                     "outputs": [t(5, -1, 4)],
+                                     "outputs@GRAD": [t(5, -1, 4)]}, {"body": step})
+    assert grads["parameters@GRAD"] == [t(3, 4), i64(2)]
+
+
+@pytest.mark.parametrize("ins, message", [
+    ({"inputs": [t(5, 3)], "initial_states": [t(-1, 4)], "parameters": [t(3, 4)]},
+     "step slice does not match"),
+    ({"inputs": [t(5)], "initial_states": [t(-1, 4)], "parameters": [t(3, 4)]},
+     "needs a time axis and a batch axis"),
+    ({"inputs": [t(5, -1, 3), t(6, -1, 3)], "initial_states": [t(-1, 4)],
+      "parameters": [t(3, 4)]}, "the step takes 3 inputs"),
+    ({"inputs": [t(5, -1, 3)], "initial_states": [t(-1, 5)], "parameters": [t(3, 4)]},
+     "initial state 0 is"),
+    ({"inputs": [t(5, -1, 3)], "initial_states": [t(-1, 4)], "parameters": [t(3, 5)]},
+     "parameter 0 is"),
+])
+def test_recurrent_bad_inputs_name_the_op(ins, message):
+    test_bad_inputs_raise_shape_error("recurrent", ins, {"body": RNN_STEP}, message)
+
+
+def test_recurrent_memory_that_changes_shape_is_refused():
+    step = RNN_STEP.replace("output %h\n  output %h", "output %a\n  output %h").replace(
+        "input %m: f32[-1,4]", "input %m: f32[-1,5]").replace(
+        "%h: f32[-1,4] = elementwise_add(X=%a, Y=%m)",
+        "%h: f32[-1,5] = elementwise_add(X=%m, Y=%m)")
+    test_bad_inputs_raise_shape_error(
+        "recurrent", {"inputs": [t(5, -1, 3)], "initial_states": [t(-1, 5)],
+                      "parameters": [t(3, 4)]}, {"body": step}, "memory 0 enters the step")
+# -- end issue 26: StaticRNN's recurrent op

@@ -21,6 +21,7 @@ from .lowering import (
     Replicas,
     apply_cross_replica,
     apply_rule,
+    forward_stash,
     is_cross_replica,
     random_op_seed,
 )
@@ -154,6 +155,7 @@ def evaluate_replicas(graph: Graph, envs: list[dict[Value, object]], replicas: R
 
 def evaluate(graph: Graph, env: dict[Value, object], step=0, replicas=None,
              ops: list[Op] | None = None) -> dict[Value, object]:
-    for op in graph.ops() if ops is None else ops:
-        evaluate_op(graph, op, env, step, replicas)
+    with forward_stash():  # a forward rule's leavings reach its grad op in the same walk
+        for op in graph.ops() if ops is None else ops:
+            evaluate_op(graph, op, env, step, replicas)
     return env

@@ -88,6 +88,41 @@ def services_in_effect(services):
         _TRACING_SERVICES.reset(token)
 
 
+# -- what a forward rule leaves for its gradient op within one traced step ------------------
+# A forward rule under a trace may leave what its ``T_grad`` op reuses (the pullback of a
+# scan, so the backward pass does not run the forward loop again): keyed by the identity of
+# a forward output, which the grad op receives as the same object. The table lives for one
+# ``forward_stash()`` block (a step's trace, or one ``evaluate``): nothing outlives it, and
+# without a block nothing is kept (the grad rule then differentiates the forward rule).
+_FORWARD_STASH: ContextVar = ContextVar("graphc_forward_stash", default=None)
+
+
+@contextlib.contextmanager
+def forward_stash():
+    """A block in which ``stash``/``stashed`` keep values (an enclosing one is reused)."""
+    if _FORWARD_STASH.get() is not None:
+        yield
+        return
+    token = _FORWARD_STASH.set({})
+    try:
+        yield
+    finally:
+        _FORWARD_STASH.reset(token)
+
+
+def stash(key, value) -> None:
+    """Keep ``value`` for ``stashed(key)`` until the enclosing block ends (none: dropped)."""
+    table = _FORWARD_STASH.get()
+    if table is not None:
+        table[id(key)] = (key, value)  # the key is held, so its id is not reused meanwhile
+
+
+def stashed(key):
+    table = _FORWARD_STASH.get()
+    entry = None if table is None else table.get(id(key))
+    return entry[1] if entry is not None and entry[0] is key else None
+
+
 class RuleContext:
     """What a rule sees besides its inputs: attrs, output types, randomness, replicas, and
     the host services of the step being built (``services``: None outside a step)."""

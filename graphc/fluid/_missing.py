@@ -44,7 +44,6 @@ ADVICE: dict[str, str] = {
     "layers.cond": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.IfElse": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.Switch": "control flow (While/IfElse/Switch/cond) is not supported yet",
-    "layers.StaticRNN": "control flow (StaticRNN/DynamicRNN) is not supported yet",
     "layers.lod_reset": _LOD,
     "layers.lod_append": _LOD,
     "layers.beam_search": _LOD,

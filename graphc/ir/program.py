@@ -350,6 +350,7 @@ class Program:
 
     def clone(self, for_test: bool = False) -> Program:
         """A deep copy. ``for_test`` keeps forward ops only and sets ``is_test`` attrs."""
+        from .regions import regions_for_test  # regions imports the graph, built on this
         new = Program()
         new.random_seed = self.random_seed
         new.blocks = []
@@ -367,6 +368,8 @@ class Program:
                 attrs = dict(op.attrs)
                 if for_test and "is_test" in attrs:
                     attrs["is_test"] = True
+                if for_test:  # the ops inside a loop body too (StaticRNN's step)
+                    attrs = regions_for_test(op.type, attrs)
                 nb.ops.append(Operator(nb, op.type, {k: list(v) for k, v in op.inputs.items()},
                                        {k: list(v) for k, v in op.outputs.items()}, attrs,
                                        op.source, op.role))

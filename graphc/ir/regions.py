@@ -110,3 +110,28 @@ def body_text(block, ops, inputs: list, outputs: list[str], name: str = "body",
     g.outputs = [latest[n] for n in outputs]
     g._outputs_version += 1
     return g.to_text()
+
+
+def regions_for_test(op_type: str, attrs: dict) -> dict:
+    """``attrs`` with every region of the op set up for inference: each op inside (nested
+    regions too) gets ``is_test`` set where it has one (``Program.clone(for_test=True)``)."""
+    from .opdef import get_op_def
+    regions = get_op_def(op_type).regions
+    if not regions:
+        return attrs
+    return {k: _body_for_test(v) if k in regions and isinstance(v, str) else v
+            for k, v in attrs.items()}
+
+
+def _body_for_test(text: str) -> str:
+    from .rewriter import Rewriter
+    from .text import parse
+    g = parse(text)
+    rw = Rewriter(g)
+    for op in g.ops():
+        if op.attrs.get("is_test") is False:
+            rw.set_attr(op, "is_test", True)
+        for name, value in regions_for_test(op.type, op.attrs).items():
+            if value != op.attrs[name]:
+                rw.set_attr(op, name, value)
+    return g.to_text() if rw.changed else text

@@ -488,3 +488,12 @@ __all__ += ["Print", "py_func"]
 __all__ += ["gather_tree", "generate_mask_labels"]
 # -- issue 26: loops and tensor arrays
 __all__ += ["While", "array_length", "array_read", "array_write", "create_array", "while_loop"]
+
+
+
+# -- issue 26: StaticRNN and the RNN-cell API (RNNCell, GRUCell, LSTMCell, rnn)
+from .rnn_cells import GRUCell, LSTMCell, RNNCell, rnn  # noqa: E402
+from .static_rnn import StaticRNN  # noqa: E402
+
+__all__ += ["GRUCell", "LSTMCell", "RNNCell", "StaticRNN", "rnn"]
+# -- end issue 26: StaticRNN and the RNN-cell API

@@ -26,7 +26,7 @@ from ..data_checks import InvalidReport, collecting, ok, over_iterations, summar
 from ..evaluate import evaluate, evaluate_op
 from ..interpreter import resolve_fetch
 from ..lod import LoDArray
-from ..lowering import services_in_effect
+from ..lowering import forward_stash, services_in_effect
 from ..precision import with_graphc_x64
 from ..selected_rows import SelectedRows
 
@@ -111,7 +111,7 @@ class CompiledStep:
         services = self.services
 
         def traced(*args):
-            with services_in_effect(services):
+            with services_in_effect(services), forward_stash():
                 return body(*args)
 
         return traced
@@ -359,7 +359,13 @@ def _is_random(op: Op) -> bool:
     that draws without the RANDOM trait gets a None counter and fails loudly, never silently.
     """
     types = (op.type, forward_type(op.type))
-    return any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types)
+    if any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types):
+        return True
+    # an op holding a region (a loop's body: StaticRNN's recurrent) draws when its body does
+    from ...ops.scan.defs import body_graph
+    return any(_is_random(inner) for region in get_op_def(op.type).regions
+               if isinstance(op.attrs.get(region), str)
+               for inner in body_graph(op.attrs[region]).ops())
 
 
 def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True,
