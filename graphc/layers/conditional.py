@@ -83,14 +83,23 @@ def run_branch(fn, block) -> tuple[Branch, object]:
     return Branch(mark, captured), result
 
 
+def _lives_on(var) -> bool:
+    """A variable created in a branch that outlives it: a parameter, a persistable, a feed."""
+    return isinstance(var, Parameter) or var is not None and (var.persistable or var.is_data)
+
+
+def drop_branch_locals(block, branch: Branch) -> None:
+    keep = [n for n in branch.captured.local if _lives_on(block.vars.get(n))]
+    drop_locals(branch.mark, branch.captured, keep)
+
+
 def touches(block, captured: Captured) -> tuple[list[str], list[str]]:
     """Outer names the branch reads before writing them, and the ones it writes; parameters
     and persistables it creates count as outer (they outlive the branch)."""
     def outer(n):
         if n not in captured.local:
             return True
-        var = block.vars.get(n)
-        return isinstance(var, Parameter) or var is not None and var.persistable
+        return _lives_on(block.vars.get(n))
 
     written: set[str] = set()
     reads: list[str] = []
@@ -125,7 +134,7 @@ def build_region_op(layer: str, helper: LayerHelper, op_type: str, control: dict
     for b, (r, w) in zip(branches, touched):
         # an outer value returned as it is enters as an input
         returned = [v.name for v in b.returns if v.name not in w and (
-            v.name not in b.captured.local or isinstance(v, Parameter) or v.persistable)]
+            v.name not in b.captured.local or _lives_on(v))]
         reads += [n for n in r + returned if n not in reads and n not in holders]
     reads += [n for n in old if n not in reads]
     for n in old:
@@ -151,7 +160,7 @@ def build_region_op(layer: str, helper: LayerHelper, op_type: str, control: dict
     helper.append_op(op_type, ins, {"Out": results + [block.var(n) for n in carried]},
                      {**(attrs or {}), **region_attrs(texts)})
     for b in branches:
-        drop_locals(b.mark, b.captured)
+        drop_branch_locals(block, b)
         for p in b.placeholders:
             block.vars.pop(p.name, None)
     return results
@@ -329,7 +338,7 @@ class ConditionalBlock:
         block = default_main_program().current_block()
         _, writes = touches(block, branch.captured)
         if not writes:  # only local values: nothing outside can tell whether it ran
-            drop_locals(branch.mark, branch.captured)
+            drop_branch_locals(block, branch)
             return
         keep = Branch(BlockMark.of(block), Captured([], [], [], set()))
         build_region_op("ConditionalBlock", self.helper, "cond",
@@ -398,7 +407,7 @@ class Switch:
         written = {n for b in branches for n in touches(block, b.captured)[1]}
         if not written:
             for b in branches:
-                drop_locals(b.mark, b.captured)
+                drop_branch_locals(block, b)
             return False
         # the op is appended when the Switch closes: what ran between its cases must not
         # have read what a case writes

@@ -81,9 +81,11 @@ def _ifelse(c):
                 f"X {t} must have the rows of Cond {cond}")
     outs = branch_types(c, [c["true_body"], c["false_body"]], [*c.xs("X"), *c.xs("Input")])
     c.check(outs, "the branches return nothing (give each an ie.output)")
-    for k, t in enumerate(outs):
-        c.check(t.rank >= 1 and (t.shape[0] == rows or -1 in (t.shape[0], rows)),
-                f"output {k} ({t}) must have one row per row of Cond {cond}")
+    for i, text in enumerate((c["true_body"], c["false_body"])):
+        for k, v in enumerate(body_graph(text).outputs):
+            t = v.type
+            c.check(t.rank >= 1 and (t.shape[0] == rows or -1 in (t.shape[0], rows)),
+                    f"branch {i} returns output {k} as {t}, not one row per row of Cond {cond}")
     return {"Out": [TensorType((rows, *t.shape[1:]), t.dtype) for t in outs]}
 
 
