@@ -404,3 +404,71 @@ def test_bad_inputs_are_build_time_errors_naming_the_layer_and_line():
         layers.IfElse(f)
     # nothing of the refused layers stays in the program
     assert [op.type for op in graphc.default_main_program().global_block().ops] == ["cast"]
+
+
+def test_paddle_conditional_block_test_program():
+    """Paddle's ConditionalBlock unit test: a non-scalar condition on a batch, an output
+    variable with no value before the block, and the gradient through it."""
+    data = layers.data(name="X", shape=[1], dtype="float32")
+    data.stop_gradient = False
+    cond_block = layers.ConditionalBlock(inputs=[data])
+    out = layers.create_tensor(dtype="float32")
+    with cond_block.block():
+        hidden = layers.fc(input=data, size=10)
+        layers.assign(hidden, out)
+    loss = layers.mean(out)
+    fluid.backward.append_backward(loss=loss)
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    x = RNG.random((10, 1)).astype("float32")
+    got, gx, w, b = exe.run(feed={"X": x}, fetch_list=[out, "X@GRAD", "fc_0.w_0", "fc_0.b_0"])
+    np.testing.assert_allclose(got, x @ w + b, rtol=1e-5)
+    np.testing.assert_allclose(gx, np.full((10, 1), w.sum() / 100), rtol=1e-5)
+
+
+def test_more_refusals_name_the_construct():
+    x = fluid.data("x", [-1, 3], "float32")
+    p = fluid.data("p", [1], "bool")
+    seq = fluid.data("seq", [-1, 3], "float32", lod_level=1)
+    with pytest.raises(ShapeError, match=r"op cond at .*: input 'Input' of op cond is a LoD"):
+        layers.cond(p, lambda: seq, lambda: layers.scale(seq, 2.0))
+    ie = layers.IfElse(layers.fill_constant_batch_size_like(x, [-1, 1], "bool", 1.0))
+    with ie.true_block():
+        ie.output(ie.input(x))
+    with pytest.raises(ProgramError, match="only the true block gives outputs"):
+        ie()
+    ie = layers.IfElse(layers.fill_constant_batch_size_like(x, [-1, 1], "bool", 1.0))
+    with ie.true_block():
+        ie.output(layers.scale(x, 2.0))  # the whole batch, not the block's rows
+    with pytest.raises(ProgramError, match=r"reads the batch value 'x' directly"):
+        with ie.false_block():
+            ie.output(ie.input(x))
+        ie()
+    v = layers.fill_constant([1], "float32", 0.0)
+    with pytest.raises(ProgramError, match=r"Switch: op scale at .* reads \['fill_constant"):
+        with layers.Switch() as switch:
+            with switch.case(p):
+                layers.assign(layers.fill_constant([1], "float32", 1.0), v)
+            layers.scale(v, 2.0)
+            with switch.case(layers.logical_not(p)):
+                layers.assign(layers.fill_constant([1], "float32", 2.0), v)
+
+
+def test_training_through_cond_leaves_the_untaken_head_alone():
+    x = fluid.data("x", [-1, 4], "float32")
+    y = fluid.data("y", [-1, 1], "float32")
+    p = fluid.data("p", [1], "bool")
+    pred = layers.cond(p, lambda: layers.fc(x, 1, param_attr="head_a"),
+                       lambda: layers.fc(x, 1, param_attr="head_b"))
+    loss = layers.mean(layers.square_error_cost(pred, y))
+    fluid.optimizer.SGD(0.1).minimize(loss)
+    exe = graphc.Executor()
+    exe.run(graphc.default_startup_program())
+    xv = RNG.standard_normal((16, 4)).astype("float32")
+    yv = xv @ np.array([[1.0], [-2.0], [0.5], [3.0]], "float32")
+    scope = graphc.global_scope()
+    b0 = np.array(scope.find_var("head_b").get_tensor())
+    losses = [float(exe.run(feed={"x": xv, "y": yv, "p": _bool(True)},
+                            fetch_list=[loss])[0][0]) for _ in range(20)]
+    assert losses[-1] < 0.2 * losses[0], losses
+    np.testing.assert_array_equal(np.array(scope.find_var("head_b").get_tensor()), b0)

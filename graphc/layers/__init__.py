@@ -485,7 +485,8 @@ __all__ += ["Print", "py_func"]
 __all__ += ["gather_tree", "generate_mask_labels"]
 
 # -- issue 26: conditionals (cond, case, switch_case, ConditionalBlock, Switch, IfElse)
-from .conditional import ConditionalBlock, Switch, case, cond, switch_case  # noqa: E402
+from .conditional import case, cond, switch_case  # noqa: E402
 from .ifelse import IfElse  # noqa: E402
+from .switch import ConditionalBlock, Switch  # noqa: E402
 
 __all__ += ["ConditionalBlock", "IfElse", "Switch", "case", "cond", "switch_case"]
