@@ -364,11 +364,11 @@ def test_text_round_trip_of_every_conditional_op():
         ie.output(layers.fc(ie.input(c), 3))
     with ie.false_block():
         ie.output(ie.input(c) * 0.5)
-    layers.reduce_sum(ie()[0])
+    fluid.backward.append_backward(layers.reduce_sum(ie()[0]))
     g = graphc.lower(graphc.default_main_program())
     text = g.to_text()
     for op in ("cond", "case", "switch_case", "ifelse"):
-        assert f"= {op}(" in text
+        assert f"= {op}(" in text and f"= {op}_grad(" in text  # grad ops hold the regions too
     assert "} false_body @" in text and "} branches @" in text
     assert parse(text).to_text() == text
     shown = g.to_text(show_source=True)
@@ -472,3 +472,20 @@ def test_training_through_cond_leaves_the_untaken_head_alone():
                             fetch_list=[loss])[0][0]) for _ in range(20)]
     assert losses[-1] < 0.2 * losses[0], losses
     np.testing.assert_array_equal(np.array(scope.find_var("head_b").get_tensor()), b0)
+
+
+def test_region_text_errors_name_the_line():
+    from graphc.ir.errors import ParseError
+    x = fluid.data("x", [-1, 3], "float32")
+    p = fluid.data("p", [1], "bool")
+    layers.cond(p, lambda: x + 1.0, lambda: x)
+    text = graphc.lower(graphc.default_main_program()).to_text()
+    junk = text.replace("} false_body @", "} junk false_body @")
+    with pytest.raises(ParseError, match="unexpected text"):
+        parse(junk)
+    twice = text.replace("} false_body @", "} true_body @")
+    with pytest.raises(ParseError, match="attribute 'true_body' given twice"):
+        parse(twice)
+    unclosed = text.rsplit("  }", 1)[0] + "}\n"
+    with pytest.raises(ParseError):
+        parse(unclosed)
