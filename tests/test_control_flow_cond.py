@@ -444,6 +444,14 @@ def test_more_refusals_name_the_construct():
         with ie.false_block():
             ie.output(ie.input(x))
         ie()
+    rows = layers.fill_constant_batch_size_like(x, [-1, 1], "bool", 1.0)
+    with pytest.raises(ProgramError, match="IfElse: name must be a str or None, got set"):
+        layers.IfElse(rows, set())
+    ie = layers.IfElse(rows)
+    with pytest.raises(ProgramError, match="a block cannot be opened inside another"):
+        with ie.true_block():
+            with ie.false_block():
+                pass
     v = layers.fill_constant([1], "float32", 0.0)
     with pytest.raises(ProgramError, match=r"Switch: op scale at .* reads \['fill_constant"):
         with layers.Switch() as switch:

@@ -30,6 +30,14 @@ def check_scalar(layer: str, arg: str, value, dtypes=("bool",)) -> Variable:
     return value
 
 
+def named_helper(layer: str, layer_type: str, name) -> LayerHelper:
+    """The layer's helper; ``name`` must be a str or None, as Paddle checks."""
+    if name is not None and not isinstance(name, str):
+        raise ProgramError(f"{layer}: name must be a str or None, got {type(name).__name__}"
+                           f"{where_at()}")
+    return LayerHelper(layer_type, name)
+
+
 # -- nested structures of Variables (Paddle's nest: lists, tuples, dicts by sorted key) --------
 def flatten(nest) -> list:
     if isinstance(nest, dict):
@@ -271,7 +279,7 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
     check_scalar("cond", "pred", pred)
     _callable("cond", "true_fn", true_fn)
     _callable("cond", "false_fn", false_fn)
-    helper = LayerHelper("cond", name)
+    helper = named_helper("cond", "cond", name)
     return _branches_op("cond", helper, "cond", {"Cond": pred}, [true_fn, false_fn],
                         ["true_fn", "false_fn"],
                         lambda t: {"true_body": t[0], "false_body": t[1]})
@@ -294,7 +302,7 @@ def case(pred_fn_pairs, default=None, name=None):
         default = pairs.pop()[1]
     else:
         _callable("case", "default", default, optional=False)
-    helper = LayerHelper("case", name)
+    helper = named_helper("case", "case", name)
     fns = [fn for _, fn in pairs] + [default]
     if not pairs:  # only a default: it is simply called
         return default()
@@ -334,7 +342,7 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
         default = items.pop()[1]
     else:
         _callable("switch_case", "default", default, optional=False)
-    helper = LayerHelper("switch_case", name)
+    helper = named_helper("switch_case", "switch_case", name)
     names = [f"the fn for key {k}" for k, _ in items] + ["default"]
     return _branches_op("switch_case", helper, "switch_case", {"Index": branch_index},
                         [fn for _, fn in items] + [default], names,

@@ -10,8 +10,7 @@ from ..ir.errors import ProgramError
 from ..ir.program import Parameter, Variable
 from ..ir.regions import BlockMark, take
 from ..ops.cond.rowwise import row_wise_refusal
-from .conditional import Branch, build_region_op, touches, where_at
-from .helper import LayerHelper
+from .conditional import Branch, build_region_op, named_helper, touches, where_at
 
 _OUT, _TRUE, _FALSE = range(3)
 
@@ -33,7 +32,7 @@ class IfElse:
         if cond.lod_level:
             raise ProgramError(f"IfElse: cond '{cond.name}' is a LoD value; IfElse splits the "
                                f"rows of dense values{where_at()}")
-        self.helper = LayerHelper("ifelse", name)
+        self.helper = named_helper("IfElse", "ifelse", name)
         self.cond = cond
         self.status = _OUT
         self.branches: dict[int, Branch] = {}

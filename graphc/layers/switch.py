@@ -12,10 +12,10 @@ from .conditional import (
     build_region_op,
     check_scalar,
     drop_branch_locals,
+    named_helper,
     touches,
     where_at,
 )
-from .helper import LayerHelper
 
 
 class ConditionalBlock:
@@ -38,7 +38,7 @@ class ConditionalBlock:
         elif not inputs:
             raise ProgramError(f"ConditionalBlock: inputs is empty{where_at()}")
         self.inputs, self.is_scalar_condition = inputs, is_scalar_condition
-        self.helper = LayerHelper("conditional_block", name)
+        self.helper = named_helper("ConditionalBlock", "conditional_block", name)
 
     def block(self):
         return _ConditionalGuard(self)
@@ -88,7 +88,7 @@ class Switch:
     ``case`` op, appended when the Switch closes."""
 
     def __init__(self, name=None):
-        self.helper = LayerHelper("switch", name)
+        self.helper = named_helper("Switch", "switch", name)
         self.inside = False
         self.cases: list = []  # (condition, Branch)
         self.default_branch: Branch | None = None
