@@ -497,3 +497,22 @@ def test_region_text_errors_name_the_line():
     unclosed = text.rsplit("  }", 1)[0] + "}\n"
     with pytest.raises(ParseError):
         parse(unclosed)
+
+
+def test_ifelse_all_rows_one_way_runs_one_block():
+    x = fluid.data("x", [-1, 1], "float64")
+    x.stop_gradient = False
+    ie = layers.IfElse(layers.greater_than(x, layers.fill_constant([1], "float64", 0.0)))
+    with ie.true_block():
+        ie.output(layers.sqrt(ie.input(x)))  # an infinite slope at the false rows' values
+    with ie.false_block():
+        ie.output(ie.input(x) * 3.0)
+    out = ie()[0]
+    (gx,) = fluid.gradients(layers.reduce_sum(out), [x])
+    both = Both()
+    for xv in (np.array([[-1.0], [-4.0]]), np.array([[4.0], [9.0]])):
+        got, g = both.run({"x": xv}, [out, gx])
+        pos = xv > 0
+        np.testing.assert_allclose(got, np.where(pos, np.sqrt(np.abs(xv)), 3 * xv))
+        np.testing.assert_allclose(g, np.where(pos, 0.5 / np.sqrt(np.abs(xv)), 3.0))
+    assert both.compiles == 1

@@ -96,6 +96,19 @@ def _own_rows(mask):
     return jnp.where(mask, rows, jnp.argmax(mask))
 
 
+def _rows_branch(fn, own, xs: list, consts: list):
+    """``fn`` on the rows; a branch owning no row does not run (zeros of its outputs'
+    shapes stand in, all of them masked out), so it cannot compute on rows it never owns."""
+    ins = (*xs, *consts)
+
+    def skip(*_):
+        return tuple(jnp.zeros(s.shape, s.dtype) for s in jax.eval_shape(fn, *ins))
+
+    if _traced(own, ins):
+        return lax.cond(jnp.any(own), fn, skip, *ins)
+    return fn(*ins) if bool(jnp.any(own)) else skip()
+
+
 @lowering("ifelse")
 def _ifelse(c, Cond, X, Input):
     mask = jnp.asarray(Cond).reshape(-1).astype(bool)
@@ -103,7 +116,7 @@ def _ifelse(c, Cond, X, Input):
     outs = []
     for own, text in ((mask, c["true_body"]), (~mask, c["false_body"])):
         idx = _own_rows(own)
-        outs.append(_branch(c, text)(*[x[idx] for x in X], *Input))
+        outs.append(_rows_branch(_branch(c, text), own, [x[idx] for x in X], list(Input)))
     merged = []
     for k, (t, f) in enumerate(zip(*outs)):
         if t.shape[:1] != (n,) or f.shape[:1] != (n,):
