@@ -516,3 +516,21 @@ def test_ifelse_all_rows_one_way_runs_one_block():
         np.testing.assert_allclose(got, np.where(pos, np.sqrt(np.abs(xv)), 3 * xv))
         np.testing.assert_allclose(g, np.where(pos, 0.5 / np.sqrt(np.abs(xv)), 3.0))
     assert both.compiles == 1
+
+
+def test_amp_keeps_a_conditional_in_float32():
+    from graphc.passes import PassManager, make_pass
+    x = fluid.data("x", [-1, 4], "float32")
+    p = fluid.data("p", [1], "bool")
+    h = layers.fc(x, 8, act="relu")  # bfloat16 under AMP: cast back for the cond
+    out = layers.cond(p, lambda: layers.fc(h, 2), lambda: layers.fc(h, 2, act="tanh"))
+    loss = layers.mean(out)
+    fluid.optimizer.SGD(0.1).minimize(loss)
+    main = graphc.default_main_program()
+    g = graphc.lower(main)
+    PassManager([make_pass("amp")], verify_each=True).run(g, keep=[loss.name])
+    state, _ = run_graph(graphc.lower(graphc.default_startup_program()))
+    feeds = {"x": RNG.standard_normal((3, 4)).astype("float32"), "p": _bool(False)}
+    _, (amp,) = run_graph(g, dict(state), feeds, [loss.name])
+    _, (fp32,) = run_graph(graphc.lower(main), dict(state), feeds, [loss.name])
+    np.testing.assert_allclose(amp, fp32, rtol=5e-2, atol=1e-2)
