@@ -534,3 +534,19 @@ def test_amp_keeps_a_conditional_in_float32():
     _, (amp,) = run_graph(g, dict(state), feeds, [loss.name])
     _, (fp32,) = run_graph(graphc.lower(main), dict(state), feeds, [loss.name])
     np.testing.assert_allclose(amp, fp32, rtol=5e-2, atol=1e-2)
+
+
+def test_clone_for_test_reaches_the_ops_inside_branches():
+    x = fluid.data("x", [-1, 8], "float32")
+    p = fluid.data("p", [1], "bool")
+    out = layers.cond(p, lambda: layers.dropout(x, 0.5),
+                      lambda: layers.cond(p, lambda: x, lambda: layers.dropout(x, 0.25)))
+    test_program = graphc.default_main_program().clone(for_test=True)
+    exe = graphc.Executor()
+    xv = np.ones((4, 8), "float32")
+    for pv, keep in ((True, 0.5), (False, 0.75)):  # Paddle's downgrade_in_infer: x * (1 - p)
+        got = exe.run(test_program, feed={"x": xv, "p": _bool(pv)}, fetch_list=[out])[0]
+        np.testing.assert_allclose(got, xv * keep)
+    trained = exe.run(graphc.default_main_program(), feed={"x": xv, "p": _bool(True)},
+                      fetch_list=[out])[0]
+    assert set(np.unique(trained)) <= {0.0, 1.0} and 0 < trained.sum() < xv.size

@@ -108,3 +108,31 @@ def body_text(block, ops, inputs: list, outputs: list[str], name: str = "body",
     g.outputs = [latest[n] for n in outputs]
     g._outputs_version += 1
     return g.to_text()
+
+
+# -- issue 26: Program.clone(for_test=True) reaches the ops inside regions
+def regions_for_test(op_type: str, attrs: dict) -> dict:
+    """``attrs`` with every region's ops (nested regions too) given ``is_test=True``, as
+    ``clone(for_test=True)`` gives the ops of the block itself."""
+    from .opdef import get_op_def
+    regions = get_op_def(op_type).regions
+    if not regions:
+        return attrs
+    out = dict(attrs)
+    for r in regions:
+        value = attrs.get(r)
+        if isinstance(value, list):
+            out[r] = [_body_for_test(v) for v in value]
+        elif isinstance(value, str):
+            out[r] = _body_for_test(value)
+    return out
+
+
+def _body_for_test(text: str) -> str:
+    from .text import parse
+    g = parse(text)
+    for op in g.ops():
+        if "is_test" in op.attrs:
+            op.attrs["is_test"] = True
+        op.attrs.update(regions_for_test(op.type, op.attrs))
+    return g.to_text()

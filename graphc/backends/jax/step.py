@@ -358,7 +358,16 @@ def _is_random(op: Op) -> bool:
     that draws without the RANDOM trait gets a None counter and fails loudly, never silently.
     """
     types = (op.type, forward_type(op.type))
-    return any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types)
+    if any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types):
+        return True
+    # -- issue 26: a random op inside a region (dropout in a branch) reads the counter too
+    from ...ops.scan.defs import body_graph
+    for r in get_op_def(forward_type(op.type) or op.type).regions:
+        value = op.attrs.get(r)
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and any(_is_random(o) for o in body_graph(text).ops()):
+                return True
+    return False
 
 
 def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True,
