@@ -125,7 +125,7 @@ def test_case_first_true_pred_else_default():
     assert both.compiles == 1
 
 
-@pytest.mark.parametrize("dtype", ["int32", "int64"])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "uint8"])
 def test_switch_case_dict_list_and_default(dtype):
     i = fluid.data("i", [1], dtype)
     x = fluid.data("x", [2], "float32")

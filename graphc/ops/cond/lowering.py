@@ -83,7 +83,7 @@ def _case(c, Conds, Input):
 
 @lowering("switch_case")
 def _switch_case(c, Index, Input):
-    value = jnp.asarray(Index).reshape(())
+    value = jnp.asarray(Index).reshape(()).astype(jnp.int64)  # a uint8 index meets int keys
     index = _first_true([value == k for k in c["keys"]]) if c["keys"] else jnp.int32(0)
     return select_branch(c, index, c["branches"], Input)
 
