@@ -1967,6 +1967,44 @@ def print_passes_values_and_gradients(c):
 # -- end issue 24: host callbacks (py_func, Print)
 
 
+# -- issue 26: conditionals (cond, case, switch_case, ifelse) ------------------------------------
+@grad_case("cond", params=[{"taken": True}, {"taken": False}])
+def cond_branches(c, taken):
+    x = c.data("x", c.randn(2, 3))
+    p = c.data("p", [taken], grad=False, dtype="bool")
+    return list(layers.cond(p, lambda: (layers.fc(x, 2, act="tanh"), layers.exp(x)),
+                            lambda: (layers.fc(x, 2, act="sigmoid"), x * x)))
+
+
+@grad_case("case", params=[{"first": v} for v in (True, False)])
+def case_branches(c, first):
+    x = c.data("x", c.randn(3))
+    p = c.data("p", [first], grad=False, dtype="bool")
+    q = c.data("q", [True], grad=False, dtype="bool")
+    return layers.case([(p, lambda: layers.sin(x)), (q, lambda: x * x)], lambda: x)
+
+
+@grad_case("switch_case", params=[{"index": i} for i in (0, 3)])
+def switch_case_branches(c, index):
+    x = c.data("x", c.randn(3))
+    i = c.data("i", [index], grad=False, dtype="int64")
+    return layers.switch_case(i, {0: lambda: layers.tanh(x), 2: lambda: x * 3.0},
+                              default=lambda: layers.exp(x))
+
+
+@grad_case("ifelse")
+def ifelse_rows(c):
+    x = c.data("x", c.randn(4, 3))
+    flags = c.data("flags", [[True], [False], [False], [True]], grad=False, dtype="bool")
+    ie = layers.IfElse(flags)
+    with ie.true_block():
+        ie.output(layers.fc(ie.input(x), 2, act="tanh"))
+    with ie.false_block():
+        ie.output(layers.fc(ie.input(x), 2))
+    return ie()[0]
+# -- end issue 26: conditionals
+
+
 # -- issue 26: loops ------------------------------------------------------------------------------
 @grad_case("while", params=[{"steps": 1}, {"steps": 3}])
 def while_counter_loop(c, steps):

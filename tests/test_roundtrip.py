@@ -1519,3 +1519,63 @@ def _rnn():
 def test_static_rnn_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 26: StaticRNN and the RNN-cell API
+
+
+# -- issue 26: conditionals (cond, case, switch_case, ConditionalBlock, Switch, IfElse) ----------
+def _pred(name="p"):
+    return graphc.data(name, [1], "bool")
+
+
+def _cond_nested():
+    x = _x((-1, 3))
+    layers.cond(_pred(), lambda: layers.cond(_pred("q"), lambda: x + 1.0, lambda: x),
+                lambda: layers.fc(x, 3))
+
+
+def _case_layer():
+    x = _x((-1, 3))
+    layers.case([(_pred(), lambda: x * 2.0), (_pred("q"), lambda: layers.relu(x))], lambda: x)
+
+
+def _switch_case_layer():
+    x = _x((-1, 3))
+    layers.switch_case(graphc.data("i", [1], "int64"), [lambda: x, lambda: layers.tanh(x)])
+
+
+def _conditional_block():
+    x = _x((-1, 3))
+    out = layers.fill_constant([1], "float32", 0.0)
+    with layers.ConditionalBlock([_pred()], is_scalar_condition=True).block():
+        layers.assign(layers.reduce_sum(x, dim=[0, 1]), out)
+
+
+def _switch():
+    lr = layers.create_global_var([1], 0.0, "float32", persistable=True, name="lr")
+    with layers.Switch() as switch:
+        with switch.case(_pred()):
+            layers.assign(layers.fill_constant([1], "float32", 1.0), lr)
+        with switch.case(_pred("q")):  # no default: lr keeps its value when no case holds
+            layers.assign(layers.fill_constant([1], "float32", 2.0), lr)
+
+
+def _ifelse():
+    x = _x((-1, 3))
+    ie = layers.IfElse(graphc.data("rows", [-1, 1], "bool"))
+    with ie.true_block():
+        ie.output(layers.fc(ie.input(x), 2))
+    with ie.false_block():
+        ie.output(layers.fc(ie.input(x), 2, act="relu"))
+    ie()
+
+
+COND_LAYER_CASES = {"cond": _cond_nested, "case": _case_layer,
+                    "switch_case": _switch_case_layer, "ConditionalBlock": _conditional_block,
+                    "Switch": _switch, "IfElse": _ifelse}
+for _layer, _build in COND_LAYER_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("case_id", sorted(COND_LAYER_CASES))
+def test_conditional_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 26: conditionals

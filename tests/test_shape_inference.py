@@ -2284,6 +2284,58 @@ def test_host_bad_inputs_name_the_op(op_type, ins, attrs, message):
 # -- end issue 24: host callbacks (py_func, Print) and DGC
 
 
+# -- issue 26: conditionals (cond, case, switch_case, ifelse) -------------------------------------
+def _branch(name, out):
+    return (f"graph @{name} {{\n  input %x: f32[-1,3] {{feed}}\n  input %w: f32[3] {{feed}}\n"
+            f"{out}}}\n")
+
+
+PLUS = _branch("plus", "  %y: f32[-1,3] = elementwise_add(X=%x, Y=%w) {axis=1}\n  output %y\n")
+KEEP = _branch("keep", "  output %x\n")
+NARROW = _branch("narrow", "  %y: f32[2,3] = fill_constant() {shape=[2, 3]}\n  output %y\n")
+XW = {"Input": [t(-1, 3), t(3)]}
+COND_CASES = [
+    case("cond", {"Cond": t(1, dtype="bool"), **XW}, {"true_body": PLUS, "false_body": KEEP},
+         {"Out": [t(-1, 3)]}),
+    case("case", {"Conds": [t(1, dtype="bool")] * 2, **XW},
+         {"branches": [PLUS, KEEP, NARROW]}, {"Out": [t(-1, 3)]}),
+    case("switch_case", {"Index": t(1, dtype="int32"), **XW},
+         {"branches": [PLUS, KEEP], "keys": [4]}, {"Out": [t(-1, 3)]}),
+    case("ifelse", {"Cond": t(5, 1, dtype="bool"), "X": [t(5, 3)], "Input": [t(3)]},
+         {"true_body": PLUS, "false_body": KEEP}, {"Out": [t(5, 3)]}),
+]
+CASES.extend(COND_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", COND_CASES)
+def test_cond_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("cond", {"Cond": t(2, dtype="bool"), **XW}, {"true_body": PLUS, "false_body": KEEP},
+     "Cond must be a bool tensor of one element"),
+    ("cond", {"Cond": t(1, dtype="bool"), "Input": [t(-1, 4), t(3)]},
+     {"true_body": PLUS, "false_body": KEEP}, "Input 0 is f32[-1,4] but branch 0 reads"),
+    ("cond", {"Cond": t(1, dtype="bool"), **XW}, {"true_body": PLUS, "false_body": PLUS[:9]},
+     "does not verify"),
+    ("case", {"Conds": [t(1, dtype="bool")], **XW}, {"branches": [PLUS, KEEP, KEEP]},
+     "1 conditions need 2 branches"),
+    ("switch_case", {"Index": t(1), **XW}, {"branches": [PLUS, KEEP], "keys": [1]},
+     "Index must be a int32/int64/uint8"),
+    ("switch_case", {"Index": t(1, dtype="int64"), **XW},
+     {"branches": [PLUS, KEEP, KEEP], "keys": [1, 1]}, "keys must be distinct"),
+    ("ifelse", {"Cond": t(5, 1, dtype="bool"), "X": [t(4, 3)], "Input": [t(3)]},
+     {"true_body": PLUS, "false_body": KEEP}, "must have the rows of Cond"),
+    ("ifelse", {"Cond": t(5, 1, dtype="bool"), "X": [t(5, 3)], "Input": [t(3)]},
+     {"true_body": PLUS, "false_body": NARROW}, "branch 1 returns output 0 as f32[2,3], not"),
+])
+def test_cond_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end issue 26: conditionals
+
+
 # -- issue 26: loops and tensor arrays --------------------------------------------------------
 def _array(cap: int, *element: int, dtype: str = "float32") -> TensorType:
     return TensorType((cap, *element), dtype, array=True)

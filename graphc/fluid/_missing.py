@@ -41,9 +41,6 @@ ADVICE: dict[str, str] = {
     # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
     "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
-    "layers.cond": "control flow (While/IfElse/Switch/cond) is not supported yet",
-    "layers.IfElse": "control flow (While/IfElse/Switch/cond) is not supported yet",
-    "layers.Switch": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.lod_reset": _LOD,
     "layers.lod_append": _LOD,
     "layers.beam_search": _LOD,

@@ -52,6 +52,7 @@ _CONTROL_FLOW = (
     "greater_than", "greater_equal", "equal", "not_equal", "array_read", "array_length",
     "cond", "IfElse", "DynamicRNN", "StaticRNN", "reorder_lod_tensor_by_rank", "Print",
     "is_empty", "case", "switch_case", "while_loop",
+    "ConditionalBlock",  # -- issue 26: a class of Paddle's module, out of its __all__
 )
 _IO = ("data", "read_file", "double_buffer", "py_reader", "create_py_reader_by_data", "load")
 _LOSS = (

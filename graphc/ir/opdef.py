@@ -343,8 +343,9 @@ def register(op_type: str, inputs: str = "", outputs: str = "Out", attrs=None, *
                   grad_reads=None if grad_reads is None else tuple(grad_reads),
                   grad_type_from=dict(grad_type_from or {}), sparse_grad=sparse_grad,
                   regions=tuple(regions))
-    assert all(adefs.get(r) is not None and adefs[r].type == "str" for r in opdef.regions), (
-        op_type, "regions name str attributes", opdef.regions)
+    # a "strs" region is a list of graphs (the branches of a switch), each printed as a block
+    assert all(adefs.get(r) is not None and adefs[r].type in ("str", "strs")
+               for r in opdef.regions), (op_type, "regions name str(s) attributes", opdef.regions)
     slots = set(opdef.input_names) | set(opdef.output_names)
     unknown = opdef.sparse_inputs - set(opdef.input_names)
     assert not unknown, (op_type, "sparse_inputs names unknown slots", sorted(unknown))

@@ -368,7 +368,8 @@ class Program:
                 attrs = dict(op.attrs)
                 if for_test and "is_test" in attrs:
                     attrs["is_test"] = True
-                if for_test:  # the ops inside a loop body too (StaticRNN's step)
+                if for_test:  # the ops inside a branch or a loop body too
+                    from .regions import regions_for_test
                     attrs = regions_for_test(op.type, attrs)
                 nb.ops.append(Operator(nb, op.type, {k: list(v) for k, v in op.inputs.items()},
                                        {k: list(v) for k, v in op.outputs.items()}, attrs,

@@ -112,26 +112,29 @@ def body_text(block, ops, inputs: list, outputs: list[str], name: str = "body",
     return g.to_text()
 
 
+# -- issue 26: Program.clone(for_test=True) reaches the ops inside regions
 def regions_for_test(op_type: str, attrs: dict) -> dict:
-    """``attrs`` with every region of the op set up for inference: each op inside (nested
-    regions too) gets ``is_test`` set where it has one (``Program.clone(for_test=True)``)."""
+    """``attrs`` with every region's ops (nested regions too) given ``is_test=True``, as
+    ``clone(for_test=True)`` gives the ops of the block itself."""
     from .opdef import get_op_def
     regions = get_op_def(op_type).regions
     if not regions:
         return attrs
-    return {k: _body_for_test(v) if k in regions and isinstance(v, str) else v
-            for k, v in attrs.items()}
+    out = dict(attrs)
+    for r in regions:
+        value = attrs.get(r)
+        if isinstance(value, list):
+            out[r] = [_body_for_test(v) for v in value]
+        elif isinstance(value, str):
+            out[r] = _body_for_test(value)
+    return out
 
 
 def _body_for_test(text: str) -> str:
-    from .rewriter import Rewriter
     from .text import parse
     g = parse(text)
-    rw = Rewriter(g)
     for op in g.ops():
-        if op.attrs.get("is_test") is False:
-            rw.set_attr(op, "is_test", True)
-        for name, value in regions_for_test(op.type, op.attrs).items():
-            if value != op.attrs[name]:
-                rw.set_attr(op, name, value)
-    return g.to_text() if rw.changed else text
+        if "is_test" in op.attrs:
+            op.attrs["is_test"] = True
+        op.attrs.update(regions_for_test(op.type, op.attrs))
+    return g.to_text()

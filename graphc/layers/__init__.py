@@ -497,3 +497,11 @@ from .static_rnn import StaticRNN  # noqa: E402
 
 __all__ += ["GRUCell", "LSTMCell", "RNNCell", "StaticRNN", "rnn"]
 # -- end issue 26: StaticRNN and the RNN-cell API
+
+
+# -- issue 26: conditionals (cond, case, switch_case, ConditionalBlock, Switch, IfElse)
+from .conditional import case, cond, switch_case  # noqa: E402
+from .ifelse import IfElse  # noqa: E402
+from .switch import ConditionalBlock, Switch  # noqa: E402
+
+__all__ += ["ConditionalBlock", "IfElse", "Switch", "case", "cond", "switch_case"]

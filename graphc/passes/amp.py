@@ -161,6 +161,10 @@ class Amp(Pass):
             return "white"
         if base in BLACK_LIST or (has_op_def(base) and get_op_def(base).has_trait(LOSS)):
             return "black"  # every loss, also those added after this list was written
+        if has_op_def(base) and get_op_def(base).regions:
+            # -- issue 26: an op holding regions (a branch, a loop body) reads the types its
+            # bodies were built with: float32 in, float32 out (this pass does not enter them)
+            return "black"
         return "gray"
 
 

@@ -361,11 +361,14 @@ def _is_random(op: Op) -> bool:
     types = (op.type, forward_type(op.type))
     if any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types):
         return True
-    # an op holding a region (a loop's body: StaticRNN's recurrent) draws when its body does
+    # -- issue 26: a random op inside a region (dropout in a branch) reads the counter too
     from ...ops.scan.defs import body_graph
-    return any(_is_random(inner) for region in get_op_def(op.type).regions
-               if isinstance(op.attrs.get(region), str)
-               for inner in body_graph(op.attrs[region]).ops())
+    for r in get_op_def(forward_type(op.type) or op.type).regions:
+        value = op.attrs.get(r)
+        for text in value if isinstance(value, list) else [value]:
+            if isinstance(text, str) and any(_is_random(o) for o in body_graph(text).ops()):
+                return True
+    return False
 
 
 def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True,

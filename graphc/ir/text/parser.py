@@ -307,15 +307,7 @@ class _Parser:
             lineno = line.match(re.compile(r"\d+"), "a line number").group()
             line.expect(")")
             source = f"{path}:{lineno}"
-        for region in opdef.regions if opdef is not None else ():
-            if not line.accept(region):
-                continue
-            if region in attrs:
-                raise line.error(f"attribute '{region}' given twice")
-            line.expect("@")
-            name = line.match(_NAME, "a graph name").group()
-            line.expect("{")
-            attrs[region] = self.block(name, line)
+        self.regions(opdef, line, attrs)
         try:
             attrs = opdef.normalize_attrs(attrs, f"op {op_type}")
         except GraphcError as exc:
@@ -328,14 +320,48 @@ class _Parser:
             raise line.error(str(exc)) from None
 
 
-    def block(self, name: str, line: _Line) -> str:
-        """The lines of a graph-valued attribute, up to its closing ``  }``, as graph text."""
+    def regions(self, opdef, line: _Line, attrs: dict) -> None:
+        """The op's region blocks: ``name @graph {`` ... ``  }``, the next one starting on the
+        closing line of the one before; a list-valued ("strs") region repeats its name."""
+        regions = opdef.regions if opdef is not None else ()
+        lists = {r for r in regions if opdef.attrs[r].type == "strs"}
+        first, listed = line, set()
+        while not line.at_end():
+            m = _WORD.match(line.text, line.pos)
+            if m is None or m.group() not in regions:
+                if line is not first:  # a closing line holds nothing but further regions
+                    raise line.error("unexpected text")
+                return
+            region = m.group()
+            line.pos = m.end()
+            if region in attrs and region not in listed:
+                raise line.error(f"attribute '{region}' given twice")
+            line.expect("@")
+            name = line.match(_NAME, "a graph name").group()
+            line.expect("{")
+            text, rest = self.block(name, line)
+            if region in lists:
+                attrs.setdefault(region, []).append(text)
+                listed.add(region)
+            else:
+                attrs[region] = text
+            if rest is None:
+                return
+            line = rest
+
+    def block(self, name: str, line: _Line) -> tuple[str, _Line | None]:
+        """The lines of a graph-valued attribute, up to its closing ``  }``, as graph text;
+        and the rest of the closing line when another region follows on it."""
         inner = []
         while self.next_row < len(self.rows):
             lineno, text = self.rows[self.next_row]
             self.next_row += 1
-            if text.rstrip() == "  }":
-                return f"graph @{name} {{\n" + "\n".join(inner) + "\n}\n"
+            if text.rstrip() == "  }" or text.startswith("  } "):
+                rest = None
+                if text.rstrip() != "  }":
+                    rest = _Line(text, lineno)
+                    rest.pos = 3
+                return f"graph @{name} {{\n" + "\n".join(inner) + "\n}\n", rest
             if not text.startswith("    "):
                 raise ParseError("expected a line of the block, indented by 4, or its "
                                  "closing '  }'", lineno, 0, text)

@@ -74,7 +74,16 @@ def _region_block(name: str, text) -> tuple[str, str, list[str]] | None:
 def _blocks_of(op: Op, opdef) -> list[tuple[str, str, list[str]]]:
     if opdef is None or not opdef.regions:
         return []
-    return [b for r in opdef.regions if (b := _region_block(r, op.attrs.get(r))) is not None]
+    blocks = []
+    for r in opdef.regions:
+        value = op.attrs.get(r)
+        if isinstance(value, list):  # a list of graphs: every one a block, or all as JSON
+            listed = [_region_block(r, v) for v in value]
+            if listed and None not in listed:
+                blocks += listed
+        elif (b := _region_block(r, value)) is not None:
+            blocks.append(b)
+    return blocks
 
 
 class _Printer:
@@ -128,6 +137,7 @@ class _Printer:
         if self.show_source and op.source:
             path, _, lineno = op.source.rpartition(":")
             line += f"  loc({_json(path)}:{lineno})"
+        # several regions follow one another on the closing line: ``  } false_body @f {``
         for name, graph_name, inner in blocks:
             line += f" {name} @{graph_name} {{\n" + "\n".join("  " + ln for ln in inner) + "\n  }"
         return line
