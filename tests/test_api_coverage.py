@@ -87,8 +87,8 @@ def test_classify_real_names(name, status):
 
 # What graphc.fluid offers today (dygraph and contrib left out). Raise these numbers as the
 # surface grows; lowering one needs a reason in the commit that does it.
-FLOOR_SAME = 871  # issue 26: StaticRNN, RNNCell, GRUCell, LSTMCell, rnn (+21)
-CEILING_ABSENT = 75
+FLOOR_SAME = 892  # issue 26: While, arrays, StaticRNN, the RNN cells, rnn, the conditionals
+CEILING_ABSENT = 72
 
 
 def test_coverage_of_the_reference_list_never_shrinks(capsys):

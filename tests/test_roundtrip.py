@@ -1579,3 +1579,43 @@ for _layer, _build in COND_LAYER_CASES.items():
 def test_conditional_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 26: conditionals
+
+
+# -- issue 26: loops and tensor arrays ----------------------------------------------------------
+def _while_loop_with_array():
+    x = _x((-1, 3))
+    i = layers.fill_constant([1], "int64", 0)
+    n = layers.fill_constant([1], "int64", 3)
+    cond = layers.less_than(i, n)
+    h = layers.scale(x, 1.0)
+    arr = layers.create_array("float32", capacity=4)
+    loop = layers.While(cond)
+    with loop.block():
+        layers.assign(layers.fc(h, 3, act="tanh"), h)
+        layers.array_write(h, i, array=arr)
+        layers.increment(i)
+        layers.less_than(i, n, cond=cond)
+    layers.elementwise_add(layers.array_read(arr, layers.fill_constant([1], "int64", 1)),
+                           layers.cast(layers.array_length(arr), "float32"))
+
+
+def _while_loop_function():
+    x = _x((-1, 3))
+    layers.while_loop(lambda i, h: layers.less_than(i, layers.fill_constant([1], "int64", 2)),
+                      lambda i, h: [layers.increment(i, in_place=False), layers.tanh(h)],
+                      [layers.fill_constant([1], "int64", 0), x])
+
+
+LOOP_LAYER_CASES = {"While": _while_loop_with_array, "while_loop": _while_loop_function,
+                    "create_array": _while_loop_with_array,
+                    "array_write": _while_loop_with_array,
+                    "array_read": _while_loop_with_array,
+                    "array_length": _while_loop_with_array}
+for _layer, _build in LOOP_LAYER_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("case_id", ["While", "while_loop"])
+def test_loop_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 26: loops and tensor arrays

@@ -40,6 +40,7 @@ def graph_to_program(graph: Graph) -> Program:
                 persistable=same and info.persistable, stop_gradient=info.stop_gradient,
                 is_data=same and info.kind == "feed", need_check_feed=same and info.kind == "feed",
                 lod_level=v.type.lod_level, selected_rows=v.type.sparse)
+            block.vars[name].is_array = v.type.array
 
     def assign(v: Value, at: int) -> None:
         nonlocal fresh
