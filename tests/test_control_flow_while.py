@@ -417,3 +417,17 @@ def test_an_inner_loop_past_its_bound_refuses_the_outer_gradient():
         exe.run(feed={"x": xv, "inner_n": np.array([3])}, fetch_list=["x@GRAD"])
     with pytest.raises(DataError, match="at most 2 iterations"):
         run_graph(graphc.lower(program), {}, {"x": xv, "inner_n": np.array([3])}, ["x@GRAD"])
+
+
+def test_an_array_fetched_without_numpy_is_a_lod_tensor_array():
+    x = fluid.data("x", [2], "float32")
+    arr = layers.array_write(x, layers.fill_constant([1], "int64", 0))
+    (got,) = graphc.Executor().run(feed={"x": np.ones(2, "float32")}, fetch_list=[arr],
+                                   return_numpy=False)
+    assert isinstance(got, fluid.LoDTensorArray) and len(got) == 1
+    np.testing.assert_array_equal(np.array(got[0]), np.ones(2))
+    assert got[0].recursive_sequence_lengths() == []
+    built = fluid.LoDTensorArray()
+    built.append(got[0])
+    with pytest.raises(GraphcError, match="expected a LoDTensor"):
+        built.append(np.ones(2))

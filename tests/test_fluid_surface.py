@@ -269,11 +269,10 @@ def test_fluid_one_hot_appends_depth():
 @pytest.mark.parametrize("owner, name, advice", [
     (fluid, "dygraph", "static programs only"),
     (fluid, "contrib", "no fluid.contrib"),
-    (fluid, "LoDTensorArray", "LoD"),
+    (fluid, "ComplexVariable", "dygraph"),
     (fluid, "load_op_library", "custom operators"),
     (fluid, "no_such_api", "graphc does not provide it"),
-    (fluid.layers, "beam_search", "LoD"),
-    (fluid.layers, "While", "control flow"),
+    (fluid.optimizer, "PipelineOptimizer", "PipelineOptimizer"),
     (fluid.layers, "no_such_layer", "graphc does not provide it"),
     (fluid.param_attr, "no_such_attr", "graphc does not provide it"),
     (graphc, "nn", "static programs only"),

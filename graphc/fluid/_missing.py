@@ -37,7 +37,6 @@ ADVICE: dict[str, str] = {
     "contrib.mixed_precision": _AMP,
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
-    "LoDTensorArray": _LOD,
     # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
     "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",

@@ -7,6 +7,7 @@ from ..dataio import io as _io
 from ..runtime.lod import (  # the host LoD value and its checks live in the runtime
     LoDError,
     LoDTensor,
+    LoDTensorArray,
     create_lod_tensor,
     create_random_int_lodtensor,
 )
@@ -22,6 +23,7 @@ from ..runtime.scope import Scope
 from ._missing import missing
 
 __all__ = ["CPUPlace", "CUDAPinnedPlace", "CUDAPlace", "EOFException", "LoDError", "LoDTensor",
+           "LoDTensorArray",
            "Place", "Scope",
            "VarDesc", "create_lod_tensor", "create_random_int_lodtensor",
            "get_cuda_device_count", "is_compiled_with_cuda"]

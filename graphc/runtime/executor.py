@@ -51,7 +51,7 @@ from .compile_cache import ensure_compilation_cache
 from .feed_plan import FeedPlan, feed_key
 from .feeds import FeedError
 from .host_services import HostServices, process_services
-from .lod import LoDArray, LoDTensor, unpack_fetch
+from .lod import LoDArray, LoDTensor, LoDTensorArray, unpack_fetch
 from .places import CPUPlace, Place
 from .prune import Pruner, split_fetch_list
 from .run_as import DATA_PARALLEL, LoopProgram
@@ -95,7 +95,8 @@ def _fetched(value, iterations: int, numpy: bool):
         if iterations > 1:  # stacked per iteration
             return [_fetched(TensorArray(value.data[k], value.length[k]), 1, numpy)
                     for k in range(iterations)]
-        return [e if numpy else LoDTensor.of_fetch(e) for e in value.to_list()]
+        elements = value.to_list()
+        return elements if numpy else LoDTensorArray(LoDTensor.of_fetch(e) for e in elements)
     if not isinstance(value, SelectedRows):
         # return_numpy=False: a LoDTensor with an empty LoD, as Paddle (read back lazily)
         return np.asarray(value) if numpy else LoDTensor.of_fetch(value)

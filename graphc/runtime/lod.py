@@ -188,6 +188,22 @@ class LoDTensor(TensorMethods):
         return f"LoDTensor({self._array!r}, recursive_seq_lens={lengths})"
 
 
+class LoDTensorArray(list):
+    """Paddle's LoDTensorArray: a list of LoDTensors (what a fetched tensor array is with
+    ``return_numpy=False``; docs/control_flow.md)."""
+
+    def __init__(self, tensors=()):
+        super().__init__()
+        for t in tensors:
+            self.append(t)
+
+    def append(self, tensor) -> None:
+        if not isinstance(tensor, LoDTensor):
+            raise GraphcError(f"LoDTensorArray.append: expected a LoDTensor, got "
+                              f"{type(tensor).__name__}")
+        super().append(tensor)
+
+
 def create_lod_tensor(data, recursive_seq_lens, place=None) -> LoDTensor:
     """A LoDTensor from a numpy array, a LoDTensor, or a list of sequences (each a list of
     ints: tokens as int64 ``[T, 1]``, as Paddle), with lengths checked against the data."""
