@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-from .control import keepalive, parent_death_signal
+from .control import MAX_LINE, keepalive, parent_death_signal
 from .env import detect
 
 CONTROL_ENV = "GRAPHC_LAUNCH_CONTROL"  # host:port:token of the launcher (launch.py)
@@ -70,7 +70,9 @@ class _Control:
             return
         with self.lock:
             try:
-                self.sock.sendall((line.replace("\n", " ") + "\n").encode())
+                # the launcher drops a connection whose line exceeds MAX_LINE
+                data = line.replace("\n", " ").encode()[:MAX_LINE - 1]
+                self.sock.sendall(data + b"\n")
             except OSError:
                 pass
 
