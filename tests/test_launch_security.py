@@ -188,3 +188,127 @@ def test_a_64_mb_line_to_the_control_port_neither_grows_nor_stalls_the_launcher(
             proc.wait(timeout=10)
         _kill_all(marker)
         out.close()
+
+
+# -- one-node jobs listen on loopback only ---------------------------------------------------
+# Both ranks meet in MPI (the ranks' MPI and mpirun's runtime have set up everything they
+# listen on), or in graphc.distributed.init() and a barrier (JAX's coordinator and gloo too),
+# rank 0 says so, then both wait for the test's go.
+MEET = textwrap.dedent("""
+    import os, sys, time
+    from mpi4py import MPI
+    comm = MPI.COMM_WORLD
+    comm.Barrier()
+    assert comm.allreduce(comm.Get_rank()) == 1
+    if sys.argv[2] == "jax":
+        import graphc.distributed as dist
+        dist.init()
+        dist.barrier()
+    if comm.Get_rank() == 0:
+        open(sys.argv[1], "w").write("ready")
+    while not os.path.exists(sys.argv[1] + ".go"):
+        time.sleep(0.05)
+    comm.Barrier()
+""")
+
+
+def _listeners(pids: set[int]) -> list[tuple[int, str]]:
+    """(pid, local address) of every listening TCP socket those processes hold (what
+    ``ss -ltnp`` shows, read from /proc)."""
+    inodes = {}
+    for pid in pids:
+        try:
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                if link.startswith("socket:["):
+                    inodes[link[8:-1]] = pid
+        except OSError:
+            continue
+    found = []
+    for table, v6 in (("/proc/net/tcp", False), ("/proc/net/tcp6", True)):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            local, state, inode = fields[1], fields[3], fields[9]
+            if state != "0A" or inode not in inodes:  # 0A: LISTEN
+                continue
+            hexaddr, port = local.split(":")
+            raw = bytes.fromhex(hexaddr)
+            # /proc prints each 32-bit word in host (little-endian) order
+            raw = b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
+            addr = socket.inet_ntop(socket.AF_INET6 if v6 else socket.AF_INET, raw)
+            found.append((inodes[inode], f"{addr}:{int(port, 16)}"))
+    return found
+
+
+def test_the_launcher_runs_one_node_jobs_on_loopback_and_multinode_jobs_as_before(tmp_path):
+    import argparse
+
+    from graphc.distributed.launch import add_arguments, build_command
+    script = tmp_path / "t.py"
+    script.write_text("")
+    p = argparse.ArgumentParser()
+    add_arguments(p)
+    one, _ = build_command(p.parse_args(["--mpirun", "mpirun", str(script)]))
+    assert " --mca btl ^tcp " in " ".join(one)
+    two, _ = build_command(p.parse_args(["--mpirun", "mpirun", "--hosts", "a,b", str(script)]))
+    assert "btl" not in two
+
+
+def test_the_wrapper_takes_the_shim_out_of_the_script_s_environment():
+    from graphc.distributed import loopback
+    env = {"LD_PRELOAD": "/usr/lib/mine.so"}
+    loopback.preload(env, "/tmp/x/bind_loopback.so")
+    assert env["LD_PRELOAD"] == "/tmp/x/bind_loopback.so:/usr/lib/mine.so"
+    loopback.remove(env)
+    assert env == {"LD_PRELOAD": "/usr/lib/mine.so"}
+    env = {}
+    loopback.preload(env, "/tmp/x/bind_loopback.so")
+    loopback.remove(env)
+    assert env == {}
+
+
+@linux
+@needs_mpi
+@pytest.mark.xdist_group("mpi")
+@pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="needs cc")
+@pytest.mark.parametrize("meet", ["mpi", "jax"])
+def test_a_one_node_job_listens_on_loopback_only(tmp_path, meet):
+    marker = f"graphc-sec-{uuid.uuid4().hex}"
+    script = tmp_path / "meet.py"
+    script.write_text(MEET)
+    ready = tmp_path / "ready"
+    out = open(tmp_path / "launch.out", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "graphc", "launch", "--nproc_per_node", "2",
+                             "--timeout", "100", str(script), str(ready), meet, marker],
+                            stdout=out, stderr=subprocess.STDOUT, env=_env())
+    try:
+        deadline = time.monotonic() + 90
+        while not ready.exists():
+            assert proc.poll() is None and time.monotonic() < deadline, \
+                (tmp_path / "launch.out").read_text()
+            time.sleep(0.1)
+        pids = {pid for pid, _ in job_processes(marker)} | {proc.pid}
+        names = {pid: Path(f"/proc/{pid}/comm").read_text().strip() for pid in pids
+                 if Path(f"/proc/{pid}/comm").exists()}
+        listening = _listeners(pids)
+        (tmp_path / "ready.go").write_text("")
+        code = proc.wait(timeout=60)
+        text = (tmp_path / "launch.out").read_text()
+        assert code == 0, text
+        # the launcher's control port and mpirun's runtime listen, on loopback only
+        holders = {pid for pid, _ in listening}
+        assert proc.pid in holders and len(holders) >= 2, (listening, names)
+        exposed = [(names.get(pid), a) for pid, a in listening
+                   if not a.startswith(("127.0.0.1:", "::1:", "::ffff:127.0.0.1:"))]
+        assert exposed == [], exposed
+        assert "listens on every interface" not in text, text
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=10)
+        _kill_all(marker)
+        out.close()
