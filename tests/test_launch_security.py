@@ -150,6 +150,7 @@ def _rss_kb(pid: int) -> int:
 
 @linux
 @needs_mpi
+@pytest.mark.slow
 @pytest.mark.xdist_group("mpi")
 def test_a_64_mb_line_to_the_control_port_neither_grows_nor_stalls_the_launcher(tmp_path):
     marker = f"graphc-sec-{uuid.uuid4().hex}"
@@ -273,6 +274,7 @@ def test_the_wrapper_takes_the_shim_out_of_the_script_s_environment():
 
 @linux
 @needs_mpi
+@pytest.mark.slow
 @pytest.mark.xdist_group("mpi")
 @pytest.mark.skipif(not (shutil.which("cc") or shutil.which("gcc")), reason="needs cc")
 @pytest.mark.parametrize("meet", ["mpi", "jax"])
