@@ -272,6 +272,17 @@ def test_the_wrapper_takes_the_shim_out_of_the_script_s_environment():
     assert env == {}
 
 
+def test_without_a_compiler_the_launcher_warns_and_leaves_mpirun_as_it_is(tmp_path, monkeypatch,
+                                                                        capsys):
+    from graphc.distributed import launch, loopback
+    monkeypatch.setattr(loopback, "_compiler", lambda: None)
+    env = {}
+    launch._preload_loopback_shim(env, str(tmp_path))
+    assert env == {}
+    assert ("graphc launch: no C compiler (cc) to build the loopback shim: mpirun's runtime "
+            "listens on every interface of this node") in capsys.readouterr().err
+
+
 @linux
 @needs_mpi
 @pytest.mark.slow

@@ -1,14 +1,5 @@
 """One-node launches listen on loopback only: a tiny preloaded shim turns mpirun's wildcard
-binds into loopback ones, since no MCA parameter can (see below).
-
-PRRTE's prterun (Open MPI 5's mpirun) binds its out-of-band listeners to ``INADDR_ANY`` and
-``in6addr_any`` whatever ``oob_tcp_if_include`` says (its listener code takes no address; an
-include list of ``lo`` is refused outright when the node has another interface). On one node
-nothing outside the node ever needs those ports, so ``graphc launch`` compiles the shim below
-with the system's C compiler into a private temporary directory and preloads it into mpirun;
-each rank's wrapper removes it again before starting the script (rank.py), whose own sockets
-bind where the script says. The ranks' MPI gets no TCP transport on one node (shared memory).
-"""
+binds into loopback ones, since no MCA parameter can (docs/distributed.md)."""
 
 from __future__ import annotations
 
@@ -19,6 +10,13 @@ import subprocess
 import sys
 import sysconfig
 
+# PRRTE's prterun (Open MPI 5's mpirun) binds its out-of-band listeners to INADDR_ANY and
+# in6addr_any whatever oob_tcp_if_include says (its listener code takes no address; an include
+# list of "lo" is refused outright when the node has another interface). On one node nothing
+# outside the node needs those ports, so graphc launch compiles the shim below with the
+# system's C compiler into a private temporary directory and preloads it into mpirun; each
+# rank's wrapper removes it again before starting the script (rank.py), whose own sockets bind
+# where the script says.
 SHIM_ENV = "GRAPHC_LAUNCH_LOOPBACK_SHIM"  # the shim's path, for the wrappers to remove it
 OPT_OUT_ENV = "GRAPHC_LAUNCH_LOOPBACK"  # "0": one-node jobs listen where mpirun wants
 

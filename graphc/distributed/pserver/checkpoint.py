@@ -1,12 +1,11 @@
 """Checkpoints from the shard owners, with graphc.save's guarantees: each server writes its
-blocks, optimizer state and table rows (safetensors, sha256 per tensor, atomic, umask).
+blocks, optimizer state and table rows (safetensors, sha256 per tensor, atomic, umask)."""
 
-The first trainer writes the step (``pserver_checkpoint.json``). A resumed server checks
-everything it reads before it changes anything: the file's checksums and metadata (format,
-server, server count, tables), each block's shape and dtype, each table shard's rows (ids
-distinct, in range, owned by that server); a damaged input is a ``PServerCheckpointError``
-naming the file, never a raw safetensors or JSON error, and nothing is loaded then.
-"""
+# The first trainer writes the step (pserver_checkpoint.json). A resumed server checks
+# everything it reads before it changes anything: the file's checksums and metadata (format,
+# server, server count, tables), each block's shape and dtype, each table shard's rows (ids
+# distinct, in range, owned by that server); a damaged input is a PServerCheckpointError
+# naming the file, never a raw safetensors or JSON error, and nothing is loaded then.
 
 from __future__ import annotations
 
