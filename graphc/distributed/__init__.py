@@ -65,9 +65,12 @@ def init(timeout_s: int = 120) -> WorkerEnv:
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
     try:
         if env.uses_mpi:
-            address = _coordinator_by_mpi(env)
+            address, one_node = _coordinator_by_mpi(env)
+            # one node: the coordinator listens on loopback only (JAX's default is every
+            # interface)
             jax.distributed.initialize(address, num_processes=env.size, process_id=env.rank,
-                                       initialization_timeout=timeout_s)
+                                       initialization_timeout=timeout_s,
+                                       coordinator_bind_address=address if one_node else None)
         else:
             jax.distributed.initialize(initialization_timeout=timeout_s)
     except (RuntimeError, ValueError) as exc:
@@ -115,21 +118,23 @@ def _mark_multiprocess_steps() -> None:
     process_services().collective_wait = watchdog.waiting
 
 
-def _coordinator_by_mpi(env: WorkerEnv) -> str:
-    """``host:port`` of a free port on rank 0, broadcast to every rank over MPI."""
+def _coordinator_by_mpi(env: WorkerEnv) -> tuple[str, bool]:
+    """``host:port`` of a free port on rank 0, broadcast to every rank over MPI, and whether
+    every rank runs on one node (then the host is 127.0.0.1)."""
     try:
         from mpi4py import MPI
     except ImportError:
         raise DistributedError("running under mpirun needs mpi4py: pip install "
                                "'graphc[mpi]'") from None
     comm = MPI.COMM_WORLD
+    one_node = len(set(comm.allgather(socket.gethostname()))) == 1
     address = None
     if comm.Get_rank() == 0:
         with socket.socket() as s:
-            s.bind(("", 0))
+            s.bind(("127.0.0.1" if one_node else "", 0))
             port = s.getsockname()[1]
-        address = f"{socket.gethostname()}:{port}"
-    return comm.bcast(address, root=0)
+        address = f"{'127.0.0.1' if one_node else socket.gethostname()}:{port}"
+    return comm.bcast(address, root=0), one_node
 
 
 def _env() -> WorkerEnv:

@@ -5,6 +5,11 @@ wrapper (rank.py) carrying its hello, the script's collective status and its exi
 From these the launcher knows which rank failed first, which ranks wait in a collective and
 which never arrived, and (in a parameter-server job) each rank's role and whether a server is
 stuck outside any wait; closing the connections tells every wrapper to kill its script.
+
+Anyone on the node can connect to the control port, so what a connection may cost is bounded:
+its first line must be a short hello with the job's token, sent within ``hello_timeout``
+seconds; no line may exceed ``MAX_LINE`` bytes. A connection that breaks a rule is dropped
+with a logged reason, and the launcher goes on watching its ranks.
 """
 
 from __future__ import annotations
@@ -15,8 +20,15 @@ import secrets
 import selectors
 import signal
 import socket
+import sys
 import time
 from dataclasses import dataclass, field
+
+# The longest line a wrapper sends (rank.py truncates to it): a state line names a wait and
+# where it is, a few hundred bytes; the bound only has to stop a stream with no newline.
+MAX_LINE = 64 * 1024
+HELLO_LINE = 512  # "hello TOKEN RANK HOST PID PID" (a host name is at most 255 bytes)
+HELLO_TIMEOUT_S = 30.0  # a wrapper says hello right after connecting and starting its script
 
 
 def keepalive(sock: socket.socket, idle: int = 30, interval: int = 10, count: int = 3) -> None:
@@ -90,17 +102,26 @@ class Failure:
 
 @dataclass
 class _Conn:
+    peer: str = "?"
+    accepted_at: float = 0.0  # monotonic
     buffer: bytes = b""
     rank: int | None = None
     exited: bool = False
     extra: dict = field(default_factory=dict)
 
 
+def _log_drop(message: str) -> None:
+    print(f"graphc launch: {message}", file=sys.stderr, flush=True)
+
+
 class ControlServer:
     """Accepts the wrappers' connections; ``poll`` reads what they sent."""
 
-    def __init__(self, multinode: bool = False, roles: dict[int, str] | None = None):
+    def __init__(self, multinode: bool = False, roles: dict[int, str] | None = None,
+                 hello_timeout: float = HELLO_TIMEOUT_S, log=_log_drop):
         self.roles = dict(roles or {})  # rank -> role label, known from the launch
+        self.hello_timeout, self.log = hello_timeout, log
+        self.dropped: list[str] = []  # why each dropped connection was dropped
         self.token = secrets.token_hex(8)
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("" if multinode else "127.0.0.1", 0))
@@ -120,14 +141,34 @@ class ControlServer:
         for key, _ in self.selector.select(timeout):
             if key.data is None:
                 try:
-                    conn, _addr = self.sock.accept()
+                    conn, addr = self.sock.accept()
                 except OSError:
                     continue
                 conn.setblocking(False)
                 keepalive(conn)
-                self.selector.register(conn, selectors.EVENT_READ, _Conn())
+                peer = f"{addr[0]}:{addr[1]}" if isinstance(addr, tuple) else str(addr)
+                self.selector.register(conn, selectors.EVENT_READ,
+                                       _Conn(peer=peer, accepted_at=time.monotonic()))
                 continue
             self._read(key.fileobj, key.data)
+        self._drop_silent()
+
+    def _drop_silent(self) -> None:
+        """Drop the connections that did not say hello within ``hello_timeout`` seconds."""
+        now = time.monotonic()
+        for key in list(self.selector.get_map().values()):
+            state = key.data
+            if (state is not None and state.rank is None
+                    and now - state.accepted_at > self.hello_timeout):
+                self._drop(key.fileobj, state, f"no hello within {self.hello_timeout:g} s")
+
+    def _drop(self, conn: socket.socket, state: _Conn, reason: str) -> None:
+        who = f" (rank {state.rank})" if state.rank is not None else ""
+        message = f"dropped a control connection from {state.peer}{who}: {reason}"
+        self.dropped.append(message)
+        self.log(message)
+        state.buffer = b""
+        self._closed(conn, state)  # a rank's wrapper dropped counts as lost
 
     def _read(self, conn: socket.socket, state: _Conn) -> None:
         try:
@@ -139,26 +180,43 @@ class ControlServer:
         if not data:
             self._closed(conn, state)
             return
-        state.buffer += data
-        *lines, state.buffer = state.buffer.split(b"\n")
+        # only the unfinished tail is kept, bounded: a stream without newlines costs one pass
+        # over each byte and at most a line's bound of memory before it is dropped
+        *lines, state.buffer = (state.buffer + data).split(b"\n")
         for line in lines:
-            self._handle(state, line.decode(errors="replace"))
+            if len(line) > self._limit(state):
+                self._drop(conn, state, f"a line longer than {self._limit(state)} bytes")
+                return
+            if not self._handle(state, line.decode(errors="replace")):
+                self._drop(conn, state, "its first line is not a hello with the job's token")
+                return
+        if len(state.buffer) > self._limit(state):
+            self._drop(conn, state, f"a line longer than {self._limit(state)} bytes")
 
-    def _handle(self, state: _Conn, line: str) -> None:
+    @staticmethod
+    def _limit(state: _Conn) -> int:
+        return MAX_LINE if state.rank is not None else HELLO_LINE
+
+    def _handle(self, state: _Conn, line: str) -> bool:
+        """Take one line; False: a connection that did not begin with a valid hello (it is
+        dropped: nothing is believed from it)."""
         kind, _, rest = line.partition(" ")
         now = time.monotonic()
-        try:
-            if kind == "hello":
+        if state.rank is None:
+            try:
                 token, rank, host, wrapper_pid, script_pid = rest.split(" ")
-                if token != self.token:
-                    return
-                state.rank = int(rank)
-                self.ranks[state.rank] = RankInfo(state.rank, host, int(wrapper_pid),
-                                                  int(script_pid),
-                                                  role=self.roles.get(state.rank, ""))
-            elif state.rank is None:
-                return  # nothing is believed from a connection that did not say hello
-            elif kind == "role":  # the script announced its role: "role RANK LABEL"
+                if kind != "hello" or not secrets.compare_digest(
+                        token.encode(errors="replace"), self.token.encode()):
+                    return False
+                info = RankInfo(int(rank), host, int(wrapper_pid), int(script_pid),
+                                role=self.roles.get(int(rank), ""))
+            except ValueError:
+                return False
+            state.rank = info.rank
+            self.ranks[state.rank] = info
+            return True
+        try:
+            if kind == "role":  # the script announced its role: "role RANK LABEL"
                 _rank, _, label = rest.partition(" ")
                 self.ranks[state.rank].role = label.strip()
             elif kind == "state":
@@ -175,6 +233,7 @@ class ControlServer:
                     self.first_failure_at = now
         except (ValueError, KeyError):
             pass  # a malformed line: ignored, the connection's end still counts
+        return True
 
     @staticmethod
     def _track_progress(info: RankInfo, now: float) -> None:

@@ -10,7 +10,8 @@ it too, naming the ranks that never arrived, as does a parameter server that run
 without waiting for any trainer; every rank is named with its role in a parameter-server job
 (``rank 0 (pserver 0, HOST)``); ``--timeout`` bounds the whole job. A signal to
 the launcher (TERM, HUP, INT) stops the job; a launcher that dies (even SIGKILL) closes the
-connections, and every wrapper then kills its script.
+connections, and every wrapper then kills its script. A one-node job listens on loopback
+only: the control port, and mpirun's own runtime (loopback.py).
 """
 
 from __future__ import annotations
@@ -22,11 +23,12 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 from ..ir.errors import GraphcError
-from . import watchdog
+from . import loopback, watchdog
 from .control import ControlServer, parent_death_signal
 from .pserver.roles import labels_from_environ
 
@@ -164,6 +166,22 @@ def _server_roles(args, hosts) -> tuple[int, int] | None:
     return servers, workers
 
 
+def _loopback_only(args) -> bool:
+    """A one-node job, unless GRAPHC_LAUNCH_LOOPBACK=0: its listeners bind loopback only."""
+    return (not (args.hosts or args.hostfile)
+            and os.environ.get(loopback.OPT_OUT_ENV, "1").strip() != "0")
+
+
+def _preload_loopback_shim(env: dict, directory: str) -> None:
+    """mpirun's runtime listens on loopback only (loopback.py), or a warning says why not."""
+    shim, why = loopback.build(directory)
+    if shim is None:
+        print(f"graphc launch: {why}: mpirun's runtime listens on every interface of this "
+              f"node ({loopback.OPT_OUT_ENV}=0 silences this)", file=sys.stderr)
+        return
+    loopback.preload(env, shim)
+
+
 def build_command(args) -> tuple[list[str], dict[str, str]]:
     """The mpirun command line and environment for ``args`` (checked first)."""
     check_arguments(args)
@@ -199,6 +217,8 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
         cmd += ["-n", str(nproc)]
     # the processes of a node may outnumber its cores (several XLA CPU devices each)
     cmd += ["--oversubscribe"]
+    if _loopback_only(args):  # one node: MPI between the ranks over shared memory, no TCP
+        cmd += ["--mca", "btl", "^tcp"]  # listener (its btl binds every interface)
     if devices:
         env["GRAPHC_LAUNCH_DEVICES"] = ",".join(devices)
     if args.log_dir:
@@ -238,7 +258,11 @@ def launch(args) -> int:
     handled = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     previous = {s: signal.signal(s, _raise_signalled) for s in handled}
     proc = None
+    # private (0700) and kept until the job ended: every rank's exec loads the shim from it
+    private = tempfile.mkdtemp(prefix="graphc-launch-")
     try:
+        if _loopback_only(args):
+            _preload_loopback_shim(env, private)
         try:
             proc = subprocess.Popen(cmd, env=env, start_new_session=True,
                                     # mpirun gets SIGTERM when this launcher dies, and then
@@ -260,6 +284,7 @@ def launch(args) -> int:
                 _stop(proc, server)
         finally:
             server.close()
+            shutil.rmtree(private, ignore_errors=True)
             for s, handler in previous.items():
                 signal.signal(s, handler)
 

@@ -21,8 +21,9 @@ import sys
 import threading
 import time
 
-from .control import keepalive, parent_death_signal
+from .control import MAX_LINE, keepalive, parent_death_signal
 from .env import detect
+from .loopback import remove as remove_loopback_shim
 
 CONTROL_ENV = "GRAPHC_LAUNCH_CONTROL"  # host:port:token of the launcher (launch.py)
 STATUS_FD_ENV = "GRAPHC_LAUNCH_STATUS_FD"  # the script's watchdog writes its state here
@@ -70,7 +71,9 @@ class _Control:
             return
         with self.lock:
             try:
-                self.sock.sendall((line.replace("\n", " ") + "\n").encode())
+                # the launcher drops a connection whose line exceeds MAX_LINE
+                data = line.replace("\n", " ").encode()[:MAX_LINE - 1]
+                self.sock.sendall(data + b"\n")
             except OSError:
                 pass
 
@@ -117,6 +120,7 @@ def main(argv: list[str]) -> int:
     control = _Control(os.environ.get(CONTROL_ENV))
     child_env = dict(os.environ)
     child_env.pop(CONTROL_ENV, None)
+    remove_loopback_shim(child_env)  # for mpirun's runtime only (loopback.py)
     devices = child_env.get("GRAPHC_LAUNCH_DEVICES")
     if devices:  # an even share of the node's GPUs per local process
         ids = devices.split(",")

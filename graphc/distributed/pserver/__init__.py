@@ -69,13 +69,20 @@ def save_checkpoint(dirname: str) -> None:
 
 def load_checkpoint(pserver_program, dirname: str, scope=None) -> dict:
     """On a server, after its startup program: its blocks from ``dirname``; returns the
-    checkpoint's metadata (``step``: how many steps the trainers had taken)."""
+    checkpoint's metadata (``step``: how many steps the trainers had taken). Everything is
+    checked before anything loads (pserver/checkpoint.py): a damaged or foreign file is a
+    ``PServerCheckpointError`` naming it."""
     from ...runtime.scope import global_scope
     from ..programs import LoadedTables, ServerProgram
     from .checkpoint import load_meta, load_server
     if not isinstance(pserver_program, ServerProgram):
         raise PServerError("load_checkpoint() takes a server program")
     meta = load_meta(dirname)
+    servers = len(pserver_program.info.endpoints)
+    if meta["servers"] != servers:
+        from .checkpoint import META, PServerCheckpointError
+        raise PServerCheckpointError(f"'{dirname}/{META}' was saved by a job of "
+                                     f"{meta['servers']} servers, this one has {servers}")
     path, arrays = load_server(dirname, pserver_program,
                                global_scope() if scope is None else scope,
                                pserver_program.info.server_id)

@@ -92,7 +92,10 @@ class RowTable:
         if rows.shape != (len(ids), self.width):
             raise PServerError(f"{where}: table '{self.name}' has rows of shape "
                                f"{list(rows.shape)} for {len(ids)} ids of width {self.width}")
-        self.index = dict(zip(ids.tolist(), range(len(ids))))
+        index = dict(zip(ids.tolist(), range(len(ids))))
+        if len(index) != len(ids):  # two slots for one id: one of them would be read stale
+            raise PServerError(f"{where}: table '{self.name}' lists an id twice")
+        self.index = index
         self.values = np.array(rows, self.dtype)
         self._grow(max(len(ids), _MIN_BUCKET))
 
