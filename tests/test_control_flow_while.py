@@ -431,3 +431,14 @@ def test_an_array_fetched_without_numpy_is_a_lod_tensor_array():
     built.append(got[0])
     with pytest.raises(GraphcError, match="expected a LoDTensor"):
         built.append(np.ones(2))
+
+
+def test_a_bad_condition_is_a_type_error_as_in_paddle():
+    i = layers.zeros([2], "int64")
+    cond = layers.less_than(i, layers.fill_constant([2], "int64", 1))
+    with pytest.raises(TypeError, match="bool tensor of one element"):
+        layers.While(cond=cond)
+    with pytest.raises(TypeError, match="bool tensor of one element"):
+        layers.While(cond=layers.cast(cond, "float64"))
+    with pytest.raises(TypeError, match="must be a Variable"):
+        layers.increment([1, 2, 3])

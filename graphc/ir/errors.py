@@ -26,6 +26,11 @@ class ProgramError(GraphcError):
     """The Program builder was used incorrectly (unknown variable, bad name, ...)."""
 
 
+class ArgumentTypeError(ProgramError, TypeError):
+    """A layer was given an argument of the wrong type or dtype (not a Variable, a float
+    condition): a ProgramError, and a TypeError as Paddle raises for it."""
+
+
 class VerifyError(GraphcError):
     """A graph broke an IR invariant; the message shows the op in context."""
 

@@ -11,7 +11,7 @@ import math
 
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentTypeError, ProgramError
 from ..ir.program import Variable
 from ..ir.regions import BlockMark, body_text, drop_locals, take
 from ..ir.source import user_source
@@ -26,8 +26,8 @@ def _check_cond(layer: str, cond) -> None:
     check_variable(layer, "cond", cond)
     if cond.dtype != "bool" or cond.shape is None or math.prod(cond.shape) != 1 or \
             cond.is_array:
-        raise ProgramError(f"{layer}: cond ({cond.name}) must be a bool tensor of one element, "
-                           f"got {cond.dtype} {cond.shape} at {user_source()}")
+        raise ArgumentTypeError(f"{layer}: cond ({cond.name}) must be a bool tensor of one "
+                                f"element, got {cond.dtype} {cond.shape} at {user_source()}")
 
 
 class While:

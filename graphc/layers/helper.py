@@ -11,7 +11,7 @@ from ..build.initializer import Constant, Initializer, Xavier
 from ..build.param_attr import ParamAttr, WeightNormParamAttr
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program, default_startup_program
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentTypeError, ProgramError
 from ..ir.program import Variable
 from ..ir.types import normalize_dtype
 
@@ -94,7 +94,8 @@ class LayerHelper:
 
 def check_variable(layer: str, arg: str, value) -> Variable:
     if not isinstance(value, Variable):
-        raise ProgramError(f"{layer}: '{arg}' must be a Variable, got {type(value).__name__}")
+        raise ArgumentTypeError(f"{layer}: '{arg}' must be a Variable, got "
+                                f"{type(value).__name__}")
     if value.shape is None:
         raise ProgramError(f"{layer}: '{arg}' ({value.name}) has no shape yet")
     return value
