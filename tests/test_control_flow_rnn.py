@@ -172,6 +172,39 @@ def test_rnn_with_cells_matches_numpy(kind, time_major, with_len, reverse):
             np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6)
 
 
+def test_rnn_with_lengths_over_a_time_dimension_known_only_when_run():
+    """The book's inputs are [None, None]: the mask's width is the fed time dimension
+    (sequence_mask with maxlen = layers.shape(x)[1]), one compile per fed length."""
+    rng = np.random.default_rng(4)
+    batch, width, hidden = 2, 3, 4
+    x = graphc.data("x", [-1, -1, width], "float32")
+    lengths = graphc.data("len", [-1], "int64")
+    out, final = layers.rnn(layers.GRUCell(hidden), x, sequence_length=lengths)
+    mask = layers.sequence_mask(lengths, maxlen=layers.shape(x)[1], dtype="float32")
+    assert tuple(mask.shape) == (-1, -1)
+    main = graphc.default_main_program()
+    for steps in (3, 5):
+        feed = {"x": rng.standard_normal((batch, steps, width)).astype("float32"),
+                "len": np.array([steps, 1], np.int64)}
+        jitted, interp, p = run_both(main, graphc.default_startup_program(), feed,
+                                     [out, final, mask])
+        name = "GRUCell/BasicGRUUnit_0"
+        want, state = rnn_reference(lambda a, h: gru_step(a, h, p, name),
+                                    feed["x"].astype(np.float64).transpose(1, 0, 2),
+                                    np.zeros((batch, hidden)), [steps, 1], False)
+        for got in (jitted, interp):
+            np.testing.assert_allclose(got[0], want.transpose(1, 0, 2), rtol=2e-5, atol=2e-6)
+            np.testing.assert_allclose(got[1], state, rtol=2e-5, atol=2e-6)
+            np.testing.assert_array_equal(got[2], np.arange(steps)[None, :] <
+                                          feed["len"][:, None])
+    # a width computed from data is refused by name when the step is traced
+    data_len = layers.reduce_max(lengths)
+    bad = layers.sequence_mask(lengths, maxlen=data_len)
+    with pytest.raises(graphc.ShapeError, match="maxlen must be known when the step"):
+        graphc.Executor().run(main, feed={"x": np.zeros((2, 3, width), "float32"),
+                                          "len": np.array([1, 2])}, fetch_list=[bad])
+
+
 def test_cell_api_initial_states_and_nested_inputs():
     x = graphc.data("x", [2, 5, 3], "float32")
     z = graphc.data("z", [2, 5, 1], "float32")

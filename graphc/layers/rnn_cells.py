@@ -268,11 +268,12 @@ def rnn(cell, inputs, initial_states=None, sequence_length=None, time_major=Fals
         inputs = utils.map_structure(_transpose_batch_time, inputs)
     mask = None
     if sequence_length is not None:
-        steps = utils.flatten(inputs)[0].shape[0]
-        if steps < 0:
-            raise ProgramError("rnn: with sequence_length, graphc needs the number of time "
-                               "steps of inputs at build time (give the time dimension in "
-                               "fluid.data's shape)")
+        first = utils.flatten(inputs)[0]
+        steps = first.shape[0]
+        if steps < 0:  # known when the step is traced: the inputs' time dimension
+            from .manipulation import shape as shape_of
+            from .manipulation import slice as slice_of
+            steps = slice_of(shape_of(first), axes=[0], starts=[0], ends=[1])
         mask = sequence_mask(sequence_length, maxlen=steps,
                              dtype=utils.flatten(initial_states)[0].dtype)
         mask = transpose(mask, [1, 0])

@@ -3,6 +3,7 @@ ops/sequence/; docs/lod.md says what each does with the LoD."""
 
 from __future__ import annotations
 
+from ..ir.program import Variable
 from .helper import LayerHelper, check_variable
 
 _POOL_TYPES = {"sum": "SUM", "average": "AVERAGE", "avg": "AVERAGE", "sqrt": "SQRT",
@@ -142,10 +143,18 @@ def sequence_unpad(x, length, name=None):
 
 
 def sequence_mask(x, maxlen=None, dtype="int64", name=None):
-    """``y[..., j] = j < x[...]`` with ``maxlen`` columns. graphc needs ``maxlen`` (the
-    width must be known before the lengths are; Paddle's default is ``max(x)``)."""
+    """``y[..., j] = j < x[...]`` with ``maxlen`` columns. graphc needs ``maxlen``: an int,
+    or a Variable known when the step is traced (``layers.shape(x)[1]``); Paddle's default,
+    ``max(x)``, depends on the data."""
     check_variable("sequence_mask", "x", x)
     from ..ir.types import normalize_dtype
+    if isinstance(maxlen, Variable):
+        helper = LayerHelper("sequence_mask", name)
+        dtype = normalize_dtype(dtype)
+        out = _out(helper, dtype, stop_gradient=True)
+        helper.append_op("sequence_mask", {"X": x, "MaxLenTensor": maxlen}, {"Y": out},
+                         {"out_dtype": dtype})
+        return out
     if maxlen is None or not isinstance(maxlen, int):
         from ..ir.errors import ProgramError
         raise ProgramError(f"sequence_mask({x.name}): give maxlen as an int; graphc needs the "

@@ -172,14 +172,21 @@ register("sequence_unpad", "X Length", "Out", infer=_sequence_unpad, lod_inputs=
 def _sequence_mask(c):
     x = _dense(c, "X")
     c.check(x.dtype in INT_DTYPES, f"X must hold integer lengths, got {x.dtype}")
+    if c.has("MaxLenTensor"):
+        m = c.x("MaxLenTensor")
+        c.check(m.dtype in INT_DTYPES and m.numel() in (1, -1) and not m.lod_level,
+                f"MaxLenTensor must be an integer tensor of one element, got {m}")
+        return {"Y": TensorType((*x.shape, -1), c["out_dtype"])}
     c.check(c["maxlen"] >= 1, f"maxlen must be given (>= 1): graphc needs the mask's width "
                               f"before the lengths are known, got {c['maxlen']}")
     return {"Y": TensorType((*x.shape, c["maxlen"]), c["out_dtype"])}
 
 
-register("sequence_mask", "X", "Y", {"maxlen": ("int", -1), "out_dtype": ("dtype", "int64")},
+register("sequence_mask", "X MaxLenTensor?", "Y",
+         {"maxlen": ("int", -1), "out_dtype": ("dtype", "int64")},
          infer=_sequence_mask, traits=(NO_GRAD,),
-         doc="Y[..., j] = j < X[...]: a mask of maxlen columns per length")
+         doc="Y[..., j] = j < X[...]: a mask of maxlen columns per length (MaxLenTensor: a "
+             "width known when the step is traced, such as a shape, not data)")
 
 
 # -- sequence_reverse / sequence_slice / sequence_enumerate / sequence_scatter ---------------------

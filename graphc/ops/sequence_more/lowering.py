@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ...backends.data_checks import report_invalid
 from ...backends.lod import LENGTHS_DTYPE, LoDArray, token_segments
 from ...backends.lowering import LoweringError, lowering
+from ...ir.errors import ShapeError
 from ...ir.grad_defs import GRAD_SUFFIX
 
 
@@ -204,8 +206,15 @@ def _sequence_unpad(c, X, Length):
 
 
 @lowering("sequence_mask")
-def _sequence_mask(c, X):
-    mask = jnp.arange(c["maxlen"]) < X[..., None]
+def _sequence_mask(c, X, MaxLenTensor=None):
+    maxlen = c["maxlen"]
+    if MaxLenTensor is not None:
+        if isinstance(MaxLenTensor, jax.core.Tracer):
+            raise ShapeError(f"{c.where}: maxlen must be known when the step is traced (a "
+                             "shape such as layers.shape(x)[1], not a value computed from "
+                             "data): XLA needs the mask's width")
+        maxlen = int(np.asarray(MaxLenTensor).reshape(-1)[0])
+    mask = jnp.arange(maxlen) < X[..., None]
     return {"Y": mask.astype(c.out_dtype("Y"))}
 
 
