@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from functools import partial
 
 import numpy as np
 import pytest
@@ -172,6 +173,10 @@ def test_rnn_with_cells_matches_numpy(kind, time_major, with_len, reverse):
             np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-6)
 
 
+def _gru_of(params, a, h):
+    return gru_step(a, h, params, "GRUCell/BasicGRUUnit_0")
+
+
 def test_rnn_with_lengths_over_a_time_dimension_known_only_when_run():
     """The book's inputs are [None, None]: the mask's width is the fed time dimension
     (sequence_mask with maxlen = layers.shape(x)[1]), one compile per fed length."""
@@ -188,8 +193,7 @@ def test_rnn_with_lengths_over_a_time_dimension_known_only_when_run():
                 "len": np.array([steps, 1], np.int64)}
         jitted, interp, p = run_both(main, graphc.default_startup_program(), feed,
                                      [out, final, mask])
-        name = "GRUCell/BasicGRUUnit_0"
-        want, state = rnn_reference(lambda a, h: gru_step(a, h, p, name),
+        want, state = rnn_reference(partial(_gru_of, p),
                                     feed["x"].astype(np.float64).transpose(1, 0, 2),
                                     np.zeros((batch, hidden)), [steps, 1], False)
         for got in (jitted, interp):
