@@ -9,7 +9,7 @@ import pytest
 from test_pass_completeness import graphc_passes
 
 from graphc.backends.interpreter import run_graph
-from graphc.ir.errors import ParseError, VerifyError
+from graphc.ir.errors import ParseError, ProgramError, VerifyError
 from graphc.ir.text import parse
 from graphc.passes import PassManager, all_passes, make_pass
 from graphc.passes.infra.base import Pass
@@ -236,3 +236,31 @@ def test_results_agree_after_every_recursing_pass():
         before, after, _ = run([name], nested(BODY))
         assert run_graph(after, STATE, FEEDS, ["y"])[1][0].shape == (4, 3)
         assert_same_results(before, after, STATE, FEEDS, ["y"], rtol=1e-6, atol=1e-6)
+
+
+def test_the_rewriter_refuses_a_body_that_does_not_verify():
+    g = parse(program())
+    scan = region_ops(g)[0]
+    broken = scan.attrs["body"].replace("relu(X=%a)", "relu(X=%nowhere)")
+    with pytest.raises(ProgramError, match="op scan_layers: region 'body' does not verify"):
+        g.rewriter().set_attr(scan, "body", broken)
+    assert scan.attrs["body"] != broken  # nothing changed
+
+
+def test_a_region_op_the_pass_made_is_not_declined_by_that_pass():
+    """roll-repeated-layers makes scan_layers ops; the next pass declines inside them."""
+    import graphc as fluid
+    from graphc import layers
+    from graphc.ir import lower, program_guard, unique_name
+    main, startup = fluid.Program(), fluid.Program()
+    with program_guard(main, startup), unique_name.guard():
+        h = fluid.data("x", [-1, 3])
+        for _ in range(4):
+            h = layers.fc(h, 3, act="tanh")
+    g = lower(main)
+    report = PassManager([make_pass("roll-repeated-layers"), make_pass("data-parallel",
+                                                                      nranks=2)],
+                         verify_each=True).run(g, keep=[g.latest(h.name)])
+    stats = report.stats()
+    assert not any("inside regions" in k for k in stats["roll-repeated-layers"])
+    assert any("inside regions" in k for k in stats["data-parallel"])

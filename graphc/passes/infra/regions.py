@@ -32,16 +32,21 @@ def region_texts(op: Op) -> list[tuple[str, str]]:
 
 def region_ops(graph: Graph) -> list[Op]:
     """The ops of ``graph`` holding at least one region, in the stable order."""
-    return [op for op in graph.ops() if get_op_def(op.type).regions and region_texts(op)]
+    # asked after every pass: look at each op type once, and order only when one has regions
+    types = {op.type for op in graph.ops_by_id.values()}
+    holders = {t for t in types if get_op_def(t).regions}
+    if not holders:
+        return []
+    return [op for op in graph.ops() if op.type in holders and region_texts(op)]
 
 
 def for_each_region(graph: Graph, fn: Callable[[Graph, Op, str], bool],
-                    rewriter: Rewriter) -> int:
-    """Call ``fn(body, op, attribute)`` on a fresh parse of every region of ``graph``; where
-    it returns True (it changed ``body``) the body's new text replaces the attribute, through
-    ``rewriter``. Returns the number of regions rewritten."""
+                    rewriter: Rewriter, ops: Iterable[Op] | None = None) -> int:
+    """Call ``fn(body, op, attribute)`` on a fresh parse of every region of ``graph`` (of
+    ``ops`` only, when given); where it returns True (it changed ``body``) the body's new
+    text replaces the attribute, through ``rewriter``. Returns the number rewritten."""
     rewritten = 0
-    for op in region_ops(graph):
+    for op in region_ops(graph) if ops is None else ops:
         for attr, text in region_texts(op):
             body = parse(text)
             if fn(body, op, attr):
@@ -75,7 +80,8 @@ def acts_in_regions(op: Op, traits: Iterable[str]) -> bool:
 def apply_in_regions(p, graph: Graph, ctx) -> None:
     """After ``p`` ran on ``graph``: run it inside the regions, or record why not."""
     from .base import PassContext
-    ops = region_ops(graph)
+    # region ops the pass itself made (roll-repeated-layers' scans) are its output, not input
+    ops = [op for op in region_ops(graph) if ("pass", p.name) not in op.provenance]
     if not ops:
         return
     mode = getattr(p, "regions", DECLINE)
@@ -92,4 +98,4 @@ def apply_in_regions(p, graph: Graph, ctx) -> None:
             ctx.count(key if key.endswith(IN_REGIONS) else key + IN_REGIONS, n)
         return inner.changed
 
-    for_each_region(graph, run_body, ctx.rewriter)
+    for_each_region(graph, run_body, ctx.rewriter, ops)
