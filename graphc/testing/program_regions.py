@@ -23,10 +23,12 @@ class RegionStart:
 
     mark: BlockMark
     produced: int
+    before: tuple  # the block's ops then: a step that inserts an op earlier (an LR
+    # schedule's counter increment goes first) shifts the window, and is not wrapped
 
 
 def open_region(b: _Builder, block) -> RegionStart:
-    return RegionStart(BlockMark.of(block), len(b.produced))
+    return RegionStart(BlockMark.of(block), len(b.produced), tuple(map(id, block.ops)))
 
 
 def _reads_and_writes(ops) -> tuple[list[str], set[str], bool]:
@@ -47,11 +49,14 @@ def _reads_and_writes(ops) -> tuple[list[str], set[str], bool]:
 
 def close_region(b: _Builder, start: RegionStart) -> str | None:
     """Move the ops appended since ``start`` into a scan_layers body; returns a description
-    for failure reports, or None when the run is left as it was (no ops, or ops that update
-    state or write in place: those need carried values, which this wrapper does not draw)."""
+    for failure reports, or None when the run is left as it was (no ops, ops that update
+    state or write in place: those need carried values, which this wrapper does not draw,
+    or a step that put an op before the run)."""
     block = start.mark.block
     ops = block.ops[start.mark.start:]
     reads, written, in_place = _reads_and_writes(ops)
+    if tuple(map(id, block.ops[:start.mark.start])) != start.before:
+        return None
     if not ops or in_place or any(block.var(n).persistable for n in written):
         return None
     candidates = list({v.name: v for v in b.produced[start.produced:]
