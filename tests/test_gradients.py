@@ -1965,3 +1965,37 @@ def print_passes_values_and_gradients(c):
     x = c.data("x", c.randn(2, 3))
     return layers.sigmoid(layers.Print(x, message="grad-check", summarize=2, first_n=1))
 # -- end issue 24: host callbacks (py_func, Print)
+
+
+# -- issue 26: loops ------------------------------------------------------------------------------
+@grad_case("while", params=[{"steps": 1}, {"steps": 3}])
+def while_counter_loop(c, steps):
+    """A loop carrying a float state through an fc cell and reading a parameter and a feed."""
+    x = c.data("x", c.randn(2, 3))
+    h = layers.fc(x, 3, bias_attr=False)
+    i = layers.fill_constant([1], "int64", 0)
+    n = layers.fill_constant([1], "int64", steps)
+    cond = layers.less_than(i, n)
+    loop = layers.While(cond)
+    with loop.block():
+        step = layers.fc(h, 3, act="tanh", bias_attr=False)
+        layers.assign(layers.elementwise_add(step, layers.scale(x, 0.5)), h)
+        layers.increment(i)
+        layers.less_than(i, n, cond=cond)
+    return [h]
+
+
+@grad_case("write_to_array", "read_from_array")
+def tensor_array_write_and_read(c):
+    """Two writes (the second overwriting part of what the first wrote) and three reads."""
+    x = c.data("x", c.randn(2, 3))
+    y = c.data("y", c.randn(2, 3))
+    zero, one = (layers.fill_constant([1], "int64", v) for v in (0, 1))
+    arr = layers.array_write(x, zero)
+    layers.array_write(layers.tanh(y), one, array=arr)
+    layers.array_write(layers.scale(x, 3.0), one, array=arr)  # replaces tanh(y): y gets none
+    first = layers.array_read(arr, zero)
+    return [first, layers.array_read(arr, one), layers.elementwise_mul(first, y)]
+
+
+# -- end issue 26: loops

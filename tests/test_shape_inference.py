@@ -2282,3 +2282,56 @@ HOST_ERRORS = [
 def test_host_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end issue 24: host callbacks (py_func, Print) and DGC
+
+
+# -- issue 26: loops and tensor arrays --------------------------------------------------------
+def _array(cap: int, *element: int, dtype: str = "float32") -> TensorType:
+    return TensorType((cap, *element), dtype, array=True)
+
+
+_WHILE_BODY = """graph @body {
+  input %h: f32[2,3] {feed}
+  input %i: i64[1] {feed}
+  input %c: bool[1] {feed}
+  input %w: f32[3,3] {feed}
+  input %n: i64[1] {feed}
+  %m: f32[2,3] = mul(X=%h, Y=%w)
+  %h#1: f32[2,3] = tanh(X=%m)
+  %i#1: i64[1] = increment(X=%i)
+  %c#1: bool[1] = less_than(X=%i#1, Y=%n)
+  output %h#1
+  output %i#1
+  output %c#1
+}
+"""
+
+CONTROL_FLOW_CASES = [
+    case("while", {"Carry": [t(2, 3)], "Aux": [i64(1), t(1, dtype="bool")], "X": [t(3, 3)],
+                   "XAux": [i64(1)]}, {"body": _WHILE_BODY, "cond_index": 1},
+         {"Out": [t(2, 3)], "AuxOut": [i64(1), t(1, dtype="bool")]}),
+    case("write_to_array", {"X": t(-1, 4), "I": i64(1)}, {"capacity": 8},
+         {"Out": _array(8, -1, 4)}, "new"),
+    case("write_to_array", {"X": t(2, 4), "I": i64(1), "Array": _array(8, 2, 4)}, None,
+         {"Out": _array(8, 2, 4)}, "existing"),
+    case("read_from_array", {"X": _array(8, 2, 4), "I": i64(1)}, None, {"Out": t(2, 4)}),
+    case("lod_array_length", {"X": _array(8, 2, 4)}, None, {"Out": i64(1)}),
+    case("empty_array", {}, {"shape": [8, 2, 4], "dtype": "float32"},
+         {"Out": _array(8, 2, 4)}),
+]
+CASES.extend(CONTROL_FLOW_CASES)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", CONTROL_FLOW_CASES)
+def test_control_flow_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+def test_while_refuses_a_body_that_retypes_a_carried_value():
+    bad = _WHILE_BODY.replace("%h#1: f32[2,3] = tanh(X=%m)", "%h#1: f32[2,3] = tanh(X=%m)\n"
+                              "  %h#2: f64[2,3] = cast(X=%h#1) {in_dtype=\"float32\", "
+                              "out_dtype=\"float64\"}").replace("output %h#1", "output %h#2")
+    from graphc.ir.errors import ShapeError
+    with pytest.raises(ShapeError, match="keep each carried value's type"):
+        infer("while", {"Carry": [t(2, 3)], "Aux": [i64(1), t(1, dtype="bool")],
+                        "X": [t(3, 3)], "XAux": [i64(1)]}, {"body": bad, "cond_index": 1})
+# -- end issue 26: loops and tensor arrays

@@ -41,6 +41,8 @@ class InvalidReport:
     bad: object
     values: object
     op: object = None  # the graph op that made it, set by whoever collects
+    # a grad op's check of its own (a loop's bound), not a re-read of its forward op's input
+    own: bool = False
 
 
 _SINK: ContextVar[list | None] = ContextVar("graphc_invalid_reports", default=None)
@@ -57,7 +59,7 @@ def collecting():
         _SINK.reset(token)
 
 
-def report_invalid(ctx, slot: str, bad, values, expected: str) -> None:
+def report_invalid(ctx, slot: str, bad, values, expected: str, *, own: bool = False) -> None:
     """Refuse the run when any element of ``bad`` is true: ``values`` (same shape) is what
     the rule's input ``slot`` holds there, ``expected`` what the op accepts ("in [0, 10)").
     ``ctx`` is the rule's RuleContext. Eagerly this raises DataError now; inside
@@ -65,7 +67,7 @@ def report_invalid(ctx, slot: str, bad, values, expected: str) -> None:
     where = ctx.where
     sink = _SINK.get()
     if sink is not None:
-        sink.append(InvalidReport(ctx.op_type, where, slot, expected, bad, values))
+        sink.append(InvalidReport(ctx.op_type, where, slot, expected, bad, values, own=own))
         return
     if isinstance(bad, jax.core.Tracer):
         return  # traced with no collector: a step built with its data checks switched off
@@ -76,6 +78,82 @@ def report_invalid(ctx, slot: str, bad, values, expected: str) -> None:
         raise DataError(f"{where}: input {slot} holds {values[index]} at "
                         f"{list(map(int, index))}; expected {expected}. Nothing was "
                         "committed")
+
+
+class InnerChecks:
+    """Checks made inside a loop or branch body traced by ``lax.while_loop``/``cond``/
+    ``scan``: their values cannot leave that trace, so the body carries a summary
+    (``summarise``'s ``[n, 4]``) out and ``report`` hands it to the step's collector.
+
+    ``initial(fn, args)`` traces ``fn`` abstractly once to learn which checks it makes
+    (None: it makes none, so ``fn`` needs no wrapping); ``checked(fn)`` -> ``fn'(args) ->
+    (fn(args), summary)``; ``merge`` folds one summary into the running one. ``keep``
+    selects the checks that count (a loop's gradient keeps only its loops' own bounds)."""
+
+    def __init__(self, keep=None):
+        self.meta: list[tuple] = []
+        self.keep = keep or (lambda report: True)
+
+    def initial(self, fn, args):
+        def probe(a):
+            with collecting() as reports:
+                fn(a)
+            self.meta = [(r.op_type, r.where, r.slot, r.expected, r.own)
+                         for r in reports if self.keep(r)]
+            return 0
+        jax.eval_shape(probe, args)
+        return self.zeros() if self.meta else None
+
+    def zeros(self):
+        return jnp.zeros((len(self.meta), 4), jnp.int64)
+
+    def checked(self, fn):
+        def run(args):
+            with collecting() as reports:
+                out = fn(args)
+            return out, summarise([r for r in reports if self.keep(r)])
+        return run
+
+    @staticmethod
+    def merge(acc, new):
+        first = acc[:, COUNT] > 0
+        merged = jnp.where(first[:, None], acc, new)
+        return merged.at[:, COUNT].set(acc[:, COUNT] + new[:, COUNT])
+
+    def wrap(self, fn):
+        run = self.checked(fn)
+
+        def wrapped(args, acc):
+            out, new = run(args)
+            return out, self.merge(acc, new)
+        return wrapped
+
+    def report(self, acc) -> None:
+        sink = _SINK.get()
+        if acc is None:
+            return
+        if sink is None:  # eager (the interpreter): refuse now, as report_invalid does
+            if isinstance(acc, jax.core.Tracer):
+                return
+            for i, (_, where, slot, expected, _) in enumerate(self.meta):
+                if int(acc[i, COUNT]):
+                    raise DataError(f"{where}: input {slot} holds {int(acc[i, VALUE])}; "
+                                    f"expected {expected}. Nothing was committed")
+            return
+        for i, (op_type, where, slot, expected, own) in enumerate(self.meta):
+            sink.append(InvalidReport(op_type, where, slot, expected, acc[i, COUNT] > 0,
+                                      acc[i, VALUE], own=own))
+
+
+@contextmanager
+def ignored():
+    """Checks made inside the block are dropped: a gradient recomputing a forward that the
+    step already checked (a loop's body replayed by its gradient) reports nothing twice."""
+    token = _SINK.set([])
+    try:
+        yield
+    finally:
+        _SINK.reset(token)
 
 
 def refused_so_far():

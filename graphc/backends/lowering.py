@@ -18,6 +18,7 @@ from ..ir.errors import GraphcError
 from ..ir.grad_defs import GRAD_SUFFIX, forward_type
 from ..ir.opdef import get_op_def
 from ..ir.types import FLOAT_DTYPES, TensorType
+from .arrays import TensorArray
 from .lod import LoDArray, first_lod, pair_dense_rows, unpair_rows, unwrap, wrap_outputs
 from .precision import with_graphc_x64
 from .selected_rows import SelectedRows
@@ -309,6 +310,8 @@ def apply_cross_replica(op_type: str, attrs, ins: list[dict[str, list]],
 
 
 def _as_type(v, dtype: str):
+    if isinstance(v, TensorArray):
+        return v if v.data.dtype == dtype else v.astype(dtype)
     if isinstance(v, LoDArray):
         return v if v.data.dtype == dtype else v.astype(dtype)
     if isinstance(v, SelectedRows):

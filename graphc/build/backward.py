@@ -158,11 +158,18 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
     writers: dict[str, int] = {}
     for op in forward:
         for n in op.output_arg_names:
-            writers[n] = writers.get(n, 0) + 1
+            # a fed value an op overwrites (a loop carrying a feed) holds two values
+            writers[n] = writers.get(n, 1 if block.var(n).is_data else 0) + 1
     contributions: dict[str, int] = {}
     for op in path:
         for n in op.input_arg_names:
             if n in needed and n in depends and differentiable(n):
+                if writers.get(n, 0) > 1 and block.var(n).is_data:
+                    raise ProgramError(
+                        f"append_backward: fed variable '{n}' is overwritten by an op and lies "
+                        f"on the gradient path ({op.where}); its gradient would name two "
+                        f"values: differentiate a copy instead (layers.assign({n}) as the "
+                        "loop variable)")
                 if writers.get(n, 0) > 1:
                     raise ProgramError(
                         f"append_backward: '{n}' is written {writers[n]} times and lies on the "
@@ -180,6 +187,7 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
         # a LoD value's gradient has its LoD (docs/lod.md)
         grad = block.create_var(grad_name, var.shape, var.dtype, lod_level=var.lod_level)
         grad.selected_rows = sparse
+        grad.is_array = var.is_array
         if sparse:
             sparse_grads.add(grad_name)
         return grad_name

@@ -41,8 +41,6 @@ ADVICE: dict[str, str] = {
     # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
     "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
-    "layers.While": "control flow (While/IfElse/Switch/cond) is not supported yet",
-    "layers.while_loop": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.cond": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.IfElse": "control flow (While/IfElse/Switch/cond) is not supported yet",
     "layers.Switch": "control flow (While/IfElse/Switch/cond) is not supported yet",
@@ -51,9 +49,6 @@ ADVICE: dict[str, str] = {
     "layers.lod_append": _LOD,
     "layers.beam_search": _LOD,
     "layers.beam_search_decode": _LOD,
-    "layers.array_write": _LOD,
-    "layers.array_read": _LOD,
-    "layers.create_array": _LOD,
     # -- issue 24: optimizers graphc refuses (docs/porting_from_paddle.md says why)
     "optimizer.PipelineOptimizer": (
         "PipelineOptimizer is not supported: graphc compiles a whole step for its devices and "

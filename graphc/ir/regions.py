@@ -44,7 +44,9 @@ def take(mark: BlockMark) -> Captured:
     ops = block.ops[mark.start:]
     del block.ops[mark.start:]
     block.program._bump()
-    local = set(block.vars) - mark.names
+    # parameters (and other persistables) made inside the block live outside it: the region
+    # reads them as inputs, and the startup program initialises them
+    local = {n for n in set(block.vars) - mark.names if not block.vars[n].persistable}
     written: set[str] = set()
     reads: list[str] = []
     writes: list[str] = []

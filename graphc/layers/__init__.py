@@ -6,6 +6,9 @@ Each layer appends Paddle's ops with Paddle's names; see helper.LayerHelper.
 # -- issue 24: beam and mask (gather_tree, generate_mask_labels)
 from .beam import gather_tree
 
+# -- issue 26: loops and tensor arrays
+from .control_flow import While, array_length, array_read, array_write, create_array, while_loop
+
 # -- issue 24: tensor creation and manipulation
 from .creation import (
     create_global_var,
@@ -483,3 +486,5 @@ __all__ += ["Print", "py_func"]
 
 # -- issue 24: beam and mask (gather_tree, generate_mask_labels)
 __all__ += ["gather_tree", "generate_mask_labels"]
+# -- issue 26: loops and tensor arrays
+__all__ += ["While", "array_length", "array_read", "array_write", "create_array", "while_loop"]

@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..backends.arrays import TensorArray
 from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE, DataError
 from ..backends.jax import CompiledStep, DataParallelStep, from_rows
 from ..backends.precision import with_graphc_x64
@@ -88,7 +89,13 @@ def _iterations(compiled) -> int:
 
 def _fetched(value, iterations: int, numpy: bool):
     """A fetched value, as numpy arrays when ``numpy``. A row-sparse one stays a SelectedRows,
-    one per iteration when a call ran several (its rows and values came back stacked)."""
+    one per iteration when a call ran several (its rows and values came back stacked). A
+    tensor array is the list of its written elements, as Paddle's LoDTensorArray."""
+    if isinstance(value, TensorArray):
+        if iterations > 1:  # stacked per iteration
+            return [_fetched(TensorArray(value.data[k], value.length[k]), 1, numpy)
+                    for k in range(iterations)]
+        return [e if numpy else LoDTensor.of_fetch(e) for e in value.to_list()]
     if not isinstance(value, SelectedRows):
         # return_numpy=False: a LoDTensor with an empty LoD, as Paddle (read back lazily)
         return np.asarray(value) if numpy else LoDTensor.of_fetch(value)

@@ -159,7 +159,8 @@ class CompiledStep:
                 seen = len(reports)
                 evaluate_op(self.graph, op, env, step, self.replicas)
                 if forward_type(op.type) is not None:
-                    del reports[seen:]  # a grad op re-reads what its forward op checked
+                    # a grad op re-reads what its forward op checked (its own checks stay)
+                    reports[seen:] = [r for r in reports[seen:] if r.own]
                 for r in reports[seen:]:
                     r.op = op
         self.check_sites = [InvalidReport(r.op_type, r.where, r.slot, r.expected,

@@ -116,12 +116,15 @@ def _sum(c):
     shape = xs[0].shape
     for t in xs[1:]:
         c.check(t.dtype == xs[0].dtype, f"inputs mix {xs[0].dtype} and {t.dtype}")
+        c.check(t.array == xs[0].array, "inputs mix tensor arrays and tensors")
         c.check(len(t.shape) == len(shape), f"inputs have ranks {len(shape)} and {t.rank}")
         shape = tuple(a if a >= 0 else b for a, b in zip(shape, t.shape))
         c.check(all(a == b or b < 0 for a, b in zip(shape, t.shape)),
                 f"inputs have shapes {list(xs[0].shape)} and {list(t.shape)}")
     # Paddle's sum of SelectedRows: row-sparse when every input is (their rows, concatenated),
     # else dense (the sparse inputs' rows added into the dense sum)
+    if xs[0].array:  # the gradient accumulation of a tensor array read twice
+        return {"Out": TensorType(shape, xs[0].dtype, array=True)}
     return {"Out": TensorType(shape, xs[0].dtype, all(t.sparse for t in xs))}
 
 

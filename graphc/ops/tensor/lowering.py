@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ...backends.arrays import TensorArray
 from ...backends.lowering import lowering
 from ...ir.errors import ShapeError
 
@@ -82,6 +83,8 @@ def _fill_constant(c, ShapeTensor=None, ShapeTensorList=None):
 
 @lowering("fill_zeros_like")
 def _fill_zeros_like(c, X):
+    if isinstance(X, TensorArray):  # an array's unused gradient: zeros of its length
+        return {"Out": TensorArray(jnp.zeros_like(X.data), X.length)}
     return {"Out": jnp.zeros_like(X)}
 
 

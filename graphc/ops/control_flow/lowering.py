@@ -1,0 +1,237 @@
+"""Lowering of ``while`` (``lax.while_loop`` over its body region; an eager loop in the
+interpreter), of its gradient (a bounded masked scan, differentiated by ``jax.vjp``), and of
+the tensor-array ops."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from ...backends.arrays import TensorArray
+from ...backends.data_checks import InnerChecks, ignored, report_invalid
+from ...backends.lowering import lowering
+from ...ir.errors import ShapeError
+from ...ir.grad_defs import GRAD_SUFFIX
+from ..scan.defs import body_graph
+from .defs import DEFAULT_MAX_ITERATIONS
+
+
+# -- tensor arrays ---------------------------------------------------------------------
+def _index(i):
+    return jnp.reshape(i, ()).astype(jnp.int32)
+
+
+@lowering("write_to_array")
+def _write(c, X, I, Array=None):
+    i = _index(I)
+    if Array is None:
+        cap = c.out_types["Out"][0].capacity
+        data, length = jnp.zeros((cap, *X.shape), X.dtype), jnp.zeros((), jnp.int32)
+    else:
+        data, length = Array.data, Array.length
+        cap = data.shape[0]
+    report_invalid(c, "I", (i < 0) | (i >= cap), i,
+                   f"an index in [0, {cap}): the array's capacity (create_array(capacity=) or "
+                   "While(max_iterations=) raise it, docs/control_flow.md)")
+    if tuple(X.shape) != tuple(data.shape[1:]):
+        raise ShapeError(f"{c.where}: X has shape {list(X.shape)} but the array holds "
+                         f"elements of {list(data.shape[1:])}")
+    j = jnp.clip(i, 0, cap - 1)
+    data = lax.dynamic_update_index_in_dim(data, X.astype(data.dtype), j, 0)
+    return {"Out": TensorArray(data, jnp.maximum(length, i + 1).astype(jnp.int32))}
+
+
+@lowering("empty_array")
+def _empty(c):
+    t = c.out_types["Out"][0]
+    return {"Out": TensorArray(jnp.zeros(t.shape, t.dtype), jnp.zeros((), jnp.int32))}
+
+
+@lowering("read_from_array")
+def _read(c, X, I):
+    i = _index(I)
+    report_invalid(c, "I", (i < 0) | (i >= X.length), i,
+                   "an index below the array's length (an element written before)")
+    return {"Out": lax.dynamic_index_in_dim(X.data, jnp.clip(i, 0, X.capacity - 1), 0,
+                                            keepdims=False)}
+
+
+@lowering("lod_array_length")
+def _length(c, X):
+    return {"Out": jnp.reshape(X.length, (1,)).astype(jnp.int64)}
+
+
+# -- while -----------------------------------------------------------------------------
+def _traced(values) -> bool:
+    return any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(values))
+
+
+def _body_step(c, consts):
+    """state -> the body's next state (each carried value keeps its type and shape)."""
+    from ...backends.evaluate import evaluate  # evaluate imports the rules package
+    body = body_graph(c["body"])
+    ops = body.ops()
+
+    def step(state):
+        env = dict(zip(body.inputs, (*state, *consts)))
+        evaluate(body, env, c.step, c.replicas, ops=ops)
+        new = []
+        for v, old in zip(body.outputs, state):
+            val = env[v]
+            if tuple(val.shape) != tuple(old.shape):
+                raise ShapeError(f"{c.where}: the loop body changes carried value "
+                                 f"'{body.inputs[len(new)].name}' from shape "
+                                 f"{list(old.shape)} to {list(val.shape)}; a loop must keep "
+                                 "each carried value's shape")
+            new.append(val if val.dtype == old.dtype else val.astype(old.dtype))
+        return tuple(new)
+    return step
+
+
+def _cond_of(c, n_carry):
+    k = n_carry + c["cond_index"]
+    return lambda state: jnp.reshape(state[k], ())
+
+
+# True while a loop's gradient replays its body: a loop inside it must be differentiable too
+_REPLAYING: ContextVar[bool] = ContextVar("graphc_replaying_loop", default=False)
+
+
+def _masked_loop(state, step, cond, bound: int):
+    """The loop as a scan of ``bound`` checkpointed steps that stop changing the state once
+    the condition is false (reverse-differentiable, unlike ``lax.while_loop``). Returns the
+    final state, whether the condition still held (the loop wanted more steps), and the
+    summary of the bound checks of loops inside (``InnerChecks``; None when there are none):
+    every other check was made by the forward loop already."""
+    checks = InnerChecks(keep=lambda report: report.own)
+    state = tuple(state)
+    acc = checks.initial(step, state)
+    run = checks.checked(step)
+
+    def one(carry, _):
+        s, running, acc = carry
+        go = running & cond(s)
+        if acc is None:
+            with ignored():
+                new = lax.cond(go, step, lambda s: s, s)
+            return (new, go, acc), None
+        new, found = lax.cond(go, run, lambda s: (s, checks.zeros()), s)
+        return (new, go, checks.merge(acc, found)), None
+
+    (final, _, acc), _ = lax.scan(jax.checkpoint(one), (state, jnp.asarray(True), acc), None,
+                                  length=bound)
+    return final, cond(final), (checks, acc)
+
+
+@lowering("while")
+def _while(c, Carry=None, Aux=None, X=None, XAux=None):
+    carry, aux = list(Carry or ()), list(Aux or ())
+    consts = (*(X or ()), *(XAux or ()))
+    step, cond = _body_step(c, consts), _cond_of(c, len(carry))
+    state = (*carry, *aux)
+    if _REPLAYING.get():  # inside an outer loop's gradient: the differentiable form
+        state, unfinished, (checks, acc) = _masked_loop(
+            state, step, cond, c["max_iterations"] or DEFAULT_MAX_ITERATIONS)
+        checks.report(acc)
+        report_invalid(c, "Carry", unfinished, unfinished, _bound_message(c), own=True)
+    elif not _traced((state, consts)):  # the interpreter: an eager loop
+        while bool(np.asarray(cond(state))):
+            state = step(state)
+    else:
+        checks = InnerChecks()
+        acc = checks.initial(step, state)
+        if acc is None:
+            state = lax.while_loop(cond, step, state)
+        else:
+            run = checks.wrap(step)
+            state, acc = lax.while_loop(lambda s: cond(s[0]), lambda s: run(*s), (state, acc))
+            checks.report(acc)
+    return {"Out": list(state[:len(carry)]), "AuxOut": list(state[len(carry):])}
+
+
+@lowering("while_grad")
+def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=None, **kw):
+    """The loop's gradient: the loop replayed as a scan of ``max_iterations`` steps that stop
+    changing the state once the condition is false, differentiated by ``jax.vjp`` (exact: the
+    same body, the same trip count). A loop that ran longer than the bound is refused."""
+    carry, aux, xs, xaux = (list(v or ()) for v in (Carry, Aux, X, XAux))
+    bound = c["max_iterations"] or DEFAULT_MAX_ITERATIONS
+    douts = kw.get("Out" + GRAD_SUFFIX) or [None] * len(carry)
+    cond = _cond_of(c, len(carry))
+    # arrays are differentiated through their buffers; their lengths ride along
+    carry_len, xs_len = [_length_of(v) for v in carry], [_length_of(v) for v in xs]
+
+    def replay(carry_data, xs_data):
+        carry_in, xs_in = _rebuild(carry_data, carry_len), _rebuild(xs_data, xs_len)
+        step = _body_step(c, (*xs_in, *xaux))
+        final, unfinished, (checks, acc) = _masked_loop((*carry_in, *aux), step, cond, bound)
+        traced["checks"] = checks  # which checks acc summarises: known once traced
+        return tuple(_data_of(v) for v in final[:len(carry)]), (unfinished, acc)
+
+    traced = {}
+    token = _REPLAYING.set(True)
+    try:
+        outs, vjp, (unfinished, acc) = jax.vjp(replay, tuple(_data_of(v) for v in carry),
+                                               tuple(_data_of(v) for v in xs), has_aux=True)
+    finally:
+        _REPLAYING.reset(token)
+    traced["checks"].report(acc)  # the bounds of loops inside, checked by the replay
+    report_invalid(c, "Carry", unfinished, unfinished, _bound_message(c), own=True)
+    cot = tuple(jnp.zeros_like(o) if g is None else
+                jnp.reshape(_data_of(g), o.shape).astype(o.dtype) for o, g in zip(outs, douts))
+    dcarry, dxs = vjp(cot)
+    result = {}
+    if "Carry" + GRAD_SUFFIX in c.out_types:
+        result["Carry" + GRAD_SUFFIX] = _rebuild(dcarry, carry_len)
+    if "X" + GRAD_SUFFIX in c.out_types:
+        result["X" + GRAD_SUFFIX] = _rebuild(dxs, xs_len)
+    return result
+
+
+def _bound_message(c) -> str:
+    bound = c["max_iterations"] or DEFAULT_MAX_ITERATIONS
+    return (f"a loop of at most {bound} iterations for its gradient (While(max_iterations=) "
+            "raises the bound, docs/control_flow.md)")
+
+
+def _length_of(v):
+    return v.length if isinstance(v, TensorArray) else None
+
+
+def _data_of(v):
+    return v.data if isinstance(v, TensorArray) else v
+
+
+def _rebuild(datas, lengths) -> list:
+    return [d if n is None else TensorArray(d, n) for d, n in zip(datas, lengths)]
+
+
+# -- gradients of the array ops ----------------------------------------------------------
+@lowering("write_to_array_grad")
+def _write_grad(c, X, I, Array=None, **kw):
+    """The element written takes its gradient from the array's; the array before the write
+    gets the rest (the write replaced element I)."""
+    dout = kw["Out" + GRAD_SUFFIX]
+    j = jnp.clip(_index(I), 0, dout.capacity - 1)
+    out = {}
+    if "X" + GRAD_SUFFIX in c.out_types:
+        elem = lax.dynamic_index_in_dim(dout.data, j, 0, keepdims=False)
+        out["X" + GRAD_SUFFIX] = jnp.reshape(elem, X.shape).astype(X.dtype)
+    if "Array" + GRAD_SUFFIX in c.out_types:
+        zero = jnp.zeros(dout.data.shape[1:], dout.data.dtype)
+        out["Array" + GRAD_SUFFIX] = TensorArray(
+            lax.dynamic_update_index_in_dim(dout.data, zero, j, 0), Array.length)
+    return out
+
+
+@lowering("read_from_array_grad")
+def _read_grad(c, X, I, **kw):
+    """An array of zeros but for element I, which takes the read value's gradient."""
+    dout = kw["Out" + GRAD_SUFFIX]
+    j = jnp.clip(_index(I), 0, X.capacity - 1)
+    data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data), dout.astype(X.dtype), j, 0)
+    return {"X" + GRAD_SUFFIX: TensorArray(data, X.length)}
