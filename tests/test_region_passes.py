@@ -264,3 +264,49 @@ def test_a_region_op_the_pass_made_is_not_declined_by_that_pass():
     stats = report.stats()
     assert not any("inside regions" in k for k in stats["roll-repeated-layers"])
     assert any("inside regions" in k for k in stats["data-parallel"])
+
+
+def while_program(train: bool):
+    """h <- tanh(fc(h)) * 0.5 + x three times in a While loop, with exp(h) computed for
+    nobody inside the body; trained with SGD through the loop when ``train``."""
+    import graphc as fluid
+    from graphc import layers, optimizer
+    from graphc.ir import program_guard, unique_name
+    main, startup = fluid.Program(), fluid.Program()
+    with program_guard(main, startup), unique_name.guard():
+        x = fluid.data("x", [-1, 3])
+        h = layers.scale(x, 1.0)
+        i = layers.fill_constant([1], "int64", 0)
+        n = layers.fill_constant([1], "int64", 3)
+        cond = layers.less_than(i, n)
+        loop = layers.While(cond)
+        with loop.block():
+            h2 = layers.elementwise_add(layers.tanh(layers.fc(h, 3)), x)
+            layers.exp(h2)
+            layers.assign(h2, h)
+            layers.increment(i)
+            layers.less_than(i, n, cond=cond)
+        loss = layers.mean(h)
+        if train:
+            optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_passes_inside_a_while_body_keep_results(train):
+    from graphc.ir import lower
+    main, startup, loss = while_program(train)
+    state, _ = run_graph(lower(startup))
+    fetch = [loss.name] + (["fc_0.w_0", "fc_0.b_0"] if train else [])
+    before, after = lower(main), lower(main)
+    report = PassManager([make_pass("dce"), make_pass("fuse-elewise-add-act")],
+                         verify_each=True).run(after, keep=[after.latest(loss.name)])
+    stats = report.stats()
+    assert stats["dce"]["removed" + IN_REGIONS] >= 1  # exp inside the body (and its grad's)
+    loops = [op for op in after.ops() if op.type in ("while", "while_grad")]
+    assert len(loops) == (2 if train else 1)
+    for op in loops:
+        assert "exp" not in parse(op.attrs["body"]).stats()
+    assert "fused_elemwise_activation" in parse(loops[0].attrs["body"]).stats()
+    assert_same_results(before, after, state, {"x": FEEDS["x"]}, fetch, rtol=1e-5,
+                        atol=1e-6)
