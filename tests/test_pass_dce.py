@@ -141,7 +141,8 @@ def test_random_programs_keep_the_first_fetch(gen):
 @settings(max_examples=10)
 @given(random_programs(max_ops=5, with_loss=False, regions=True))
 def test_random_programs_with_regions_keep_the_first_fetch(gen):
-    """The same over programs where a run of steps is a scan_layers body: dead body values
-    (results the body does not return) go inside it, and the fetch computes as before."""
+    """The same over programs where a run of steps is a region body (scan_layers or while):
+    dead body values (results the body does not return) go inside it, and the fetch computes
+    as before."""
     report = check_pass(make_pass(PASS), gen, fetch=gen.fetch[:1])
     assert set(report.stats()[PASS]) <= {"removed", "removed (in regions)"}

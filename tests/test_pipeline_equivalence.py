@@ -1,7 +1,8 @@
 """Random programs x random BuildStrategies: the interpreter computes the same fetches and
 updated parameters with and without the pipeline (1e-6), every intermediate graph verifies;
 the same for random prefixes of the full pass list. About half the programs hold a region
-(a run of steps as a scan_layers body): passes recurse into it or decline it (issue 26)."""
+(a run of steps as the body of a scan_layers or while op): passes recurse into it or
+decline it (issue 26)."""
 
 from __future__ import annotations
 
