@@ -310,3 +310,23 @@ def test_passes_inside_a_while_body_keep_results(train):
     assert "fused_elemwise_activation" in parse(loops[0].attrs["body"]).stats()
     assert_same_results(before, after, state, {"x": FEEDS["x"]}, fetch, rtol=1e-5,
                         atol=1e-6)
+
+
+def test_data_parallel_exchanges_gradients_around_a_loop():
+    """The parameters read inside a While body get their gradients from while_grad, as from
+    any op: data-parallel all-reduces them after it and leaves the bodies alone."""
+    from graphc.ir import lower
+    main, _, loss = while_program(train=True)
+    g = lower(main)
+    bodies = [op.attrs["body"] for op in region_ops(g)]
+    report = PassManager([make_pass("data-parallel", nranks=2)], verify_each=True).run(
+        g, keep=[g.latest(loss.name)])
+    reduced = {op.input("X").var.name for op in g.ops() if op.type == "c_allreduce"}
+    assert {"fc_0.w_0@GRAD", "fc_0.b_0@GRAD"} <= reduced
+    grad_loop = next(op for op in g.ops() if op.type == "while_grad")
+    for op in g.ops():
+        if op.type == "c_allreduce" and op.input("X").var.name.startswith("fc_0"):
+            assert g.ops().index(op) > g.ops().index(grad_loop)
+    assert [op.attrs["body"] for op in region_ops(g)] == bodies
+    reason = all_passes()["data-parallel"].regions_reason
+    assert report.stats()["data-parallel"][f"skipped: inside regions: {reason}"] == 2
