@@ -1,5 +1,6 @@
 """dce: golden IR (dead branches of a forward program, unfetched metrics of a training
-program), the collective-op decline, and results unchanged for what is kept."""
+program, dead ops inside a DynamicRNN's body), the collective-op decline, and results
+unchanged for what is kept (random programs with and without regions)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,25 @@ def mlp_sgd():
     return model.main, model.startup, model.loss
 
 
+def dynamic_rnn_dead_in_body():
+    """A DynamicRNN whose step block computes exp(h) for nobody (dead inside the region),
+    and a tanh of the input nobody reads (dead outside it)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with program_guard(main, startup), unique_name.guard():
+        x = fluid.data("x", [-1, 2], lod_level=1)
+        layers.tanh(x)
+        drnn = layers.DynamicRNN()
+        with drnn.block():
+            word = drnn.step_input(x)
+            prev = drnn.memory(shape=[3], value=0.0)
+            h = layers.fc([word, prev], 3, act="tanh")
+            layers.exp(h)
+            drnn.update_memory(prev, h)
+            drnn.output(h)
+        out = layers.sequence_pool(drnn(), "last")
+    return main, startup, out
+
+
 CASES = {"forward_dead_branches": (dead_branches, 3),  # tanh, exp, sigmoid
          "mlp_sgd_metrics_unfetched": (mlp_sgd, 2)}  # top_k, accuracy
 
@@ -54,6 +74,22 @@ def test_golden():
         assert before.num_ops - after.num_ops == removed
         assert not {"tanh", "exp", "sigmoid", "top_k", "accuracy"} & set(after.stats())
         assert parse(after.to_text()).structurally_equal(after)
+
+
+def test_golden_dead_ops_inside_a_region():
+    """Inside the DynamicRNN's body exp(h) goes and the step's fc stays; outside, the dead
+    tanh goes and the region op (whose result is read) stays."""
+    main, _, out = dynamic_rnn_dead_in_body()
+    before, after, stats = run_pass(PASS, main, [out.name])
+    check_golden(GOLDEN / "region_body_dead_ops.ir", golden_text(PASS, before, after, stats))
+    assert stats == {"removed": 1, "removed (in regions)": 1}
+    (rnn,) = [op for op in after.ops() if op.type == "dynamic_rnn"]
+    body = parse(rnn.attrs["body"])
+    assert "exp" not in body.stats() and {"mul", "tanh", "sum"} <= set(body.stats())
+    assert "exp" in parse(next(op for op in before.ops() if op.type == "dynamic_rnn")
+                          .attrs["body"]).stats()
+    assert "tanh" not in after.stats()
+    assert parse(after.to_text()).structurally_equal(after)
 
 
 def test_declines_collective_ops_and_keeps_what_they_read():
@@ -100,3 +136,13 @@ def test_random_programs_keep_the_first_fetch(gen):
     fetched computes as before."""
     report = check_pass(make_pass(PASS), gen, fetch=gen.fetch[:1])
     assert set(report.stats()[PASS]) <= {"removed"}
+
+
+@settings(max_examples=10)
+@given(random_programs(max_ops=5, with_loss=False, regions=True))
+def test_random_programs_with_regions_keep_the_first_fetch(gen):
+    """The same over programs where a run of steps is a region body (scan_layers or while):
+    dead body values (results the body does not return) go inside it, and the fetch computes
+    as before."""
+    report = check_pass(make_pass(PASS), gen, fetch=gen.fetch[:1])
+    assert set(report.stats()[PASS]) <= {"removed", "removed (in regions)"}

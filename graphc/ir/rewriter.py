@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from .errors import ProgramError, ShapeError
+from .errors import GraphcError, ProgramError, ShapeError
 from .graph import Graph, Op, Value, VarInfo
 from .opdef import get_op_def
 from .types import TensorType, types_compatible
@@ -295,7 +295,16 @@ class Rewriter:
         self._emit("add_input", op=op, slot=slot, pos=pos, value=value)
 
     def set_attr(self, op: Op, name: str, value: Any) -> None:
+        """Set one attribute of ``op``. A region's new graph text (a rewritten body) must
+        verify: a pass that broke a body hears it here, naming the op and region."""
         opdef = get_op_def(op.type, op.where)
+        if name in opdef.regions and isinstance(value, str) and value:
+            from .verify import region_graph
+            try:
+                region_graph(value)
+            except GraphcError as exc:
+                raise ProgramError(f"{op.where}: region '{name}' does not verify: "
+                                   f"{type(exc).__name__}: {exc}") from None
         op.attrs = opdef.normalize_attrs({**op.attrs, name: value}, op.where)
         self.graph._touch(op)
         self._emit("set_attr", op=op, name=name, value=op.attrs[name])

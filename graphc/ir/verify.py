@@ -1,10 +1,13 @@
 """The verifier: checks every SSA invariant and raises VerifyError showing the op in context.
 
 Single definition, no cycles, every use defined, slots/attrs per op definition, types;
-row-sparse values only where ops take them, and never as state, feeds or graph outputs.
+row-sparse values only where ops take them, and never as state, feeds or graph outputs;
+every region (an op's nested graph) verifies and is isolated: it holds no state of its own.
 """
 
 from __future__ import annotations
+
+import functools
 
 from .errors import GraphcError, VerifyError
 from .graph import Graph, Op, Value, VarInfo
@@ -201,6 +204,10 @@ def _verify_op(graph: Graph, op: Op, order: list[Op]) -> None:
         missing = sorted(set(attrs) - set(op.attrs))
         _fail(graph, f"attributes are not normalized (missing {missing})" if missing else
               "attributes are not normalized", op, order)
+    for region in opdef.regions:  # before inference, whose rules parse the bodies again
+        text = op.attrs.get(region)
+        if isinstance(text, str) and text:  # an optional region left empty holds no graph
+            _verify_region(graph, op, region, text, order)
     try:
         inferred = opdef.infer_types({k: [v.type for v in vs] for k, vs in ins.items()},
                                      op.attrs, where)
@@ -218,6 +225,32 @@ def _verify_op(graph: Graph, op: Op, order: list[Op]) -> None:
                     else "shape mismatch"
                 _fail(graph, f"output '{slot}' %{v.name} is declared {v.type} but the op "
                              f"produces {t} ({what})", op, order)
+
+
+@functools.lru_cache(maxsize=512)  # cache: a body is verified once per distinct text
+def region_graph(text: str) -> Graph:
+    """A region's graph text, parsed and verified (shared: read it, never edit it)."""
+    from .text import parse
+    body = parse(text)
+    verify(body)
+    return body
+
+
+def _verify_region(graph: Graph, op: Op, region: str, text: str, order: list[Op]) -> None:
+    """A region verifies on its own (nested regions too) and holds no state: whatever it
+    reads from outside enters as one of its graph inputs (an operand of ``op``), and what it
+    updates (a loop-carried value, a state's new version) leaves only as one of its graph
+    outputs, through ``op``'s results."""
+    try:
+        body = region_graph(text)
+    except GraphcError as exc:
+        _fail(graph, f"region '{region}' does not verify: {type(exc).__name__}: {exc}",
+              op, order)
+    state = sorted(name for name, var in body.vars.items() if var.persistable)
+    if state:
+        _fail(graph, f"region '{region}' declares state {state}; a region holds no state: "
+                     "state enters as an operand of the op (a graph input of the region) "
+                     "and its new value leaves through the op's results", op, order)
 
 
 def _positions_by_slot(adjacent: dict) -> dict[str, list[int]]:

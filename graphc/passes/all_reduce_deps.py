@@ -23,6 +23,9 @@ class AllReduceDeps(Pass):
     """Make collective ops run in one fixed order on every replica."""
 
     name = "all-reduce-deps"
+    regions = "decline"
+    regions_reason = ("collectives inside a body run once per iteration of one XLA loop; the "
+                      "pass works on the outer graph's collectives, where a region op is one op")
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         chain = [op for op in graph.ops() if op.type not in LOCAL_ONLY

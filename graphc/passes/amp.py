@@ -21,7 +21,8 @@ so chains of low-precision ops pass low values directly; casts nobody reads are 
 the end. Narrowing-then-widening pairs (f32 -> bf16 -> f32) are lossy and never cancelled.
 batch_norm (and its grad) run on low-precision X/Y but keep Scale, Bias, Mean, Variance and
 the saved statistics in float32 (``FLOAT32_SLOTS``). Optimizer, collective, initializer and
-other stateful ops are never touched, so parameters (master weights) and optimizer state
+other stateful ops are never touched, nor are region ops (loops, branches: they and their
+bodies stay float32), so parameters (master weights) and optimizer state
 stay float32 and optimizers update float32 parameters from float32 gradients. Ops with a
 float operand that is neither float32 nor ``dtype`` (float64 programs) are left alone.
 
@@ -118,6 +119,10 @@ class Amp(Pass):
     """Mixed precision: casts by white/black/gray op lists, fp32 master weights, loss scaling."""
 
     name = "amp"
+    regions = "decline"
+    regions_reason = ("bodies stay float32: a region op is kept float32 like a black op (a "
+                      "body's graph inputs and the op's operands would have to change type "
+                      "together), and loss scaling belongs to the outer graph")
     dtype: Literal["bfloat16", "float16"] = "bfloat16"
     custom_white_list: list[str] = []
     custom_black_list: list[str] = []
@@ -195,7 +200,7 @@ class _Casting:
     # -- decisions -------------------------------------------------------------------
     def _eligible(self, op: Op) -> bool:
         opdef = get_op_def(op.type)
-        if op.type in _AMP_OPS:
+        if op.type in _AMP_OPS or opdef.regions:  # a region op stays float32 (regions_reason)
             return False
         traits = opdef.traits
         fwd = forward_type(op.type)

@@ -18,6 +18,9 @@ class BackwardOptimizerOpDeps(Pass):
     """Make every optimizer op wait until the whole backward pass has run."""
 
     name = "backward-optimizer-op-deps"
+    regions = "decline"
+    regions_reason = ("optimizer and backward ops are ordered in the outer graph, where a region "
+                      "op is one op")
     force: bool = False  # apply even on one device (tests, and users who want the order)
 
     def run(self, graph: Graph, ctx: PassContext) -> None:

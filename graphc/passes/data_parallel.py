@@ -81,6 +81,9 @@ class DataParallel(Pass):
     """Exchange gradients between data-parallel replicas (all-reduce, or ZeRO-1 reduce)."""
 
     name = "data-parallel"
+    regions = "decline"
+    regions_reason = ("gradients are exchanged around a region op, once per step; its body "
+                      "computes on the replica's slice as written")
     nranks: int = 0  # 0: the device count the pipeline runs for
     mode: Literal["all_reduce", "reduce"] = "all_reduce"
     reduce: Literal["mean", "sum"] = "mean"

@@ -463,6 +463,9 @@ class EnableInplace(Pass):
     """Plan which outputs reuse an input's buffer in place; report predicted peak bytes."""
 
     name = "enable-inplace"
+    regions = "decline"
+    regions_reason = ("XLA assigns a body's buffers inside its loop and a plan is no part of a "
+                      "body's text; the plan covers the outer graph, where a region op is one op")
     reuse_pool: ClassVar[bool] = False  # memory-optimize also reuses dead buffers across ops
     batch_size: int = Field(1, gt=0)  # the batch the statistics' byte counts are for
     donate_state: bool = True  # the runtime donates updated state (graphc's JAX backend)

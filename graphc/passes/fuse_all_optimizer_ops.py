@@ -82,6 +82,8 @@ class FuseAllOptimizerOps(Pass):
     """Fuse the optimizer ops that share type, hyper-parameters, dtypes and learning rate."""
 
     name = "fuse-all-optimizer-ops"
+    regions = "decline"
+    regions_reason = "optimizer ops update state, which only the outer graph holds"
     layout: Literal["multi_tensor", "coalesced"] = "multi_tensor"
     op_types: list[str] = list(FUSED_OPTIMIZERS)
 

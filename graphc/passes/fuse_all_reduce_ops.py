@@ -72,6 +72,9 @@ class FuseAllReduceOps(Pass):
     """Bucket gradient all-reduces (reduce-scatters) into fused collectives."""
 
     name = "fuse-all-reduce-ops"
+    regions = "decline"
+    regions_reason = ("collectives inside a body run once per iteration of one XLA loop; the "
+                      "pass works on the outer graph's collectives, where a region op is one op")
     max_mb: float = Field(32.0, gt=0)  # BuildStrategy.fuse_grad_size_in_MB
     max_layers: int = Field(0, ge=0)  # BuildStrategy.fuse_grad_size_in_TFLOPS; 0: no bound
 

@@ -165,6 +165,7 @@ class FuseBatchNormAct(Pass):
     """Fuse batch_norm + activation (forward and backward) into fused_batch_norm_act ops."""
 
     name = "fuse-bn-act"
+    regions = "recurse"
     act_types: list[str] = list(FUSED_BN_ACTS)
 
     _check = members_of("act_types", FUSED_BN_ACTS, "activations")

@@ -28,6 +28,9 @@ class FuseBroadcastOps(Pass):
     """Bucket the parameter all-gathers of Reduce mode into fused all-gathers."""
 
     name = "fuse-broadcast-ops"
+    regions = "decline"
+    regions_reason = ("collectives inside a body run once per iteration of one XLA loop; the "
+                      "pass works on the outer graph's collectives, where a region op is one op")
     max_mb: float = Field(32.0, gt=0)
     max_layers: int = Field(0, ge=0)
 

@@ -228,6 +228,7 @@ class FuseElewiseAddAct(Pass):
     """Fuse elementwise_add with an activation (either order), and their grad ops."""
 
     name = "fuse-elewise-add-act"
+    regions = "recurse"
     act_types: list[str] = list(ACTIVATION_ATTRS)
 
     _check = members_of("act_types", ACTIVATION_ATTRS, "activations")

@@ -99,6 +99,7 @@ class FuseReluDepthwiseConv(Pass):
     """Fold relu into the depthwise_conv2d reading it (forward and backward)."""
 
     name = "fuse-relu-depthwise-conv"
+    regions = "recurse"
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         run_patterns(graph, ctx, [FUSE])

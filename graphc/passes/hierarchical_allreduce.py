@@ -29,6 +29,9 @@ class HierarchicalAllReduce(Pass):
     """Reduce-scatter in groups, all-reduce across groups, all-gather in groups."""
 
     name = "hierarchical-allreduce"
+    regions = "decline"
+    regions_reason = ("collectives inside a body run once per iteration of one XLA loop; the "
+                      "pass works on the outer graph's collectives, where a region op is one op")
     inter_nranks: int = 0  # replicas per group (BuildStrategy.hierarchical_allreduce_inter_nranks)
 
     def run(self, graph: Graph, ctx: PassContext) -> None:

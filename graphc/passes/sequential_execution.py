@@ -18,6 +18,9 @@ class SequentialExecution(Pass):
     """Run ops strictly in program order (control dependencies between neighbours)."""
 
     name = "sequential-execution"
+    regions = "decline"
+    regions_reason = ("a body's ops run in data order inside one XLA loop; the chain orders the "
+                      "outer graph, where a region op is one op")
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         order = list(graph.ops())

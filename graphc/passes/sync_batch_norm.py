@@ -60,6 +60,9 @@ class SyncBatchNorm(Pass):
     """Compute training batch_norm statistics over all data-parallel replicas."""
 
     name = "sync-batch-norm"
+    regions = "decline"
+    regions_reason = ("a batch_norm inside a body keeps per-replica statistics: its gradient is "
+                      "the region op's own, not a batch_norm_grad")
     nranks: int = 0  # 0: the device count the pipeline runs for
 
     def run(self, graph: Graph, ctx: PassContext) -> None:

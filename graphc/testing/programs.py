@@ -15,6 +15,7 @@ from ..ir import Graph, Program, lower, program_guard, unique_name
 from ..ir.program import Variable
 from ..ir.types import FLOAT_DTYPES
 from .program_builder import DEFAULT_DTYPES, _Builder
+from .program_regions import close_region, open_region
 from .program_steps import _STEPS, STEP_NAMES
 
 
@@ -78,7 +79,7 @@ def _ranks_accepted(names: list[str]) -> list[int]:
 
 def random_programs(max_ops: int = 8, min_ops: int = 1, steps: Sequence[str] | None = None,
                     with_loss: bool | None = None,
-                    cast_dtypes: Sequence[str] = DEFAULT_DTYPES
+                    cast_dtypes: Sequence[str] = DEFAULT_DTYPES, regions: bool = False
                     ) -> st.SearchStrategy[GeneratedProgram]:
     """Draw a valid (main, startup) program pair built with graphc's layer functions.
 
@@ -87,7 +88,9 @@ def random_programs(max_ops: int = 8, min_ops: int = 1, steps: Sequence[str] | N
     names from ``STEP_NAMES``; ``with_loss`` forces (True) or forbids (False) a final
     ``mean`` loss (None: drawn); ``cast_dtypes`` are the float dtypes casts and feeds may
     use. Feeds have a batch dimension of -1 and other dims in 1..6. Names are Paddle's
-    and deterministic: the program is built inside ``unique_name.guard()``.
+    and deterministic: the program is built inside ``unique_name.guard()``. With
+    ``regions`` a drawn run of steps may become the body of one ``scan_layers`` op
+    (program_regions.py), listed in ``steps`` as ``scan_layers(...)``.
     """
     names = list(steps) if steps is not None else list(STEP_NAMES)
     unknown = sorted(set(names) - set(_STEPS))
@@ -97,12 +100,12 @@ def random_programs(max_ops: int = 8, min_ops: int = 1, steps: Sequence[str] | N
         raise ValueError(f"cast_dtypes must be float dtypes, got {list(cast_dtypes)}")
     if not 0 <= min_ops <= max_ops:
         raise ValueError(f"need 0 <= min_ops <= max_ops, got {min_ops} and {max_ops}")
-    return _programs(max_ops, min_ops, names, with_loss, tuple(cast_dtypes))
+    return _programs(max_ops, min_ops, names, with_loss, tuple(cast_dtypes), regions)
 
 
 @st.composite
 def _programs(draw, max_ops: int, min_ops: int, names: list[str], with_loss: bool | None,
-              cast_dtypes: tuple[str, ...]) -> GeneratedProgram:
+              cast_dtypes: tuple[str, ...], regions: bool = False) -> GeneratedProgram:
     main, startup = Program(), Program()
     main.random_seed = draw(st.sampled_from([0, 42]))
     b = _Builder(draw, cast_dtypes)
@@ -110,7 +113,14 @@ def _programs(draw, max_ops: int, min_ops: int, names: list[str], with_loss: boo
     with program_guard(main, startup), unique_name.guard():
         for _ in range(draw(st.integers(1, 2))):
             b.add(b.float_feed())
-        for _ in range(draw(st.integers(min_ops, max_ops))):
+        n_steps = draw(st.integers(min_ops, max_ops))
+        window = None  # [first, last] step of the region, when one is drawn
+        if regions and n_steps and draw(st.booleans()):
+            first = draw(st.integers(0, n_steps - 1))
+            window = (first, draw(st.integers(first, n_steps - 1)))
+        for i in range(n_steps):
+            if window and i == window[0]:
+                region = open_region(b, main.global_block())
             usable = _usable(names, b.pool)
             if not usable:  # e.g. only conv2d asked for and no 4-D tensor yet
                 # dims >= 2, as the probes have: split needs one
@@ -122,6 +132,10 @@ def _programs(draw, max_ops: int, min_ops: int, names: list[str], with_loss: boo
                 [v for v in b.pool if accepts(v)]))
             build(b, x)
             taken.append(name)
+            if window and i == window[1]:
+                wrapped = close_region(b, region)
+                if wrapped:
+                    taken.append(wrapped)
         loss = None
         if with_loss if with_loss is not None else draw(st.booleans()):
             # the latest reusable result computed from a trainable parameter, if any, so

@@ -41,6 +41,10 @@ def pass_reference() -> str:
         out.append(f"`{cls.__module__}.{cls.__name__}`")
         options = [f"`{k}={f.default!r}`" for k, f in cls.model_fields.items()]
         out += ["", "Options: " + (", ".join(options) if options else "none") + "."]
+        # what the pass does inside region bodies (docs/control_flow.md, passes/infra/regions.py)
+        out += ["", "Regions: " + ("runs inside every region body too." if cls.regions ==
+                                   "recurse" else f"declines inside region bodies: "
+                                   f"{cls.regions_reason}.")]
         doc = inspect.cleandoc(module.__doc__ or "")
         if doc.startswith(f"{name}: "):  # the module docstring names its pass first
             doc = doc[len(name) + 2:]

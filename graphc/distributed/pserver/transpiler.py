@@ -9,6 +9,7 @@ from ...ir.clone import clone_graph
 from ...ir.graph import Graph, lower
 from ...ir.program import Program
 from ...passes import PassContext, make_pass
+from ...passes.infra.regions import apply_in_regions
 from ...passes.pserver.plan import (
     PLAN_KEY,
     distributed_tables,
@@ -77,6 +78,7 @@ class Transpiler:
         for p in passes:
             ctx = PassContext(graph, p.name)
             p.run(graph, ctx)
+            apply_in_regions(p, graph, ctx)  # the ps-* passes decline inside region bodies
             if self.verify:
                 graph.verify()
             results.append((p.spec(), dict(ctx.stats)))

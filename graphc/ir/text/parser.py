@@ -26,6 +26,7 @@ _ARRAY_TYPE = "array<"
 _LOD_TYPE = re.compile(r"lod([0-9]+)<")
 _VAR_NAME = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')  # the Program's naming rule
 _DECODER = json.JSONDecoder()
+_DECLARED = re.compile(r'%([^\s,:()\[\]{}="]+):')  # a value declaration: %name: type
 
 
 def _is_count(value, low: int = 1) -> bool:
@@ -93,6 +94,9 @@ class _Parser:
         self.lines = text.splitlines()
         self.graph = Graph()
         self.seq = 0
+        # values declared inside a region block: name -> (op type, region, line), to say why
+        # an outer reference to one fails (a region's values leave only as the op's results)
+        self.region_values: dict[str, tuple[str, str, int]] = {}
 
     def parse(self) -> Graph:
         g = self.graph
@@ -148,6 +152,12 @@ class _Parser:
         try:
             return self.graph.values[name]
         except KeyError:
+            inside = self.region_values.get(name)
+            if inside is not None:
+                raise line.error(
+                    f"value '%{name}' is defined inside region '{inside[1]}' of op "
+                    f"{inside[0]} (line {inside[2]}); outside its region a value is visible "
+                    "only through the op's results") from None
             raise line.error(f"value '%{name}' is used before it is defined") from None
 
     def decl(self, line: _Line) -> Value:
@@ -339,7 +349,7 @@ class _Parser:
             line.expect("@")
             name = line.match(_NAME, "a graph name").group()
             line.expect("{")
-            text, rest = self.block(name, line)
+            text, rest = self.block(name, line, opdef.type, region)
             if region in lists:
                 attrs.setdefault(region, []).append(text)
                 listed.add(region)
@@ -349,7 +359,8 @@ class _Parser:
                 return
             line = rest
 
-    def block(self, name: str, line: _Line) -> tuple[str, _Line | None]:
+    def block(self, name: str, line: _Line, op_type: str,
+              region: str) -> tuple[str, _Line | None]:
         """The lines of a graph-valued attribute, up to its closing ``  }``, as graph text;
         and the rest of the closing line when another region follows on it."""
         inner = []
@@ -366,6 +377,8 @@ class _Parser:
                 raise ParseError("expected a line of the block, indented by 4, or its "
                                  "closing '  }'", lineno, 0, text)
             inner.append(text[2:].rstrip())
+            for declared in _DECLARED.findall(text):
+                self.region_values.setdefault(declared, (op_type, region, lineno))
         raise line.error("the block opened here has no closing '  }'")
 
 

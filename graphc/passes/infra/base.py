@@ -57,10 +57,16 @@ class PassResult:
 
 
 class Pass(BaseModel):
-    """Base class. Subclasses set ``name`` and implement ``run``; options are fields."""
+    """Base class. Subclasses set ``name`` and implement ``run``; options are fields.
+
+    ``regions``: what the pass does inside region bodies (infra/regions.py): ``"recurse"``
+    (the PassManager runs it on every body too) or ``"decline"`` with ``regions_reason``.
+    Every graphc pass says which (tests/test_pass_regions.py); left empty, it declines."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
     name: ClassVar[str] = ""
+    regions: ClassVar[str] = ""
+    regions_reason: ClassVar[str] = ""
 
     def run(self, graph: Graph, ctx: PassContext) -> None:
         raise NotImplementedError

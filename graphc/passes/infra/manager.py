@@ -16,6 +16,7 @@ from typing import TextIO
 from ...ir.errors import GraphcError, VerifyError
 from ...ir.graph import Graph, Value, gc_paused
 from .base import Pass, PassContext, PassResult, parse_pipeline
+from .regions import apply_in_regions
 
 
 class PassFailure(GraphcError):
@@ -140,6 +141,7 @@ class PassManager:
             t0 = time.perf_counter()
             try:
                 p.run(graph, ctx)
+                apply_in_regions(p, graph, ctx)  # the bodies of region ops, or why not
             except GraphcError as exc:
                 self._fail(p, done, text, exc)
             except Exception as exc:  # a bug in the pass: keep its traceback in the message

@@ -24,6 +24,9 @@ class PsGeoTrainerGraph(Pass):
     """Keep the optimizer; exchange parameter deltas with the servers every push_nums steps."""
 
     name = "ps-geo-trainer-graph"
+    regions = "decline"
+    regions_reason = ("the parameter-server split acts on the outer graph's optimizer ops and "
+                      "parameters; a region op is one op there and its body stays whole")
     trainer_id: int = 0
     trainers: int = 1
     push_nums: int = 100
@@ -62,6 +65,9 @@ class PsGeoServerGraph(Pass):
     """Keep only ``block += delta`` for one server's blocks (GEO-SGD's server)."""
 
     name = "ps-geo-server-graph"
+    regions = "decline"
+    regions_reason = ("the parameter-server split acts on the outer graph's optimizer ops and "
+                      "parameters; a region op is one op there and its body stays whole")
     endpoint: str = "127.0.0.1:6174"
 
     def run(self, graph: Graph, ctx: PassContext) -> None:

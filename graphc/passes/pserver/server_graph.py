@@ -74,6 +74,9 @@ class PsServerGraph(Pass):
     """Keep only the update of one server's parameter blocks (server side of the transpile)."""
 
     name = "ps-server-graph"
+    regions = "decline"
+    regions_reason = ("the parameter-server split acts on the outer graph's optimizer ops and "
+                      "parameters; a region op is one op there and its body stays whole")
     endpoint: str = "127.0.0.1:6174"
     trainers: int = 1
     sync_mode: bool = True

@@ -22,6 +22,9 @@ class PsServerStartup(Pass):
     """Cut a server's blocks from the original startup graph's initial values."""
 
     name = "ps-server-startup"
+    regions = "decline"
+    regions_reason = ("the parameter-server split acts on the outer graph's optimizer ops and "
+                      "parameters; a region op is one op there and its body stays whole")
     blocks: list[list] = []
 
     def run(self, graph: Graph, ctx: PassContext) -> None:

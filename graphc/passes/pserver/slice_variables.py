@@ -33,6 +33,9 @@ class PsSliceVariables(Pass):
     """Cut optimized parameters into row blocks and place them on parameter servers."""
 
     name = "ps-slice-variables"
+    regions = "decline"
+    regions_reason = ("the parameter-server split acts on the outer graph's optimizer ops and "
+                      "parameters; a region op is one op there and its body stays whole")
     endpoints: list[str] = ["127.0.0.1:6174"]
     slice_var_up: bool = True
     min_block_size: int = 8192

@@ -35,6 +35,9 @@ class PsTrainerGraph(Pass):
     """Replace the optimizer by send/recv of gradient and parameter blocks (trainer side)."""
 
     name = "ps-trainer-graph"
+    regions = "decline"
+    regions_reason = ("the parameter-server split acts on the outer graph's optimizer ops and "
+                      "parameters; a region op is one op there and its body stays whole")
     trainer_id: int = 0
     sync_mode: bool = True
     prefetch: bool = True  # is_sparse tables read only by lookups: pull rows (remote prefetch)

@@ -20,6 +20,9 @@ class PsTrainerStartup(Pass):
     """Pull the parameters' initial values from their servers in a trainer's startup graph."""
 
     name = "ps-trainer-startup"
+    regions = "decline"
+    regions_reason = ("the parameter-server split acts on the outer graph's optimizer ops and "
+                      "parameters; a region op is one op there and its body stays whole")
     params: list[list] = []
     trainer_id: int = 0
 

@@ -112,6 +112,9 @@ class RollRepeatedLayers(Pass):
     """Roll runs of isomorphic consecutive layers into one scan_layers op (lax.scan)."""
 
     name = "roll-repeated-layers"
+    regions = "decline"
+    regions_reason = ("stacked state belongs to the outer graph; a region op is one op of the "
+                      "layers it compares")
     min_repeats: int = 4
     max_period: int = 64
     roll_optimizer: bool = True
