@@ -101,3 +101,36 @@ def test_a_dataloader_packs_its_lod_variables_into_one_bucket():
     big = fluid.create_lod_tensor(np.arange(40).reshape(40, 1), [[15, 25]], None)
     pa, pb = pack_lod_batches([a, b], [(small, big)], 1)
     assert isinstance(pa, PackedLoD) and pa.array.data.shape == pb.array.data.shape == (64, 1)
+
+
+def test_the_predictors_fast_path_packs_into_the_executors_shared_bucket(tmp_path):
+    """Two LoD inputs of different sizes through zero-copy tensors: the fast path packs them
+    into the bucket the executor's feed plan chose, so its one compiled step serves every
+    call (no silent retrace for other shapes) and the outputs equal exe.run's."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.scope_guard(fluid.core.Scope()), fluid.program_guard(main, startup), \
+            fluid.unique_name.guard():
+        xs = [fluid.data(n, [-1, 1], "int64", lod_level=1) for n in ("a", "b")]
+        pooled = [fluid.layers.sequence_pool(fluid.layers.embedding(
+            x, size=[50, 4], param_attr=fluid.ParamAttr(name="T")), "sum") for x in xs]
+        out = fluid.layers.fc(fluid.layers.concat(pooled, axis=1), 2)
+        exe = fluid.Executor(fluid.CPUPlace())
+        exe.run(startup)
+        fluid.io.save_inference_model(str(tmp_path), ["a", "b"], [out], exe)
+    predictor = fluid.core.create_paddle_predictor(fluid.core.AnalysisConfig(str(tmp_path)))
+    rng = np.random.default_rng(2)
+    for lens in ([[3, 1, 2], [9, 7, 4]], [[1, 1, 1], [8, 8, 9]], [[2, 2, 2], [5, 9, 9]]):
+        data = [rng.integers(0, 50, (sum(n), 1)).astype("int64") for n in lens]
+        feed = {k: fluid.create_lod_tensor(d, [n], None) for k, d, n in zip("ab", data, lens)}
+        with fluid.scope_guard(fluid.core.Scope()):
+            program, _, fetch = fluid.io.load_inference_model(str(tmp_path), exe)
+            want = exe.run(program, feed=feed, fetch_list=fetch)[0]
+        for k, d, n in zip("ab", data, lens):
+            h = predictor.get_input_tensor(k)
+            h.copy_from_cpu(d)
+            h.set_lod([[0, *np.cumsum(n).tolist()]])
+        predictor.zero_copy_run()
+        got = predictor.get_output_tensor(predictor.get_output_names()[0]).copy_to_cpu()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    (fast,) = predictor.core._fast.values()
+    assert fast.step._jitted._cache_size() == 1

@@ -339,19 +339,22 @@ def _stacked_groups(name: str, values: list, want: TensorType, dtype, parts: int
     return groups
 
 
-def pack_feeds(items: dict, parts: int = 1, iterations: int | None = None) -> dict:
+def pack_feeds(items: dict, parts: int = 1, iterations: int | None = None,
+               tokens_at_least: int | None = None) -> dict:
     """The LoD feeds of one step, ``{name: (LoDTensor, want, dtype)}`` (with ``iterations``
     K: a list of K LoDTensors each), packed as ``pack_feed`` / ``pack_stacked`` pack one,
     but into buckets shared by all of them (``SHARED_BUCKET``): one token bucket, the
     largest feed's, and one bucket per sub-sequence level. So a step's signature holds one
     bucket whatever the number of LoD feeds, and a program compiles at most
     ``log2(T_max / MIN_BUCKET) + 1`` variants per batch size, not that to the power of its
-    feeds (26 CTR slots, each near a boundary, would combine into new signatures)."""
+    feeds (26 CTR slots, each near a boundary, would combine into new signatures).
+    ``tokens_at_least``: a token bucket the caller shares with feeds packed elsewhere (the
+    predictor's fast path packs feed by feed)."""
     groups = {name: ([_Groups(name, value, want, dtype, parts)] if iterations is None
                      else _stacked_groups(name, value, want, dtype, parts))
               for name, (value, want, dtype) in items.items()}
     every = [g for gs in groups.values() for g in gs]
-    shared_t = bucket(max(g.tokens for g in every)) if every else 0
+    shared_t = bucket(max([g.tokens for g in every] + [tokens_at_least or 0]))
     depth = max((len(g.subs) for g in every), default=0)
     shared_s = [bucket(max(g.subs[i] for g in every if len(g.subs) > i)) for i in range(depth)]
     out = {}
@@ -359,7 +362,7 @@ def pack_feeds(items: dict, parts: int = 1, iterations: int | None = None) -> di
         if SHARED_BUCKET:
             t_cap, s_caps = shared_t, shared_s[:len(gs[0].subs)]
         else:  # each feed its own bucket (all K iterations of it share one)
-            t_cap = bucket(max(g.tokens for g in gs))
+            t_cap = bucket(max([g.tokens for g in gs] + [tokens_at_least or 0]))
             s_caps = [bucket(max(g.subs[i] for g in gs)) for i in range(len(gs[0].subs))]
         packed = [g.pack(t_cap, s_caps) for g in gs]
         out[name] = packed[0] if iterations is None else LoDArray(
