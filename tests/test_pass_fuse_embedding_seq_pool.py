@@ -6,10 +6,13 @@ bad id named by its slot's feed."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pass_harness import golden_text
 
 import graphc
@@ -249,3 +252,44 @@ def test_a_bad_id_is_named_by_its_slots_feed():
     with pytest.raises(DataError, match=r"feed 'C3' holds 40 at \[1\].*fused_embedding_seq"):
         exe.run(m.main, feed=batch, fetch_list=[m.loss], scope=scope)
     np.testing.assert_array_equal(np.asarray(scope["SparseFeatFactors"]), before)
+
+
+# -- a property: any sequence lengths, any ids, forward and row gradients alike ------------------
+@functools.cache  # built once per padding_idx: the examples reuse it
+def _property_graphs(padding_idx):
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        xs = [graphc.data(k, [-1, 1], "int64", lod_level=1) for k in "abc"]
+        pooled = [layers.sequence_pool(layers.embedding(
+            x, [7, 2], is_sparse=True, padding_idx=padding_idx,
+            param_attr=graphc.ParamAttr(name="T")), "sum") for x in xs]
+        w = graphc.data("w", [6], "float32")
+        loss = layers.reduce_sum(layers.elementwise_mul(
+            layers.square(layers.concat(pooled, axis=1)), w))
+        graphc.optimizer.SGD(0.5).minimize(loss)
+    fetch = [loss.name, *(p.name for p in pooled)]
+    before, after, stats = _apply(main, fetch)
+    assert stats["fused slots"] == 3
+    return main, startup, before, after, fetch
+
+
+@settings(max_examples=8, deadline=None)
+@given(st.data(), st.sampled_from([-1, 3]))
+def test_property_fused_equals_unfused_for_any_lengths_and_ids(data, padding_idx):
+    """Three slots of one batch: any lengths (empty sequences, whole-empty slots), any ids
+    (padding_idx among them); pooled values, loss and the updated table agree."""
+    main, startup, before, after, fetch = _property_graphs(padding_idx)
+    n = data.draw(st.integers(1, 4))
+    feeds = {}
+    for k in "abc":
+        lens = data.draw(st.lists(st.integers(0, 4), min_size=n, max_size=n))
+        ids = data.draw(st.lists(st.integers(0, 6), min_size=sum(lens), max_size=sum(lens)))
+        feeds[k] = as_feed(main, k, fluid.create_lod_tensor(
+            np.asarray(ids, np.int64).reshape(-1, 1), [lens], None))
+    feeds["w"] = np.linspace(-1, 1, 6).astype("float32")
+    state = {"T": np.arange(14, dtype="float32").reshape(7, 2) / 7,
+             "learning_rate_0": np.asarray([0.5], "float32")}
+    want_state, want = run_graph(before, state, feeds, fetch)
+    got_state, got = run_graph(after, state, feeds, fetch)
+    _same(got, want)
+    _same([got_state["T"]], [want_state["T"]])
