@@ -246,6 +246,9 @@ class BuildStrategy(_Strategy):
     # graphc's own: roll runs of repeated layers into one lax.scan (roll-repeated-layers),
     # their parameters kept stacked in the scope; exact (1e-6 under XLA), so on by default
     roll_repeated_layers: bool = True
+    # graphc's own: the sum-pooled LoD lookups of one table (CTR slots) as one gather and one
+    # segment sum (fuse-embedding-seq-pool); exact, so on by default
+    fuse_embedding_seq_pool: bool = True
     fuse_bn_act_ops: bool = False
     fuse_relu_depthwise_conv: bool = False
     fuse_broadcast_ops: bool = False

@@ -2125,3 +2125,24 @@ def create_lod_tensor_of(c, lengths, width):
     from graphc.runtime.lod import create_lod_tensor
     return create_lod_tensor(c.randn(sum(lengths[-1]), width), lengths)
 # -- end issue 26: LoD ops of control-flow programs
+
+
+# -- issue 28: fused_embedding_seq_pool (the fuse-embedding-seq-pool pass makes it) ----------
+@grad_case("fused_embedding_seq_pool", params=[{"is_sparse": False, "padding_idx": -1},
+                                               {"is_sparse": False, "padding_idx": 1}])
+def fused_embedding_seq_pool_lod(c, is_sparse, padding_idx):
+    """W's gradient through two slots of different lengths (an empty sequence in each),
+    finite differences on the interpreter (graphc.testing.lod_checks.fd_check)."""
+    from graphc.runtime.lod import create_lod_tensor
+    from graphc.testing.lod_checks import fd_check, token_loss
+    block = c.program.global_block()
+    w = layers.create_parameter([6, 3], "float64", name="fused_w")
+    ids = [graphc.data(n, [-1, 1], "int64", lod_level=1) for n in ("s0", "s1")]
+    outs = [block.create_var(f"pooled_{i}", None, "float64") for i in range(2)]
+    block.append_op("fused_embedding_seq_pool", {"W": w, "Ids": ids}, {"Out": outs},
+                    {"is_sparse": is_sparse, "padding_idx": padding_idx})
+    loss, weights = token_loss(layers.concat(outs, axis=1), c.rng)
+    feeds = {"s0": create_lod_tensor([[1, 2], [], [5, 1, 1]], [[2, 0, 3]]),
+             "s1": create_lod_tensor([[0], [3, 4, 1], []], [[1, 3, 0]]), **weights}
+    fd_check(c.program, loss, feeds, ["fused_w"], c.rng, {"fused_w": c.randn(6, 3)}, coords=8)
+# -- end issue 28: fused_embedding_seq_pool

@@ -419,10 +419,9 @@ def test_multi_process_runs_refuse_lod_feeds_with_the_reason():
     from types import SimpleNamespace
 
     from graphc.runtime.feed_plan import FeedPlan
-    x = graphc.data("x", [-1, 2], lod_level=1)
     prep = SimpleNamespace(devices=["d0", "d1", "d2", "d3"], feed_parts=2,
                            feed_dtypes={"x": np.dtype("float32")})
     t = lod_tensor(np.zeros((3, 2), "float32"), [[1, 2]])
     with pytest.raises(FeedError, match="multi-process data-parallel runs do not take LoD "
                                         "feeds yet"):
-        FeedPlan._lod_feed(prep, "x", t, x.type, True)
+        FeedPlan._lod_feeds(prep, {"x": t})

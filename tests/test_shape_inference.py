@@ -2530,3 +2530,33 @@ LOD_CONTROL_ERRORS = [
 def test_lod_control_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end issue 26: LoD ops of control-flow programs
+
+
+# -- issue 28: fused_embedding_seq_pool (made by the fuse-embedding-seq-pool pass) -----------
+FUSED_EMBEDDING_CASES = [
+    case("fused_embedding_seq_pool",
+         {"W": t(100, 10), "Ids": [TensorType((-1, 1), "int64", False, 1),
+                                   TensorType((-1,), "int32", False, 1)]},
+         {"is_sparse": True}, {"Out": [t(-1, 10), t(-1, 10)]}),
+]
+CASES.extend(FUSED_EMBEDDING_CASES)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", FUSED_EMBEDDING_CASES)
+def test_fused_embedding_inferred_types(op_type, ins, attrs, outs):
+    from graphc.ir.types import sparse_type
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    # its gradient: one row-sparse W@GRAD (is_sparse), none for the ids
+    grad = infer(grad_op_type(op_type), {**ins, "Out@GRAD": outs["Out"]}, attrs)
+    assert grad == {"W@GRAD": [sparse_type((100, 10), "float32")]}
+
+
+@pytest.mark.parametrize("ids, message", [
+    (t(-1, 1, dtype="int64"), "must be a level-1 LoD value"),
+    (TensorType((-1, 1), "float32", False, 1), "must be integer"),
+    (TensorType((-1, 2), "int64", False, 1), "[tokens] or [tokens, 1]"),
+])
+def test_fused_embedding_bad_ids_name_the_slot(ids, message):
+    test_bad_inputs_raise_shape_error("fused_embedding_seq_pool", {"W": t(9, 2), "Ids": [ids]},
+                                      {}, message)
+# -- end issue 28: fused_embedding_seq_pool

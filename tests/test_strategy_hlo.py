@@ -93,6 +93,11 @@ XLA_EFFECT: dict[str, Claim] = {
     # on by default: the claim compares it off against on
     "roll_repeated_layers": Claim(CHANGES, "deep_mlp", {"roll_repeated_layers": False},
                                   {"roll_repeated_layers": True}, (("sgd", 1),), _while_loops),
+    # -- issue 28 (on by default: off against on; the slots' scatters become one)
+    "fuse_embedding_seq_pool": Claim(CHANGES, "ctr", {"fuse_embedding_seq_pool": False},
+                                     {"fuse_embedding_seq_pool": True}, (("sgd", 1),),
+                                     lambda off, on: on["opcodes"].get("scatter", 0)
+                                     < off["opcodes"].get("scatter", 0)),
     "fuse_bn_act_ops": _on("fuse_bn_act_ops", True, IR_ONLY, "mlp_bn", BOTH),
     "fuse_relu_depthwise_conv": _on("fuse_relu_depthwise_conv", True, IR_ONLY, "depthwise"),
     "fuse_broadcast_ops": Claim(CHANGES, "mlp", REDUCE, {**REDUCE, "fuse_broadcast_ops": True},
@@ -178,6 +183,7 @@ MODELS = {
     "mlp_bn": lambda: models.mlp(16, (8, 8), 4, batch_norm=True),
     "deep_mlp": lambda: models.mlp(16, (8,) * 6, 4, batch_norm=False),
     "depthwise": _depthwise,
+    "ctr": lambda: models.ctr_dnn(3, 20, 4, (8,)),  # issue 28: LoD slots of one table
 }
 
 
@@ -185,6 +191,11 @@ def _feed(model: models.Model) -> dict:
     rng = np.random.default_rng(0)
     out = {}
     for var in model.feeds:
+        if var.lod_level:  # issue 28: one sequence of 1-3 ids per sample
+            lens = rng.integers(1, 4, BATCH).tolist()
+            out[var.name] = graphc.fluid.create_lod_tensor(
+                rng.integers(0, 4, (sum(lens), 1)), [lens], None)
+            continue
         shape = [BATCH if d < 0 else d for d in var.shape]
         out[var.name] = (rng.integers(0, 4, shape) if var.dtype == "int64"
                          else rng.standard_normal(shape)).astype(var.dtype)

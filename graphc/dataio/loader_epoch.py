@@ -137,20 +137,21 @@ def _flat_sequences(samples: list, var: Variable, what: str):
 def pack_lod_batches(feed_list: list, group: list, parts: int) -> list:
     """A group of K batches (K = 1: no stacking) as one item's values: dense arrays stacked
     on a new leading axis when K > 1 (they must agree), LoD ones packed by runtime/lod.py
-    into one bucket for all K (a PackedLoD the executor takes as it is)."""
+    into buckets shared by all LoD variables and all K (PackedLoDs the executor takes as
+    they are)."""
     from ..runtime.feeds import FeedError
-    from ..runtime.lod import PackedLoD, pack_feed, pack_stacked
+    from ..runtime.lod import PackedLoD, pack_feeds
     k, out = len(group), []
+    lod = {var.name: ([b[j] for b in group] if k > 1 else group[0][j], var.type,
+                      _var_dtype(var)) for j, var in enumerate(feed_list) if var.lod_level}
+    try:
+        packed = pack_feeds(lod, parts, k if k > 1 else None) if lod else {}
+    except FeedError as exc:
+        raise DataLoaderError(str(exc)) from None
     for j, var in enumerate(feed_list):
         items = [b[j] for b in group]
         if var.lod_level:
-            dtype = _var_dtype(var)
-            try:
-                packed = (pack_feed(var.name, items[0], var.type, dtype, parts) if k == 1
-                          else pack_stacked(var.name, items, var.type, dtype, parts))
-            except FeedError as exc:
-                raise DataLoaderError(str(exc)) from None
-            out.append(PackedLoD(packed, parts, k, items[0] if k == 1 else items))
+            out.append(PackedLoD(packed[var.name], parts, k, items[0] if k == 1 else items))
         elif k == 1:
             out.append(items[0])
         else:

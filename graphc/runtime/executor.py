@@ -134,11 +134,11 @@ def _raise_if_refused(step: CompiledStep, prep: _Prepared, checks: np.ndarray) -
     i = int(bad[0])
     site, row = step.check_sites[i], checks[i]
     op = site.op
-    value = op.input(site.slot) if op is not None else None
     shape = list(site.bad)
     if isinstance(step, DataParallelStep) and shape:
         shape[0] *= step.nranks  # positions count in the global batch
     index = [int(k) for k in np.unravel_index(int(row[POSITION]), shape)] if shape else []
+    value, index = _checked_input(op, site.slot, index) if op is not None else (None, index)
     if value is not None and value.var.kind == "feed" and value in prep.graph.inputs:
         culprit = f"feed '{value.var.name}'"
     elif value is not None:
@@ -150,6 +150,16 @@ def _raise_if_refused(step: CompiledStep, prep: _Prepared, checks: np.ndarray) -
     raise DataError(f"{culprit} holds {int(row[VALUE])} at {index}{where}{more}: "
                     f"{site.where} expects {site.expected}. The step was "
                     "refused: nothing in the scope changed")
+
+
+def _checked_input(op, slot: str, index: list) -> tuple:
+    """(the value a data check's ``slot`` names, the position in it): ``"Ids"``, or
+    ``"Ids[*]"`` for a check over every value of a duplicable slot stacked on a last axis
+    (a fused op checking all its slots at once: the last index picks the value)."""
+    if slot.endswith("[*]") and index:
+        values = op.inputs.get(slot[:-3]) or []
+        return (values[index[-1]] if index[-1] < len(values) else None), index[:-1]
+    return op.input(slot), index
 
 
 def _one_device(program: Program):

@@ -20,7 +20,7 @@ from ..backends.precision import is_narrowed
 from ..ir.graph import Graph
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
-from .lod import LoDArray, PackedLoD, concat_lod, feed_signature, pack_feed, pack_stacked
+from .lod import PackedLoD, concat_lod, feed_signature, pack_feeds
 
 __all__ = ["FeedPlan", "feed_key"]
 
@@ -113,9 +113,9 @@ class FeedPlan:
                                 "get the same amount of data")
         arrays = {name: np.concatenate([np.asarray(c[0][name]) for c in checked])
                   for name in checked[0][0]}
-        for name, tensor in lod.items():
-            arrays[name] = pack_feed(name, tensor, self.feeds[name].type,
-                                     self.feed_dtypes[name], n)
+        arrays.update(pack_feeds({name: (tensor, self.feeds[name].type,
+                                         self.feed_dtypes[name]) for name, tensor in lod.items()},
+                                 n))
         sig = tuple((n_, feed_signature(a)) for n_, a in sorted(arrays.items()))
         return arrays, sig
 
@@ -151,9 +151,9 @@ class FeedPlan:
             if any(name not in f for f in feeds):
                 raise FeedError(f"feed '{name}' is missing from some of the {iterations} "
                                 "feed dicts of one call")
-            arrays[name] = self._lod_feed(name, [f[name] for f in feeds],
-                                          self.feeds[name].type, True, iterations)
-            sig.append((name, feed_signature(arrays[name])))
+        packed = self._lod_feeds({name: [f[name] for f in feeds] for name in lod}, iterations)
+        arrays.update(packed)
+        sig.extend((name, feed_signature(a)) for name, a in packed.items())
         return arrays, tuple(sorted(sig))
 
     def check_dict(self, program, feed: dict, iterations: int | None, split: bool = True,
@@ -161,7 +161,7 @@ class FeedPlan:
         """One feed dict checked against the program's data variables: (arrays, signature).
         ``iterations``: K stacked on a leading axis (None: one); ``split``: the batch must
         split over this process's devices; ``elsewhere``: LoD feeds checked by the caller."""
-        arrays = {}
+        arrays, lod = {}, {}
         dtypes = self.feed_dtypes
         for name, value in feed.items():
             target = self.feeds.get(name)
@@ -172,8 +172,8 @@ class FeedPlan:
                 raise FeedError(f"feed '{name}' is not a variable of the program; data "
                                 f"variables are: {sorted(self.feeds) or 'none'}")
             want = target.type
-            if want.lod_level:  # packed into a size bucket here (runtime/lod.py)
-                arrays[name] = self._lod_feed(name, value, want, split, iterations)
+            if want.lod_level:  # packed into a shared size bucket below (runtime/lod.py)
+                lod[name] = value
                 continue
             if isinstance(value, _ARRAY_TYPES):
                 arr = value
@@ -208,6 +208,8 @@ class FeedPlan:
                 raise FeedError(f"feed '{name}' has shape {list(shape)}: an empty batch; a step "
                                 "needs at least one sample (skip empty batches)")
             arrays[name] = arr
+        if lod:
+            arrays.update(self._lod_feeds(lod, iterations))
         for name in self.read_feeds:
             if name not in arrays and name not in elsewhere:  # (LoD feeds of a feed list)
                 raise FeedError(f"missing feed '{name}' ({self.feeds[name].type}); the "
@@ -215,26 +217,32 @@ class FeedPlan:
         sig = tuple((n, feed_signature(a)) for n, a in sorted(arrays.items()))
         return arrays, sig
 
-    def _lod_feed(self, name: str, value, want, split: bool,
-                  iterations: int | None = None) -> LoDArray:
-        """A LoD feed as the step's LoDArray; under data parallelism each device gets whole
-        sequences; with K iterations per call, K batches share one bucket (docs/lod.md)."""
-        if self.devices and self.feed_parts != len(self.devices):
-            raise FeedError(f"feed '{name}' is a LoD feed: multi-process data-parallel runs "
-                            "do not take LoD feeds yet (the processes would have to agree on "
-                            "a bucket every step); run LoD programs in one process")
+    def _lod_feeds(self, values: dict, iterations: int | None = None) -> dict:
+        """The LoD feeds of one step ({name: value}) as the step's LoDArrays, packed into
+        buckets they share (runtime/lod.py's ``pack_feeds``); under data parallelism each
+        device gets whole sequences; with K iterations per call, each value is a list of K
+        batches (docs/lod.md). A PackedLoD (a DataLoader's) that fits is taken as it is."""
         parts = self.feed_parts if self.devices else 1
-        dtype = self.feed_dtypes[name]
-        if isinstance(value, PackedLoD):  # packed ahead of time by a DataLoader
-            packed = value.check(name, want, dtype, parts, iterations or 1)
-            if packed is not None:
-                return packed
-            value = value.source  # packed for another placement: pack its batches again
-        if iterations:
-            if not isinstance(value, list | tuple) or len(value) != iterations:
+        out, items = {}, {}
+        for name, value in values.items():
+            if self.devices and self.feed_parts != len(self.devices):
+                raise FeedError(f"feed '{name}' is a LoD feed: multi-process data-parallel "
+                                "runs do not take LoD feeds yet (the processes would have to "
+                                "agree on a bucket every step); run LoD programs in one "
+                                "process")
+            want, dtype = self.feeds[name].type, self.feed_dtypes[name]
+            if isinstance(value, PackedLoD):  # packed ahead of time by a DataLoader
+                packed = value.check(name, want, dtype, parts, iterations or 1)
+                if packed is not None:
+                    out[name] = packed
+                    continue
+                value = value.source  # packed for another placement: pack its batches again
+            if iterations and (not isinstance(value, list | tuple) or len(value) != iterations):
                 raise FeedError(f"feed '{name}' is a LoD feed and num_iteration_per_run is "
                                 f"{iterations}: give a list of {iterations} LoDTensors (or a "
                                 f"list of {iterations} feed dicts), got "
                                 f"{type(value).__name__}")
-            return pack_stacked(name, list(value), want, dtype, parts)
-        return pack_feed(name, value, want, dtype, parts)
+            items[name] = (list(value) if iterations else value, want, dtype)
+        if items:
+            out.update(pack_feeds(items, parts, iterations or None))
+        return out

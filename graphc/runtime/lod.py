@@ -18,6 +18,9 @@ from .tensor_methods import TensorMethods
 # The smallest token bucket: a batch of T tokens is padded to max(MIN_BUCKET, 2**ceil(log2 T))
 # rows, so batches of random lengths compile at most log2(max T / MIN_BUCKET) + 1 steps.
 MIN_BUCKET = int(os.environ.get("GRAPHC_LOD_MIN_BUCKET", "16"))
+# process: whether the LoD feeds of one step share their buckets (pack_feeds; default on,
+# GRAPHC_LOD_SHARED_BUCKET=0 or set_shared_bucket(False) gives each feed its own).
+SHARED_BUCKET = os.environ.get("GRAPHC_LOD_SHARED_BUCKET", "1") != "0"
 
 
 class LoDError(GraphcError):
@@ -37,6 +40,16 @@ def set_min_bucket(n: int) -> None:
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise LoDError(f"the minimum LoD bucket must be an int >= 1, got {n!r}")
     MIN_BUCKET = n
+
+
+def set_shared_bucket(shared: bool) -> None:
+    """Whether the LoD feeds of one step share one token bucket (default True): compiles
+    are then bounded per program; False pads each feed to its own bucket (less padding for
+    a feed far smaller than the others, but the step signature combines every feed's)."""
+    global SHARED_BUCKET
+    if not isinstance(shared, bool):
+        raise LoDError(f"set_shared_bucket takes True or False, got {shared!r}")
+    SHARED_BUCKET = shared
 
 
 # -- the host value ---------------------------------------------------------------------------
@@ -313,14 +326,17 @@ def pack_feed(name: str, value, want: TensorType, dtype, parts: int = 1) -> LoDA
     """A fed LoDTensor for a LoD feed as the step's LoDArray (numpy): its sequences split
     into ``parts`` equal groups (data-parallel devices), each group's tokens packed into the
     same bucket, groups concatenated (the device split of dim 0 gives each its own)."""
-    g = _Groups(name, value, want, dtype, parts)
-    return g.pack(bucket(g.tokens), [bucket(n) for n in g.subs])
+    return pack_feeds({name: (value, want, dtype)}, parts)[name]
 
 
 def pack_stacked(name: str, values: list, want: TensorType, dtype, parts: int = 1) -> LoDArray:
     """K LoDTensors (the K iterations of one ``num_iteration_per_run`` call) packed into one
     common bucket (the largest batch's) and stacked on a new leading axis: data
     ``[K, parts * T_cap, ...]``, lengths ``[K, N]`` (every batch must have N sequences)."""
+    return pack_feeds({name: (list(values), want, dtype)}, parts, len(values))[name]
+
+
+def _stacked_groups(name: str, values: list, want: TensorType, dtype, parts: int) -> list:
     groups = []
     for k, value in enumerate(values):
         try:
@@ -336,11 +352,39 @@ def pack_stacked(name: str, values: list, want: TensorType, dtype, parts: int = 
     if len(tails) != 1:
         raise FeedError(f"feed '{name}' has tokens of shapes {sorted(map(list, tails))} in the "
                         "iterations of one call; they are stacked, so they must agree")
-    t_cap = bucket(max(g.tokens for g in groups))
-    s_caps = [bucket(max(g.subs[i] for g in groups)) for i in range(want.lod_level - 1)]
-    packed = [g.pack(t_cap, s_caps) for g in groups]
-    return LoDArray(np.stack([p.data for p in packed]),
-                    tuple(np.stack(level) for level in zip(*(p.lengths for p in packed))))
+    return groups
+
+
+def pack_feeds(items: dict, parts: int = 1, iterations: int | None = None,
+               tokens_at_least: int | None = None) -> dict:
+    """The LoD feeds of one step, ``{name: (LoDTensor, want, dtype)}`` (with ``iterations``
+    K: a list of K LoDTensors each), packed as ``pack_feed`` / ``pack_stacked`` pack one,
+    but into buckets shared by all of them (``SHARED_BUCKET``): one token bucket, the
+    largest feed's, and one bucket per sub-sequence level. So a step's signature holds one
+    bucket whatever the number of LoD feeds, and a program compiles at most
+    ``log2(T_max / MIN_BUCKET) + 1`` variants per batch size, not that to the power of its
+    feeds (26 CTR slots, each near a boundary, would combine into new signatures).
+    ``tokens_at_least``: a token bucket the caller shares with feeds packed elsewhere (the
+    predictor's fast path packs feed by feed)."""
+    groups = {name: ([_Groups(name, value, want, dtype, parts)] if iterations is None
+                     else _stacked_groups(name, value, want, dtype, parts))
+              for name, (value, want, dtype) in items.items()}
+    every = [g for gs in groups.values() for g in gs]
+    shared_t = bucket(max([g.tokens for g in every] + [tokens_at_least or 0]))
+    depth = max((len(g.subs) for g in every), default=0)
+    shared_s = [bucket(max(g.subs[i] for g in every if len(g.subs) > i)) for i in range(depth)]
+    out = {}
+    for name, gs in groups.items():
+        if SHARED_BUCKET:
+            t_cap, s_caps = shared_t, shared_s[:len(gs[0].subs)]
+        else:  # each feed its own bucket (all K iterations of it share one)
+            t_cap = bucket(max([g.tokens for g in gs] + [tokens_at_least or 0]))
+            s_caps = [bucket(max(g.subs[i] for g in gs)) for i in range(len(gs[0].subs))]
+        packed = [g.pack(t_cap, s_caps) for g in gs]
+        out[name] = packed[0] if iterations is None else LoDArray(
+            np.stack([p.data for p in packed]),
+            tuple(np.stack(level) for level in zip(*(p.lengths for p in packed))))
+    return out
 
 
 def concat_lod(name: str, values: list) -> LoDTensor:

@@ -24,9 +24,10 @@ from ..backends.precision import with_graphc_x64
 from ..ir.errors import GraphcError
 from ..ir.program import Program
 from ..ir.types import dims_compatible
+from . import lod as _lod
 from .executor import Executor, _raise_if_refused
 from .feeds import FeedError
-from .lod import LoDArray, LoDTensor, bucket, pack_feed, unpack_fetch
+from .lod import LoDArray, LoDTensor, bucket, pack_feeds, unpack_fetch
 from .scope import Scope
 
 __all__ = ["Predictor", "PredictorError"]
@@ -178,10 +179,13 @@ class Predictor:
     def _run_fast(self, fast: _Fast, feed: dict, lods: dict | None) -> list:
         if fast.lod_feeds:
             lod = fast.lod_feeds
-            args = tuple([(_pack_offsets(n, feed[n], lods[n], *lod[n], fast.verdicts)
+            # the executor packs a step's LoD feeds into one shared bucket: so does this path
+            cap = (bucket(max(np.shape(feed[n])[0] for n in lod))
+                   if _lod.SHARED_BUCKET and len(lod) > 1 else None)
+            args = tuple([(_pack_offsets(n, feed[n], lods[n], *lod[n], fast.verdicts, cap)
                            if lods and n in lods
-                           else pack_feed(n, feed[n], *lod[n])) if n in lod else feed[n]
-                          for n in fast.feed_names])
+                           else pack_feeds({n: (feed[n], *lod[n])}, tokens_at_least=cap)[n])
+                          if n in lod else feed[n] for n in fast.feed_names])
         else:
             args = tuple([feed[n] for n in fast.feed_names])
         step, exe, names = fast.step, self.executor, fast.updated
@@ -214,7 +218,8 @@ def _host(value):
     return np.asarray(value)
 
 
-def _pack_offsets(name: str, data, offsets, want, dtype, verdicts: dict) -> LoDArray:
+def _pack_offsets(name: str, data, offsets, want, dtype, verdicts: dict,
+                  shared_cap: int | None = None) -> LoDArray:
     """A one-level LoD input given as tokens and offsets, packed as ``pack_feed`` packs it
     (same bucket, same lengths) with the checks done in a few array operations, and none
     when the offsets (a list), token shape and dtype equal the last ones found valid for
@@ -225,6 +230,7 @@ def _pack_offsets(name: str, data, offsets, want, dtype, verdicts: dict) -> LoDA
             and data.dtype == dtype and len(offsets) == 1 and type(offsets[0]) is list
             and offsets[0] == seen[0]):
         _, _, tokens_shape, cap, lengths = seen
+        cap = shared_cap or cap
         return LoDArray(_padded(data.reshape(tokens_shape), cap, dtype), (lengths,))
     if (len(offsets) == 1 and want.lod_level == 1 and type(data) is np.ndarray
             and data.dtype == dtype and data.ndim):
@@ -238,13 +244,13 @@ def _pack_offsets(name: str, data, offsets, want, dtype, verdicts: dict) -> LoDA
                 if data.ndim > nd >= 1 and all(d == 1 for d in data.shape[nd:]):
                     tokens = data.reshape(data.shape[:nd])  # [N, 1] ids for [-1] tokens
                 if dims_compatible(tokens.shape, want.shape):
-                    cap = bucket(rows)
+                    cap = shared_cap or bucket(rows)
                     if type(level) is list:
                         verdicts[name] = (list(level), data.shape, tokens.shape, cap, lengths)
                     return LoDArray(_padded(tokens, cap, dtype), (lengths,))
     t = LoDTensor(np.asarray(data))
     t.set_lod(offsets)
-    return pack_feed(name, t, want, dtype)
+    return pack_feeds({name: (t, want, dtype)}, tokens_at_least=shared_cap)[name]
 
 
 def _padded(tokens: np.ndarray, cap: int, dtype) -> np.ndarray:

@@ -17,12 +17,15 @@ from .manager import PassManager
 #  - roll-repeated-layers comes after the fusions (it rolls the fused layers: fewer body ops)
 #    and before data-parallel (its collectives would end every run); in data-parallel
 #    training it leaves optimizer ops alone, which the data-parallel pass must see.
+#  - fuse-embedding-seq-pool (graphc's own, on by default) runs after amp, on the ops amp
+#    left as they were, and before the other fusions: it takes whole lookup+pool chains.
 #  - the in-place plan runs last (Paddle applies its memory passes in the executor, after).
 #  - data-parallel passes run only for a data-parallel training program (loss_name given,
 #    more than one device); sync-batch-norm first, as in Paddle, so the fusions see it.
 ORDER: list[tuple[str | None, str]] = [
     (None, "dce"),
     ("amp", "amp"),
+    ("fuse_embedding_seq_pool", "fuse-embedding-seq-pool"),
     ("sync_batch_norm", "sync-batch-norm"),
     ("fuse_relu_depthwise_conv", "fuse-relu-depthwise-conv"),
     ("fuse_bn_act_ops", "fuse-bn-act"),
