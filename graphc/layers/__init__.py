@@ -28,6 +28,16 @@ from .creation import (
 )
 from .crf import chunk_eval, crf_decoding, linear_chain_crf
 
+# -- issue 26: decoding (Decoder, BeamSearchDecoder, dynamic_decode)
+from .decode import BeamSearchDecoder, Decoder, dynamic_decode, tensor_array_to_tensor
+from .decode_helpers import (
+    BasicDecoder,
+    DecodeHelper,
+    GreedyEmbeddingHelper,
+    SampleEmbeddingHelper,
+    TrainingHelper,
+)
+
 # -- issue 24: distributions and Variable
 from .distributions import Categorical, MultivariateNormalDiag, Normal, Uniform
 from .dynamic_rnn import DynamicRNN
@@ -488,3 +498,7 @@ __all__ += ["Print", "py_func"]
 __all__ += ["gather_tree", "generate_mask_labels"]
 # -- issue 26: loops and tensor arrays
 __all__ += ["While", "array_length", "array_read", "array_write", "create_array", "while_loop"]
+# -- issue 26: decoding (Decoder, BeamSearchDecoder, dynamic_decode)
+__all__ += ["BeamSearchDecoder", "Decoder", "dynamic_decode", "tensor_array_to_tensor",
+            "BasicDecoder", "DecodeHelper", "GreedyEmbeddingHelper", "SampleEmbeddingHelper",
+            "TrainingHelper"]

@@ -359,7 +359,14 @@ def _is_random(op: Op) -> bool:
     that draws without the RANDOM trait gets a None counter and fails loudly, never silently.
     """
     types = (op.type, forward_type(op.type))
-    return any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types)
+    if any(t is not None and get_op_def(t).has_trait(RANDOM) for t in types):
+        return True
+    # an op holding regions (while, scan_layers) runs their ops too: a random op inside a
+    # loop body needs the run counter as much as one outside (issue 26, decoding samplers)
+    from ...ops.scan.defs import body_graph
+    regions = [r for t in types if t is not None for r in get_op_def(t).regions]
+    return any(_is_random(inner) for r in regions if isinstance(op.attrs.get(r), str)
+               for inner in body_graph(op.attrs[r]).ops())
 
 
 def compile_step(graph: Graph, fetch: Sequence = (), donate: bool = True,

@@ -44,9 +44,29 @@ def _write(c, X, I, Array=None):
 
 
 @lowering("empty_array")
-def _empty(c):
+def _empty(c, Input=None):
     t = c.out_types["Out"][0]
-    return {"Out": TensorArray(jnp.zeros(t.shape, t.dtype), jnp.zeros((), jnp.int32))}
+    shape = list(c["shape"])
+    if Input is not None:  # the elements' batch dimension is Input's, known when run
+        shape[1] = Input.shape[c["input_dim_idx"]]
+    return {"Out": TensorArray(jnp.zeros(shape, t.dtype), jnp.zeros((), jnp.int32))}
+
+
+@lowering("tensor_array_to_tensor")
+def _to_tensor(c, X):
+    data, axis = X.data, c["axis"]
+    written = jnp.arange(X.capacity) < X.length
+    if c["use_stack"]:
+        out = jnp.moveaxis(data, 0, axis % (data.ndim))
+        sizes = written.astype(jnp.int32)
+    else:
+        axis %= data.ndim - 1
+        moved = jnp.moveaxis(data, 0, axis)  # [..., cap, d_axis, ...] -> merged
+        shape = list(data.shape[1:])
+        shape[axis] *= X.capacity
+        out = jnp.reshape(moved, shape)
+        sizes = written.astype(jnp.int32) * data.shape[1 + axis]
+    return {"Out": out, "OutIndex": sizes}
 
 
 @lowering("read_from_array")
