@@ -1997,3 +1997,9 @@ def test_refused_gradients_are_refused_not_missing():
         with pytest.raises(graphc.ProgramError, match="tensor arrays"):
             maker({}, {}, {}, {}, {})
 # -- end issue 26: loops
+
+
+# -- issue 26: decoding
+# tensor_array_to_tensor reads an array: its gradient is refused as the array ops' are
+REFUSED_GRADIENTS |= {"tensor_array_to_tensor"}
+# -- end issue 26: decoding
