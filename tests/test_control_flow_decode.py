@@ -373,3 +373,28 @@ def test_training_helper_feeds_the_given_steps_and_sampling_draws_ids():
     np.testing.assert_allclose(got[0], np.stack(want, 1), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(got[1], seqv)
     assert got[2].shape == (B, 4) and ((got[2] >= 0) & (got[2] < V)).all()
+
+
+def test_random_ops_in_a_loop_draw_anew_each_iteration_and_replay_for_the_gradient():
+    """SampleEmbeddingHelper's sampling_id runs inside the loop: each iteration must draw its
+    own numbers, and while_grad's replay the forward's. With x = 1, h = sum over 3 iterations
+    of dropout(x) (upscaled by 2) equals dh/dx exactly when the replay redraws the same
+    masks; values 2 and 4 appear only if the iterations' masks differ."""
+    x = fluid.data("x", [16, 8], "float32")
+    x.stop_gradient = False
+    h = layers.scale(x, 0.0)
+    i = layers.fill_constant([1], "int64", 0)
+    n = layers.fill_constant([1], "int64", 3)
+    cond = layers.less_than(i, n)
+    loop = layers.While(cond)
+    with loop.block():
+        layers.assign(layers.elementwise_add(h, layers.dropout(
+            x, 0.5, dropout_implementation="upscale_in_train")), h)
+        layers.increment(i)
+        layers.less_than(i, n, cond=cond)
+    loss = layers.reduce_sum(h)
+    fluid.backward.append_backward(loss)
+    hv, gx = graphc.Executor().run(feed={"x": np.ones((16, 8), "float32")},
+                                   fetch_list=[h, "x@GRAD"])
+    np.testing.assert_array_equal(hv, gx)
+    assert {2.0, 4.0} & set(np.unique(hv).tolist())

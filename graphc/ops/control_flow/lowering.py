@@ -94,9 +94,9 @@ def _body_step(c, consts):
     body = body_graph(c["body"])
     ops = body.ops()
 
-    def step(state):
+    def step(state, it=None):
         env = dict(zip(body.inputs, (*state, *consts)))
-        evaluate(body, env, c.step, c.replicas, ops=ops)
+        evaluate(body, env, _iteration_counter(c, it), c.replicas, ops=ops)
         new = []
         for v, old in zip(body.outputs, state):
             val = env[v]
@@ -110,6 +110,21 @@ def _body_step(c, consts):
     return step
 
 
+def _iteration_counter(c, it):
+    """The run counter the body's random ops draw with at iteration ``it`` (None: the run's
+    own): each iteration draws its own numbers, and while_grad's replay the same ones."""
+    if it is None or c.step is None:
+        return c.step
+    return (jnp.asarray(c.step, jnp.uint32) * jnp.uint32(0x9E3779B1) +
+            jnp.asarray(it, jnp.uint32))
+
+
+def _draws(c) -> bool:
+    """Whether the body holds a random op (then the loop counts its iterations)."""
+    from ...backends.jax.step import _is_random
+    return c.step is not None and any(_is_random(op) for op in body_graph(c["body"]).ops())
+
+
 def _cond_of(c, n_carry):
     k = n_carry + c["cond_index"]
     return lambda state: jnp.reshape(state[k], ())
@@ -121,6 +136,13 @@ def _while(c, Carry=None, Aux=None, X=None, XAux=None):
     consts = (*(X or ()), *(XAux or ()))
     step, cond = _body_step(c, consts), _cond_of(c, len(carry))
     state = (*carry, *aux)
+    counted = _draws(c)
+    if counted:  # the iteration number rides along as the last carried value
+        body_step = step
+        state = (*state, jnp.zeros((), jnp.int32))
+
+        def step(s):
+            return (*body_step(s[:-1], s[-1]), s[-1] + 1)
     if not _traced((state, consts)):  # the interpreter: an eager loop
         while bool(np.asarray(cond(state))):
             state = step(state)
@@ -133,7 +155,8 @@ def _while(c, Carry=None, Aux=None, X=None, XAux=None):
             run = checks.wrap(step)
             state, acc = lax.while_loop(lambda s: cond(s[0]), lambda s: run(*s), (state, acc))
             checks.report(acc)
-    return {"Out": list(state[:len(carry)]), "AuxOut": list(state[len(carry):])}
+    n = len(carry) + len(aux)
+    return {"Out": list(state[:len(carry)]), "AuxOut": list(state[len(carry):n])}
 
 
 @lowering("while_grad")
@@ -145,19 +168,20 @@ def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=Non
     bound = c["max_iterations"] or DEFAULT_MAX_ITERATIONS
     douts = kw.get("Out" + GRAD_SUFFIX) or [None] * len(carry)
     cond = _cond_of(c, len(carry))
+    counted = _draws(c)
 
     def replay(carry_in, xs_in):
         step = _body_step(c, (*xs_in, *xaux))
 
-        def one(state, _):
+        def one(state, it):
             s, running = state
             go = running & cond(s)
             with ignored():  # the forward loop checked these values already
-                new = lax.cond(go, step, lambda s: s, s)
+                new = lax.cond(go, lambda s: step(s, it if counted else None), lambda s: s, s)
             return (new, go), None
 
         init = ((*carry_in, *aux), jnp.asarray(True))
-        (final, _), _ = lax.scan(jax.checkpoint(one), init, None, length=bound)
+        (final, _), _ = lax.scan(jax.checkpoint(one), init, jnp.arange(bound, dtype=jnp.int32))
         return tuple(final[:len(carry)]), cond(final)
 
     outs, vjp, unfinished = jax.vjp(replay, tuple(carry), tuple(xs), has_aux=True)
