@@ -23,11 +23,13 @@ class GruLikeCell:
     """A duck-typed cell (Paddle's decoders only call it): h' = z * h + (1 - z) * c with
     z = sigmoid([x, h] Wz + bz), c = tanh([x, h] Wc + bc); its output is h'."""
 
-    def __call__(self, inputs, states, **kwargs):
+    def __call__(self, inputs, states, context=None, **kwargs):
         xh = layers.concat([inputs, states], axis=1)
         z = layers.fc(xh, H, act="sigmoid", param_attr=PA(name="z_w"), bias_attr=PA(name="z_b"))
-        c = layers.fc(xh, H, act="tanh", param_attr=PA(name="c_w"), bias_attr=PA(name="c_b"))
-        h = z * states + (1.0 - z) * c
+        c = layers.fc(xh, H, param_attr=PA(name="c_w"), bias_attr=PA(name="c_b"))
+        if context is not None:  # dynamic_decode's kwargs reach the cell through step
+            c = c + context
+        h = z * states + (1.0 - z) * layers.tanh(c)
         return h, h
 
 
@@ -40,15 +42,19 @@ def _logits(h):
                      bias_attr=PA(name="out_b"))
 
 
-def _beam_program(beam, batch=B, max_step_num=T):
+def _beam_program(beam, batch=B, max_step_num=T, context=False):
     main, startup = graphc.Program(), graphc.Program()
     with fluid.program_guard(main, startup):
         enc = fluid.data("enc", [batch, H], "float32")
         h0 = layers.fc(enc, H, act="tanh", param_attr=PA(name="init_w"), bias_attr=False)
         dec = layers.BeamSearchDecoder(GruLikeCell(), START, END, beam, embedding_fn=_embed,
                                        output_fn=_logits)
+        kwargs = {}
+        if context:  # a [batch, H] tensor the cell reads, tiled to the beams first
+            ctx = layers.fc(enc, H, param_attr=PA(name="ctx_w"), bias_attr=False)
+            kwargs["context"] = layers.BeamSearchDecoder.tile_beam_merge_with_batch(ctx, beam)
         ids, states, lengths = layers.dynamic_decode(dec, inits=h0, max_step_num=max_step_num,
-                                                     return_length=True)
+                                                     return_length=True, **kwargs)
     return main, startup, [ids, states.log_probs, lengths]
 
 
@@ -57,15 +63,21 @@ def _weights():
     the beams of an entry end at different steps, for both test inputs."""
     rng = np.random.default_rng(0)
     shapes = {"init_w": (H, H), "z_w": (E + H, H), "z_b": (H,), "c_w": (E + H, H),
-              "c_b": (H,), "emb": (V, E), "out_w": (H, V), "out_b": (V,)}
+              "c_b": (H,), "emb": (V, E), "out_w": (H, V), "out_b": (V,), "ctx_w": (H, H)}
     w = {k: (rng.standard_normal(s) * 0.8).astype("float32") for k, s in shapes.items()}
     w["out_b"][END] = 1.0
     return w
 
 
-def _set_weights(w):
+def _used(main, w):
+    """The weights ``main`` has parameters for."""
+    names = {p.name for p in main.all_parameters()}
+    return {k: v for k, v in w.items() if k in names}
+
+
+def _set_weights(main, w):
     scope = graphc.global_scope()
-    for k, v in w.items():
+    for k, v in _used(main, w).items():
         scope.find_var(k).get_tensor().set(v, graphc.CPUPlace())
 
 
@@ -74,10 +86,10 @@ def _sigmoid(x):
     return 1.0 / (1.0 + np.exp(-x))
 
 
-def _np_cell(w, x, h):
+def _np_cell(w, x, h, context=0.0):
     xh = np.concatenate([x, h], axis=1)
     z = _sigmoid(xh @ w["z_w"] + w["z_b"])
-    c = np.tanh(xh @ w["c_w"] + w["c_b"])
+    c = np.tanh(xh @ w["c_w"] + w["c_b"] + context)
     return z * h + (1.0 - z) * c
 
 
@@ -98,7 +110,7 @@ def _np_gather_tree(ids, parents):
     return out
 
 
-def np_beam_search(w, enc, beam, max_step_num=T):
+def np_beam_search(w, enc, beam, max_step_num=T, context=False):
     """Log-softmax scores accumulated per beam; a finished beam offers only END at no cost;
     the top `beam` of beam * vocab per entry; states, finished and lengths follow the parent
     beam; at most max_step_num + 1 steps; ids backtraced with gather_tree and padded with END
@@ -112,10 +124,12 @@ def np_beam_search(w, enc, beam, max_step_num=T):
     rows = np.arange(batch)[:, None]
     noend = np.full(V, -1e9)
     noend[END] = 0.0
+    # each entry's context, one copy per beam (beams of an entry share it)
+    ctx = np.repeat(enc @ w["ctx_w"], beam, axis=0) if context else 0.0
     ids, parents = [], []
     for _ in range(max_step_num + 1):
         x = w["emb"][tokens].reshape(batch * beam, E)
-        h_new = _np_cell(w, x, h.reshape(batch * beam, H)).reshape(batch, beam, H)
+        h_new = _np_cell(w, x, h.reshape(batch * beam, H), ctx).reshape(batch, beam, H)
         step = _np_log_softmax(h_new @ w["out_w"] + w["out_b"])
         step = np.where(finished[..., None], noend, step)
         flat = (step + log_probs[..., None]).reshape(batch, beam * V)
@@ -138,23 +152,24 @@ def np_beam_search(w, enc, beam, max_step_num=T):
 def _run(main, startup, fetch, feed, weights):
     exe = graphc.Executor()
     exe.run(startup)
-    _set_weights(weights)
+    _set_weights(main, weights)
     return exe, exe.run(main, feed=feed, fetch_list=fetch)
 
 
 def _interpret(main, feed, fetch, weights):
-    _, got = run_graph(graphc.lower(main), weights, feed, [f.name for f in fetch])
+    _, got = run_graph(graphc.lower(main), _used(main, weights), feed,
+                       [f.name for f in fetch])
     return got
 
 
-@pytest.mark.parametrize("beam", [3, 1])
-def test_beam_search_equals_numpy_and_the_interpreter(beam):
-    main, startup, fetch = _beam_program(beam)
+@pytest.mark.parametrize("beam, context", [(3, False), (1, False), (3, True)])
+def test_beam_search_equals_numpy_and_the_interpreter(beam, context):
+    main, startup, fetch = _beam_program(beam, context=context)
     w = _weights()
     enc = np.random.default_rng(3).standard_normal((B, H)).astype("float32")
     _, got = _run(main, startup, fetch, {"enc": enc}, w)
     ids, scores, lengths = np_beam_search({k: v.astype(np.float64) for k, v in w.items()},
-                                          enc.astype(np.float64), beam)
+                                          enc.astype(np.float64), beam, context=context)
     assert got[0].shape == (B, T + 1, beam)
     np.testing.assert_array_equal(got[0], ids)
     np.testing.assert_allclose(got[1], scores, rtol=1e-5)
