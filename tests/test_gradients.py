@@ -2146,3 +2146,14 @@ def fused_embedding_seq_pool_lod(c, is_sparse, padding_idx):
              "s1": create_lod_tensor([[0], [3, 4, 1], []], [[1, 3, 0]]), **weights}
     fd_check(c.program, loss, feeds, ["fused_w"], c.rng, {"fused_w": c.randn(6, 3)}, coords=8)
 # -- end issue 28: fused_embedding_seq_pool
+
+
+# -- issue 26: tensor_array_to_tensor (decoding) ------------------------------------------------
+@grad_case("tensor_array_to_tensor", params=[{"use_stack": True, "axis": 0},
+                                             {"use_stack": False, "axis": 1}])
+def tensor_array_to_tensor_stack_or_concat(c, use_stack, axis):
+    x, y = c.data("x", c.randn(2, 3)), c.data("y", c.randn(2, 3))
+    arr = layers.array_write(x, layers.fill_constant([1], "int64", 0))
+    layers.array_write(layers.tanh(y), layers.fill_constant([1], "int64", 1), array=arr)
+    out, _ = layers.tensor_array_to_tensor(arr, axis=axis, use_stack=use_stack)
+    return [layers.slice(out, axes=[axis], starts=[0], ends=[2 if use_stack else 6])]

@@ -2560,3 +2560,24 @@ def test_fused_embedding_bad_ids_name_the_slot(ids, message):
     test_bad_inputs_raise_shape_error("fused_embedding_seq_pool", {"W": t(9, 2), "Ids": [ids]},
                                       {}, message)
 # -- end issue 28: fused_embedding_seq_pool
+
+
+# -- issue 26: decoding (tensor_array_to_tensor, empty_array with a batch size)
+DECODE_CASES = [
+    case("tensor_array_to_tensor", {"X": _array(5, 2, 3)}, {"axis": 0, "use_stack": True},
+         {"Out": t(5, 2, 3), "OutIndex": t(5, dtype="int32")}, "stack"),
+    case("tensor_array_to_tensor", {"X": _array(5, 2, 3)}, {"axis": 1},
+         {"Out": t(2, 15), "OutIndex": t(5, dtype="int32")}, "concat"),
+    case("tensor_array_to_tensor", {"X": _array(5, -1, 3)}, {"axis": 0},
+         {"Out": t(-1, 3), "OutIndex": t(5, dtype="int32")}, "concat unknown"),
+    case("empty_array", {"Input": t(-1, 4, dtype="bool")},
+         {"shape": [8, -1, 4], "dtype": "int64"}, {"Out": _array(8, -1, 4, dtype="int64")},
+         "batch from Input"),
+]
+CASES.extend(DECODE_CASES)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", DECODE_CASES)
+def test_decode_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+# -- end issue 26: decoding

@@ -28,6 +28,16 @@ from .creation import (
 )
 from .crf import chunk_eval, crf_decoding, linear_chain_crf
 
+# -- issue 26: decoding (Decoder, BeamSearchDecoder, dynamic_decode)
+from .decode import BeamSearchDecoder, Decoder, dynamic_decode, tensor_array_to_tensor
+from .decode_helpers import (
+    BasicDecoder,
+    DecodeHelper,
+    GreedyEmbeddingHelper,
+    SampleEmbeddingHelper,
+    TrainingHelper,
+)
+
 # -- issue 24: distributions and Variable
 from .distributions import Categorical, MultivariateNormalDiag, Normal, Uniform
 from .dynamic_rnn import DynamicRNN
@@ -520,3 +530,9 @@ from .ifelse import IfElse  # noqa: E402
 from .switch import ConditionalBlock, Switch  # noqa: E402
 
 __all__ += ["ConditionalBlock", "IfElse", "Switch", "case", "cond", "switch_case"]
+
+
+# -- issue 26: decoding (Decoder, BeamSearchDecoder, dynamic_decode)
+__all__ += ["BeamSearchDecoder", "Decoder", "dynamic_decode", "tensor_array_to_tensor",
+            "BasicDecoder", "DecodeHelper", "GreedyEmbeddingHelper", "SampleEmbeddingHelper",
+            "TrainingHelper"]

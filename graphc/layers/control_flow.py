@@ -64,6 +64,13 @@ class _WhileBlock:
         program._open_regions = getattr(program, "_open_regions", 0) + 1
         return self
 
+    def declare_outer(self, *variables) -> None:
+        """Variables created inside the block that belong to the enclosing one (Paddle's
+        arrays created "out of the while" by dynamic_decode): writes to them are carried."""
+        mark = self.mark
+        self.mark = BlockMark(mark.block, mark.start,
+                              mark.names | {v.name for v in variables})
+
     def __exit__(self, exc_type, exc, tb):
         program = self.mark.block.program
         program._open_regions -= 1
@@ -170,7 +177,11 @@ def _is_float(var) -> bool:
 
 def _zeros_into(helper, var, source) -> None:
     if var.is_array:
-        helper.append_op("empty_array", {}, {"Out": var},
+        # an element whose batch size is unknown takes it from the Variable its maker named
+        # (dynamic_decode: the decoder's `finished`), as fill_constant_batch_size_like does
+        like = getattr(var, "_batch_like", None)
+        ins = {"Input": like} if like is not None and var.shape[1:2] == (-1,) else {}
+        helper.append_op("empty_array", ins, {"Out": var},
                          {"shape": list(var.shape), "dtype": var.dtype})
         return
     if var.shape is None or any(d < 0 for d in var.shape):

@@ -54,18 +54,51 @@ register("write_to_array", "X I Array?", "Out", {"capacity": ("int", 0)},
 
 
 def _empty(c: InferContext):
-    shape = c["shape"]
+    shape = list(c["shape"])
+    if c.has("Input"):  # the element's first dimension is Input's (a batch size)
+        x, i = c.x("Input"), c["input_dim_idx"]
+        c.check(len(shape) >= 2 and 0 <= i < x.rank,
+                f"with Input, shape must be [capacity, batch, ...] and input_dim_idx {i} a "
+                f"dimension of Input {list(x.shape)}")
+        if len(shape) >= 2 and 0 <= i < x.rank:
+            shape[1] = x.shape[i]
     c.check(len(shape) >= 1 and all(d >= -1 for d in shape) and shape[0] >= 1,
             f"shape must be [capacity >= 1, *element dims (-1: known once written)], got "
-            f"{shape}")
+            f"{c['shape']}")
     return {"Out": array_type(TensorType(tuple(shape[1:]), c["dtype"]), shape[0])}
 
 
-register("empty_array", "", "Out", {"shape": "ints", "dtype": "dtype"}, infer=_empty,
+register("empty_array", "Input?", "Out",
+         {"shape": "ints", "dtype": "dtype", "input_dim_idx": ("int", 0)}, infer=_empty,
          traits=(NO_GRAD,), doc="a tensor array of shape[0] zero elements of shape[1:], "
-                                "none written (length 0); an unknown (-1) element dimension "
-                                "is taken from the first write (docs/control_flow.md)")
+                                "none written (length 0); with Input, the elements' first "
+                                "dimension is Input's input_dim_idx one (a batch size); a "
+                                "dimension still unknown (-1) is its first write's")
+
+
+def _to_tensor(c: InferContext):
+    a = c.x("X")
+    c.check(a.array, f"X must be a tensor array, got {a}")
+    e, cap, axis = a.element, a.shape[0], c["axis"]
+    rank = e.rank + 1 if c["use_stack"] else e.rank
+    c.check(-rank <= axis < rank, f"axis {axis} is out of range for {rank} dimensions")
+    axis %= max(rank, 1)
+    shape = list(e.shape)
+    if c["use_stack"]:
+        shape.insert(axis, cap)
+    else:
+        shape[axis] = -1 if shape[axis] < 0 else shape[axis] * cap
+    return {"Out": TensorType(tuple(shape), a.dtype), "OutIndex": TensorType((cap,), "int32")}
+
+
+register(
+    "tensor_array_to_tensor", "X", "Out OutIndex", {"axis": ("int", 1),
+                                                    "use_stack": ("bool", False)},
+    infer=_to_tensor,
+    doc="the array's capacity elements stacked (use_stack) or concatenated along axis, those "
+        "past its length zeros (XLA's static shapes); OutIndex[i] = element i's size along "
+        "axis (1 when stacked), 0 past the length")
 register("read_from_array", "X I", "Out", infer=_read,
-                 doc="element I of the array X (I < its length)")
+         doc="element I of the array X (I < its length)")
 register("lod_array_length", "X", "Out", infer=_length, traits=(NO_GRAD,),
          doc="the number of elements written to the array X (one past the highest index)")

@@ -97,11 +97,15 @@ def _write_lod(c, X: LoDArray, i, Array):
 
 
 @lowering("empty_array")
-def _empty(c):
-    """Zeros; an element dimension not known yet (-1) is 0 until the first write sizes it
-    (a loop sizes its carried arrays before it starts: ``_size_arrays``)."""
+def _empty(c, Input=None):
+    """Zeros; with Input, the elements' batch dimension is Input's (known when run); an
+    element dimension still unknown (-1) is 0 until the first write sizes it (a loop sizes
+    its carried arrays before it starts: ``_size_arrays``)."""
     t = c.out_types["Out"][0]
-    shape = tuple(max(d, 0) for d in t.shape)
+    shape = list(c["shape"])
+    if Input is not None:
+        shape[1] = Input.shape[c["input_dim_idx"]]
+    shape = tuple(max(d, 0) for d in shape)
     return {"Out": TensorArray(jnp.zeros(shape, t.dtype), jnp.zeros((), jnp.int32))}
 
 
@@ -120,6 +124,23 @@ def _size_arrays(step, state):
         shapes = jax.eval_shape(step, tuple(state))
     return tuple(TensorArray(jnp.zeros(s.data.shape, s.data.dtype), v.length)
                  if _unsized(v) else v for v, s in zip(state, shapes))
+
+
+@lowering("tensor_array_to_tensor")
+def _to_tensor(c, X):
+    data, axis = X.data, c["axis"]
+    written = jnp.arange(X.capacity) < X.length
+    if c["use_stack"]:
+        out = jnp.moveaxis(data, 0, axis % (data.ndim))
+        sizes = written.astype(jnp.int32)
+    else:
+        axis %= data.ndim - 1
+        moved = jnp.moveaxis(data, 0, axis)  # [..., cap, d_axis, ...] -> merged
+        shape = list(data.shape[1:])
+        shape[axis] *= X.capacity
+        out = jnp.reshape(moved, shape)
+        sizes = written.astype(jnp.int32) * data.shape[1 + axis]
+    return {"Out": out, "OutIndex": sizes}
 
 
 @lowering("read_from_array")
@@ -148,9 +169,9 @@ def _body_step(c, consts):
     body = body_graph(c["body"])
     ops = body.ops()
 
-    def step(state):
+    def step(state, it=None):
         env = dict(zip(body.inputs, (*state, *consts)))
-        evaluate(body, env, c.step, c.replicas, ops=ops)
+        evaluate(body, env, _iteration_counter(c, it), c.replicas, ops=ops)
         new = []
         for v, old in zip(body.outputs, state):
             val = env[v]
@@ -162,6 +183,33 @@ def _body_step(c, consts):
             new.append(val if val.dtype == old.dtype else val.astype(old.dtype))
         return tuple(new)
     return step
+
+
+def _iteration_counter(c, it):
+    """The run counter the body's random ops draw with at iteration ``it`` (None: the run's
+    own): each iteration draws its own numbers, and while_grad's replay the same ones."""
+    if it is None or c.step is None:
+        return c.step
+    return (jnp.asarray(c.step, jnp.uint32) * jnp.uint32(0x9E3779B1) +
+            jnp.asarray(it, jnp.uint32))
+
+
+def _draws(c) -> bool:
+    """Whether the body holds a random op (then the loop counts its iterations)."""
+    from ...backends.jax.step import _is_random
+    return c.step is not None and any(_is_random(op) for op in body_graph(c["body"]).ops())
+
+
+def _counted(c, step, state):
+    """(step, state) counting the iterations when the body draws random numbers: the count
+    rides along as the last carried value, so each iteration draws its own numbers and a
+    gradient's replay the same ones."""
+    if not _draws(c):
+        return step, tuple(state)
+
+    def counting(s):
+        return (*step(s[:-1], s[-1]), s[-1] + 1)
+    return counting, (*state, jnp.zeros((), jnp.int32))
 
 
 def _cond_of(c, n_carry):
@@ -205,6 +253,7 @@ def _while(c, Carry=None, Aux=None, X=None, XAux=None):
     consts = (*(X or ()), *(XAux or ()))
     step, cond = _body_step(c, consts), _cond_of(c, len(carry))
     state = _size_arrays(step, (*carry, *aux))
+    step, state = _counted(c, step, state)
     if _REPLAYING.get():  # inside an outer loop's gradient: the differentiable form
         state, unfinished, (checks, acc) = _masked_loop(
             state, step, cond, c["max_iterations"] or DEFAULT_MAX_ITERATIONS)
@@ -222,7 +271,8 @@ def _while(c, Carry=None, Aux=None, X=None, XAux=None):
             run = checks.wrap(step)
             state, acc = lax.while_loop(lambda s: cond(s[0]), lambda s: run(*s), (state, acc))
             checks.report(acc)
-    return {"Out": list(state[:len(carry)]), "AuxOut": list(state[len(carry):])}
+    n = len(carry) + len(aux)
+    return {"Out": list(state[:len(carry)]), "AuxOut": list(state[len(carry):n])}
 
 
 @lowering("while_grad")
@@ -239,8 +289,8 @@ def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=Non
 
     def replay(carry_data, xs_data):
         carry_in, xs_in = _rebuild(carry_data, carry_len), _rebuild(xs_data, xs_len)
-        step = _body_step(c, (*xs_in, *xaux))
-        final, unfinished, (checks, acc) = _masked_loop((*carry_in, *aux), step, cond, bound)
+        step, state = _counted(c, _body_step(c, (*xs_in, *xaux)), (*carry_in, *aux))
+        final, unfinished, (checks, acc) = _masked_loop(state, step, cond, bound)
         traced["checks"] = checks  # which checks acc summarises: known once traced
         return tuple(_data_of(v) for v in final[:len(carry)]), (unfinished, acc)
 
@@ -307,3 +357,16 @@ def _read_grad(c, X, I, **kw):
     j = jnp.clip(_index(I), 0, X.capacity - 1)
     data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data), dout.astype(X.dtype), j, 0)
     return {"X" + GRAD_SUFFIX: TensorArray(data, X.length)}
+
+
+@lowering("tensor_array_to_tensor_grad")
+def _to_tensor_grad(c, X, **kw):
+    """Each element's slice of the output's gradient, back in the array's layout."""
+    d, axis = kw["Out" + GRAD_SUFFIX], c["axis"]
+    if c["use_stack"]:
+        data = jnp.moveaxis(d, axis % d.ndim, 0)
+    else:
+        axis %= X.data.ndim - 1
+        split = (*d.shape[:axis], X.capacity, X.data.shape[1 + axis], *d.shape[axis + 1:])
+        data = jnp.moveaxis(jnp.reshape(d, split), axis, 0)
+    return {"X" + GRAD_SUFFIX: TensorArray(data.astype(X.dtype), X.length)}
