@@ -476,6 +476,20 @@ __all__ += ["multi_box_head", "retinanet_target_assign", "rpn_target_assign", "s
 # -- end issue 24: detection targets
 
 
+# -- issue 26: LoD ops of control-flow programs (lod_reset, rank tables, beam_search)
+from .lod_control import (  # noqa: E402
+    beam_search,
+    lod_append,
+    lod_rank_table,
+    lod_reset,
+    max_sequence_len,
+    reorder_lod_tensor_by_rank,
+)
+
+__all__ += ["beam_search", "lod_append", "lod_rank_table", "lod_reset", "max_sequence_len",
+            "reorder_lod_tensor_by_rank"]
+# -- end issue 26: LoD ops of control-flow programs
+
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing

@@ -1,0 +1,104 @@
+"""Definitions of the LoD-side control-flow ops (Paddle 1.8's slots and attributes): setting
+or appending a LoD level, and the rank table that orders sequences by length.
+
+The rank table is a graphc value, not a special variable type: an int64 ``[N, 2]`` tensor of
+rows (sequence index, length) sorted by length, longest first, ties in the batch's order
+(Paddle's stable sort). docs/control_flow.md ("LoD rank tables") says more.
+"""
+
+from __future__ import annotations
+
+from ...ir.opdef import NO_GRAD, InferContext, register
+from ...ir.types import INT_DTYPES, TensorType
+
+_DATA_DTYPES = ("float32", "float64", "int32", "int64")
+
+
+# -- lod_reset (lod_append is lod_reset with append=True) ----------------------------------------
+
+def _check_offsets(c: InferContext, offsets: list[int], rows: int) -> None:
+    c.check(len(offsets) > 1, f"target_lod must hold at least two offsets (0 and the row "
+                              f"count), got {offsets}")
+    c.check(offsets[0] == 0, f"target_lod must start at 0 (offsets, not lengths), got "
+                             f"{offsets}")
+    c.check(all(a <= b for a, b in zip(offsets, offsets[1:])),
+            f"target_lod must be ascending offsets, got {offsets}")
+    c.check(rows < 0 or offsets[-1] == rows,
+            f"target_lod ends at {offsets[-1]} but X has {rows} rows (the last offset is the "
+            "row count)")
+
+
+def _lod_reset(c: InferContext):
+    x = c.x("X")
+    c.check(x.dtype in _DATA_DTYPES, f"X must be one of {list(_DATA_DTYPES)}, got {x.dtype}")
+    c.check(x.rank >= 1, f"X needs a row dimension, got {x}")
+    rows = -1 if x.lod_level else x.shape[0]
+    if c.has("Y") and c.x("Y").lod_level:
+        level = c.x("Y").lod_level  # Y's whole LoD replaces X's (append or not, as Paddle)
+    else:
+        if c.has("Y"):
+            y = c.x("Y")
+            c.check(y.dtype in INT_DTYPES, f"Y without a LoD holds the target offsets and "
+                                           f"must be integers, got {y}")
+            size = 1
+            for d in y.shape:
+                size = -1 if d < 0 or size < 0 else size * d
+            c.check(size == -1 or size > 1, f"Y must hold at least two offsets, got {y}")
+        else:
+            _check_offsets(c, list(c["target_lod"]), rows)
+        level = x.lod_level + 1 if c["append"] else 1
+    c.check(level <= 2, f"the result would have {level} LoD levels; graphc's LoD ops take "
+                        "at most 2 (docs/lod.md)")
+    return {"Out": TensorType((-1, *x.shape[1:]), x.dtype, False, level)}
+
+
+register("lod_reset", "X Y?", "Out", {"target_lod": ("ints", []), "append": ("bool", False)},
+         infer=_lod_reset, lod_inputs=("X", "Y"), lod="aware",
+         doc="Out = X's rows with a new LoD: Y's LoD, else Y's values or target_lod as "
+             "offsets (one level; appended below X's levels when append)")
+
+
+# -- the rank table --------------------------------------------------------------------------------
+
+def _lod_rank_table(c: InferContext):
+    x = c.x("X")
+    c.check(x.lod_level >= 1, f"X must be a LoD value (the table ranks its sequences), got {x}")
+    c.check(c["level"] == 0, f"graphc ranks the sequences of level 0 only, got level "
+                             f"{c['level']}")
+    return {"Out": TensorType((-1, 2), "int64")}
+
+
+register("lod_rank_table", "X", "Out", {"level": ("int", 0)}, infer=_lod_rank_table,
+         traits=(NO_GRAD,), lod_inputs=("X",), lod="aware",
+         doc="rows (index, length) of X's sequences, longest first, ties in batch order")
+
+
+def rank_table_type(c: InferContext, slot: str = "RankTable") -> TensorType:
+    t = c.x(slot)
+    c.check(not t.lod_level and t.dtype in INT_DTYPES and t.rank == 2
+            and t.shape[1] in (2, -1),
+            f"{slot} must be a rank table (int [N, 2] rows of index and length, made by "
+            f"lod_rank_table), got {t}")
+    return t
+
+
+def _max_sequence_len(c: InferContext):
+    rank_table_type(c)
+    return {"Out": TensorType((1,), "int64")}
+
+
+register("max_sequence_len", "RankTable", "Out", infer=_max_sequence_len, traits=(NO_GRAD,),
+         doc="the longest length in a rank table (0 for no sequences), int64 [1]")
+
+
+def _reorder(c: InferContext):
+    x = c.x("X")
+    rank_table_type(c)
+    c.check(x.rank >= 1, f"X needs a row dimension, got {x}")
+    return {"Out": x}
+
+
+register("reorder_lod_tensor_by_rank", "X RankTable", "Out", infer=_reorder,
+         lod_inputs=("X",), lod="aware",
+         doc="X's sequences (dense: rows) in the rank table's order; the gradient takes "
+             "them back")

@@ -1,0 +1,124 @@
+"""Lowering rules of the LoD-side control-flow ops over LoDArrays: new lengths are device
+values (a LoD from a tensor is fine on XLA), buffers keep their static capacities.
+
+Gradients: lod_reset's and reorder_lod_tensor_by_rank's are the generic LoD vjp of these
+rules (identity on the tokens, and the inverse permutation).
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from ...backends.data_checks import report_invalid
+from ...backends.lod import LENGTHS_DTYPE, LoDArray, token_segments
+from ...backends.lowering import LoweringError, lowering
+
+
+def _fit_rows(data, capacity: int):
+    """``data`` padded with zero rows or cut to ``capacity`` rows (only padding is cut when
+    the row counts were checked)."""
+    rows = data.shape[0]
+    if rows >= capacity:
+        return data[:capacity]
+    return jnp.pad(data, [(0, capacity - rows)] + [(0, 0)] * (data.ndim - 1))
+
+
+def _rows_of(x):
+    return x.token_count() if isinstance(x, LoDArray) else jnp.asarray(x.shape[0])
+
+
+def _offsets_lengths(c, slot: str, offsets, rows):
+    """Lengths from Paddle offsets, with Paddle's checks (start 0, ascending, end = rows)."""
+    offsets = jnp.reshape(offsets, (-1,)).astype(LENGTHS_DTYPE)
+    if offsets.shape[0] < 2:
+        raise LoweringError(f"{c.where}: {slot} must hold at least two offsets, got "
+                            f"{offsets.shape[0]}")
+    lengths = offsets[1:] - offsets[:-1]
+    report_invalid(c, slot, offsets[:1] != 0, offsets[:1], "offsets starting at 0")
+    report_invalid(c, slot, lengths < 0, lengths, "ascending offsets (lengths >= 0)")
+    report_invalid(c, slot, jnp.reshape(offsets[-1] != rows, (1,)), offsets[-1:],
+                   "a last offset equal to X's row count")
+    return jnp.maximum(lengths, 0)
+
+
+@lowering("lod_reset")
+def _lod_reset(c, X, Y=None):
+    data = X.data if isinstance(X, LoDArray) else X
+    rows = _rows_of(X)
+    if isinstance(Y, LoDArray):  # Y's LoD, all of it; X's rows in Y's buffer
+        total = Y.token_count()
+        report_invalid(c, "Y", jnp.reshape(total != rows, (1,)), jnp.reshape(total, (1,)),
+                       "a LoD whose tokens are X's rows (as many)")
+        return {"Out": LoDArray(_fit_rows(data, Y.capacity), Y.lengths).masked()}
+    if Y is not None:
+        lengths = _offsets_lengths(c, "Y", Y, rows)
+    else:
+        lengths = _offsets_lengths(c, "X", jnp.asarray(c["target_lod"]), rows)
+    if c["append"] and isinstance(X, LoDArray):
+        # X's innermost lengths now count the new entries: one per row of X
+        count = jnp.sum(X.lengths[-1])
+        report_invalid(c, "X", jnp.reshape(count != lengths.shape[0], (1,)),
+                       jnp.reshape(count, (1,)),
+                       f"{lengths.shape[0]} rows in X (one per entry of the appended level)")
+        return {"Out": LoDArray(data, (*X.lengths, lengths)).masked()}
+    return {"Out": LoDArray(data, (lengths,)).masked()}
+
+
+# -- the rank table --------------------------------------------------------------------------------
+
+@lowering("lod_rank_table")
+def _lod_rank_table(c, X: LoDArray):
+    lengths = X.lengths[0].astype(jnp.int64)
+    order = jnp.argsort(-lengths, stable=True)  # longest first, ties in batch order
+    return {"Out": jnp.stack([order.astype(jnp.int64), lengths[order]], axis=1)}
+
+
+@lowering("max_sequence_len")
+def _max_sequence_len(c, RankTable):
+    longest = jnp.max(RankTable[:, 1], initial=0) if RankTable.shape[0] else \
+        jnp.zeros((), RankTable.dtype)
+    return {"Out": jnp.reshape(longest, (1,)).astype(jnp.int64)}
+
+
+def _take(values, index):
+    """``values[index]`` along dim 0, indices clipped (callers mask what they must)."""
+    return jnp.take(values, jnp.clip(index, 0, max(values.shape[0] - 1, 0)), axis=0)
+
+
+def _permute(lengths, index, keep, capacity: int):
+    """Entries ``index`` of the segments ``lengths`` (packed in order), those not ``keep``
+    empty, laid out in a buffer of ``capacity`` slots: (source slot of each output slot,
+    which output slots are filled, the new lengths)."""
+    lengths = lengths.astype(LENGTHS_DTYPE)
+    new = jnp.where(keep, _take(lengths, index), 0)
+    n = index.shape[0]
+    seg = token_segments(new, capacity)
+    s = jnp.clip(seg, 0, n - 1)
+    pos = jnp.arange(capacity, dtype=LENGTHS_DTYPE) - (jnp.cumsum(new) - new)[s]
+    src = (jnp.cumsum(lengths) - lengths)[_take(index, s)] + pos
+    valid = seg < n
+    return jnp.where(valid, src, 0), valid, new
+
+
+@lowering("reorder_lod_tensor_by_rank")
+def _reorder(c, X, RankTable):
+    index = RankTable[:, 0].astype(LENGTHS_DTYPE)
+    n = X.num_sequences if isinstance(X, LoDArray) else X.shape[0]
+    if index.shape[0] != n:
+        raise LoweringError(f"{c.where}: the rank table holds {index.shape[0]} sequences but "
+                            f"X holds {n}; reorder X by a table of as many sequences")
+    report_invalid(c, "RankTable", (index < 0) | (index >= n), index,
+                   f"sequence indices in [0, {n})")
+    if n == 0:
+        return {"Out": X}
+    if not isinstance(X, LoDArray):  # no LoD: every row is a sequence of length 1
+        return {"Out": _take(X, index)}
+    # level by level: the chosen sequences' entries, then those entries' entries, then tokens
+    keep = jnp.ones(index.shape, bool)
+    new_lengths = []
+    for level, lengths in enumerate(X.lengths):
+        deeper = level + 1 < X.lod_level
+        capacity = X.lengths[level + 1].shape[0] if deeper else X.capacity
+        index, keep, new = _permute(lengths, index, keep, capacity)
+        new_lengths.append(new)
+    return {"Out": LoDArray(_take(X.data, index), tuple(new_lengths)).masked()}
