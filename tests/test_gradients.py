@@ -2069,3 +2069,59 @@ def recurrent_static_rnn(c, cell):
                                       xb, initial_states=states, sequence_length=lengths)
     return [out, h, cell_state]
 # -- end issue 26: StaticRNN's recurrent op
+
+
+# -- issue 26: LoD ops of control-flow programs (lod_reset, reorder_lod_tensor_by_rank) -----------
+@grad_case("lod_reset", params=[{"how": "y_lod"}, {"how": "offsets"}, {"how": "append"},
+                                {"how": "dense"}])
+def lod_reset_is_identity_on_rows(c, how):
+    from graphc.runtime.lod import create_lod_tensor
+    x, t = _seq_x(c)  # 6 tokens in [[2, 0, 1, 3]]
+    feeds = {"x": t}
+    if how == "y_lod":
+        y = graphc.data("y", [-1, 1], "float64", lod_level=2)
+        feeds["y"] = create_lod_tensor(c.randn(6, 1), [[1, 2], [3, 0, 3]])
+        out = layers.sequence_pool(layers.lod_reset(x, y=y), "sqrt")
+    elif how == "offsets":
+        feeds["off"] = np.array([[0, 5, 6]], "int32")
+        out = layers.lod_reset(x, y=graphc.data("off", [1, 3], "int32"))
+        out = layers.sequence_softmax(layers.reduce_sum(out, dim=[1], keep_dim=True))
+    elif how == "append":
+        out = layers.sequence_pool(layers.lod_append(x, [0, 2, 3, 6, 6, 6, 6]), "max")
+    else:  # a dense x takes a LoD: its gradient is dense
+        x = graphc.data("d", [6, 2], "float64")
+        x.stop_gradient = False
+        feeds = {"d": c.randn(6, 2)}
+        out = layers.sequence_pool(layers.lod_reset(x, target_lod=[0, 1, 1, 6]), "sum")
+        _seq_check(c, out, feeds, ["d"])
+        return
+    _seq_check(c, out, feeds, ["x"])
+
+
+@grad_case("reorder_lod_tensor_by_rank", params=[{"level": 0}, {"level": 1}, {"level": 2}])
+def reorder_by_rank_takes_the_gradient_back(c, level):
+    lengths = [[1, 2, 0], [2, 0, 3]] if level == 2 else _SEQ_LENGTHS
+    table = layers.lod_rank_table(graphc.data("k", [-1, 1], "float64", lod_level=len(lengths)))
+    feeds = {"k": create_lod_tensor_of(c, lengths, 1)}
+    if level == 0:  # dense rows: one per sequence
+        x = graphc.data("d", [len(lengths[0]), 2], "float64")
+        x.stop_gradient = False
+        feeds["d"] = c.randn(len(lengths[0]), 2)
+        wrt = ["d"]
+    else:
+        x, feeds["x"] = _seq_x(c, lengths=lengths)
+        wrt = ["x"]
+    out = layers.reorder_lod_tensor_by_rank(x, table)
+    # token_loss weighs columns alike on every row: lay the rows out along one axis so that
+    # each position has its own weight and a wrong order changes the loss
+    rows = sum(lengths[-1]) if level else len(lengths[0])
+    if level:  # all tokens as one sequence, padded to a dense [1, rows, 2]
+        out, _ = layers.sequence_pad(layers.lod_reset(out, target_lod=[0, rows]),
+                                     layers.fill_constant([1], "float64", 0.0), maxlen=rows)
+    _seq_check(c, layers.reshape(out, [1, 2 * rows]), feeds, wrt)
+
+
+def create_lod_tensor_of(c, lengths, width):
+    from graphc.runtime.lod import create_lod_tensor
+    return create_lod_tensor(c.randn(sum(lengths[-1]), width), lengths)
+# -- end issue 26: LoD ops of control-flow programs

@@ -1619,3 +1619,33 @@ for _layer, _build in LOOP_LAYER_CASES.items():
 def test_loop_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 26: loops and tensor arrays
+
+
+# -- issue 26: LoD ops of control-flow programs ---------------------------------------------------
+def _beam_in(name, dtype, width=1):
+    return graphc.data(name, [-1, width], dtype, lod_level=2)
+
+
+LOD_CONTROL_LAYER_CASES = {
+    "lod_reset": lambda: layers.lod_reset(_seq_in(), y=_seq_in("y", 1, level=2)),
+    "lod_append": lambda: layers.lod_append(_seq_in(), graphc.data("lv", [5], "int32")),
+    "lod_rank_table": lambda: layers.reorder_lod_tensor_by_rank(
+        _seq_in(level=2), layers.lod_rank_table(_seq_in("s"))),
+    "max_sequence_len": lambda: layers.max_sequence_len(layers.lod_rank_table(_seq_in())),
+    "reorder_lod_tensor_by_rank": lambda: layers.reorder_lod_tensor_by_rank(
+        graphc.data("rows", [-1, 3]), layers.lod_rank_table(_seq_in())),
+    "beam_search": lambda: layers.beam_search(
+        _beam_in("pre_ids", "int64"), _beam_in("pre_scores", "float32"),
+        _beam_in("ids", "int64", 4), _beam_in("scores", "float32", 4), 4, end_id=1,
+        return_parent_idx=True),
+}
+for _layer, _build in LOD_CONTROL_LAYER_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+case("lod_reset", "lod_reset-target_lod")(
+    lambda: layers.lod_reset(graphc.data("dense", [6, 2]), target_lod=[0, 4, 6]))
+
+
+@pytest.mark.parametrize("case_id", [*sorted(LOD_CONTROL_LAYER_CASES), "lod_reset-target_lod"])
+def test_lod_control_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 26: LoD ops of control-flow programs

@@ -2447,3 +2447,67 @@ def test_recurrent_memory_that_changes_shape_is_refused():
         "recurrent", {"inputs": [t(5, -1, 3)], "initial_states": [t(-1, 5)],
                       "parameters": [t(3, 4)]}, {"body": step}, "memory 0 enters the step")
 # -- end issue 26: StaticRNN's recurrent op
+
+
+# -- issue 26: LoD ops of control-flow programs (lod_reset, rank tables, beam_search) -------------
+_BEAM_INS = {"pre_ids": lod(-1, 1, level=2, dtype="int64"), "pre_scores": lod(-1, 1, level=2),
+             "ids": lod(-1, 4, level=2, dtype="int64"), "scores": lod(-1, 4, level=2)}
+LOD_CONTROL_CASES = [
+    case("lod_reset", {"X": t(6, 2)}, {"target_lod": [0, 4, 6]}, {"Out": lod(-1, 2)}, "attr"),
+    case("lod_reset", {"X": lod(-1, 2), "Y": t(1, 3, dtype="int32")}, {}, {"Out": lod(-1, 2)},
+         "offsets"),
+    case("lod_reset", {"X": lod(-1, 3, dtype="int64"), "Y": lod(-1, 1, level=2)}, {},
+         {"Out": lod(-1, 3, level=2, dtype="int64")}, "y_lod"),
+    case("lod_reset", {"X": lod(-1, 2)}, {"target_lod": [0, 1, 2], "append": True},
+         {"Out": lod(-1, 2, level=2)}, "append"),
+    case("lod_rank_table", {"X": lod(-1, 3, level=2)}, {}, {"Out": i64(-1, 2)}),
+    case("max_sequence_len", {"RankTable": i64(-1, 2)}, {}, {"Out": i64(1)}),
+    case("reorder_lod_tensor_by_rank", {"X": lod(-1, 3, level=2), "RankTable": i64(-1, 2)}, {},
+         {"Out": lod(-1, 3, level=2)}),
+    case("reorder_lod_tensor_by_rank", {"X": t(-1, 3), "RankTable": i64(-1, 2)}, {},
+         {"Out": t(-1, 3)}, "dense"),
+    case("beam_search", _BEAM_INS, {"beam_size": 4, "end_id": 1},
+         {"selected_ids": lod(-1, 1, level=2, dtype="int64"),
+          "selected_scores": lod(-1, 1, level=2), "parent_idx": t(-1, dtype="int32")}),
+]
+CASES.extend(LOD_CONTROL_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", LOD_CONTROL_CASES)
+def test_lod_control_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs",
+                         [p for p in LOD_CONTROL_CASES if has_op_def(grad_op_type(p.values[0]))])
+def test_lod_control_grad_op_types(op_type, ins, attrs, outs):
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+LOD_CONTROL_ERRORS = [
+    ("lod_reset", {"X": t(6, 2)}, {}, "target_lod must hold at least two offsets"),
+    ("lod_reset", {"X": t(6, 2)}, {"target_lod": [1, 6]}, "must start at 0"),
+    ("lod_reset", {"X": t(6, 2)}, {"target_lod": [0, 4, 2, 6]}, "ascending"),
+    ("lod_reset", {"X": t(6, 2)}, {"target_lod": [0, 4, 5]}, "X has 6 rows"),
+    ("lod_reset", {"X": lod(-1, 2), "Y": t(3)}, {}, "must be integers"),
+    ("lod_reset", {"X": lod(-1, 2, level=2)}, {"target_lod": [0, 1], "append": True},
+     "would have 3 LoD levels"),
+    ("lod_rank_table", {"X": t(4, 2)}, {}, "X must be a LoD value"),
+    ("lod_rank_table", {"X": lod(-1, 2, level=2)}, {"level": 1}, "level 0 only"),
+    ("max_sequence_len", {"RankTable": t(4, 2)}, {}, "must be a rank table"),
+    ("reorder_lod_tensor_by_rank", {"X": lod(-1, 2), "RankTable": i64(4)}, {},
+     "must be a rank table"),
+    ("beam_search", {**_BEAM_INS, "scores": t(-1, 4)}, {"beam_size": 2, "end_id": 0},
+     "scores must be a LoD value"),
+    ("beam_search", _BEAM_INS, {"beam_size": 2, "end_id": 0, "level": 1}, "over level 0"),
+    ("beam_search", _BEAM_INS, {"beam_size": 0, "end_id": 0}, "beam_size must be >= 1"),
+    ("beam_search", {**_BEAM_INS, "ids": lod(-1, 4, level=2)}, {"beam_size": 2, "end_id": 0},
+     "ids must be integers"),
+]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", LOD_CONTROL_ERRORS,
+                         ids=[f"{e[0]}-{e[3][:30]}" for e in LOD_CONTROL_ERRORS])
+def test_lod_control_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end issue 26: LoD ops of control-flow programs

@@ -53,6 +53,8 @@ _CONTROL_FLOW = (
     "cond", "IfElse", "DynamicRNN", "StaticRNN", "reorder_lod_tensor_by_rank", "Print",
     "is_empty", "case", "switch_case", "while_loop",
     "ConditionalBlock",  # -- issue 26: a class of Paddle's module, out of its __all__
+    # -- issue 26: module-level helpers outside Paddle's __all__ that programs import
+    "lod_rank_table", "max_sequence_len",
 )
 _IO = ("data", "read_file", "double_buffer", "py_reader", "create_py_reader_by_data", "load")
 _LOSS = (

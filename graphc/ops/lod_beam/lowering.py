@@ -10,6 +10,8 @@ arrived after every better candidate of its source (``_paddle_tie``).
 
 from __future__ import annotations
 
+from functools import partial
+
 import jax
 import jax.numpy as jnp
 
@@ -67,25 +69,43 @@ def _paddle_tie(s, starts, n, beam, size):
 
 @lowering("beam_search")
 def _beam_search(c, pre_ids, pre_scores, scores: LoDArray, ids=None):
-    beam, end = c["beam_size"], c["end_id"]
-    cap, width = scores.data.shape
-    n = scores.num_sequences
+    cap = scores.capacity
     src_rows = _source_rows(scores)
     rows_total = jnp.sum(src_rows)
     for slot, v in (("pre_ids", pre_ids), ("pre_scores", pre_scores)):
         count = v.token_count() if isinstance(v, LoDArray) else jnp.asarray(v.shape[0])
         report_invalid(c, slot, jnp.reshape(count != rows_total, (1,)),
                        jnp.reshape(count, (1,)), "one row per row (prefix) of scores")
+    cand = None if ids is None else _fit(ids.data if isinstance(ids, LoDArray) else ids, cap)
+    sel_ids, sel_scores, parents, per_row = _select(
+        src_rows, _rows(pre_ids, cap).astype(jnp.int64),
+        _rows(pre_scores, cap).astype(scores.data.dtype), scores.data, cand,
+        beam=c["beam_size"], end=c["end_id"], accumulated=c["is_accumulated"])
+    lengths = (src_rows, per_row)
+    out = {"selected_ids": LoDArray(sel_ids, lengths),
+           "selected_scores": LoDArray(sel_scores.astype(c.out_dtype("selected_scores")),
+                                       lengths)}
+    if "parent_idx" in c.out_types:
+        out["parent_idx"] = parents
+    return out
+
+
+# one compiled computation: the interpreter runs rules eagerly, op by op, and this rule has
+# many small ops (inside a traced step the jit is inlined)
+@partial(jax.jit, static_argnames=("beam", "end", "accumulated"))
+def _select(src_rows, prev_id, prev_score, scores, ids, *, beam, end, accumulated):
+    """The picks laid out row by row: (ids [cap, 1], scores [cap, 1], parent rows [cap],
+    picks per candidate row)."""
+    cap, width = scores.shape
+    n = src_rows.shape[0]
     row_src = token_segments(src_rows, cap)
     row_ok = row_src < n
-    prev_id = _rows(pre_ids, cap).astype(jnp.int64)
-    prev_score = _rows(pre_scores, cap).astype(scores.data.dtype)
     ended = row_ok & (prev_id == end)
     d = jnp.arange(width)
-    score = scores.data if c["is_accumulated"] else prev_score[:, None] + jnp.log(scores.data)
+    score = scores if accumulated else prev_score[:, None] + jnp.log(scores)
     score = jnp.where(ended[:, None], prev_score[:, None], score)
     cand = (jnp.broadcast_to(d[None, :], (cap, width)) if ids is None else
-            jnp.reshape(_fit(ids.data if isinstance(ids, LoDArray) else ids, cap), (cap, width)))
+            jnp.reshape(ids, (cap, width)))
     cand = jnp.where(ended[:, None], end, cand.astype(jnp.int64))
     valid = row_ok[:, None] & (~ended[:, None] | (d[None, :] == 0))
     row = jnp.broadcast_to(jnp.arange(cap)[:, None], (cap, width))
@@ -115,16 +135,10 @@ def _beam_search(c, pre_ids, pre_scores, scores: LoDArray, ids=None):
     if chosen.shape[0] < out_cap:
         chosen = jnp.pad(chosen, (0, out_cap - chosen.shape[0]))
     per_row = jax.ops.segment_sum(picked.astype(LENGTHS_DTYPE), s["row"], num_segments=cap)
-    lengths = (src_rows, per_row)
     filled = jnp.arange(out_cap) < jnp.sum(per_row)
-    sel_ids = jnp.where(filled, s["id"][chosen], 0).reshape(out_cap, 1)
-    sel_scores = jnp.where(filled, s["score"][chosen], 0).reshape(out_cap, 1)
-    out = {"selected_ids": LoDArray(sel_ids.astype(jnp.int64), lengths),
-           "selected_scores": LoDArray(sel_scores.astype(c.out_dtype("selected_scores")),
-                                       lengths)}
-    if "parent_idx" in c.out_types:
-        out["parent_idx"] = jnp.where(filled, s["row"][chosen], 0).astype(jnp.int32)
-    return out
+    return (jnp.where(filled, s["id"][chosen], 0).reshape(out_cap, 1),
+            jnp.where(filled, s["score"][chosen], 0).reshape(out_cap, 1),
+            jnp.where(filled, s["row"][chosen], 0).astype(jnp.int32), per_row)
 
 
 def _fit(data, capacity: int):
