@@ -18,7 +18,7 @@ from graphc.backends.interpreter import run_graph
 from graphc.backends.lowering import LoweringError
 from graphc.ir.errors import ProgramError, ShapeError
 from graphc.runtime.lod import LoDTensor, create_lod_tensor, unpack
-from graphc.testing.beam_reference import beam_search_reference
+from graphc.testing.beam_reference import beam_search_decode_reference, beam_search_reference
 from graphc.testing.lod import as_feed, lod_lengths, random_lod_tensor, split
 from graphc.testing.lod_checks import fd_check, token_loss
 
@@ -475,3 +475,78 @@ def test_run_time_checks_raise_data_errors():
         out = layers.lod_reset(lod_data("x", 2), target_lod=[0, 2, 6])
     with pytest.raises(DataError, match="X's row count"):
         graphc.Executor().run(main, feed={"x": x}, fetch_list=[out])
+
+
+# -- beam_search_decode over tensor arrays of LoD values ---------------------------------------
+
+def _decode_program(n, beam, vocab, steps):
+    """``steps`` beam-search steps unrolled as the book's decoder writes them, each step's
+    picks written to two tensor arrays, then beam_search_decode."""
+    main = graphc.Program()
+    with graphc.program_guard(main, graphc.Program()):
+        ids = lod_data("init_ids", 1, "int64", 2)
+        scores = lod_data("init_scores", 1, "float64", 2)
+        i = layers.fill_constant([1], "int64", 0)
+        ids_array = layers.array_write(ids, i)
+        scores_array = layers.array_write(scores, i)
+        for t in range(steps):
+            logits = layers.embedding(ids, size=[vocab, vocab],
+                                      param_attr=fluid.ParamAttr(name="table"), dtype="float64")
+            probs = layers.softmax(layers.lod_reset(logits, y=scores))
+            top_scores, top_ids = layers.topk(probs, k=beam)
+            accu = layers.elementwise_add(layers.log(top_scores), scores)
+            ids, scores = layers.beam_search(ids, scores, top_ids, accu, beam, end_id=0)
+            i = layers.fill_constant([1], "int64", t + 1)
+            layers.array_write(ids, i, array=ids_array)
+            layers.array_write(scores, i, array=scores_array)
+        out = layers.beam_search_decode(ids_array, scores_array, beam, end_id=0)
+    return main, [*out, ids_array]
+
+
+def _reference_decode(table, init_ids, n, beam, steps):
+    pre_ids, pre_scores, lod = init_ids, np.zeros((n, 1)), [[1] * n, [1] * n]
+    picks = [(pre_ids, pre_scores, lod)]
+    for _ in range(steps):
+        x = table[pre_ids.ravel()]
+        p = np.exp(x - x.max(1, keepdims=True))
+        p /= p.sum(1, keepdims=True)
+        top = np.argsort(-p, axis=1, kind="stable")[:, :beam]
+        accu = np.log(np.take_along_axis(p, top, 1)) + pre_scores.reshape(-1, 1)
+        pre_ids, pre_scores, _, lod = beam_search_reference(pre_ids, pre_scores, top, accu,
+                                                            lod, beam, 0)
+        picks.append((pre_ids, pre_scores, lod))
+    return picks
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_beam_search_decode_backtraces_paddle_hypotheses(seed):
+    rng = np.random.default_rng(seed)
+    n, beam, vocab, steps = 3, 2, 6, 4
+    table = rng.standard_normal((vocab, vocab)) * 2
+    table[:, 0] += 1.0 * seed  # seed 1: ends often, sources finish and get pruned
+    init_ids = np.array([[1], [2], [3]])
+    main, outs = _decode_program(n, beam, vocab, steps)
+    picks = _reference_decode(table, init_ids, n, beam, steps)
+    want_ids, want_scores, want_lengths = beam_search_decode_reference(
+        [(i, s, lod) for i, s, lod in picks], beam, 0)
+    init = [[1] * n, [1] * n]
+    feeds = {"init_ids": create_lod_tensor(init_ids, init),
+             "init_scores": create_lod_tensor(np.zeros((n, 1)), init)}
+    g = graphc.lower(main)
+    fetched = run_graph(g, {"table": table}, {k: as_feed(main, k, v) for k, v in feeds.items()},
+                        [o.name for o in outs])[1]
+    scope = graphc.Scope()
+    with graphc.scope_guard(scope):
+        scope.var("table").get_tensor().set(table, graphc.CPUPlace())
+        jit = graphc.Executor().run(main, feed=feeds, fetch_list=outs, return_numpy=False)
+    for got in (fetched, jit):
+        got_ids, got_scores = (v if isinstance(v, LoDTensor) else unpack(v) for v in got[:2])
+        assert got_ids.recursive_sequence_lengths() == want_lengths
+        np.testing.assert_array_equal(np.array(got_ids), want_ids)
+        np.testing.assert_allclose(np.array(got_scores), want_scores, rtol=1e-6)
+    # the array of picks fetches as Paddle's LoDTensorArray: one LoDTensor per step
+    steps_fetched = jit[2]
+    assert len(steps_fetched) == steps + 1
+    for t, (ids_t, _, lod_t) in enumerate(picks):
+        assert steps_fetched[t].recursive_sequence_lengths() == [list(v) for v in lod_t]
+        np.testing.assert_array_equal(np.array(steps_fetched[t]).reshape(-1), ids_t.ravel())

@@ -1649,3 +1649,17 @@ case("lod_reset", "lod_reset-target_lod")(
 def test_lod_control_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 26: LoD ops of control-flow programs
+
+
+# -- issue 26: beam_search_decode over arrays of LoD values
+@case("beam_search_decode")
+def _beam_search_decode():
+    i = layers.fill_constant([1], "int64", 0)
+    ids = layers.array_write(_beam_in("ids", "int64"), i)
+    scores = layers.array_write(_beam_in("scores", "float32"), i)
+    layers.beam_search_decode(ids, scores, 4, end_id=1)
+
+
+def test_beam_search_decode_round_trips():
+    test_layer_round_trips("beam_search_decode")
+# -- end issue 26: beam_search_decode

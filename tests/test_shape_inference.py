@@ -2450,6 +2450,8 @@ def test_recurrent_memory_that_changes_shape_is_refused():
 
 
 # -- issue 26: LoD ops of control-flow programs (lod_reset, rank tables, beam_search) -------------
+from graphc.ir.types import array_type  # noqa: E402
+
 _BEAM_INS = {"pre_ids": lod(-1, 1, level=2, dtype="int64"), "pre_scores": lod(-1, 1, level=2),
              "ids": lod(-1, 4, level=2, dtype="int64"), "scores": lod(-1, 4, level=2)}
 LOD_CONTROL_CASES = [
@@ -2469,6 +2471,14 @@ LOD_CONTROL_CASES = [
     case("beam_search", _BEAM_INS, {"beam_size": 4, "end_id": 1},
          {"selected_ids": lod(-1, 1, level=2, dtype="int64"),
           "selected_scores": lod(-1, 1, level=2), "parent_idx": t(-1, dtype="int32")}),
+    case("beam_search_decode",
+         {"Ids": array_type(lod(-1, 1, level=2, dtype="int64"), 16),
+          "Scores": array_type(lod(-1, 1, level=2), 16)}, {"beam_size": 4, "end_id": 1},
+         {"SentenceIds": lod(-1, level=2, dtype="int64"), "SentenceScores": lod(-1, level=2)}),
+    case("write_to_array", {"X": lod(-1, 1, level=2, dtype="int64"), "I": i64(1)},
+         {"capacity": 8}, {"Out": array_type(lod(-1, 1, level=2, dtype="int64"), 8)}, "lod"),
+    case("read_from_array", {"X": array_type(lod(-1, 3, level=2), 8), "I": i64(1)}, {},
+         {"Out": lod(-1, 3, level=2)}, "lod"),
 ]
 CASES.extend(LOD_CONTROL_CASES)  # test_every_op_has_a_case reads CASES when it runs
 
@@ -2479,7 +2489,8 @@ def test_lod_control_inferred_types(op_type, ins, attrs, outs):
 
 
 @pytest.mark.parametrize("op_type, ins, attrs, outs",
-                         [p for p in LOD_CONTROL_CASES if has_op_def(grad_op_type(p.values[0]))])
+                         [p for p in LOD_CONTROL_CASES if has_op_def(grad_op_type(p.values[0]))
+                          and "array" not in p.values[0]])  # arrays refuse gradients
 def test_lod_control_grad_op_types(op_type, ins, attrs, outs):
     test_grad_op_types(op_type, ins, attrs, outs)
 
@@ -2503,6 +2514,12 @@ LOD_CONTROL_ERRORS = [
     ("beam_search", _BEAM_INS, {"beam_size": 0, "end_id": 0}, "beam_size must be >= 1"),
     ("beam_search", {**_BEAM_INS, "ids": lod(-1, 4, level=2)}, {"beam_size": 2, "end_id": 0},
      "ids must be integers"),
+    ("beam_search_decode", {"Ids": array_type(i64(-1, 1), 4),
+                            "Scores": array_type(lod(-1, 1, level=2), 4)},
+     {"beam_size": 2, "end_id": 0}, "Ids must be a tensor array of 2-level LoD values"),
+    ("write_to_array", {"X": lod(-1, 1), "I": i64(1),
+                        "Array": array_type(lod(-1, 1, level=2), 4)}, {},
+     "an array's elements share one type"),
 ]
 
 

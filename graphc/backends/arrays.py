@@ -50,8 +50,8 @@ class TensorArray:
         LoDTensorArray is a list of tensors)."""
         import numpy as np
         n = int(np.asarray(self.length))
-        data = np.asarray(self.data)
-        return [data[i] for i in range(n)]
+        host = jax.tree.map(np.asarray, self.data)  # a stacked LoDArray: one per element
+        return [jax.tree.map(lambda buf, i=i: buf[i], host) for i in range(n)]
 
     def __repr__(self) -> str:
         return f"TensorArray(capacity={self.capacity}, element={list(self.shape[1:])})"

@@ -40,7 +40,6 @@ ADVICE: dict[str, str] = {
     # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
     "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
-    "layers.beam_search_decode": _LOD,
     # -- issue 24: optimizers graphc refuses (docs/porting_from_paddle.md says why)
     "optimizer.PipelineOptimizer": (
         "PipelineOptimizer is not supported: graphc compiles a whole step for its devices and "

@@ -274,7 +274,7 @@ class Block:
                                      f"{var.type} but the op produces {t}")
         # Only once every output checked out do new variables take their types.
         for var, t in untyped:
-            var._set_type(t.shape, t.dtype, t.lod_level, t.array)
+            var._set_type(t.shape, t.dtype, t.lod_level, t.array, t.element_lod)
             var.selected_rows = t.sparse
         op = Operator(self, type, ins, outs, attrs, source, self.program._current_role)
         self.program._bump()

@@ -40,7 +40,8 @@ def graph_to_program(graph: Graph) -> Program:
                 persistable=same and info.persistable, stop_gradient=info.stop_gradient,
                 is_data=same and info.kind == "feed", need_check_feed=same and info.kind == "feed",
                 lod_level=v.type.lod_level, selected_rows=v.type.sparse)
-            block.vars[name].is_array = v.type.array
+            # a tensor array (of LoD values: their level) stays one
+            block.vars[name]._set_type(array=v.type.array, element_lod=v.type.element_lod)
 
     def assign(v: Value, at: int) -> None:
         nonlocal fresh

@@ -97,11 +97,15 @@ class TensorType(NamedTuple):
     sparse: bool = False
     lod_level: int = 0
     array: bool = False
+    # a tensor array of LoD values (beam search's per-step picks): its elements' LoD level;
+    # the array itself is no LoD value (lod_level 0), so LoD checks pass it as any array
+    element_lod: int = 0
 
     def __str__(self) -> str:
         dense = f"{_SHORT[self.dtype]}[{','.join(map(str, self.shape))}]"
         if self.array:
-            return f"array<{dense}>"
+            inner = f"lod{self.element_lod}<{dense}>" if self.element_lod else dense
+            return f"array<{inner}>"
         if self.lod_level:
             return f"lod{self.lod_level}<{dense}>"
         return f"selected_rows<{dense}>" if self.sparse else dense
@@ -114,7 +118,7 @@ class TensorType(NamedTuple):
     @property
     def element(self) -> TensorType:
         """A tensor array's element type."""
-        return TensorType(self.shape[1:], self.dtype)
+        return TensorType(self.shape[1:], self.dtype, False, self.element_lod)
 
     @property
     def capacity(self) -> int:
@@ -152,12 +156,14 @@ def sparse_type(shape, dtype: str) -> TensorType:
 
 
 def array_type(element: TensorType, capacity: int) -> TensorType:
-    """The type of a tensor array of ``capacity`` elements of the dense ``element`` type."""
-    if element.sparse or element.lod_level or element.array:
-        raise ShapeError(f"a tensor array holds dense tensors, not {element}")
+    """The type of a tensor array of ``capacity`` elements of the ``element`` type (a dense
+    tensor, or a LoD value: then every element has a LoD of that level)."""
+    if element.sparse or element.array:
+        raise ShapeError(f"a tensor array holds dense tensors or LoD values, not {element}")
     if not (isinstance(capacity, int) and capacity >= 1):
         raise ShapeError(f"a tensor array's capacity must be a positive int, got {capacity!r}")
-    return TensorType((capacity, *element.shape), element.dtype, array=True)
+    return TensorType((capacity, *element.shape), element.dtype, array=True,
+                      element_lod=element.lod_level)
 
 
 def types_compatible(a: TensorType, b: TensorType) -> bool:
@@ -166,7 +172,8 @@ def types_compatible(a: TensorType, b: TensorType) -> bool:
     if a == b:
         return True
     return a.dtype == b.dtype and a.sparse == b.sparse and a.lod_level == b.lod_level and \
-        a.array == b.array and dims_compatible(a.shape, b.shape)
+        a.array == b.array and a.element_lod == b.element_lod and \
+        dims_compatible(a.shape, b.shape)
 
 
 def lod_type(shape, dtype: str, lod_level: int) -> TensorType:

@@ -63,6 +63,7 @@ class Variable:
         self.selected_rows = bool(selected_rows) or type == "selected_rows"
         # a tensor array (Paddle's LOD_TENSOR_ARRAY): typed by its first write
         self.is_array = False
+        self.element_lod = 0  # an array of LoD values: their LoD level
         if block is not None:
             block.vars[self._name] = self
 
@@ -72,9 +73,12 @@ class Variable:
     dtype = property(lambda self: self._dtype, doc="graphc's dtype name ('float32', ...)")
     lod_level = property(lambda self: self._lod_level, doc="0 dense, 1 or 2 LoD")
 
-    def _set_type(self, shape=None, dtype=None, lod_level=None, array=None) -> None:
+    def _set_type(self, shape=None, dtype=None, lod_level=None, array=None,
+                  element_lod=None) -> None:
         if array is not None:
             self.is_array = bool(array)
+        if element_lod is not None:
+            self.element_lod = int(element_lod)
         if shape is not None:
             self._shape = normalize_shape(shape)
         if dtype is not None:
@@ -113,7 +117,7 @@ class Variable:
         if self.shape is None:
             raise ProgramError(f"variable '{self.name}' has no shape yet")
         return TensorType(self.shape, self.dtype, self.selected_rows, self.lod_level,
-                          self.is_array)
+                          self.is_array, self.element_lod)
 
     @property
     def is_parameter(self) -> bool:

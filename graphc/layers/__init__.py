@@ -479,6 +479,7 @@ __all__ += ["multi_box_head", "retinanet_target_assign", "rpn_target_assign", "s
 # -- issue 26: LoD ops of control-flow programs (lod_reset, rank tables, beam_search)
 from .lod_control import (  # noqa: E402
     beam_search,
+    beam_search_decode,
     lod_append,
     lod_rank_table,
     lod_reset,
@@ -486,8 +487,8 @@ from .lod_control import (  # noqa: E402
     reorder_lod_tensor_by_rank,
 )
 
-__all__ += ["beam_search", "lod_append", "lod_rank_table", "lod_reset", "max_sequence_len",
-            "reorder_lod_tensor_by_rank"]
+__all__ += ["beam_search", "beam_search_decode", "lod_append", "lod_rank_table", "lod_reset",
+            "max_sequence_len", "reorder_lod_tensor_by_rank"]
 # -- end issue 26: LoD ops of control-flow programs
 
 def __getattr__(name: str):

@@ -122,3 +122,23 @@ def beam_search(pre_ids, pre_scores, ids, scores, beam_size, end_id, level=0,
     if return_parent_idx:
         return selected_ids, selected_scores, parent_idx
     return selected_ids, selected_scores
+
+
+def beam_search_decode(ids, scores, beam_size, end_id, name=None):
+    """The full hypotheses of a beam search: ``ids`` and ``scores`` are tensor arrays holding
+    each step's ``beam_search`` picks (2-level LoD values, written with ``array_write``).
+    Backtraces each source's ``beam_size`` hypotheses from its last step with picks, best
+    final score first; returns ``(sentence_ids, sentence_scores)``, 1-D with a 2-level LoD
+    (source -> hypotheses -> tokens)."""
+    for arg, v in (("ids", ids), ("scores", scores)):
+        check_variable("beam_search_decode", arg, v)
+        if not v.is_array:
+            raise ProgramError(f"beam_search_decode: '{arg}' ({v.name}) must be a tensor array "
+                               "of each step's picks (array_write of beam_search's outputs)")
+    helper = LayerHelper("beam_search_decode", name)
+    sentence_ids = helper.create_variable_for_type_inference(ids.dtype, True)
+    sentence_scores = helper.create_variable_for_type_inference(scores.dtype, True)
+    helper.append_op("beam_search_decode", {"Ids": ids, "Scores": scores},
+                     {"SentenceIds": sentence_ids, "SentenceScores": sentence_scores},
+                     {"beam_size": int(beam_size), "end_id": int(end_id)})
+    return sentence_ids, sentence_scores

@@ -51,7 +51,7 @@ from .compile_cache import ensure_compilation_cache
 from .feed_plan import FeedPlan, feed_key
 from .feeds import FeedError
 from .host_services import HostServices, process_services
-from .lod import LoDArray, LoDTensor, LoDTensorArray, unpack_fetch
+from .lod import LoDArray, LoDTensor, LoDTensorArray, unpack, unpack_fetch
 from .places import CPUPlace, Place
 from .prune import Pruner, split_fetch_list
 from .run_as import DATA_PARALLEL, LoopProgram
@@ -95,8 +95,8 @@ def _fetched(value, iterations: int, numpy: bool):
         if iterations > 1:  # stacked per iteration
             return [_fetched(TensorArray(value.data[k], value.length[k]), 1, numpy)
                     for k in range(iterations)]
-        elements = value.to_list()
-        return elements if numpy else LoDTensorArray(LoDTensor.of_fetch(e) for e in elements)
+        elements = [_array_element(e, numpy) for e in value.to_list()]
+        return elements if numpy else LoDTensorArray(elements)
     if not isinstance(value, SelectedRows):
         # return_numpy=False: a LoDTensor with an empty LoD, as Paddle (read back lazily)
         return np.asarray(value) if numpy else LoDTensor.of_fetch(value)
@@ -106,6 +106,15 @@ def _fetched(value, iterations: int, numpy: bool):
         return [SelectedRows(value.rows[k], value.values[k], value.height)
                 for k in range(iterations)]
     return value
+
+
+def _array_element(e, numpy: bool):
+    """An element of a fetched tensor array; a LoD element as a LoDTensor (its tokens when
+    ``numpy``), as a fetched LoD value."""
+    if isinstance(e, LoDArray):
+        t = unpack(e)
+        return np.array(t) if numpy else t
+    return e if numpy else LoDTensor.of_fetch(e)
 
 
 def _fetch_name(item) -> str:

@@ -56,3 +56,41 @@ def beam_search_reference(pre_ids, pre_scores, ids, scores, lod, beam, end, accu
     return (np.array([t for _, t, _ in flat], np.int64).reshape(-1, 1),
             np.array([s for _, _, s in flat]).reshape(-1, 1),
             np.array([r for r, _, _ in flat], np.int32), [rows, [len(p) for p in picks]])
+
+
+def beam_search_decode_reference(steps, beam, end):
+    """Paddle's backtrace over ``steps``: a list of (ids [M], scores [M], 2-level lengths) of
+    each step's picks. Returns (ids, scores, lengths) of the hypotheses, ``beam`` per source,
+    best final score first (stable), hypotheses that never began (empty) last."""
+    n = len(steps[0][2][0])
+    words = [[[] for _ in range(beam)] for _ in range(n)]
+    values = [[[] for _ in range(beam)] for _ in range(n)]
+    cursors: list[list[int]] = [[] for _ in range(n)]
+    for ids, scores, (l0, l1) in reversed(steps):
+        ids, scores = np.ravel(ids), np.ravel(scores)
+        entry_at = np.cumsum([0, *l0])
+        pick_at = np.cumsum([0, *l1])
+        parent = np.repeat(np.arange(len(l1)), l1)  # the entry (previous pick) of each pick
+        for s in range(n):
+            if not cursors[s]:  # the source's last step with picks: one hypothesis each
+                for entry in range(entry_at[s], entry_at[s + 1]):
+                    for pick in range(pick_at[entry], pick_at[entry + 1]):
+                        k = len(cursors[s])
+                        cursors[s].append(entry)
+                        words[s][k].append(int(ids[pick]))
+                        values[s][k].append(float(scores[pick]))
+                continue
+            for k, pick in enumerate(cursors[s]):
+                if ids[pick] != end or not words[s][k]:  # repeated end_ids are dropped
+                    words[s][k].append(int(ids[pick]))
+                    values[s][k].append(float(scores[pick]))
+                cursors[s][k] = int(parent[pick])
+    out_ids, out_scores, inner = [], [], []
+    for s in range(n):
+        order = sorted(range(beam), key=lambda k: (not words[s][k],
+                                                   -values[s][k][0] if words[s][k] else 0))
+        for k in order:
+            out_ids += words[s][k][::-1]
+            out_scores += values[s][k][::-1]
+            inner.append(len(words[s][k]))
+    return np.array(out_ids, np.int64), np.array(out_scores), [[beam] * n, inner]

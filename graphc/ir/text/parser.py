@@ -178,7 +178,7 @@ class _Parser:
         sparse = line.accept(_SPARSE_TYPE)
         array = not sparse and line.accept(_ARRAY_TYPE)
         line.skip()
-        lod = None if sparse or array else _LOD_TYPE.match(line.text, line.pos)
+        lod = None if sparse else _LOD_TYPE.match(line.text, line.pos)  # array<lod2<...>>
         if lod is not None:
             line.pos = lod.end()
         m = line.match(_TYPE, "a type like f32[-1,10], lod1<i64[-1,1]> or "
@@ -188,15 +188,20 @@ class _Parser:
             if any(d < -1 for d in dims):
                 raise ValueError("dimensions are -1 (unknown) or at least 0")
             dtype = dtype_from_short(m.group(1))
-            t = sparse_type(dims, dtype) if sparse else \
-                lod_type(dims, dtype, int(lod.group(1))) if lod else TensorType(dims, dtype)
             if array:
                 if not dims:
                     raise ValueError("a tensor array's type starts with its capacity")
-                t = array_type(TensorType(dims[1:], dtype), dims[0])
+                element = lod_type(dims[1:], dtype, int(lod.group(1))) if lod else \
+                    TensorType(dims[1:], dtype)
+                t = array_type(element, dims[0])
+            else:
+                t = sparse_type(dims, dtype) if sparse else \
+                    lod_type(dims, dtype, int(lod.group(1))) if lod else TensorType(dims, dtype)
         except (ValueError, GraphcError) as exc:
             raise line.error(f"bad type '{m.group()}': {exc}") from None
         if sparse or lod or array:
+            line.expect(">")
+        if array and lod:
             line.expect(">")
         flags = self.flags(line) if line.peek("{") else None
         var = g.vars.get(base)

@@ -45,7 +45,7 @@ def var_flags(var: VarInfo) -> str:
 def format_type(t: TensorType) -> str:
     dense = f"{short_dtype(t.dtype)}[{','.join(map(str, t.shape))}]"
     if t.array:  # a tensor array: capacity first (docs/control_flow.md)
-        return f"array<{dense}>"
+        return f"array<lod{t.element_lod}<{dense}>>" if t.element_lod else f"array<{dense}>"
     if t.lod_level:  # a LoD value: lod1<i64[-1,1]> (docs/lod.md)
         return f"lod{t.lod_level}<{dense}>"
     return f"selected_rows<{dense}>" if t.sparse else dense

@@ -21,12 +21,14 @@ def _index(c: InferContext, slot: str = "I") -> None:
 def _write(c: InferContext):
     _index(c)
     x = c.x("X")
-    c.check(not (x.sparse or x.lod_level or x.array),
-            f"X must be a dense tensor (graphc's arrays hold dense tensors), got {x}")
+    c.check(not (x.sparse or x.array),
+            f"X must be a dense tensor or a LoD value (what graphc's arrays hold), got {x}")
     if c.has("Array"):
         a = c.x("Array")
         c.check(a.array, f"Array must be a tensor array, got {a}")
-        c.check(types_compatible(a.element, x) and a.dtype == x.dtype,
+        # an array of LoD values holds LoD values of its level: every element has a LoD
+        c.check(types_compatible(a.element, x) and a.dtype == x.dtype
+                and a.element_lod == x.lod_level,
                 f"X is {x} but the array holds {a.element}: an array's elements share one type")
         return {"Out": a}
     return {"Out": array_type(x, c["capacity"] or DEFAULT_ARRAY_CAPACITY)}
@@ -46,9 +48,9 @@ def _length(c: InferContext):
 
 
 register("write_to_array", "X I Array?", "Out", {"capacity": ("int", 0)},
-                  infer=_write,
-                  doc="Out = Array (or a new array of `capacity` zeros) with element I set "
-                      "to X; the length becomes max(length, I + 1)")
+         infer=_write, lod_inputs=("X",), lod="aware",  # LoD elements (beam search)
+         doc="Out = Array (or a new array of `capacity` zeros) with element I set "
+             "to X; the length becomes max(length, I + 1)")
 
 
 def _empty(c: InferContext):

@@ -13,6 +13,7 @@ from jax import lax
 
 from ...backends.arrays import TensorArray
 from ...backends.data_checks import InnerChecks, ignored, report_invalid
+from ...backends.lod import LoDArray
 from ...backends.lowering import lowering
 from ...ir.errors import ShapeError
 from ...ir.grad_defs import GRAD_SUFFIX
@@ -28,6 +29,8 @@ def _index(i):
 @lowering("write_to_array")
 def _write(c, X, I, Array=None):
     i = _index(I)
+    if isinstance(X, LoDArray):
+        return _write_lod(c, X, i, Array)
     if Array is None:
         cap = c.out_types["Out"][0].capacity
         data, length = jnp.zeros((cap, *X.shape), X.dtype), jnp.zeros((), jnp.int32)
@@ -47,6 +50,50 @@ def _write(c, X, I, Array=None):
     return {"Out": TensorArray(data, jnp.maximum(length, i + 1).astype(jnp.int32))}
 
 
+def _fit(x, size: int):
+    """``x`` padded with zeros or cut to ``size`` rows."""
+    if x.shape[0] >= size:
+        return x[:size]
+    return jnp.pad(x, [(0, size - x.shape[0])] + [(0, 0)] * (x.ndim - 1))
+
+
+def _write_lod(c, X: LoDArray, i, Array):
+    """An array of LoD values holds one stacked LoDArray (data ``[capacity, T_cap, ...]``,
+    lengths ``[capacity, n]`` per level): every element in buffers of the first write's sizes
+    (docs/control_flow.md); a later element must fit them."""
+    if Array is None:
+        cap = c.out_types["Out"][0].capacity
+        stacked = LoDArray(jnp.zeros((cap, *X.data.shape), X.data.dtype),
+                           tuple(jnp.zeros((cap, *v.shape), v.dtype) for v in X.lengths))
+        length = jnp.zeros((), jnp.int32)
+    else:
+        stacked, length = Array.data, Array.length
+        cap = stacked.data.shape[0]
+    report_invalid(c, "I", (i < 0) | (i >= cap), i,
+                   f"an index in [0, {cap}): the array's capacity (create_array(capacity=) or "
+                   "While(max_iterations=) raise it, docs/control_flow.md)")
+    if X.num_sequences != stacked.lengths[0].shape[1] or X.data.shape[1:] != \
+            stacked.data.shape[2:]:
+        raise ShapeError(f"{c.where}: X holds {X.num_sequences} sequences of rows "
+                         f"{list(X.data.shape[1:])} but the array's elements hold "
+                         f"{stacked.lengths[0].shape[1]} of {list(stacked.data.shape[2:])}")
+    rows = stacked.data.shape[1]
+    report_invalid(c, "X", jnp.reshape(X.token_count() > rows, (1,)),
+                   jnp.reshape(X.token_count(), (1,)),
+                   f"at most {rows} tokens: the buffer of the array's first element")
+    for level in range(1, X.lod_level):
+        size, used = stacked.lengths[level].shape[1], jnp.sum(X.lengths[level - 1])
+        report_invalid(c, "X", jnp.reshape(used > size, (1,)), jnp.reshape(used, (1,)),
+                       f"at most {size} level-{level} entries: the array's first element's")
+    element = LoDArray(_fit(X.data, rows).astype(stacked.data.dtype),
+                       tuple(_fit(v, s.shape[1]).astype(s.dtype)
+                             for v, s in zip(X.lengths, stacked.lengths)))
+    j = jnp.clip(i, 0, cap - 1)
+    stacked = jax.tree.map(lambda buf, e: lax.dynamic_update_index_in_dim(buf, e, j, 0),
+                           stacked, element)
+    return {"Out": TensorArray(stacked, jnp.maximum(length, i + 1).astype(jnp.int32))}
+
+
 @lowering("empty_array")
 def _empty(c):
     """Zeros; an element dimension not known yet (-1) is 0 until the first write sizes it
@@ -57,7 +104,9 @@ def _empty(c):
 
 
 def _unsized(v) -> bool:
-    return isinstance(v, TensorArray) and v.data.size == 0 and v.data.shape[0] > 0
+    # an array of LoD values is sized by its first write: never unsized
+    return isinstance(v, TensorArray) and not isinstance(v.data, LoDArray) and \
+        v.data.size == 0 and v.data.shape[0] > 0
 
 
 def _size_arrays(step, state):
@@ -76,8 +125,9 @@ def _read(c, X, I):
     i = _index(I)
     report_invalid(c, "I", (i < 0) | (i >= X.length), i,
                    "an index below the array's length (an element written before)")
-    return {"Out": lax.dynamic_index_in_dim(X.data, jnp.clip(i, 0, X.capacity - 1), 0,
-                                            keepdims=False)}
+    j = jnp.clip(i, 0, X.capacity - 1)
+    return {"Out": jax.tree.map(lambda buf: lax.dynamic_index_in_dim(buf, j, 0, keepdims=False),
+                                X.data)}  # a LoDArray for an array of LoD values
 
 
 @lowering("lod_array_length")

@@ -47,3 +47,30 @@ register("beam_search", "pre_ids pre_scores ids? scores",
          doc="per source sentence, the beam_size best (prefix, id) candidates; ended prefixes "
              "(pre_id == end_id) carry on with end_id and their score; a source whose every "
              "pick is such a carry-on is dropped")
+
+
+# -- beam_search_decode ----------------------------------------------------------------------------
+
+def _step_array(c: InferContext, slot: str, dtypes) -> TensorType:
+    a = c.x(slot)
+    c.check(a.array and a.element_lod == 2,
+            f"{slot} must be a tensor array of 2-level LoD values (each step's beam_search "
+            f"picks, written with array_write), got {a}")
+    c.check(a.dtype in dtypes, f"{slot} must hold {' or '.join(sorted(dtypes))}, got {a.dtype}")
+    return a
+
+
+def _beam_search_decode(c: InferContext):
+    ids = _step_array(c, "Ids", INT_DTYPES)
+    scores = _step_array(c, "Scores", FLOAT_DTYPES)
+    c.check(ids.capacity == scores.capacity, f"Ids ({ids}) and Scores ({scores}) must have "
+                                             "one capacity: one element per step each")
+    c.check(c["beam_size"] >= 1, f"beam_size must be >= 1, got {c['beam_size']}")
+    return {"SentenceIds": TensorType((-1,), "int64", False, 2),
+            "SentenceScores": TensorType((-1,), scores.dtype, False, 2)}
+
+
+register("beam_search_decode", "Ids Scores", "SentenceIds SentenceScores",
+         {"beam_size": "int", "end_id": "int"}, infer=_beam_search_decode, traits=(NO_GRAD,),
+         doc="each source's beam_size hypotheses backtraced through the steps' picks, best "
+             "final score first (source -> hypotheses -> tokens); repeated end_ids dropped")

@@ -145,3 +145,66 @@ def _fit(data, capacity: int):
     if data.shape[0] >= capacity:
         return data[:capacity]
     return jnp.pad(data, [(0, capacity - data.shape[0])] + [(0, 0)] * (data.ndim - 1))
+
+
+# -- beam_search_decode ----------------------------------------------------------------------
+
+@lowering("beam_search_decode")
+def _beam_search_decode(c, Ids, Scores):
+    ids, scores = Ids.data, Scores.data  # stacked LoDArrays: one element per step
+    tokens, values, lengths = _decode(
+        ids.data.reshape(ids.data.shape[:2]), scores.data.reshape(scores.data.shape[:2]),
+        ids.lengths[0], ids.lengths[1], Ids.length, beam=c["beam_size"], end=c["end_id"])
+    return {"SentenceIds": LoDArray(tokens.astype(jnp.int64), lengths),
+            "SentenceScores": LoDArray(values.astype(c.out_dtype("SentenceScores")), lengths)}
+
+
+@partial(jax.jit, static_argnames=("beam", "end"))
+def _decode(ids, scores, entries, picks, steps, *, beam, end):
+    """Paddle's backtrace over ``C`` steps of picks (``ids``/``scores`` ``[C, T]``, level-0
+    lengths ``entries`` ``[C, N]``, level-1 ``picks`` ``[C, S]``; ``steps`` written)."""
+    cap, rows = ids.shape
+    n = entries.shape[1]
+    live = jnp.arange(cap) < steps
+
+    def per_step(l0, l1):
+        owner = token_segments(l0.astype(LENGTHS_DTYPE), l1.shape[0])
+        count = jax.ops.segment_sum(l1.astype(LENGTHS_DTYPE), owner, num_segments=n + 1)[:n]
+        return count, jnp.cumsum(count) - count, token_segments(l1.astype(LENGTHS_DTYPE), rows)
+
+    count, start, parent = jax.vmap(per_step)(entries, picks)  # [C, N], [C, N], [C, T]
+    count = jnp.where(live[:, None], count, 0)
+    # each source's hypotheses start at its last step with picks, one per pick
+    last = jnp.max(jnp.where(count > 0, jnp.arange(cap)[:, None], -1), axis=0)  # [N]
+    h = jnp.arange(beam)
+
+    def back(carry, s):
+        cursor, active = carry
+        begin = (s == last)[:, None] & (h[None, :] < count[s][:, None])
+        cursor = jnp.where(begin, start[s][:, None] + h[None, :], cursor)
+        active = active | begin
+        at = jnp.clip(cursor, 0, rows - 1)
+        token, score = ids[s][at], scores[s][at]
+        emit = active & (begin | (token != end))  # repeated end_ids are dropped
+        return (parent[s][at], active), (token, score, emit)
+
+    init = (jnp.zeros((n, beam), jnp.int32), jnp.zeros((n, beam), bool))
+    _, (token, score, emit) = jax.lax.scan(back, init, jnp.arange(cap), reverse=True)
+    # best final score first (ties keep pick order), hypotheses that never began last
+    exists = h[None, :] < count[jnp.clip(last, 0, cap - 1), jnp.arange(n)][:, None]
+    exists = exists & (last >= 0)[:, None]
+    final = score[jnp.clip(last, 0, cap - 1)[:, None], jnp.arange(n)[:, None], h[None, :]]
+    order = jnp.argsort(jnp.where(exists, -final, jnp.inf), axis=1, stable=True)  # [N, B]
+
+    def sort(x):  # [C, N, B] -> [N, B, C] in each source's hypothesis order
+        x = jnp.transpose(x, (1, 2, 0))
+        return jnp.take_along_axis(x, order[:, :, None], axis=1)
+
+    token, score, emit = sort(token), sort(score), sort(emit)
+    size = n * beam * cap
+    dest = jnp.where(emit.reshape(-1), jnp.cumsum(emit.reshape(-1)) - 1, size)
+    tokens = jnp.zeros(size, ids.dtype).at[dest].set(token.reshape(-1), mode="drop")
+    values = jnp.zeros(size, scores.dtype).at[dest].set(score.reshape(-1), mode="drop")
+    lengths = (jnp.full((n,), beam, LENGTHS_DTYPE),
+               jnp.sum(emit, axis=2).reshape(-1).astype(LENGTHS_DTYPE))
+    return tokens, values, lengths
