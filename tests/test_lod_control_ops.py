@@ -469,6 +469,21 @@ def test_run_time_checks_raise_data_errors():
         run(lambda: layers.reorder_lod_tensor_by_rank(graphc.data("r", [3, 2], "float64"),
                                                       layers.lod_rank_table(lod_data("x", 2))),
             {"x": x, "r": np.zeros((3, 2))})
+    # an array of LoD values keeps its first element's buffers: a bigger element is refused
+    def overflow():
+        i = layers.fill_constant([1], "int64", 0)
+        a = layers.array_write(lod_data("small", 1), i)
+        return layers.array_write(lod_data("big", 1), layers.increment(i), array=a)
+
+    with pytest.raises(DataError, match="at most 16 tokens: the buffer of the array's first"):
+        run(overflow, {"small": create_lod_tensor(np.ones((2, 1)), [[2]]),
+                       "big": create_lod_tensor(np.ones((20, 1)), [[20]])})
+    with pytest.raises(ShapeError, match="an array's elements share one type"):
+        layers.array_write(lod_data("l2", 1, level=2), layers.fill_constant([1], "int64", 1),
+                           array=layers.array_write(lod_data("l1", 1),
+                                                    layers.fill_constant([1], "int64", 0)))
+    with pytest.raises(ProgramError, match="beam_search_decode: 'ids' .* must be a tensor array"):
+        layers.beam_search_decode(lod_data("i", 1, "int64", 2), lod_data("s", 1, level=2), 2, 0)
     # compiled: the step refuses the batch and commits nothing
     main = graphc.Program()
     with graphc.program_guard(main, graphc.Program()):
@@ -550,3 +565,71 @@ def test_beam_search_decode_backtraces_paddle_hypotheses(seed):
     for t, (ids_t, _, lod_t) in enumerate(picks):
         assert steps_fetched[t].recursive_sequence_lengths() == [list(v) for v in lod_t]
         np.testing.assert_array_equal(np.array(steps_fetched[t]).reshape(-1), ids_t.ravel())
+
+
+def _book_decoder(n, beam, vocab, max_len):
+    """The machine-translation chapter's decoder, Paddle 1.8 spelling: a While loop reading
+    the previous picks from tensor arrays, beam_search, writing the new picks, stopping at
+    max_len or when no source has picks left; then beam_search_decode."""
+    main = graphc.Program()
+    with graphc.program_guard(main, graphc.Program()):
+        init_ids = layers.data("init_ids", shape=[1], dtype="int64", lod_level=2)
+        init_scores = layers.data("init_scores", shape=[1], dtype="float64", lod_level=2)
+        array_len = layers.fill_constant(shape=[1], dtype="int64", value=max_len)
+        counter = layers.zeros(shape=[1], dtype="int64", force_cpu=True)
+        ids_array = layers.create_array("int64", capacity=max_len + 1)
+        scores_array = layers.create_array("float64", capacity=max_len + 1)
+        layers.array_write(init_ids, array=ids_array, i=counter)
+        layers.array_write(init_scores, array=scores_array, i=counter)
+        cond = layers.less_than(x=counter, y=array_len)
+        while_op = layers.While(cond=cond)
+        with while_op.block():
+            pre_ids = layers.array_read(array=ids_array, i=counter)
+            pre_score = layers.array_read(array=scores_array, i=counter)
+            logits = layers.embedding(pre_ids, size=[vocab, vocab],
+                                      param_attr=fluid.ParamAttr(name="table"), dtype="float64")
+            probs = layers.softmax(layers.lod_reset(logits, y=pre_score))
+            topk_scores, topk_indices = layers.topk(probs, k=beam)
+            accu = layers.elementwise_add(layers.log(topk_scores), pre_score)
+            selected_ids, selected_scores = layers.beam_search(
+                pre_ids, pre_score, topk_indices, accu, beam, end_id=0)
+            layers.increment(x=counter, value=1, in_place=True)
+            layers.array_write(selected_ids, array=ids_array, i=counter)
+            layers.array_write(selected_scores, array=scores_array, i=counter)
+            length_cond = layers.less_than(x=counter, y=array_len)
+            finish_cond = layers.logical_not(layers.is_empty(x=selected_ids))
+            layers.logical_and(x=length_cond, y=finish_cond, out=cond)
+        outs = layers.beam_search_decode(ids_array, scores_array, beam, end_id=0)
+    return main, list(outs)
+
+
+@pytest.mark.parametrize("end_bias", [0.0, 4.0])
+def test_book_decoder_while_loop_equals_numpy_beam_search(end_bias):
+    """end_bias 4: every source ends early, the loop stops on is_empty before max_len."""
+    rng = np.random.default_rng(0)
+    n, beam, vocab, max_len = 3, 2, 6, 6
+    table = rng.standard_normal((vocab, vocab)) * 2
+    table[:, 0] += end_bias
+    init_ids = np.array([[1], [2], [3]])
+    main, outs = _book_decoder(n, beam, vocab, max_len)
+    picks = _reference_decode(table, init_ids, n, beam, max_len)
+    while len(picks) > 1 and not len(picks[-1][0]):
+        picks.pop()  # the loop stops after the first step that picks nothing
+    if end_bias:
+        assert len(picks) < max_len
+    want_ids, want_scores, want_lengths = beam_search_decode_reference(picks, beam, 0)
+    init = [[1] * n, [1] * n]
+    feeds = {"init_ids": create_lod_tensor(init_ids, init),
+             "init_scores": create_lod_tensor(np.zeros((n, 1)), init)}
+    g = graphc.lower(main)
+    fetched = run_graph(g, {"table": table}, {k: as_feed(main, k, v) for k, v in feeds.items()},
+                        [o.name for o in outs])[1]
+    scope = graphc.Scope()
+    with graphc.scope_guard(scope):
+        scope.var("table").get_tensor().set(table, graphc.CPUPlace())
+        jit = graphc.Executor().run(main, feed=feeds, fetch_list=outs, return_numpy=False)
+    for got in (fetched, jit):
+        got_ids, got_scores = (v if isinstance(v, LoDTensor) else unpack(v) for v in got)
+        assert got_ids.recursive_sequence_lengths() == want_lengths
+        np.testing.assert_array_equal(np.array(got_ids), want_ids)
+        np.testing.assert_allclose(np.array(got_scores), want_scores, rtol=1e-6)

@@ -189,7 +189,7 @@ def _rename_before(helper, block, name: str) -> str:
     new = unique_name.generate(f"{name}.before_while")
     copy = block.create_var(new, var.shape, var.dtype, lod_level=var.lod_level,
                             stop_gradient=var.stop_gradient)
-    copy.is_array = var.is_array
+    copy.is_array, copy.element_lod = var.is_array, var.element_lod
     if var.is_data or var.persistable:
         helper.append_op("assign", {"X": var}, {"Out": copy})
         return new

@@ -117,4 +117,5 @@ register("shard_index", "X", "Out", {"index_num": "int", "nshards": "int", "shar
          doc="Out = X mod shard_size where X lies in shard shard_id (shard_size = "
              "ceil(index_num / nshards)), else ignore_value")
 register("is_empty", "X", "Out", infer=lambda c: {"Out": TensorType((1,), "bool")},
-         traits=(NO_GRAD,), doc="Out = [X has no elements] (a bool [1])")
+         traits=(NO_GRAD,), lod_inputs=("X",), lod="aware",  # a LoD X: no tokens (beam search)
+         doc="Out = [X has no elements] (a bool [1]; a LoD X: no tokens)")
