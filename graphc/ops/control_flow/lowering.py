@@ -80,7 +80,9 @@ def _write_lod(c, X: LoDArray, i, Array):
     rows = stacked.data.shape[1]
     report_invalid(c, "X", jnp.reshape(X.token_count() > rows, (1,)),
                    jnp.reshape(X.token_count(), (1,)),
-                   f"at most {rows} tokens: the buffer of the array's first element")
+                   f"at most {rows} tokens: the buffer of the array's first element (feed "
+                   "that one in a bigger bucket: graphc.runtime.lod.set_min_bucket(n), e.g. "
+                   "n = sources * beam_size for a beam search, docs/control_flow.md)")
     for level in range(1, X.lod_level):
         size, used = stacked.lengths[level].shape[1], jnp.sum(X.lengths[level - 1])
         report_invalid(c, "X", jnp.reshape(used > size, (1,)), jnp.reshape(used, (1,)),
