@@ -2479,6 +2479,8 @@ LOD_CONTROL_CASES = [
          {"capacity": 8}, {"Out": array_type(lod(-1, 1, level=2, dtype="int64"), 8)}, "lod"),
     case("read_from_array", {"X": array_type(lod(-1, 3, level=2), 8), "I": i64(1)}, {},
          {"Out": lod(-1, 3, level=2)}, "lod"),
+    case("is_empty", {"X": lod(-1, 1, level=2, dtype="int64")}, {},
+         {"Out": t(1, dtype="bool")}, "lod"),
 ]
 CASES.extend(LOD_CONTROL_CASES)  # test_every_op_has_a_case reads CASES when it runs
 
