@@ -1,8 +1,8 @@
 """Book chapter 08, machine_translation (training), written for graphc's tests in Paddle
 Fluid 1.8 spelling: a dynamic_lstm or bidirectional dynamic_gru encoder over the LoD source
 and a DynamicRNN decoder over the LoD target (plain, or the book's attention decoder with
-static LoD inputs and gru_unit), trained on wmt14. The chapter's generation
-step (beam_search, beam_search_decode) is not here: graphc has no beam search."""
+static LoD inputs and gru_unit), trained on wmt14. The chapter's generation step (a While
+loop with beam_search, beam_search_decode) is tests/test_lod_control_ops.py's book decoder."""
 
 import numpy as np
 import paddle
