@@ -297,3 +297,19 @@ def test_book_decoder_while_loop_equals_numpy_beam_search(end_bias):
         assert got_ids.recursive_sequence_lengths() == want_lengths
         np.testing.assert_array_equal(np.array(got_ids), want_ids)
         np.testing.assert_allclose(np.array(got_scores), want_scores, rtol=1e-6)
+
+
+def test_book_decoder_round_trips_through_text_and_program():
+    """Arrays of LoD values print as array<lod2<...>>, parse back, and keep their element LoD
+    through to_program (a While's renamed copies included)."""
+    main, _ = _book_decoder(3, 2, 6, 4)
+    g = graphc.lower(main)
+    g.verify()
+    text = g.to_text(show_source=True)
+    assert "array<lod2<i64[5,-1,1]>>" in text
+    back = graphc.parse(text)
+    back.verify()
+    assert back.to_text(show_source=True) == text
+    again = graphc.lower(g.to_program())
+    again.verify()
+    assert again.structurally_equal(g, check_source=True)
