@@ -267,7 +267,7 @@ def test_label_semantic_roles_trains_saves_and_infers(tmp_path, fresh_scope):
     assert hits.mean() > 0.8, hits.mean()
 
 
-# -- 08 machine_translation (training; its beam-search decoder: test_lod_control_ops.py) -----
+# -- 08 machine_translation (training; its beam-search decoder: test_lod_beam_search.py) -----
 def synthetic_wmt14(samples=192, seed=8):
     """A stand-in for paddle.dataset.wmt14: train(dict_size) reads (source ids, target ids
     after <s>, target ids then <e>). A source is a run of 1-8 consecutive word ids; its

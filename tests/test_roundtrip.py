@@ -1663,3 +1663,63 @@ def _beam_search_decode():
 def test_beam_search_decode_round_trips():
     test_layer_round_trips("beam_search_decode")
 # -- end issue 26: beam_search_decode
+
+
+# -- issue 26: decoding ---------------------------------------------------------------------------
+class _RoundTripCell:
+    """A duck-typed cell for the decoders: h' = tanh([x, h] W)."""
+
+    def __call__(self, inputs, states, **kwargs):
+        h = layers.fc(layers.concat([inputs, states], axis=1), 4, act="tanh",
+                      param_attr=graphc.ParamAttr(name="rt_cell_w"), bias_attr=False)
+        return h, h
+
+
+def _rt_embed(ids):
+    import graphc.fluid as fluid
+    return fluid.embedding(ids, size=[6, 3], param_attr=graphc.ParamAttr(name="rt_emb"))
+
+
+def _rt_logits(h):
+    return layers.fc(h, 6, num_flatten_dims=len(h.shape) - 1,
+                     param_attr=graphc.ParamAttr(name="rt_out_w"), bias_attr=False)
+
+
+def _beam_decode():
+    h0 = layers.fc(_x((2, 3)), 4, act="tanh")
+    dec = layers.BeamSearchDecoder(_RoundTripCell(), 0, 1, 2, embedding_fn=_rt_embed,
+                                   output_fn=_rt_logits)
+    layers.dynamic_decode(dec, inits=h0, max_step_num=3)
+
+
+def _greedy_decode():
+    h0 = layers.fc(_x((2, 3)), 4, act="tanh")
+    helper = layers.GreedyEmbeddingHelper(_rt_embed, layers.fill_constant([2], "int64", 0), 1)
+    layers.dynamic_decode(layers.BasicDecoder(_RoundTripCell(), helper, output_fn=_rt_logits),
+                          inits=h0, max_step_num=3)
+
+
+def _teacher_forced_decode():
+    x = graphc.data("seq_x", [2, 3, 3], "float32")
+    helper = layers.TrainingHelper(x, graphc.data("seq_len", [2], "int64"))
+    outs, _ = layers.dynamic_decode(layers.BasicDecoder(_RoundTripCell(), helper),
+                                    inits=layers.fill_constant([2, 4], "float32", 0.0),
+                                    max_step_num=3)
+    arr = layers.array_write(outs.cell_outputs, layers.fill_constant([1], "int64", 0))
+    layers.tensor_array_to_tensor(arr, axis=0, use_stack=True)
+
+
+DECODE_LAYER_CASES = {"BeamSearchDecoder": _beam_decode, "Decoder": _beam_decode,
+                      "dynamic_decode": _greedy_decode, "BasicDecoder": _greedy_decode,
+                      "GreedyEmbeddingHelper": _greedy_decode, "DecodeHelper": _greedy_decode,
+                      "SampleEmbeddingHelper": _greedy_decode,
+                      "TrainingHelper": _teacher_forced_decode,
+                      "tensor_array_to_tensor": _teacher_forced_decode}
+for _layer, _build in DECODE_LAYER_CASES.items():
+    case(_layer)(_build)  # test_every_layer_function_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("case_id", ["BeamSearchDecoder", "dynamic_decode", "TrainingHelper"])
+def test_decoding_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end issue 26: decoding

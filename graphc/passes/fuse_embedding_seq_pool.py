@@ -200,6 +200,9 @@ class FuseEmbeddingSeqPool(Pass):
     """Fuse the sum-pooled LoD lookups of one table (forward and backward) into one op."""
 
     name = "fuse-embedding-seq-pool"
+    regions = "decline"
+    regions_reason = ("the pooled lookups it fuses read a step's LoD feeds, which loop and "
+                      "branch bodies do not hold")
     min_slots: int = Field(2, ge=1)
 
     def run(self, graph: Graph, ctx: PassContext) -> None:

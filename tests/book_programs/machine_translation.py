@@ -2,7 +2,7 @@
 Fluid 1.8 spelling: a dynamic_lstm or bidirectional dynamic_gru encoder over the LoD source
 and a DynamicRNN decoder over the LoD target (plain, or the book's attention decoder with
 static LoD inputs and gru_unit), trained on wmt14. The chapter's generation step (a While
-loop with beam_search, beam_search_decode) is tests/test_lod_control_ops.py's book decoder."""
+loop with beam_search, beam_search_decode) is tests/test_lod_beam_search.py's book decoder."""
 
 import numpy as np
 import paddle
