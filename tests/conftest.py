@@ -43,3 +43,20 @@ def fresh_programs():
         yield
     program_mod.switch_main_program(old_main)
     program_mod.switch_startup_program(old_startup)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config, items):
+    """Keep ``--dist loadgroup``'s ``xdist_group`` marks in force (the ``mpi`` jobs one
+    after another, a module's shared runs on one worker). xdist 3.8 tags a grouped test by
+    appending ``@group`` to ``item._nodeid``, which pytest 9.2 no longer reads (node ids are
+    structured, pytest-xdist issue 1386): every group was silently spread over both
+    workers. Where the tag did not take, set it on the structured id instead."""
+    if not getattr(config.option, "loadgroup", False):
+        return  # not an xdist worker of a loadgroup run
+    for item in items:
+        groups = sorted({str(m.args[0] if m.args else m.kwargs.get("name", "default"))
+                         for m in item.iter_markers("xdist_group")})
+        if groups and not item.nodeid.endswith("@" + "_".join(groups)):
+            from _pytest.nodeid import NodeId
+            item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")

@@ -13,6 +13,10 @@ from porting import run_book_program
 
 CPU_NUM = 4
 _RUNS: dict = {}
+# One xdist worker runs the module: its tests share converge()'s runs (the plain simple_fc_net
+# and fc_with_batchnorm runs serve four and seven tests) and the ported harness, which two
+# workers would each compute again.
+pytestmark = pytest.mark.xdist_group("book_equality")
 
 
 @pytest.fixture(autouse=True)
