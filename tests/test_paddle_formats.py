@@ -373,3 +373,45 @@ def test_paddles_while_loop_model_loads_as_a_loop_region():
             op.type = "conditional_block"
     with pytest.raises(ProgramError, match="not read from Paddle's format yet"):
         fluid.Program.parse_from_string(desc.SerializeToString())
+
+
+def test_graphc_writes_a_while_loop_as_paddles_block_structure(tmp_path):
+    """save_inference_model of a While program (fc cell, tensor array) writes Paddle's
+    structure: a while op holding a sub-block whose ops write the carried variables in place;
+    it loads back with the same outputs. (Paddle 3.3.1's legacy executor runs the same file
+    with the same outputs: checked by hand with make_fixtures.py --check.)"""
+    x = fluid.data("x", [-1, 4], "float32")
+    h = fluid.layers.fc(x, 8, act="tanh")
+    i = fluid.layers.fill_constant([1], "int64", 0)
+    n = fluid.layers.fill_constant([1], "int64", 3)
+    arr = fluid.layers.create_array("float32")
+    cond = fluid.layers.less_than(i, n)
+    loop = fluid.layers.While(cond)
+    with loop.block():
+        fluid.layers.assign(fluid.layers.fc(h, 8, act="tanh"), h)
+        fluid.layers.array_write(h, i, array=arr)
+        fluid.layers.increment(i)
+        fluid.layers.less_than(i, n, cond=cond)
+    second = fluid.layers.array_read(arr, fluid.layers.fill_constant([1], "int64", 1))
+    y = fluid.layers.softmax(fluid.layers.fc(fluid.layers.elementwise_add(h, second), 3))
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(fluid.default_startup_program())
+    fluid.io.save_inference_model(str(tmp_path), ["x"], [y], exe, params_filename="__params__")
+    xv = np.random.default_rng(0).standard_normal((2, 4)).astype("float32")
+    (want,) = exe.run(feed={"x": xv}, fetch_list=[y])
+    desc = messages().ProgramDesc()
+    desc.ParseFromString((tmp_path / "__model__").read_bytes())
+    assert len(desc.blocks) == 2 and desc.blocks[1].parent_idx == 0
+    (w,) = [op for op in desc.blocks[0].ops if op.type == "while"]
+    slots = {s.parameter: list(s.arguments) for s in w.inputs}
+    outs = {s.parameter: list(s.arguments) for s in w.outputs}
+    assert set(outs["Out"]) <= set(slots["X"]) and slots["Condition"][0] in outs["Out"]
+    assert [a.block_idx for a in w.attrs if a.name == "sub_block"] == [1]
+    body_types = [op.type for op in desc.blocks[1].ops]
+    assert "write_to_array" in body_types and "less_than" in body_types
+    with fluid.scope_guard(fluid.Scope()):
+        exe2 = fluid.Executor(fluid.CPUPlace())
+        program, feeds, fetches = fluid.io.load_inference_model(
+            str(tmp_path), exe2, params_filename="__params__")
+        (got,) = exe2.run(program, feed={feeds[0]: xv}, fetch_list=fetches)
+    np.testing.assert_allclose(got, want, rtol=1e-6)

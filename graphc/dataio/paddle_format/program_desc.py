@@ -218,7 +218,11 @@ def _var_desc(block_desc, var) -> None:
     if var.dtype not in DTYPE_NUMBERS:
         raise ProgramDescError(f"variable '{var.name}' is {var.dtype}, which Paddle's "
                                "ProgramDesc cannot hold")
-    if var.selected_rows:
+    if var.is_array:  # a tensor array: its element's type (Paddle's arrays are unsized)
+        v.type.type = _ARRAY
+        v.type.tensor_array.tensor.data_type = DTYPE_NUMBERS[var.dtype]
+        v.type.tensor_array.tensor.dims.extend(list((var.shape or (0,))[1:]))
+    elif var.selected_rows:
         v.type.type = _SELECTED_ROWS
         _set_tensor(v.type.selected_rows, var)
     else:
@@ -274,18 +278,78 @@ def from_program(program: Program, feeds: list[str], fetches: list[str]) -> byte
     for i, name in reversed(list(enumerate(feeds))):  # Paddle prepends them one by one
         op = _op_desc(bd, "feed", {"X": ["feed"]}, {"Out": [name]}, {})
         op.attrs.add(name="col", type=_T["INT"], i=i)
-    for op in block.ops:
-        opdef = get_op_def(op.type)
-        od = _op_desc(bd, op.type, op.inputs, op.outputs, {})
-        for name, value in sorted(op.all_attrs().items()):
-            if name in opdef.attrs and value is not None:
-                _attr_desc(od, name, opdef.attrs[name].type, value, op.type)
-        role = _ROLE_NUMBERS.get(getattr(op, "role", "forward"), 0)
-        od.attrs.add(name="op_role", type=_T["INT"], i=role)
+    _write_ops(desc, bd, block.ops)
     for i, name in enumerate(fetches):
         op = _op_desc(bd, "fetch", {"X": [name]}, {"Out": ["fetch"]}, {})
         op.attrs.add(name="col", type=_T["INT"], i=i)
     return desc.SerializeToString()
+
+
+def _write_ops(desc, bd, ops) -> None:
+    empty: set[str] = set()  # arrays no op writes yet (Paddle's: the first write makes one)
+    for op in ops:
+        if op.type == "while":
+            _write_while(desc, bd, op, empty)
+            continue
+        if op.type == "empty_array":
+            empty.update(op.output("Out"))
+            continue
+        if get_op_def(op.type).regions:
+            raise ProgramDescError(f"{op.where}: graphc writes the control flow of while loops "
+                                   f"in Paddle's format, not '{op.type}' yet")
+        inputs = dict(op.inputs)
+        if op.type == "write_to_array":  # Paddle's op writes its array in place
+            inputs.pop("Array", None)
+        _write_op(bd, op.type, inputs, op.outputs, op.all_attrs(), getattr(op, "role", None))
+
+
+def _write_op(bd, type_, inputs, outputs, attrs, role) -> None:
+    opdef = get_op_def(type_)
+    od = _op_desc(bd, type_, inputs, outputs, {})
+    for name, value in sorted(attrs.items()):
+        if name in opdef.attrs and value is not None:
+            _attr_desc(od, name, opdef.attrs[name].type, value, type_)
+    od.attrs.add(name="op_role", type=_T["INT"], i=_ROLE_NUMBERS.get(role or "forward", 0))
+
+
+def _write_while(desc, bd, op, empty: set) -> None:
+    """graphc's while op as Paddle's: its body a sub-block whose ops write the carried
+    variables in place (the body's values named by their variables), the carried values
+    first copied into the variables the loop writes (Paddle's while has one name for both)."""
+    from ...ir.graph import Graph
+    from ...ir.to_program import graph_to_program
+    from ...ops.scan.defs import body_graph
+    ins = {s: list(v) for s, v in op.inputs.items()}
+    outs = {s: list(v) for s, v in op.outputs.items()}
+    carried_in = ins.get("Carry", []) + ins.get("Aux", [])
+    carried_out = outs.get("Out", []) + outs.get("AuxOut", [])
+    for src, dst in zip(carried_in, carried_out):
+        if src != dst and src not in empty:
+            _write_op(bd, "assign", {"X": [src]}, {"Out": [dst]}, {}, op.role)
+    body: Graph = body_graph(op.attrs["body"])
+    sub_program = graph_to_program(body)  # SSA versions back to their variables' names
+    sub_block = sub_program.global_block()
+    index = len(desc.blocks)
+    sd = desc.blocks.add(idx=index, parent_idx=bd.idx)
+    outer = {v.name for v in bd.vars}
+    inputs = [v.var.name for v in body.inputs]
+    for var in sub_block.vars.values():
+        if var.name not in outer and var.name not in inputs:
+            _var_desc(sd, var)
+    _write_ops(desc, sd, sub_block.ops)
+    # the body's outputs are its carried variables: their last values must carry those names
+    for v, name in zip(body.outputs, inputs[:len(carried_out)]):
+        if v.var.name != name:
+            raise ProgramDescError(f"{op.where}: the loop body's result {v.name} is not "
+                                   f"variable '{name}': not writable as Paddle's in-place loop")
+    scopes = f"_step_scopes_{index}"
+    bd.vars.add(name=scopes).type.type = _STEP_SCOPES
+    cond = carried_out[len(outs.get("Out", [])) + op.attrs["cond_index"]]
+    wd = _op_desc(bd, "while", {"X": inputs, "Condition": [cond]},
+                  {"Out": carried_out, "StepScopes": [scopes]}, {})
+    wd.attrs.add(name="sub_block", type=_T["BLOCK"], block_idx=index)
+    wd.attrs.add(name="is_test", type=_T["BOOLEAN"], b=False)
+    wd.attrs.add(name="op_role", type=_T["INT"], i=_ROLE_NUMBERS.get(op.role or "forward", 0))
 
 
 def _parse_from_string(data: bytes) -> Program:
