@@ -442,3 +442,22 @@ def test_a_bad_condition_is_a_type_error_as_in_paddle():
         layers.While(cond=layers.cast(cond, "float64"))
     with pytest.raises(TypeError, match="must be a Variable"):
         layers.increment([1, 2, 3])
+
+
+def test_print_inside_a_loop_prints_every_iteration_in_one_compiled_call(capfd):
+    i, n, cond = _counter_loop(3)
+    acc = layers.fill_constant([2], "float32", 1.0)
+    loop = layers.While(cond)
+    with loop.block():
+        shown = layers.Print(acc, message="acc in loop")
+        layers.assign(layers.scale(shown, 2.0), acc)
+        layers.increment(i)
+        layers.less_than(i, n, cond=cond)
+    exe = graphc.Executor()
+    (got,) = exe.run(fetch_list=[acc])
+    np.testing.assert_allclose(got, [8.0, 8.0])
+    out = capfd.readouterr()
+    text = out.out + out.err
+    assert text.count("acc in loop") == 3 and "[4 4]" in text.replace(".", "")
+    prepared = exe._prepared[graphc.default_main_program()][1]
+    assert sum(s._jitted._cache_size() for p in prepared.values() for s in p.steps.values()) == 1
