@@ -2,7 +2,8 @@
 hand-written as one ``lax.while_loop``, greedy and beam search, in one run.
 
 Run ``python benchmarks/bench_decode.py [--steps 100] [--batch 32] [--beam 4] [--hidden 256]
-[--vocab 1000] [--repeats 10]``; the numbers measured are in benchmarks/README.md.
+[--vocab 1000] [--repeats 10] [--random-lengths 200]``; the numbers measured are in
+benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class Cell:
         return h, h
 
 
-def build_graphc(kind: str, a):
+def build_graphc(kind: str, a, end_bias: float | None = None):
     main, startup = graphc.Program(), graphc.Program()
     with fluid.program_guard(main, startup):
         enc = fluid.data("enc", [a.batch, a.hidden], "float32")
@@ -79,13 +80,33 @@ def build_graphc(kind: str, a):
     exe.run(startup)
     scope = graphc.global_scope()
     for k, v in weights(a.hidden, a.vocab).items():
+        if k == "out_b" and end_bias is not None:  # decodes that end after random lengths
+            v = v.copy()
+            v[END] = end_bias
         scope.find_var(k).get_tensor().set(v, graphc.CPUPlace())
 
     def run(enc_v):
         out = exe.run(main, feed={"enc": enc_v}, fetch_list=[ids], return_numpy=False)
         jax.block_until_ready(out)
         return np.asarray(out[0])
+    run.compiles = lambda: sum(step._jitted._cache_size() for prep in
+                               exe._prepared[main][1].values() for step in prep.steps.values())
     return run
+
+
+def random_lengths(a, batches: int) -> None:
+    """Greedy decodes of ``batches`` random batches that end (END chosen) after random numbers
+    of steps: the loop's trip count varies, the compiled program does not (one compile)."""
+    run = build_graphc("greedy", a, end_bias=1.0)
+    rng = np.random.default_rng(7)
+    lengths = []
+    for _ in range(batches):
+        ids = run(rng.standard_normal((a.batch, a.hidden)).astype("float32") * 3)
+        ended = ids == END
+        first = np.where(ended.any(1), ended.argmax(1), ids.shape[1])
+        lengths.append(int(first.max()))
+    print(f"random lengths: {batches} batches, loop trip counts {min(lengths)}..{max(lengths)} "
+          f"({len(set(lengths))} distinct), compiled steps: {run.compiles()}")
 
 
 # -- the same decoders hand-written as one lax.while_loop -------------------------------
@@ -184,6 +205,8 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=256)
     ap.add_argument("--vocab", type=int, default=1000)
     ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--random-lengths", type=int, default=0, metavar="N",
+                    help="also decode N random batches of random lengths; count compiles")
     a = ap.parse_args()
     enc_v = np.random.default_rng(1).standard_normal((a.batch, a.hidden)).astype("float32")
     print(f"# {platform.processor() or platform.machine()}, {jax.devices()[0].platform}, jax "
@@ -197,6 +220,8 @@ def main() -> None:
         t_ours, t_hand = median_ms([ours, hand], enc_v, a.repeats)
         print(f"| {kind}{'' if same else ' (ids differ!)'} | {t_ours:.1f} | {t_hand:.1f} | "
               f"{t_ours / t_hand:.2f}x |")
+    if a.random_lengths:
+        random_lengths(a, a.random_lengths)
 
 
 if __name__ == "__main__":
