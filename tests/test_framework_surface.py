@@ -345,7 +345,7 @@ def test_py_reader_next_and_data_loader_from_dataset(tmp_path):
     reader = fluid.io.PyReader(feed_list=[x], capacity=2, iterable=True)
     reader.decorate_batch_generator(
         lambda: iter([[np.full((2, 2), i, "float32")] for i in range(2)]), fluid.CPUPlace())
-    first, second = reader.next(), next(reader)
+    (first,), (second,) = reader.next(), next(reader)  # a feed dict per place, as Paddle
     assert float(np.asarray(first["x"]).sum()) == 0.0
     assert float(np.asarray(second["x"]).sum()) == 4.0
     with pytest.raises(StopIteration):
@@ -360,7 +360,7 @@ def test_py_reader_next_and_data_loader_from_dataset(tmp_path):
     ds.set_filelist([str(data)])
     ds.load_into_memory()
     loader = fluid.io.DataLoader.from_dataset(ds, fluid.CPUPlace(), drop_last=True)
-    batches = [np.asarray(b["ids"]).ravel().tolist() for b in loader()]
+    batches = [np.asarray(b[0]["ids"]).ravel().tolist() for b in loader()]  # per place
     assert batches == [[3, 4], [5]]  # drop_last drops batches short of the places only
     with pytest.raises(GraphcError, match="InMemoryDataset or QueueDataset"):
         fluid.io.DataLoader.from_dataset([1, 2], fluid.CPUPlace())

@@ -177,12 +177,17 @@ class _Placement:
         # Paddle's places=[CPUPlace()]*2: a device named twice gets a batch per mention, so
         # each item is a list of that many feeds (one per place), not one split batch.
         self.replicas: list | None = None
+        # Paddle's iterable loader yields a list of feed dicts, one per place, also for one
+        # place (scripts take ``data[0]``; Executor.run takes the list); graphc yields that
+        # list whenever places were given as Places (without them, the dict alone)
+        self.per_place_list = False
         devices, inter = None, 0
         if isinstance(places, CompiledProgram):
             self.iterations = places.exec_strategy.num_iteration_per_run
             devices, inter = places.devices, places.inter_nranks
         elif isinstance(places, Place):
             devices = [places.jax_device()]
+            self.per_place_list = True
         elif places is not None:
             places = list(places)
             bad = [p for p in places if not isinstance(p, Place)]
@@ -191,6 +196,7 @@ class _Placement:
                                       f"CompiledProgram; got {places!r}")
             # cpu_places(n) after XLA started with fewer devices: n places on device 0
             devices = place_devices(places)
+            self.per_place_list = len(devices) == 1
             if len(set(devices)) < len(devices):
                 self.replicas = devices
                 return
@@ -375,6 +381,8 @@ class _Epoch:
                     for b in item]
         if self.loader.return_list:
             return list(item)
+        if self.placement.per_place_list:
+            return [dict(zip(self.names, item))]
         return dict(zip(self.names, item))
 
     def _finish(self, t0: float | None = None) -> None:

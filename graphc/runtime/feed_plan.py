@@ -72,6 +72,9 @@ class FeedPlan:
         if isinstance(feed, list | tuple) and any(isinstance(f, dict) for f in feed):
             if iterations == 1 and self.devices:
                 return self._per_device(program, feed)
+            if iterations == 1 and len(feed) == 1 and isinstance(feed[0], Mapping):
+                # Paddle's: an iterable loader on one place yields [feed dict]
+                return self.check_dict(program, dict(feed[0]), None)
             if iterations == 1:
                 raise FeedError(f"got a list of {len(feed)} feed dicts, but this program runs "
                                 "one iteration per call; give one dict, or run a "
