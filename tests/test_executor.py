@@ -349,3 +349,32 @@ def test_feeds_a_dataloader_placed_compile_the_step_once():
     (prep,) = exe._prepared[main][1].values()
     (step,) = prep.steps.values()
     assert step._jitted._cache_size() == 1
+
+
+def test_feeding_a_persistable_variable_sets_it_as_paddles_feed_op_does():
+    """PaddleNLP's language model feeds its create_global_var learning rate every run."""
+    import graphc.fluid as gfluid
+    main, startup = gfluid.Program(), gfluid.Program()
+    with gfluid.program_guard(main, startup):
+        x = gfluid.data("x", [-1, 2], "float32")
+        loss = gfluid.layers.mean(gfluid.layers.fc(x, 1, param_attr=gfluid.ParamAttr(name="w"),
+                                                   bias_attr=False))
+        lr = gfluid.layers.create_global_var([1], 1.0, "float32", persistable=True,
+                                             name="learning_rate")
+        gfluid.optimizer.SGD(learning_rate=lr).minimize(loss)
+    scope = gfluid.Scope()
+    exe = gfluid.Executor(gfluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    w0 = np.asarray(scope["w"]).copy()
+    exe.run(main, feed={"x": np.ones((2, 2), "float32"), "learning_rate": np.array([0.5])},
+            fetch_list=[loss], scope=scope)
+    np.testing.assert_allclose(w0 - np.asarray(scope["w"]), 0.5)  # d mean / d w = 1
+    np.testing.assert_allclose(np.asarray(scope["learning_rate"]), [0.5])  # kept, as Paddle
+    with pytest.raises(fluid.FeedError, match="learning_rate.*shape"):
+        exe.run(main, feed={"x": np.ones((2, 2), "float32"), "learning_rate": np.ones(2)},
+                fetch_list=[loss], scope=scope)
+    # a run that fails after the state was written puts the old value back
+    with pytest.raises(fluid.FeedError, match="feed 'x'"):
+        exe.run(main, feed={"x": np.ones((2, 3), "float32"), "learning_rate": np.array([0.1])},
+                fetch_list=[loss], scope=scope)
+    np.testing.assert_allclose(np.asarray(scope["learning_rate"]), [0.5])

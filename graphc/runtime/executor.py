@@ -117,6 +117,35 @@ def _array_element(e, numpy: bool):
     return e if numpy else LoDTensor.of_fetch(e)
 
 
+def _feed_state(program, feed: dict, scope) -> tuple[dict, dict]:
+    """Paddle's feed op writes any variable: a fed persistable variable that is neither data
+    nor a parameter (a learning rate made by create_global_var) takes the value in the scope
+    before the step, and keeps it, as in Paddle. Returns (the rest of the feed, the values
+    the scope held before)."""
+    from ..ir.program import Parameter
+    block = program.global_block()
+    state = {}
+    for name, value in feed.items():
+        var = block._find_var(name)
+        if var is None or var.is_data or not var.persistable or isinstance(var, Parameter):
+            continue
+        arr = np.asarray(value)
+        if arr.dtype != np.dtype(var.dtype):
+            try:
+                arr = arr.astype(var.dtype, casting="same_kind")
+            except TypeError:
+                raise FeedError(f"feed '{name}' (a persistable variable) has dtype {arr.dtype} "
+                                f"but the program declares {var.dtype}") from None
+        if var.shape is not None and tuple(arr.shape) != tuple(var.shape):
+            raise FeedError(f"feed '{name}' (a persistable variable) has shape "
+                            f"{list(arr.shape)} but the program declares {list(var.shape)}")
+        state[name] = arr
+    old = {name: np.array(scope[name]) if name in scope else None for name in state}
+    for name, arr in state.items():
+        scope[name] = arr
+    return {k: v for k, v in feed.items() if k not in state}, old
+
+
 def _fetch_name(item) -> str:
     if isinstance(item, Variable):
         return item.name
@@ -311,6 +340,7 @@ class Executor:
         return out
 
     def _run(self, program, feed, fetch_list, scope, return_numpy):
+        given = program
         program, compiled = self._unpack(program)
         scope = global_scope() if scope is None else scope
         fetch_names = tuple([_fetch_name(f) for f in fetch_list]) if fetch_list else ()
@@ -321,6 +351,19 @@ class Executor:
         prep = self._prepare(program, compiled, fetch_names)
         iterations = 1 if compiled is None else compiled.exec_strategy.num_iteration_per_run
         plan = prep.feed
+        if type(feed) is dict and not all(n in plan.feeds for n in feed):
+            rest, old = _feed_state(program, feed, scope)
+            # run with the state written; a failed run puts the old values back
+            if len(rest) < len(feed):
+                try:
+                    return self._run(given, rest, fetch_list, scope, return_numpy)
+                except BaseException:
+                    for name, value in old.items():
+                        if value is None:
+                            del scope[name]
+                        else:
+                            scope[name] = value
+                    raise
         if iterations == 1 and type(feed) is dict:  # the common case, kept lean
             # A dict of arrays whose names, types, dtypes and shapes were accepted before
             # passes the same checks again: look the verdict and the step up (feed_plan.py).
