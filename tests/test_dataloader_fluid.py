@@ -198,3 +198,20 @@ def test_py_reader_spellings():
     with pytest.raises(DataLoaderError, match="start\\(\\) is for loaders built with "
                                               "iterable=False"):
         reader.start()
+
+
+def test_queue_size_shows_the_prepared_batches():
+    """PaddleRec's word2vec prints loader.queue.size() while it trains."""
+    import time
+    x = fluid.data("qx", [-1, 3], "float32")
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4, iterable=False)
+    loader.set_batch_generator(lambda: iter([[np.ones((2, 3), "float32")]] * 3))
+    assert (loader.queue.size(), loader.queue.capacity()) == (0, 4)
+    assert loader.queue.is_closed()
+    loader.start()
+    deadline = time.time() + 10
+    while loader.queue.size() < 3 and time.time() < deadline:
+        time.sleep(0.01)
+    assert loader.queue.size() == 3 and not loader.queue.is_closed()
+    loader.reset()
+    assert loader.queue.size() == 0

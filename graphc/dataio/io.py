@@ -288,6 +288,12 @@ class DataLoader:
             self._epoch.close()
             self._epoch = None
 
+    @property
+    def queue(self) -> _QueueView:
+        """Paddle's ``loader.queue``: how many prepared batches wait (``size()``), out of
+        ``capacity()`` (scripts print it to see whether reading keeps up)."""
+        return _QueueView(self)
+
     def _next_feed(self) -> dict:
         """The next batch of a started non-iterable loader, as a feed dict."""
         if self._epoch is None:
@@ -424,3 +430,25 @@ def _as_declared(stacked: np.ndarray, var: Variable) -> np.ndarray:
     if known == 0 or stacked.size % known or (-1 not in shape and stacked.size != known):
         return stacked  # to_feed_array explains the mismatch
     return stacked.reshape(shape)
+
+
+class _QueueView:
+    """The read side of a loader's batch queue, as Paddle's LoDTensorBlockingQueue shows it."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def size(self) -> int:
+        epoch = self._loader._epoch
+        if epoch is None:
+            return 0
+        n = epoch.queue.qsize()
+        # a finished reading thread's last item is the end-of-epoch marker, not a batch
+        return n - 1 if n and not epoch.thread.is_alive() else n
+
+    def capacity(self) -> int:
+        return self._loader.capacity
+
+    def is_closed(self) -> bool:
+        epoch = self._loader._epoch
+        return epoch is None or epoch.done
