@@ -222,7 +222,8 @@ def pair_dense_rows(ctx, lod_slots, kwargs: dict, ref: LoDArray, check: bool = T
     """Dense operands of a row-wise op whose dim 0 runs beside the tokens of ``ref`` (same
     rank, more than one row: CTR-DNN's dense label beside a LoD prediction) are paired row
     for row, as Paddle does when their counts agree (``pad_to_tokens``). Returns the new
-    kwargs and {slot: [rows or None per value]} to cut their gradients back to. ``check``
+    kwargs and {slot: [rows, the LoD value, or None per value]} to cut their gradients back
+    to (a LoD operand in another buffer is moved into ``ref``'s). ``check``
     False (a grad op: its forward op checked the same rows) makes no data check."""
     out, paired = dict(kwargs), {}
     for slot in lod_slots:
@@ -242,6 +243,16 @@ def pad_to_tokens(ctx, slot: str, v, ref: LoDArray, check: bool = True):
     broadcasts over the tokens instead (one row, a lower rank) or is no dense array."""
     from .data_checks import report_invalid
 
+    if isinstance(v, LoDArray) and v is not ref and v.capacity != ref.capacity:
+        # another LoD value in a buffer of another size (tagspace's hinge: a pooled and a
+        # reshaped sequence of one row each): its tokens, moved into ref's buffer, meet
+        # ref's token for token, their counts equal as Paddle's dims[0] check
+        if check:
+            count, own = ref.token_count(), v.token_count()
+            report_invalid(ctx, slot, jnp.reshape(count != own, (1,)), jnp.reshape(own, (1,)),
+                           "as many tokens as the op's first LoD input, which it meets token "
+                           "for token")
+        return LoDArray(_to_rows(v.data, ref.capacity), ref.lengths), v
     if (v is None or isinstance(v, LoDArray) or not hasattr(v, "ndim")
             or v.ndim != ref.data.ndim or v.ndim == 0 or v.shape[0] == 1):
         return v, None
@@ -265,10 +276,22 @@ def unpair_rows(result: dict, paired: dict, suffix: str) -> dict:
         vals = out[key]
         many = isinstance(vals, list | tuple)
         vals = list(vals) if many else [vals]
-        cut = [v if r is None or isinstance(v, LoDArray) else _to_rows(jnp.asarray(v), r)
-               for v, r in zip(vals, rows)]
+        cut = [_cut_back(v, r) for v, r in zip(vals, rows)]
         out[key] = cut if many else cut[0]
     return out
+
+
+def _cut_back(grad, own):
+    """A paired operand's gradient back in its own layout: its rows (``own`` an int), or its
+    own LoD buffer (``own`` the LoD value it was)."""
+    if own is None:
+        return grad
+    if isinstance(own, LoDArray):
+        data = grad.data if isinstance(grad, LoDArray) else jnp.asarray(grad)
+        return LoDArray(_to_rows(data, own.capacity), own.lengths)
+    if isinstance(grad, LoDArray):
+        return grad
+    return _to_rows(jnp.asarray(grad), own)
 
 
 def _to_rows(v, rows: int):

@@ -105,7 +105,32 @@ def shape_args(layer: str, shape, slots=("ShapeTensor", "ShapeTensorList")):
     return dims, {slots[1]: items}
 
 
+def _token_count_of(dim):
+    """The LoD value whose token count ``dim`` is (``layers.shape(x)[0]`` of a LoD ``x``),
+    else None."""
+    if not isinstance(dim, Variable):
+        return None
+    ops = dim.block.ops
+    src = next((op for op in reversed(ops) if dim.name in op.output_arg_names), None)
+    if src is None or src.type not in ("slice", "strided_slice") or \
+            list(src.attrs.get("starts", ())) != [0] or list(src.attrs.get("ends", ())) != [1]:
+        return None
+    (shape_name,) = src.input("Input")
+    shp = next((op for op in reversed(ops) if shape_name in op.output_arg_names), None)
+    if shp is None or shp.type != "shape":
+        return None
+    x = dim.block.var(shp.input("Input")[0])
+    return x if x.lod_level else None
+
+
 def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None, name=None):
+    if isinstance(shape, list | tuple) and shape and out is None and \
+            (lod := _token_count_of(shape[0])) is not None:
+        # [shape(x)[0], ...] of a LoD x: one row per token of x, taking x's LoD (the token
+        # count is data; XLA needs x's buffer, and the rows past the tokens are padding)
+        from .manipulation import fill_constant_batch_size_like
+        rest = [int(d) for d in shape[1:]]
+        return fill_constant_batch_size_like(lod, [-1, *rest], dtype, value)
     shape, inputs = shape_args("fill_constant", shape)
     helper = LayerHelper("fill_constant", name)
     out = out or helper.create_variable_for_type_inference(normalize_dtype(dtype),

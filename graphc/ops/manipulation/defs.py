@@ -152,7 +152,10 @@ def _shape(c):
 
 
 register("shape", "Input", "Out", infer=_shape, traits=(NO_GRAD,),
-         doc="Out = Input's shape as an int32 vector (known at run time)")
+         lod_inputs=("Input",), lod="aware",
+         doc="Out = Input's shape as an int32 vector (known at run time); of a LoD value, "
+             "its tokens' shape: the first entry counts the tokens, a value computed from "
+             "data")
 
 
 # -- expanding, gathering, scattering -------------------------------------------------------------
@@ -356,8 +359,9 @@ _LIKE = {"shape": "ints", "dtype": ("dtype", "float32"), "input_dim_idx": ("int"
          "output_dim_idx": ("int", 0)}
 register("fill_constant_batch_size_like", "Input", "Out",
          {**_LIKE, "value": ("float", 0.0), "force_cpu": ("bool", False)},
-         infer=_batch_size_like, traits=(NO_GRAD,),
-         doc="Out = value in shape, whose output_dim_idx dimension is Input's input_dim_idx")
+         infer=_batch_size_like, traits=(NO_GRAD,), lod_inputs=("Input",),
+         doc="Out = value in shape, whose output_dim_idx dimension is Input's input_dim_idx "
+             "(of a LoD Input, one row per token: Out takes its LoD)")
 register("uniform_random_batch_size_like", "Input", "Out",
          {**_LIKE, "min": ("float", -1.0), "max": ("float", 1.0), "seed": ("int", 0)},
          infer=_batch_size_like, traits=(RANDOM, NO_GRAD),

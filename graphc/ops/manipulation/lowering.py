@@ -8,6 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...backends.data_checks import report_invalid
+from ...backends.lod import LoDArray
 from ...backends.lowering import LoweringError, lowering
 from .defs import slice_bounds, squeeze_shape, unsqueeze_shape
 
@@ -60,6 +61,10 @@ def _flatten2(c, X):
 
 @lowering("shape")
 def _shape(c, Input):
+    if isinstance(Input, LoDArray):  # the tokens' shape: their count is data
+        tokens = jnp.sum(Input.lengths[-1]).astype(jnp.int32)
+        return {"Out": jnp.concatenate([tokens[None],
+                                        jnp.asarray(Input.shape[1:], jnp.int32)])}
     return {"Out": jnp.asarray(Input.shape, jnp.int32).reshape(Input.ndim)}
 
 

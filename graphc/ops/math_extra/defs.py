@@ -98,7 +98,8 @@ COMPARISONS = ("equal", "not_equal", "less_than", "less_equal", "greater_than",
                "greater_equal")
 for _name in COMPARISONS:
     register(_name, "X Y", "Out", {"axis": ("int", -1), "force_cpu": ("bool", False)},
-             infer=_compare, traits=(NO_GRAD,), doc="Out = X cmp Y (bool), broadcast")
+             infer=_compare, traits=(NO_GRAD,), lod_inputs=("X", "Y"),
+             doc="Out = X cmp Y (bool), broadcast (token by token for LoD values)")
 
 
 def _logical(c):
@@ -110,8 +111,10 @@ def _logical(c):
 
 
 for _name in ("logical_and", "logical_or", "logical_xor"):
-    register(_name, "X Y", "Out", infer=_logical, traits=(NO_GRAD,), doc="Out = X op Y (bool)")
-register("logical_not", "X", "Out", infer=_logical, traits=(NO_GRAD,), doc="Out = not X")
+    register(_name, "X Y", "Out", infer=_logical, traits=(NO_GRAD,), lod_inputs=("X", "Y"),
+             doc="Out = X op Y (bool)")
+register("logical_not", "X", "Out", infer=_logical, traits=(NO_GRAD,), lod_inputs=("X",),
+         doc="Out = not X")
 
 
 def _arg(c):
