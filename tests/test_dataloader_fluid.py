@@ -215,3 +215,18 @@ def test_queue_size_shows_the_prepared_batches():
     assert loader.queue.size() == 3 and not loader.queue.is_closed()
     loader.reset()
     assert loader.queue.size() == 0
+
+
+def test_a_non_iterable_loader_given_a_place_feeds_exe_run():
+    x = fluid.data("nx", [-1, 3], "float32")
+    y = fluid.layers.reduce_sum(x)
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4, iterable=False)
+    loader.set_batch_generator(lambda: iter([[np.ones((2, 3), "float32")]] * 2),
+                               places=fluid.CPUPlace())
+    exe = fluid.Executor(fluid.CPUPlace())
+    loader.start()
+    got = [exe.run(fetch_list=[y])[0][0] for _ in range(2)]
+    with pytest.raises(fluid.core.EOFException):
+        exe.run(fetch_list=[y])
+    loader.reset()
+    assert got == [6.0, 6.0]

@@ -381,7 +381,7 @@ class _Epoch:
                     for b in item]
         if self.loader.return_list:
             return list(item)
-        if self.placement.per_place_list:
+        if self.placement.per_place_list and self.loader.iterable:
             return [dict(zip(self.names, item))]
         return dict(zip(self.names, item))
 
