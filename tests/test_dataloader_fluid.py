@@ -226,7 +226,8 @@ def test_a_non_iterable_loader_given_a_place_feeds_exe_run():
     exe = fluid.Executor(fluid.CPUPlace())
     loader.start()
     got = [exe.run(fetch_list=[y])[0][0] for _ in range(2)]
-    with pytest.raises(fluid.core.EOFException):
+    import graphc.fluid.core as core
+    with pytest.raises(core.EOFException):
         exe.run(fetch_list=[y])
     loader.reset()
     assert got == [6.0, 6.0]
