@@ -14,6 +14,8 @@ from hypothesis import HealthCheck, settings
 # Data-parallel tests need several devices; XLA fixes the CPU count when its backend starts,
 # so every test process gets 8 (single-device tests use the first).
 jax.config.update("jax_num_cpu_devices", 8)
+jax.devices()  # start the backend now: a test setting CPU_NUM must not pick the count for
+# the tests that follow it in this worker (xdist orders tests differently run to run)
 _CACHE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       ".pytest_cache", "jax-compilation")
 jax.config.update("jax_compilation_cache_dir", _CACHE)

@@ -116,6 +116,7 @@ def test_presets_load_by_name_and_build_pipelines():
     assert debug.changed_fields() == {"enable_sequential_execution": True,
                                       "verify_each_pass": True}
     assert BuildStrategy.load("default") == BuildStrategy()
-    assert [p.name for p in passes_for(debug)] == ["dce", "roll-repeated-layers",
+    assert [p.name for p in passes_for(debug)] == ["dce", "fuse-embedding-seq-pool",
+                                                   "roll-repeated-layers",
                                                    "backward-optimizer-op-deps",
                                                    "sequential-execution"]

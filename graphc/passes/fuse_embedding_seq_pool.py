@@ -60,8 +60,8 @@ class _Slot:
 def _has_deps(graph: Graph, op: Op) -> bool:
     if op.inputs.get(CONTROL_SLOT):
         return True
-    return any(key[0] == CONTROL_SLOT for v in graph.values_defined_by(op)
-               for keys in graph.nx.succ[v].values() for key in keys)
+    return any(slot == CONTROL_SLOT for v in graph.values_defined_by(op)
+               for _, slot, _ in graph.users(v))
 
 
 def _backward(graph: Graph, slot: _Slot, emb: Value) -> str | None:
