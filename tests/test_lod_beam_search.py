@@ -197,17 +197,10 @@ def _reference_decode(table, init_ids, n, beam, steps):
     return picks
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_beam_search_decode_backtraces_paddle_hypotheses(seed):
-    rng = np.random.default_rng(seed)
-    n, beam, vocab, steps = 3, 2, 6, 4
-    table = rng.standard_normal((vocab, vocab)) * 2
-    table[:, 0] += 1.0 * seed  # seed 1: ends often, sources finish and get pruned
-    init_ids = np.array([[1], [2], [3]])
-    main, outs = _decode_program(n, beam, vocab, steps)
-    picks = _reference_decode(table, init_ids, n, beam, steps)
-    want_ids, want_scores, want_lengths = beam_search_decode_reference(
-        [(i, s, lod) for i, s, lod in picks], beam, 0)
+def _run_decoder_both_ways(main, outs, table, init_ids, n, want):
+    """Run the decoder through the interpreter and the jitted Executor; both give ``want``
+    (ids, scores, lengths). Returns the Executor's fetches."""
+    want_ids, want_scores, want_lengths = want
     init = [[1] * n, [1] * n]
     feeds = {"init_ids": create_lod_tensor(init_ids, init),
              "init_scores": create_lod_tensor(np.zeros((n, 1)), init)}
@@ -223,6 +216,20 @@ def test_beam_search_decode_backtraces_paddle_hypotheses(seed):
         assert got_ids.recursive_sequence_lengths() == want_lengths
         np.testing.assert_array_equal(np.array(got_ids), want_ids)
         np.testing.assert_allclose(np.array(got_scores), want_scores, rtol=1e-6)
+    return jit
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_beam_search_decode_backtraces_paddle_hypotheses(seed):
+    rng = np.random.default_rng(seed)
+    n, beam, vocab, steps = 3, 2, 6, 4
+    table = rng.standard_normal((vocab, vocab)) * 2
+    table[:, 0] += 1.0 * seed  # seed 1: ends often, sources finish and get pruned
+    init_ids = np.array([[1], [2], [3]])
+    main, outs = _decode_program(n, beam, vocab, steps)
+    picks = _reference_decode(table, init_ids, n, beam, steps)
+    want = beam_search_decode_reference([(i, s, lod) for i, s, lod in picks], beam, 0)
+    jit = _run_decoder_both_ways(main, outs, table, init_ids, n, want)
     # the array of picks fetches as Paddle's LoDTensorArray: one LoDTensor per step
     steps_fetched = jit[2]
     assert len(steps_fetched) == steps + 1
@@ -281,22 +288,8 @@ def test_book_decoder_while_loop_equals_numpy_beam_search(end_bias):
         picks.pop()  # the loop stops after the first step that picks nothing
     if end_bias:
         assert len(picks) < max_len
-    want_ids, want_scores, want_lengths = beam_search_decode_reference(picks, beam, 0)
-    init = [[1] * n, [1] * n]
-    feeds = {"init_ids": create_lod_tensor(init_ids, init),
-             "init_scores": create_lod_tensor(np.zeros((n, 1)), init)}
-    g = graphc.lower(main)
-    fetched = run_graph(g, {"table": table}, {k: as_feed(main, k, v) for k, v in feeds.items()},
-                        [o.name for o in outs])[1]
-    scope = graphc.Scope()
-    with graphc.scope_guard(scope):
-        scope.var("table").get_tensor().set(table, graphc.CPUPlace())
-        jit = graphc.Executor().run(main, feed=feeds, fetch_list=outs, return_numpy=False)
-    for got in (fetched, jit):
-        got_ids, got_scores = (v if isinstance(v, LoDTensor) else unpack(v) for v in got)
-        assert got_ids.recursive_sequence_lengths() == want_lengths
-        np.testing.assert_array_equal(np.array(got_ids), want_ids)
-        np.testing.assert_allclose(np.array(got_scores), want_scores, rtol=1e-6)
+    _run_decoder_both_ways(main, outs, table, init_ids, n,
+                           beam_search_decode_reference(picks, beam, 0))
 
 
 def test_book_decoder_round_trips_through_text_and_program():
