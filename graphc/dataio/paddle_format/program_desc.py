@@ -309,17 +309,27 @@ def from_program(program: Program, feeds: list[str], fetches: list[str]) -> byte
 
 
 def _write_ops(desc, bd, ops) -> None:
+    from . import cf_write
     empty: set[str] = set()  # arrays no op writes yet (Paddle's: the first write makes one)
     for op in ops:
         if op.type == "while":
             _write_while(desc, bd, op, empty)
             continue
+        if op.type in ("cond", "case", "switch_case"):
+            cf_write.write_branches(desc, bd, op, _write_ops)
+            continue
+        if op.type == "recurrent":
+            cf_write.write_recurrent(desc, bd, op, _write_ops)
+            continue
         if op.type == "empty_array":
             empty.update(op.output("Out"))
             continue
         if get_op_def(op.type).regions:
-            raise ProgramDescError(f"{op.where}: graphc writes the control flow of while loops "
-                                   f"in Paddle's format, not '{op.type}' yet")
+            raise ProgramDescError(
+                f"{op.where}: '{op.type}' has no form in Paddle's format that graphc writes: "
+                "graphc writes while, cond, case, switch_case and recurrent (StaticRNN)"
+                + (" (IfElse runs both blocks on every row; Paddle's splits the batch with "
+                   "split_lod_tensor)" if op.type == "ifelse" else ""))
         inputs = dict(op.inputs)
         if op.type == "write_to_array":  # Paddle's op writes its array in place
             inputs.pop("Array", None)
