@@ -120,9 +120,10 @@ def _shifted():
 
 
 def test_graphc_writes_conditionals_as_paddles_blocks_and_paddle_runs_them(tmp_path):
-    """cond, switch_case, case, Switch and ConditionalBlock (a carried variable) saved by
-    graphc: conditional_block sub-blocks and select_input; graphc reads the file back with
-    the same outputs, and Paddle 3.3.1 (where installed) runs it with the same outputs."""
+    """cond, switch_case, case, Switch, ConditionalBlock (a carried variable) and a cond in a
+    While body saved by graphc: conditional_block sub-blocks and select_input; graphc reads
+    the file back with the same outputs, and Paddle 3.3.1 (where installed) runs it with the
+    same outputs."""
     x = fluid.data("x", [-1, 4], "float32")
     h = L.fc(x, 3)
     s = L.reshape(L.reduce_mean(h, dim=[0, 1], keep_dim=True), [1])
@@ -146,7 +147,18 @@ def test_graphc_writes_conditionals_as_paddles_blocks_and_paddle_runs_them(tmp_p
                                is_scalar_condition=True)
     with block.block():
         L.assign(L.scale(gain, 2.0), gain)
-    total = L.elementwise_add(L.elementwise_add(y1, y2), y3)
+    carried = L.assign(h)  # a cond inside a while body
+    i, n = L.fill_constant([1], "int64", 0), L.fill_constant([1], "int64", 3)
+    more = L.less_than(i, n)
+    loop = L.While(more)
+    with loop.block():
+        odd = L.equal(L.elementwise_mod(i, L.fill_constant([1], "int64", 2)),
+                      L.fill_constant([1], "int64", 1))
+        L.assign(L.cond(odd, lambda: L.scale(carried, 0.5),
+                        lambda: L.tanh(L.scale(carried, 2.0))), carried)
+        L.increment(i)
+        L.less_than(i, n, cond=more)
+    total = L.elementwise_add(L.elementwise_add(L.elementwise_add(y1, y2), y3), carried)
     y = L.softmax(L.elementwise_mul(total, gain))
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(fluid.default_startup_program())
@@ -157,6 +169,9 @@ def test_graphc_writes_conditionals_as_paddles_blocks_and_paddle_runs_them(tmp_p
     top = [op.type for op in desc.blocks[0].ops]
     assert top.count("conditional_block") == 2 + 3 + 3 + 3 + 2 and "cond" not in top
     assert top.count("select_input") == 5 and "switch_case" not in top
+    (loop_op,) = [op for op in desc.blocks[0].ops if op.type == "while"]
+    body = desc.blocks[next(a.block_idx for a in loop_op.attrs if a.name == "sub_block")]
+    assert [op.type for op in body.ops].count("conditional_block") == 2
     for op in desc.blocks[0].ops:
         if op.type == "conditional_block":
             sub = next(a.block_idx for a in op.attrs if a.name == "sub_block")

@@ -126,6 +126,10 @@ def write_branches(desc, bd, op, write_ops) -> None:
                  for k in range(len(taken))]
         texts = list(op.attrs["branches"])
     types = [op.block.var(n) for n in outs]
+    arrays = [t.name for t in types if t.is_array or t.shape is None]
+    if arrays:
+        raise ProgramError(f"{op.where}: {op.type} gives tensor array(s) {arrays}; graphc "
+                           "writes conditionals over tensors only in Paddle's format")
     results = []
     for cond, text in zip(conds, texts):
         sd = w.sub_block()

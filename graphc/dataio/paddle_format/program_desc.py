@@ -364,7 +364,8 @@ def _write_while(desc, bd, op, empty: set) -> None:
     sub_block = sub_program.global_block()
     index = len(desc.blocks)
     sd = desc.blocks.add(idx=index, parent_idx=bd.idx)
-    outer = {v.name for v in bd.vars}
+    from .cf_write import _visible
+    outer = _visible(desc, bd)  # a loop inside a branch sees the blocks around it too
     inputs = [v.var.name for v in body.inputs]
     for var in sub_block.vars.values():
         if var.name not in outer and var.name not in inputs:
