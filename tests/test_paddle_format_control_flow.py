@@ -3,6 +3,7 @@ in graphc with Paddle's outputs; graphc writes cond/case/switch_case/Switch/Stat
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -227,6 +228,21 @@ def test_graphc_writes_static_rnn_in_paddle_18_layout(tmp_path):
         exe2, program, feeds, fetches = _load(tmp_path)
         got = _run_both(exe2, program, {feeds[0]: xv}, fetches)
     np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    if PADDLE.exists():  # Paddle's own ProgramDesc parser reads the layout back
+        script = ("import os, sys, json; os.environ['FLAGS_enable_pir_api'] = '0'\n"
+                  "from paddle.base import core\n"
+                  "d = core.ProgramDesc(open(sys.argv[1], 'rb').read())\n"
+                  "b = d.block(0); ops = [b.op(j) for j in range(b.op_size())]\n"
+                  "r = [o for o in ops if o.type() == 'recurrent'][0]\n"
+                  "s = d.block(1); print(json.dumps([r.attr('ex_states'), r.attr('states'), "
+                  "r.inputs(), r.outputs(), [s.op(j).type() for j in range(s.op_size())]]))")
+        done = subprocess.run([str(PADDLE), "-c", script, str(tmp_path / "__model__")],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-3000:]
+        ex, st, pins, pouts, body = json.loads(done.stdout.strip().splitlines()[-1])
+        assert ex == list(attrs["ex_states"].strings) and st == list(attrs["states"].strings)
+        assert pins == ins and pouts["outputs"] == outs["outputs"]
+        assert body.count("rnn_memory_helper") == 3
 
 
 def test_graphc_region_ops_without_a_paddle_form_are_refused_by_name(tmp_path):
