@@ -245,6 +245,26 @@ def test_graphc_writes_static_rnn_in_paddle_18_layout(tmp_path):
         assert body.count("rnn_memory_helper") == 3
 
 
+@pytest.mark.parametrize("name", ["condnet", "rnnnet"])
+def test_paddles_models_resaved_by_graphc_keep_paddles_outputs(tmp_path, name):
+    """Paddle's file -> graphc's region ops -> graphc's file: graphc reads it back with
+    Paddle's outputs, and Paddle 3.3.1 runs the re-saved condnet with its own outputs."""
+    exe, program, feeds, fetches = _load(FIX / name / "infer")
+    fluid.io.save_inference_model(str(tmp_path), feeds, fetches, exe, main_program=program,
+                                  params_filename="__params__")
+    many = FIX / name / "inputs.npy"
+    xs = np.load(many) if many.exists() else np.load(FIX / name / "input.npy")[None]
+    want = np.load(FIX / name / "outputs.npy") if many.exists() else \
+        np.load(FIX / name / "output.npy")[None]
+    with fluid.scope_guard(fluid.Scope()):
+        exe2, again, feeds2, fetches2 = _load(tmp_path)
+        for x, y in zip(xs, want):
+            (got,) = exe2.run(again, feed={feeds2[0]: x}, fetch_list=fetches2)
+            np.testing.assert_allclose(got, y, rtol=1e-5, atol=1e-6)
+    if PADDLE.exists() and name == "condnet":
+        np.testing.assert_allclose(_paddle_check(tmp_path, xs), want, rtol=1e-5, atol=1e-6)
+
+
 def test_graphc_region_ops_without_a_paddle_form_are_refused_by_name(tmp_path):
     x = fluid.data("x", [-1, 2], "float32")
     c = L.less_than(L.reduce_sum(x, dim=1, keep_dim=True), L.fill_constant([1], "float32", 0))

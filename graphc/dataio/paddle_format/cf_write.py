@@ -41,16 +41,27 @@ class _Writer:
     def __init__(self, desc, bd, op):
         self.desc, self.bd, self.op, self.role = desc, bd, op, getattr(op, "role", None)
         self.stem = (op.output_arg_names or [op.type])[0]
+        self.shapes: dict[str, tuple] = {}  # the variables it declares
 
-    def emit(self, type_, ins, attrs=None, dtype="bool", shape=(1,)) -> str:
+    def shape_of(self, name: str) -> tuple:
+        if name in self.shapes:
+            return self.shapes[name]
+        return tuple(self.op.block.var(name).shape or (1,))
+
+    def emit(self, type_, ins, attrs=None, dtype="bool", shape=None) -> str:
+        """``type_``'s one output, a new variable; its shape (one element: predicates, the
+        mask) the broadcast of the inputs' ([1] and [1, 1] give [1, 1])."""
         from .program_desc import _write_op
+        if shape is None:
+            shape = max((self.shape_of(n) for ns in ins.values() for n in ns), key=len)
         out = _declare(self.desc, self.bd, self.stem, dtype, shape)
+        self.shapes[out] = tuple(shape)
         _write_op(self.bd, type_, ins, {"Out": [out]}, attrs or {}, self.role)
         return out
 
     def const(self, value: int, dtype: str) -> str:
         return self.emit("fill_constant", {}, {"shape": [1], "dtype": dtype,
-                                               "value": float(value)}, dtype)
+                                               "value": float(value)}, dtype, (1,))
 
     def int32(self, b: str) -> str:
         return self.emit("cast", {"X": [b]}, {"in_dtype": "bool", "out_dtype": "int32"},
