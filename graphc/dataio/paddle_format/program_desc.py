@@ -60,8 +60,8 @@ def _attr_value(attr, where: str):
     field = _READ.get(attr.type)
     if field is None:
         kind = next((k for k, v in ATTR_TYPES.items() if v == attr.type), attr.type)
-        extra = (": control flow (sub-blocks) is not read from Paddle's format"
-                 if kind in ("BLOCK", "BLOCKS") else "")
+        extra = (": graphc reads the sub-blocks of while, conditional_block and recurrent "
+                 "only" if kind in ("BLOCK", "BLOCKS") else "")
         raise ProgramDescError(f"{where}: attribute '{attr.name}' is of type {kind}, which "
                                f"graphc does not read{extra}")
     value = getattr(attr, field)
