@@ -371,7 +371,7 @@ def test_paddles_while_loop_model_loads_as_a_loop_region():
     for op in desc.blocks[0].ops:
         if op.type == "while":
             op.type = "conditional_block"
-    with pytest.raises(ProgramError, match="not read from Paddle's format yet"):
+    with pytest.raises(ProgramError, match="conditional_block of block 1 does not build"):
         fluid.Program.parse_from_string(desc.SerializeToString())
 
 

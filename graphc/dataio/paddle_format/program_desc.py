@@ -9,6 +9,7 @@ from ...ir import program_serial
 from ...ir.errors import GraphcError, ProgramError
 from ...ir.opdef import get_op_def, has_op_def
 from ...ir.program import Program
+from . import cf_read
 from .schema import ATTR_TYPES, VAR_TYPES, messages
 from .tensor_stream import DTYPE_NAMES, DTYPE_NUMBERS
 
@@ -34,7 +35,7 @@ _LOD_TENSOR, _SELECTED_ROWS = VAR_TYPES["LOD_TENSOR"], VAR_TYPES["SELECTED_ROWS"
 _FEED, _FETCH = VAR_TYPES["FEED_MINIBATCH"], VAR_TYPES["FETCH_LIST"]
 _ARRAY, _STEP_SCOPES = VAR_TYPES["LOD_TENSOR_ARRAY"], VAR_TYPES["STEP_SCOPES"]
 # control-flow ops whose sub-block graphc reads (into a region op, docs/control_flow.md)
-_REGION_OPS = frozenset({"while"})
+_REGION_OPS = frozenset({"while", "conditional_block", "recurrent"})
 _TYPE_NAMES = {number: name for name, number in VAR_TYPES.items()}
 
 
@@ -59,8 +60,8 @@ def _attr_value(attr, where: str):
     field = _READ.get(attr.type)
     if field is None:
         kind = next((k for k, v in ATTR_TYPES.items() if v == attr.type), attr.type)
-        extra = (": control flow (sub-blocks) is not read from Paddle's format"
-                 if kind in ("BLOCK", "BLOCKS") else "")
+        extra = (": graphc reads the sub-blocks of while, conditional_block and recurrent "
+                 "only" if kind in ("BLOCK", "BLOCKS") else "")
         raise ProgramDescError(f"{where}: attribute '{attr.name}' is of type {kind}, which "
                                f"graphc does not read{extra}")
     value = getattr(attr, field)
@@ -87,35 +88,36 @@ def _slots(vars_) -> dict[str, list[str]]:
     return {v.parameter: list(v.arguments) for v in vars_ if v.arguments}
 
 
-def _create_var(block, var, feeds: set, where: str) -> None:
-    kind = var.type.type
+def _create_var(block, var, feeds: set, where: str, name: str | None = None) -> None:
+    """``var`` (a VarDesc) in graphc's ``block``, under ``name`` when given."""
+    kind, vname = var.type.type, name or var.name
     if kind == _STEP_SCOPES:  # a while op's step scopes: graphc's loops keep none
         return
     if kind == _ARRAY:  # a tensor array: typed by its first write, as create_array's
         tensor = var.type.tensor_array.tensor
         if tensor.data_type not in DTYPE_NAMES:
-            raise ProgramDescError(f"{where}: tensor array '{var.name}' has element type "
+            raise ProgramDescError(f"{where}: tensor array '{vname}' has element type "
                                    f"{_TYPE_NAMES.get(tensor.data_type, tensor.data_type)}, "
                                    "which graphc lacks")
-        block.create_var(var.name, None, DTYPE_NAMES[tensor.data_type]).is_array = True
+        block.create_var(vname, None, DTYPE_NAMES[tensor.data_type]).is_array = True
         return
     if kind == _LOD_TENSOR:
         tensor, lod_level = var.type.lod_tensor.tensor, var.type.lod_tensor.lod_level
     elif kind == _SELECTED_ROWS:
         tensor, lod_level = var.type.selected_rows, 0
     else:
-        raise ProgramDescError(f"{where}: variable '{var.name}' is a "
+        raise ProgramDescError(f"{where}: variable '{vname}' is a "
                                f"{_TYPE_NAMES.get(kind, kind)}, which graphc does not read")
     if tensor.data_type not in DTYPE_NAMES:
-        name = _TYPE_NAMES.get(tensor.data_type, tensor.data_type)
-        raise ProgramDescError(f"{where}: variable '{var.name}' has element type {name}, "
+        tname = _TYPE_NAMES.get(tensor.data_type, tensor.data_type)
+        raise ProgramDescError(f"{where}: variable '{vname}' has element type {tname}, "
                                "which graphc lacks")
     shape, dtype = list(tensor.dims), DTYPE_NAMES[tensor.data_type]
     if var.is_parameter and var.persistable and all(d >= 0 for d in shape):
-        block.create_parameter(var.name, shape, dtype, trainable=not var.stop_gradient)
+        block.create_parameter(vname, shape, dtype, trainable=not var.stop_gradient)
         return
-    is_data = var.name in feeds
-    block.create_var(var.name, shape, dtype, persistable=var.persistable,
+    is_data = vname in feeds
+    block.create_var(vname, shape, dtype, persistable=var.persistable,
                      stop_gradient=var.stop_gradient, lod_level=lod_level, is_data=is_data,
                      need_check_feed=is_data or var.need_check_feed,
                      selected_rows=kind == _SELECTED_ROWS)
@@ -145,40 +147,64 @@ def to_program(data: bytes, where: str = "ProgramDesc") -> tuple[Program, list[s
             slot = _slots(op.outputs if op.type == "feed" else op.inputs)
             names = slot.get("Out" if op.type == "feed" else "X", [])
             (feeds if op.type == "feed" else fetches)[col] = names[0] if names else ""
-    unknown = sorted({op.type for b in desc.blocks for op in b.ops
-                      if op.type not in ("feed", "fetch") and not has_op_def(op.type)})
+    unknown = sorted({op.type for b in desc.blocks for op in b.ops if op.type not in (
+        "feed", "fetch") and op.type not in cf_read.TRANSLATED and not has_op_def(op.type)})
     if unknown:
         raise ProgramDescError(f"{where}: op(s) {unknown} have no graphc definition; graphc "
                                "cannot run this program")
     program = Program()
     block = program.global_block()
+    plan = cf_read.plan(ops, where)
     for var in desc.blocks[0].vars:
-        if var.type.type not in (_FEED, _FETCH):
+        if var.type.type not in (_FEED, _FETCH) and var.name not in plan.deferred:
             _create_var(block, var, set(feeds.values()), where)
     from ...ir.default_programs import program_guard
-    with program_guard(program, Program()):  # loops build through the layers' helpers
-        _append_ops(desc, program, ops, set(feeds.values()), where)
+    with program_guard(program, Program()):  # control flow builds through the layers
+        _append_ops(desc, program, ops, set(feeds.values()), where, {}, plan)
     return (program, [feeds[c] for c in sorted(feeds)], [fetches[c] for c in sorted(fetches)])
 
 
-def _append_ops(desc, program, ops, feeds: set, where: str) -> None:
-    block = program.global_block()
+def _renamed(slots: dict, rename: dict) -> dict:
+    return {s: [rename.get(n, n) for n in names] for s, names in slots.items()}
+
+
+def _append_ops(desc, program, ops, feeds: set, where: str, rename: dict | None = None,
+                plan=None) -> None:
+    """``ops`` (OpDescs) appended to graphc's block; ``rename`` maps Paddle's names to graphc's
+    inside a recurrent step (its rnn_memory_helper copies extend it); ``plan``: cf_read's."""
+    block, rename = program.global_block(), {} if rename is None else rename
+    plan = plan or cf_read.plan(ops, where)
+    ctx = (desc, program, feeds, where)
     for i, op in enumerate(ops):
-        if op.type in ("feed", "fetch"):
-            continue
+        if op.type in ("feed", "fetch") or i in plan.select_of:
+            continue  # a group's select_inputs are assigned where the group is built
         if op.type == "while":
-            _append_while(desc, program, op, feeds, where)
+            _append_while(desc, program, op, feeds, where, rename)
+            continue
+        if op.type == "conditional_block":
+            if i in plan.groups:
+                cf_read.append_group(ctx, ops, plan.groups[i], plan, rename)
+            elif i not in plan.member:
+                cf_read.append_conditional(ctx, op, rename)
+            continue
+        if op.type == "recurrent":
+            cf_read.append_recurrent(ctx, op, rename)
+            continue
+        if op.type == "rnn_memory_helper":  # a step's copy of a value: the same value
+            (src,), (dst,) = _slots(op.inputs)["X"], _slots(op.outputs)["Out"]
+            rename[dst] = rename.get(src, src)
             continue
         opdef = get_op_def(op.type)
         role_bits = next((a.i for a in op.attrs if a.name == "op_role"), 0)
-        inputs = _slots(op.inputs)
+        inputs = _renamed(_slots(op.inputs), rename)
+        outputs = _renamed(_slots(op.outputs), rename)
         if op.type == "write_to_array":  # Paddle writes the array in place: graphc's op
-            out = block.var(_slots(op.outputs)["Out"][0])  # takes its value before
+            out = block.var(outputs["Out"][0])  # takes its value before
             if out.shape is not None:
                 inputs["Array"] = [out.name]
         try:
             with program.op_role_guard(_ROLES.get(role_bits & 0xFF, "forward")):
-                block.append_op(op.type, inputs, _slots(op.outputs), _attrs(op, opdef, where))
+                block.append_op(op.type, inputs, outputs, _attrs(op, opdef, where))
         except ProgramDescError:
             raise
         except GraphcError as exc:
@@ -186,21 +212,18 @@ def _append_ops(desc, program, ops, feeds: set, where: str) -> None:
                                    f"{exc}") from None
 
 
-def _append_while(desc, program, op, feeds: set, where: str) -> None:
+def _append_while(desc, program, op, feeds: set, where: str, rename: dict) -> None:
     """Paddle's while op and its sub-block, rebuilt as graphc's While builds it: the
     sub-block's ops become the loop's body region (its variables local to it)."""
     from ...layers.control_flow import While
     block = program.global_block()
     index = next(a.block_idx for a in op.attrs if a.name == "sub_block")
-    cond = block.var(_slots(op.inputs)["Condition"][0])
+    (cond_name,) = _slots(op.inputs)["Condition"]
+    cond = block.var(rename.get(cond_name, cond_name))
     try:
         loop = While(cond)
         with loop.block():
-            sub = desc.blocks[index]
-            for var in sub.vars:
-                if var.name not in block.vars:
-                    _create_var(block, var, feeds, where)
-            _append_ops(desc, program, sub.ops, feeds, where)
+            cf_read.append_block((desc, program, feeds, where), index, rename)
     except ProgramDescError:
         raise
     except GraphcError as exc:
@@ -286,17 +309,27 @@ def from_program(program: Program, feeds: list[str], fetches: list[str]) -> byte
 
 
 def _write_ops(desc, bd, ops) -> None:
+    from . import cf_write
     empty: set[str] = set()  # arrays no op writes yet (Paddle's: the first write makes one)
     for op in ops:
         if op.type == "while":
             _write_while(desc, bd, op, empty)
             continue
+        if op.type in ("cond", "case", "switch_case"):
+            cf_write.write_branches(desc, bd, op, _write_ops)
+            continue
+        if op.type == "recurrent":
+            cf_write.write_recurrent(desc, bd, op, _write_ops)
+            continue
         if op.type == "empty_array":
             empty.update(op.output("Out"))
             continue
         if get_op_def(op.type).regions:
-            raise ProgramDescError(f"{op.where}: graphc writes the control flow of while loops "
-                                   f"in Paddle's format, not '{op.type}' yet")
+            raise ProgramDescError(
+                f"{op.where}: '{op.type}' has no form in Paddle's format that graphc writes: "
+                "graphc writes while, cond, case, switch_case and recurrent (StaticRNN)"
+                + (" (IfElse runs both blocks on every row; Paddle's splits the batch with "
+                   "split_lod_tensor)" if op.type == "ifelse" else ""))
         inputs = dict(op.inputs)
         if op.type == "write_to_array":  # Paddle's op writes its array in place
             inputs.pop("Array", None)
@@ -331,7 +364,8 @@ def _write_while(desc, bd, op, empty: set) -> None:
     sub_block = sub_program.global_block()
     index = len(desc.blocks)
     sd = desc.blocks.add(idx=index, parent_idx=bd.idx)
-    outer = {v.name for v in bd.vars}
+    from .cf_write import _visible
+    outer = _visible(desc, bd)  # a loop inside a branch sees the blocks around it too
     inputs = [v.var.name for v in body.inputs]
     for var in sub_block.vars.values():
         if var.name not in outer and var.name not in inputs:
