@@ -40,10 +40,6 @@ ADVICE: dict[str, str] = {
     # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
     "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
-    # -- issue 24: optimizers graphc refuses (docs/porting_from_paddle.md says why)
-    "optimizer.PipelineOptimizer": (
-        "PipelineOptimizer is not supported: graphc compiles a whole step for its devices and "
-        "has no per-section pipeline workers or queues; use the inner optimizer"),
     # ``import graphc as paddle``: Paddle 2.x's dynamic-graph top level
     "paddle.nn": _DYGRAPH + "; use paddle.fluid.layers",
     "paddle.to_tensor": _DYGRAPH,
