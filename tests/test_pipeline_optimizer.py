@@ -89,6 +89,51 @@ def test_microbatch_update_matches_numpy_and_the_plain_step(micro):
         np.testing.assert_allclose(o[1], q[1], rtol=1e-5, atol=1e-6)
 
 
+def test_data_parallel_and_a_test_clone_after_minimize():
+    """Over 2 devices each replica splits its half of the batch; the all-reduced update is the
+    plain step's. clone(for_test=True) after minimize gets the forward ops back."""
+    results = []
+    for micro in (None, 2):
+        main, startup, loss, p = _mlp(micro)
+        test = main.clone(for_test=True)
+        assert "microbatch_loop" not in [op.type for op in test.global_block().ops]
+        exe, scope = fluid.Executor(), fluid.Scope()
+        exe.run(startup, scope=scope)
+        compiled = fluid.CompiledProgram(main).with_data_parallel(
+            loss_name=loss.name, places=fluid.cpu_places(2))
+        out = exe.run(compiled, feed={"x": X, "y": Y}, fetch_list=[loss], scope=scope)
+        pred = exe.run(test, feed={"x": X, "y": Y}, fetch_list=[p], scope=scope)
+        results.append((out[0], pred[0], np.asarray(scope["fc_0.w_0"])))
+    for a, b in zip(*results):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_schedule_counts_steps_and_dropout_draws_per_microbatch():
+    """A learning-rate schedule advances once per step (it stays outside the loop); dropout
+    draws its own mask for each microbatch."""
+    def build(micro):
+        main, startup = fluid.Program(), fluid.Program()
+        main.random_seed = startup.random_seed = 3
+        with fluid.program_guard(main, startup), fluid.unique_name.guard():
+            x = fluid.data("x", [-1, 16], "float32")
+            d = fluid.layers.dropout(x, 0.5)
+            loss = fluid.layers.mean(fluid.layers.fc(d, 1))
+            lr = fluid.layers.exponential_decay(0.1, decay_steps=1, decay_rate=0.5)
+            opt = fluid.optimizer.SGD(lr)
+            if micro:
+                opt = fluid.optimizer.PipelineOptimizer(opt, num_microbatches=micro)
+            opt.minimize(loss)
+        return main, startup, lr, d
+    main, startup, lr, d = build(2)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    ones = np.ones((8, 16), "float32")
+    got = [exe.run(main, feed={"x": ones}, fetch_list=[lr, d], scope=scope) for _ in range(3)]
+    np.testing.assert_allclose([g[0][0] for g in got], [0.1, 0.05, 0.025], rtol=1e-6)
+    masks = got[0][1] != 0
+    assert not np.array_equal(masks[:4], masks[4:])  # the two microbatches' masks differ
+
+
 def test_one_optimizer_update_per_minibatch():
     """Adam's moments and beta powers advance once per run, as with the whole batch."""
     def adam():

@@ -195,12 +195,14 @@ def _build_loop(loss, params_grads, m: int) -> list[str]:
         block.ops.extend(outside)
         program._bump()
         with program.source_guard(user_source()):
-            block.append_op(
+            loop = block.append_op(
                 "microbatch_loop",
                 {"Batch": batch, "State": state, "Consts": consts},
                 {"GradSum": grads, "StateOut": state, "Out": exports},
                 {"body": body, "num_microbatches": m, "num_grads": len(grads),
                  "merges": merges, "sections": sections})
+    # clone(for_test=True) gives a test program these forward ops in the loop's place
+    loop.forward_ops = [op for op in body_ops if op.role == "forward"]
     return sections
 
 
