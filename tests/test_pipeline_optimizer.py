@@ -12,6 +12,8 @@ import graphc
 import graphc.fluid as fluid
 from graphc.backends.interpreter import run_graph
 from graphc.ir.errors import ProgramError, ShapeError
+from graphc.ir.text import parse
+from graphc.ir.verify import verify
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -106,6 +108,20 @@ def test_data_parallel_and_a_test_clone_after_minimize():
         results.append((out[0], pred[0], np.asarray(scope["fc_0.w_0"])))
     for a, b in zip(*results):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_saved_inference_model_is_the_forward(tmp_path):
+    main, startup, loss, p = _mlp(2)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    exe.run(main, feed={"x": X, "y": Y}, fetch_list=[loss], scope=scope)
+    with fluid.scope_guard(scope):
+        fluid.io.save_inference_model(str(tmp_path), ["x"], [p], exe, main)
+        prog, feeds, fetches = fluid.io.load_inference_model(str(tmp_path), exe)
+        got = exe.run(prog, feed={"x": X}, fetch_list=fetches)[0]
+        want = exe.run(main.clone(for_test=True), feed={"x": X, "y": Y}, fetch_list=[p])[0]
+    assert feeds == ["x"] and "microbatch_loop" not in [op.type for op in prog.global_block().ops]
+    np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
 def test_schedule_counts_steps_and_dropout_draws_per_microbatch():
@@ -206,7 +222,11 @@ def test_loop_op_in_the_ir_with_device_sections():
     assert [s.split(":")[:2] for s in loop[0].attr("sections")] == [["gpu", "0"], ["gpu", "1"]]
     assert main._pipeline_opt["num_microbatches"] == 2
     assert main._pipeline_opt["sections"] == loop[0].attr("sections")
-    assert "microbatch_loop" in graphc.lower(main).to_text()
+    text = graphc.lower(main).to_text()
+    assert "microbatch_loop" in text and "gpu:1: ops" in text
+    verify(parse(text))
+    assert parse(text).to_text() == text  # the loop and its body round-trip as text
+    assert fluid.Program()._pipeline_opt is None  # Paddle's attribute on any program
     # the forward and backward run inside the loop; the update once, after it
     assert [op.type for op in ops if op.role == "optimize"] == ["sgd"] * 4
 

@@ -286,6 +286,8 @@ class Program:
 
     # Paddle's process-wide global_seed(): the random_seed of Programs made afterwards
     _global_seed = 0
+    # Paddle's record of PipelineOptimizer's sections (None: not a pipeline program)
+    _pipeline_opt = None
 
     def __init__(self):
         self.blocks: list[Block] = [Block(self, 0)]

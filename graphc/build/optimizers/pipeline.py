@@ -159,8 +159,12 @@ def _build_loop(loss, params_grads, m: int) -> list[str]:
     grads = [g.name for _, g in params_grads if g is not None]
     outside, body_ops = _hoist(block, ops)
     loss_grad = loss.name + GRAD_SUFFIX
-    body_ops = [_scaled(op, 1.0 / m) if op.type == "fill_constant" and op.role == "backward"
-                and op.output_arg_names == [loss_grad] else op for op in body_ops]
+    seeds = [i for i, op in enumerate(body_ops) if op.type == "fill_constant"
+             and op.role == "backward" and op.output_arg_names == [loss_grad]]
+    if len(seeds) != 1:  # without it the summed gradients would be num_microbatches times
+        raise ProgramError(f"{where}: found {len(seeds)} loss-gradient seeds "
+                           f"('{loss_grad}' filled with ones), expected one")
+    body_ops[seeds[0]] = _scaled(body_ops[seeds[0]], 1.0 / m)
     reads, writes = _reads_writes(body_ops)
     state = [n for n in writes if block.var(n).persistable]
     outer_reads = [n for n in reads if n not in state]
