@@ -10,6 +10,7 @@ import pytest
 
 import graphc
 import graphc.fluid as fluid
+from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph
 from graphc.ir.errors import ProgramError, ShapeError
 from graphc.ir.text import parse
@@ -288,6 +289,28 @@ def test_a_batch_that_does_not_split_is_refused_by_name():
     with pytest.raises(ShapeError, match=r"PipelineOptimizer\(num_microbatches=4\): a batch "
                                          r"of 6 rows .* does not split into 4"):
         exe.run(main, feed={"x": X[:6], "y": Y[:6]}, fetch_list=[loss], scope=scope)
+
+
+def test_a_bad_label_in_a_microbatch_refuses_the_step():
+    """Checks made inside the loop reach the step: nothing is committed (jitted), and the
+    interpreter refuses at once."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [-1, 4], "float32")
+        label = fluid.data("label", [-1, 1], "int64")
+        logits = fluid.layers.fc(x, 3)
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, label))
+        fluid.optimizer.PipelineOptimizer(fluid.optimizer.SGD(0.1),
+                                          num_microbatches=2).minimize(loss)
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    state = {n: np.asarray(scope[n]).copy() for n in ("fc_0.w_0", "fc_0.b_0", "learning_rate_0")}
+    feed = {"x": X, "label": np.array([[0], [1], [2], [1], [0], [7], [1], [2]], "int64")}
+    with pytest.raises(DataError, match="holds 7"):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    np.testing.assert_array_equal(np.asarray(scope["fc_0.w_0"]), state["fc_0.w_0"])
+    with pytest.raises(DataError, match="holds 7"):
+        run_graph(graphc.lower(main), state, feed, [loss.name])
 
 
 def _bad_program(make):

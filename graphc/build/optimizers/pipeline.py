@@ -1,14 +1,5 @@
 """PipelineOptimizer: Paddle's pipeline training as one compiled step, the fed batch run as
-microbatches whose gradients are summed before the wrapped optimizer's single update.
-
-Paddle 1.6-1.8 (``cut_list``, ``place_list``, ``concurrency_list``, ``queue_size``,
-``sync_steps``) ran the program's sections in threads joined by queues, each minibatch updating
-the parameters as it reached the last section: without the threads' staleness that is one
-update per minibatch, which graphc computes exactly. Paddle 2.x's ``num_microbatches`` (a
-keyword here) splits each minibatch into microbatches run through the sections in turn, the
-loss gradient scaled by 1/num_microbatches and the gradients summed, one update per minibatch:
-graphc runs them as a ``microbatch_loop`` op (ops/pipeline) inside the step.
-"""
+microbatches whose gradients are summed before the wrapped optimizer's single update."""
 
 from __future__ import annotations
 
@@ -35,7 +26,14 @@ def _int(value, name: str, least: int) -> int:
 
 class PipelineOptimizer:
     """Paddle's PipelineOptimizer (1.6-1.8 arguments; Paddle 2.x's ``num_microbatches`` as a
-    keyword). ``minimize`` builds the inner optimizer's backward and update; with
+    keyword).
+
+    Paddle 1.6-1.8 ran the program's sections (cut at ``cut_list``) in threads joined by
+    queues, each minibatch updating the parameters as it reached the last section: without
+    the threads' staleness that is one update per minibatch, which graphc computes. Paddle
+    2.x splits each minibatch into ``num_microbatches`` run through the sections in turn.
+
+    ``minimize`` builds the inner optimizer's backward and update; with
     ``num_microbatches > 1`` the forward and backward run once per microbatch of the fed
     batch, the gradients of the microbatch losses (each scaled by 1/num_microbatches, as
     Paddle 2.x scales the loss gradient) summed, and the inner optimizer updates once.
