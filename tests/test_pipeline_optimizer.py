@@ -286,6 +286,8 @@ def test_a_batch_that_does_not_split_is_refused_by_name():
     main, startup, loss, _ = _mlp(4)
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
+    with pytest.raises(graphc.FetchError, match="computed inside PipelineOptimizer's loop"):
+        exe.run(main, feed={"x": X, "y": Y}, fetch_list=["fc_0.tmp_2@GRAD"], scope=scope)
     with pytest.raises(ShapeError, match=r"PipelineOptimizer\(num_microbatches=4\): a batch "
                                          r"of 6 rows .* does not split into 4"):
         exe.run(main, feed={"x": X[:6], "y": Y[:6]}, fetch_list=[loss], scope=scope)
