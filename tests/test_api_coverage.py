@@ -87,7 +87,7 @@ def test_classify_real_names(name, status):
 
 # What graphc.fluid offers today (dygraph and contrib left out). Raise these numbers as the
 # surface grows; lowering one needs a reason in the commit that does it.
-FLOOR_SAME = 942  # issue 26: control flow, decoding, LoD control ops (fluid.layers: 0 absent)
+FLOOR_SAME = 945  # issue 24: PipelineOptimizer (+3: class, __init__, minimize; was 942)
 CEILING_ABSENT = 29
 
 

@@ -272,7 +272,7 @@ def test_fluid_one_hot_appends_depth():
     (fluid, "ComplexVariable", "dygraph"),
     (fluid, "load_op_library", "custom operators"),
     (fluid, "no_such_api", "graphc does not provide it"),
-    (fluid.optimizer, "PipelineOptimizer", "PipelineOptimizer"),
+    (fluid.optimizer, "no_such_optimizer", "graphc does not provide it"),
     (fluid.layers, "no_such_layer", "graphc does not provide it"),
     (fluid.param_attr, "no_such_attr", "graphc does not provide it"),
     (graphc, "nn", "static programs only"),

@@ -2581,3 +2581,52 @@ CASES.extend(DECODE_CASES)
 def test_decode_inferred_types(op_type, ins, attrs, outs):
     assert infer(op_type, ins, attrs) == _as_lists(outs)
 # -- end issue 26: decoding
+
+
+# -- issue 24: PipelineOptimizer's microbatch_loop ------------------------------------------------
+MICROBATCH_BODY = """graph @microbatch {
+  input %acc: f32[4] {feed}
+  input %s: f32[4] {feed}
+  input %x: f32[-1,4] {feed}
+  input %w: f32[4] {feed}
+  %y: f32[-1,4] = elementwise_mul(X=%x, Y=%w) {axis=1}
+  %g: f32[4] = reduce_sum(X=%y)
+  %acc2: f32[4] = elementwise_add(X=%acc, Y=%g)
+  %s2: f32[4] = elementwise_add(X=%s, Y=%g)
+  %l: f32[1] = mean(X=%y)
+  output %acc2
+  output %s2
+  output %y
+  output %l
+}
+"""
+MICROBATCH_ATTRS = {"body": MICROBATCH_BODY, "num_microbatches": 2, "num_grads": 1,
+                    "merges": ["rows", "mean"]}
+MICROBATCH_CASES = [
+    case("microbatch_loop", {"Batch": t(-1, 4), "State": t(4), "Consts": t(4)},
+         MICROBATCH_ATTRS, {"GradSum": t(4), "StateOut": t(4), "Out": [t(-1, 4), t(1)]}),
+]
+CASES.extend(MICROBATCH_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", MICROBATCH_CASES)
+def test_microbatch_loop_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("ins, attrs, message", [
+    ({"Batch": t(8, 4), "State": t(4), "Consts": t(4)}, {},
+     "first dimension is the batch"),
+    ({"Batch": t(-1, 4), "State": t(5), "Consts": t(4)}, {}, "State 0 is"),
+    ({"Batch": t(-1, 4), "State": t(4)}, {}, "the body takes 4 inputs"),
+    ({"Batch": t(-1, 4), "State": t(4), "Consts": t(4)}, {"merges": ["rows", "rows"]},
+     "'rows' merges a value whose first dimension is the batch"),
+    ({"Batch": t(-1, 4), "State": t(4), "Consts": t(4)}, {"merges": ["rows", "sum"]},
+     "merge must be one of"),
+    ({"Batch": t(-1, 4), "State": t(4), "Consts": t(4)}, {"merges": ["rows", "mean", "rows"]},
+     "the body returns 4 values"),
+])
+def test_microbatch_loop_bad_inputs_name_the_op(ins, attrs, message):
+    test_bad_inputs_raise_shape_error("microbatch_loop", ins, {**MICROBATCH_ATTRS, **attrs},
+                                      message)
+# -- end issue 24: PipelineOptimizer's microbatch_loop

@@ -37,13 +37,13 @@ ADVICE: dict[str, str] = {
     "contrib.mixed_precision": _AMP,
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
-    # Paddle 1.8's ComplexVariable wraps two dygraph VarBases (real, imag): dygraph only there
-    "ComplexVariable": _DYGRAPH + "; Paddle 1.8's ComplexVariable exists in dygraph mode only",
+    # Paddle 1.8's ComplexVariable (framework.py) is documented as dygraph-only: one with data
+    # comes from dygraph.to_variable(<complex ndarray>), and numpy() reads the two VarBases
+    "ComplexVariable": (
+        "Paddle 1.8's ComplexVariable is a dygraph (imperative) type: its documentation "
+        "supports dygraph mode only, values come from fluid.dygraph.to_variable(<complex "
+        "ndarray>) and numpy() reads its real and imag dygraph variables; " + _DYGRAPH),
     "load_op_library": "graphc cannot load compiled custom operators; register a Python op",
-    # -- issue 24: optimizers graphc refuses (docs/porting_from_paddle.md says why)
-    "optimizer.PipelineOptimizer": (
-        "PipelineOptimizer is not supported: graphc compiles a whole step for its devices and "
-        "has no per-section pipeline workers or queues; use the inner optimizer"),
     # ``import graphc as paddle``: Paddle 2.x's dynamic-graph top level
     "paddle.nn": _DYGRAPH + "; use paddle.fluid.layers",
     "paddle.to_tensor": _DYGRAPH,

@@ -110,7 +110,8 @@ def device_guard(device=None):
     """Paddle 1.8 pins the ops built inside to ``device`` ('cpu', 'gpu' or 'gpu:N'; None or
     '': no preference). graphc compiles a whole step for its devices and XLA decides where
     each op runs, so the ops are built exactly as outside; the device is checked as Paddle
-    checks it (a device id for 'cpu' is an error)."""
+    checks it (a device id for 'cpu' is an error) and recorded on each op built inside
+    (``op.device``, the innermost guard's), so PipelineOptimizer can name the sections."""
     if device is not None and not isinstance(device, str):
         raise DeviceGuardError(f"device_guard: device must be a str or None, got {device!r}")
     kind, _, index = (device or "").partition(":")
@@ -120,7 +121,14 @@ def device_guard(device=None):
     if ":" in (device or "") and (kind != "gpu" or not index.isdigit()):
         raise DeviceGuardError(f"device_guard: only 'gpu' takes a device id ('gpu:0'), got "
                                f"{device!r}")
-    yield
+    block = default_main_program().current_block()
+    start = len(block.ops)
+    try:
+        yield
+    finally:
+        for op in block.ops[start:]:
+            if device and not getattr(op, "device", ""):  # an inner guard's device stays
+                op.device = device
 
 
 # -- issue 25: framework surface

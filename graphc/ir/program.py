@@ -286,6 +286,8 @@ class Program:
 
     # Paddle's process-wide global_seed(): the random_seed of Programs made afterwards
     _global_seed = 0
+    # Paddle's record of PipelineOptimizer's sections (None: not a pipeline program)
+    _pipeline_opt = None
 
     def __init__(self):
         self.blocks: list[Block] = [Block(self, 0)]
@@ -363,17 +365,23 @@ class Program:
                     nv.optimize_attr = dict(v.optimize_attr)
                 nb.vars[name] = nv
             for op in b.ops:
-                if for_test and op.role != "forward":
-                    continue
-                attrs = dict(op.attrs)
-                if for_test and "is_test" in attrs:
-                    attrs["is_test"] = True
-                if for_test:  # the ops inside a branch or a loop body too
-                    from .regions import regions_for_test
-                    attrs = regions_for_test(op.type, attrs)
-                nb.ops.append(Operator(nb, op.type, {k: list(v) for k, v in op.inputs.items()},
-                                       {k: list(v) for k, v in op.outputs.items()}, attrs,
-                                       op.source, op.role))
+                # an op standing for forward ops of the block (PipelineOptimizer's loop over
+                # microbatches holds them with the backward): a test program gets them back
+                stands_for = getattr(op, "forward_ops", ())
+                for old in (stands_for if for_test and op.role != "forward" else (op,)):
+                    if for_test and old.role != "forward":
+                        continue
+                    attrs = dict(old.attrs)
+                    if for_test and "is_test" in attrs:
+                        attrs["is_test"] = True
+                    if for_test:  # the ops inside a branch or a loop body too
+                        attrs = regions_for_test(old.type, attrs)
+                    nb.ops.append(Operator(nb, old.type,
+                                           {k: list(v) for k, v in old.inputs.items()},
+                                           {k: list(v) for k, v in old.outputs.items()}, attrs,
+                                           old.source, old.role))
+                    if stands_for and not for_test:
+                        nb.ops[-1].forward_ops = stands_for
             if for_test:
                 used = {n for op in nb.ops for n in op.input_arg_names + op.output_arg_names}
                 nb.vars = {k: v for k, v in nb.vars.items()

@@ -253,6 +253,15 @@ class Executor:
             ensure_compilation_cache()  # graphc's one global JAX setting (compile_cache.py)
             for name in fetch_names:
                 if name not in prep.graph.vars:
+                    # -- issue 24: a value PipelineOptimizer's loop keeps to itself
+                    if any(op.type == "microbatch_loop" and f"%{name}:" in op.attrs["body"]
+                           for op in prep.graph.ops()):
+                        raise FetchError(
+                            f"cannot fetch '{name}': it is computed inside PipelineOptimizer's "
+                            "loop over microbatches, which gives back the parameter gradients, "
+                            "the loss and other float values of fixed shape (their mean) and "
+                            "values whose first dimension is the batch (docs/porting_from_"
+                            "paddle.md)")
                     raise FetchError(f"cannot fetch '{name}': it is not a variable computed or "
                                      "read by this program")
             devices = prep.devices

@@ -1,0 +1,1 @@
+"""The microbatch loop of PipelineOptimizer (graphc/build/optimizers/pipeline.py)."""
