@@ -28,6 +28,7 @@ from . import lod as _lod
 from .executor import Executor, _raise_if_refused
 from .feeds import FeedError
 from .lod import LoDArray, LoDTensor, bucket, pack_feeds, unpack_fetch
+from .predictor_step import HostIdChecks, InferenceStep, host_segments
 from .scope import Scope
 
 __all__ = ["Predictor", "PredictorError"]
@@ -44,10 +45,18 @@ class PredictorError(GraphcError):
 class _Fast:
     """What a remembered run needs: the step, its parameter arrays, and the feed order."""
 
-    __slots__ = ("step", "updated", "readonly", "feed_names", "lod_feeds", "verdicts")
+    __slots__ = ("step", "base", "host_checks", "segments", "updated", "readonly",
+                 "feed_names", "lod_feeds", "verdicts")
 
-    def __init__(self, step, readonly: tuple, lod_feeds: dict):
+    def __init__(self, step, readonly: tuple, lod_feeds: dict, base=None, host_checks=None,
+                 segments=frozenset()):
         self.step = step
+        # the executor's step, when ``step`` is the predictor's own (predictor_step.py): its
+        # check sites name a refused id's culprit; host_checks: its checks made on the host
+        self.base = base if base is not None else step
+        self.host_checks = host_checks
+        # LoD feeds whose segment ids the host computes: name -> [lengths, capacity, ids]
+        self.segments = {n: [None, 0, None] for n in segments}
         # state a test-mode op rewrites unchanged (batch norm's statistics): read from the
         # scope and put back each run, as its buffers are donated
         self.updated = tuple(step.updated_names)
@@ -174,7 +183,15 @@ class Predictor:
                      if n in feeds}
         if len(self._fast) >= _FAST_PER_PREDICTOR:
             self._fast.clear()
-        self._fast[key] = _Fast(step, readonly, lod_feeds)
+        # the predictor's own step (predictor_step.py): host segment ids for one-level LoD
+        # feeds, the checks on the host when each is a fed id's
+        host = HostIdChecks.of(step) if step.check_sites else None
+        segments = frozenset(n for n, (t, _) in lod_feeds.items() if t.lod_level == 1)
+        if host is None and not segments:
+            self._fast[key] = _Fast(step, readonly, lod_feeds)
+            return
+        own = InferenceStep(step, check_data=step.check_data and host is None)
+        self._fast[key] = _Fast(own, readonly, lod_feeds, step, host, segments)
 
     def _run_fast(self, fast: _Fast, feed: dict, lods: dict | None) -> list:
         if fast.lod_feeds:
@@ -188,6 +205,13 @@ class Predictor:
                           if n in lod else feed[n] for n in fast.feed_names])
         else:
             args = tuple([feed[n] for n in fast.feed_names])
+        if fast.segments:
+            args = _with_segments(fast, args)
+        if fast.host_checks is not None:
+            refused = fast.host_checks.refused(args)
+            if refused is not None:  # before the step runs: nothing changes
+                prep = self.executor._prepare(self.program, None, self.fetch_names)
+                _raise_if_refused(fast.base, prep, refused)
         step, exe, names = fast.step, self.executor, fast.updated
         updated = self.scope.gather(names) if names else ()
         if exe._on_default_device:
@@ -208,6 +232,22 @@ class Predictor:
         twin = object.__new__(Predictor)
         twin.__dict__.update(self.__dict__)
         return twin
+
+
+def _with_segments(fast: _Fast, args: tuple) -> tuple:
+    """``args`` with each one-level LoD feed as (its LoDArray, its segment ids), the ids
+    kept while the feed's lengths array is the same one (a repeated verdict's)."""
+    out = list(args)
+    for i, name in enumerate(fast.feed_names):
+        memo = fast.segments.get(name)
+        if memo is None or not isinstance(out[i], LoDArray):
+            continue
+        lod = out[i]
+        lengths, cap = lod.lengths[0], lod.data.shape[0]
+        if memo[0] is not lengths or memo[1] != cap:
+            memo[:] = lengths, cap, host_segments(np.asarray(lengths), cap)
+        out[i] = (lod, memo[2])
+    return tuple(out)
 
 
 def _host(value):

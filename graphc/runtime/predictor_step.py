@@ -1,0 +1,116 @@
+"""The inference predictor's own step for a remembered signature: LoD feeds' segment ids come
+from the host and embedding-id checks on fed ids run on the host, so XLA runs the model's ops.
+
+Why: on XLA:CPU a small program's time is mostly its number of kernels. The executor's step
+derives each LoD feed's segment ids on the device (a scatter and two running sums) and checks
+each fed id against its table in the program (reductions and a summary output): in a 4-slot
+CTR model those were most of the kernels. The predictor has the offsets on the host, where
+``np.repeat`` gives the same ids in a few microseconds (and none when the offsets repeat),
+and a min/max of the fed ids decides the same check; a bad id still raises the executor's
+DataError, with the same culprit, value and position (``HostIdChecks``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE
+from ..backends.jax.step import CompiledStep
+from ..backends.lod import LoDArray, given_segments
+
+__all__ = ["HostIdChecks", "InferenceStep", "host_segments"]
+
+_HOST_CHECKED = ("lookup_table",)  # ops whose data check the host repeats exactly (Ids)
+_UNSIGNED = {np.dtype(f"int{b}"): np.dtype(f"uint{b}") for b in (8, 16, 32, 64)}
+
+
+class InferenceStep(CompiledStep):
+    """``base``'s graph and fetches compiled again; a feed argument may be a pair (its
+    LoDArray, its segment ids on the host, ``host_segments``), which the step's ops use
+    instead of deriving them. ``check_data`` False when every check is made on the host."""
+
+    def __init__(self, base: CompiledStep, check_data: bool):
+        super().__init__(base.graph, base.fetch_values, donate=base.donate,
+                         check_data=check_data, services=base.services)
+        self.feed_shapes = base.feed_shapes
+
+    def _step(self, updated, readonly, feeds, step):
+        known, plain = {}, []
+        for f in feeds:
+            if type(f) is tuple:  # (LoDArray, segment ids): see the class doc
+                lod, segments = f
+                known[id(lod.lengths[-1])] = (lod.lengths[-1], segments)
+                f = lod
+            plain.append(f)
+        with given_segments(known):
+            return super()._step(updated, readonly, tuple(plain), step)
+
+
+def host_segments(lengths: np.ndarray, capacity: int) -> np.ndarray:
+    """``token_segments`` on the host: the sequence of each of ``capacity`` rows, padding
+    rows ``len(lengths)`` (lengths are checked non-negative and summing to the tokens)."""
+    n = lengths.shape[0]
+    out = np.full(capacity, n, np.int32)
+    ids = np.repeat(np.arange(n, dtype=np.int32), lengths)
+    out[:ids.shape[0]] = ids
+    return out
+
+
+class HostIdChecks:
+    """The data checks of ``step`` (traced) when each is an embedding lookup's id check on a
+    fed value: per check, the feed's position in the step's feeds, the table's rows and the
+    padding index. ``of(step)`` is None when any check is something else."""
+
+    __slots__ = ("sites",)
+
+    def __init__(self, sites: tuple):
+        self.sites = sites
+
+    @classmethod
+    def of(cls, step: CompiledStep) -> HostIdChecks | None:
+        graph, position = step.graph, {v: i for i, v in enumerate(step.feed_inputs)}
+        sites = []
+        for site in step.check_sites:
+            op = site.op
+            if op is None or op.type not in _HOST_CHECKED or site.slot != "Ids":
+                return None
+            ins = graph.op_inputs(op)
+            ids, table = ins.get("Ids", [None])[0], ins.get("W", [None])[0]
+            if ids not in position or table is None:
+                return None
+            sites.append((position[ids], int(table.type.shape[0]),
+                          int(op.attrs.get("padding_idx", -1))))
+        return cls(tuple(sites))
+
+    def refused(self, args: tuple) -> np.ndarray | None:
+        """None when every id is in its table (or is the padding index); else the
+        ``[checks, 4]`` summary the step's own checks would have returned (count, first bad
+        value and its flat position)."""
+        for at, rows, _ in self.sites:
+            ids = _ids(args[at])
+            # one reduction: as unsigned, a negative id is larger than any table
+            wide = ids.view(_UNSIGNED[ids.dtype]) if ids.dtype in _UNSIGNED else ids
+            if ids.size and (wide is ids and ids.min() < 0 or wide.max() >= rows):
+                summary = self._summary(args)
+                return summary if summary[:, COUNT].any() else None
+        return None
+
+    def _summary(self, args: tuple) -> np.ndarray:
+        out = np.zeros((len(self.sites), 4), np.int64)
+        for i, (at, rows, pad) in enumerate(self.sites):
+            ids = _ids(args[at]).reshape(-1)
+            bad = (ids < 0) | (ids >= rows)
+            if pad != -1:
+                bad &= ids != pad
+            if bad.any():
+                first = int(np.argmax(bad))
+                out[i, COUNT], out[i, VALUE], out[i, POSITION] = bad.sum(), ids[first], first
+                out[i, ITERATION] = 0
+        return out
+
+
+def _ids(arg) -> np.ndarray:
+    """A step's feed argument as the array its lookup reads (a LoD feed's packed tokens)."""
+    if type(arg) is tuple:
+        arg = arg[0]
+    return np.asarray(arg.data if isinstance(arg, LoDArray) else arg)
