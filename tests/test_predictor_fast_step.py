@@ -94,6 +94,13 @@ def test_lod_fast_step_equals_exe_run_with_one_trace(tmp_path, batch_norm):
     assert isinstance(fast.step, InferenceStep) and fast.host_checks is not None
     assert not fast.step.check_data and fast.step.traces == 1
     assert sorted(fast.segments) == ["a", "b"]
+    # the last offsets again: the steady case packs both feeds into one buffer
+    feed = {k: batch[k][0] for k in "ab"}
+    lods = {k: [[0, *np.cumsum(batch[k][1]).tolist()]] for k in "ab"}
+    packed = fast.stack.pack(feed, lods, fast.verdicts, fast.dtypes)
+    assert packed["a"].data.base is packed["b"].data.base is not None
+    np.testing.assert_array_equal(packed["b"].data[:len(batch["b"][0])], batch["b"][0])
+    assert fast.stack.checked == {0, 1}
 
 
 def _predictor(dirname):

@@ -28,7 +28,7 @@ from . import lod as _lod
 from .executor import Executor, _raise_if_refused
 from .feeds import FeedError
 from .lod import LoDArray, LoDTensor, bucket, pack_feeds, unpack_fetch
-from .predictor_step import HostIdChecks, InferenceStep, host_segments
+from .predictor_step import HostIdChecks, InferenceStep, StackPlan, host_segments
 from .scope import Scope
 
 __all__ = ["Predictor", "PredictorError"]
@@ -46,7 +46,7 @@ class _Fast:
     """What a remembered run needs: the step, its parameter arrays, and the feed order."""
 
     __slots__ = ("step", "base", "host_checks", "segments", "updated", "readonly",
-                 "feed_names", "lod_feeds", "verdicts")
+                 "feed_names", "lod_feeds", "verdicts", "stack", "dtypes")
 
     def __init__(self, step, readonly: tuple, lod_feeds: dict, base=None, host_checks=None,
                  segments=frozenset()):
@@ -66,6 +66,11 @@ class _Fast:
         # name -> the last offsets (a copy), token shape and dtype found valid, with the
         # lengths and bucket they gave: the same again needs no checks (see _pack_offsets)
         self.verdicts: dict[str, tuple] = {}
+        # the steady zero-copy case's packing (predictor_step.StackPlan), for own steps
+        self.stack = (StackPlan(self.feed_names, lod_feeds, host_checks,
+                                _lod.SHARED_BUCKET) if base is not None and lod_feeds
+                      else None)
+        self.dtypes = {n: np.dtype(d) for n, (_, d) in lod_feeds.items()}
 
 
 class Predictor:
@@ -194,7 +199,11 @@ class Predictor:
         self._fast[key] = _Fast(own, readonly, lod_feeds, step, host, segments)
 
     def _run_fast(self, fast: _Fast, feed: dict, lods: dict | None) -> list:
-        if fast.lod_feeds:
+        stacked = (fast.stack.pack(feed, lods, fast.verdicts, fast.dtypes)
+                   if fast.stack is not None and lods else None)
+        if stacked is not None:  # the steady zero-copy case (see StackPlan)
+            args = tuple([stacked.get(n) or feed[n] for n in fast.feed_names])
+        elif fast.lod_feeds:
             lod = fast.lod_feeds
             # the executor packs a step's LoD feeds into one shared bucket: so does this path
             cap = (bucket(max(np.shape(feed[n])[0] for n in lod))
@@ -208,7 +217,8 @@ class Predictor:
         if fast.segments:
             args = _with_segments(fast, args)
         if fast.host_checks is not None:
-            refused = fast.host_checks.refused(args)
+            refused = fast.host_checks.refused(
+                args, fast.stack.checked if stacked is not None else frozenset())
             if refused is not None:  # before the step runs: nothing changes
                 prep = self.executor._prepare(self.program, None, self.fetch_names)
                 _raise_if_refused(fast.base, prep, refused)

@@ -17,8 +17,9 @@ import numpy as np
 from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE
 from ..backends.jax.step import CompiledStep
 from ..backends.lod import LoDArray, given_segments
+from .lod import bucket
 
-__all__ = ["HostIdChecks", "InferenceStep", "host_segments"]
+__all__ = ["HostIdChecks", "InferenceStep", "StackPlan", "host_segments"]
 
 _HOST_CHECKED = ("lookup_table",)  # ops whose data check the host repeats exactly (Ids)
 _UNSIGNED = {np.dtype(f"int{b}"): np.dtype(f"uint{b}") for b in (8, 16, 32, 64)}
@@ -82,11 +83,13 @@ class HostIdChecks:
                           int(op.attrs.get("padding_idx", -1))))
         return cls(tuple(sites))
 
-    def refused(self, args: tuple) -> np.ndarray | None:
+    def refused(self, args: tuple, skip=frozenset()) -> np.ndarray | None:
         """None when every id is in its table (or is the padding index); else the
         ``[checks, 4]`` summary the step's own checks would have returned (count, first bad
-        value and its flat position)."""
+        value and its flat position). ``skip``: feed positions already found in range."""
         for at, rows, _ in self.sites:
+            if at in skip:
+                continue
             ids = _ids(args[at])
             # one reduction: as unsigned, a negative id is larger than any table
             wide = ids.view(_UNSIGNED[ids.dtype]) if ids.dtype in _UNSIGNED else ids
@@ -114,3 +117,57 @@ def _ids(arg) -> np.ndarray:
     if type(arg) is tuple:
         arg = arg[0]
     return np.asarray(arg.data if isinstance(arg, LoDArray) else arg)
+
+
+class StackPlan:
+    """The steady zero-copy case, made cheap: every LoD feed given as tokens and offsets
+    equal to its last valid ones (``Predictor``'s verdicts) is packed into one zeroed
+    buffer ``[feeds, bucket, ...]`` (one allocation) and its ids checked against every
+    table that reads them with one reduction. ``names``: the LoD feeds in the step's order;
+    ``limits``: per feed, the fewest rows of a table it indexes (None: no host checks);
+    ``checked``: their feed positions, which ``HostIdChecks.refused`` then skips."""
+
+    __slots__ = ("names", "limits", "checked", "shared")
+
+    def __init__(self, feed_names: tuple, lod_feeds: dict, host: HostIdChecks | None,
+                 shared: bool):
+        self.names = tuple(n for n in feed_names if n in lod_feeds)
+        self.shared = shared or len(self.names) == 1
+        self.limits, self.checked = None, frozenset()
+        if host is not None:
+            at = {n: feed_names.index(n) for n in self.names}
+            limits = [min([rows for pos, rows, _ in host.sites if pos == at[n]],
+                          default=np.iinfo(np.int64).max) for n in self.names]
+            self.limits = np.asarray(limits, np.uint64)
+            self.checked = frozenset(at.values())
+
+    def pack(self, feed: dict, lods: dict, verdicts: dict, dtypes: dict) -> dict | None:
+        """{name: LoDArray} for the LoD feeds, or None: not the steady case, or an id
+        outside a table (the full path then packs again and refuses it exactly)."""
+        if not self.shared:
+            return None
+        seen_all = []
+        for n in self.names:
+            seen, data, off = verdicts.get(n), feed.get(n), lods.get(n)
+            if (seen is None or off is None or type(data) is not np.ndarray
+                    or data.shape != seen[1] or data.dtype != dtypes[n] or len(off) != 1
+                    or type(off[0]) is not list or off[0] != seen[0]):
+                return None
+            seen_all.append((data, seen))
+        first = seen_all[0][1]
+        trail, dtype = first[2][1:], seen_all[0][0].dtype
+        if any(s[2][1:] != trail or d.dtype != dtype for d, s in seen_all):
+            return None
+        cap = (bucket(max(s[2][0] for _, s in seen_all)) if len(seen_all) > 1
+               else first[3])
+        buf = np.zeros((len(seen_all), cap, *trail), dtype)
+        for i, (data, seen) in enumerate(seen_all):
+            buf[i, :seen[2][0]] = data.reshape(seen[2])
+        if self.limits is not None and dtype in _UNSIGNED:
+            wide = buf.view(_UNSIGNED[dtype]).reshape(len(seen_all), -1)
+            if (wide.max(axis=1) >= self.limits).any():
+                return None
+        elif self.limits is not None:
+            return None
+        return {n: LoDArray(buf[i], (seen[4],)) for i, (n, (_, seen)) in
+                enumerate(zip(self.names, seen_all))}
