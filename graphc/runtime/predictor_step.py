@@ -44,7 +44,10 @@ class InferenceStep(CompiledStep):
                 f = lod
             plain.append(f)
         with given_segments(known):
-            return super()._step(updated, readonly, tuple(plain), step)
+            new, created, fetched, checks = super()._step(updated, readonly, tuple(plain),
+                                                          step)
+        # no checks in the program: no empty summary to allocate and return either
+        return new, created, fetched, checks if self.check_data else None
 
 
 def host_segments(lengths: np.ndarray, capacity: int) -> np.ndarray:
