@@ -83,9 +83,10 @@ def test_lod_fast_step_equals_exe_run_with_one_trace(tmp_path, batch_norm):
     d = _save(tmp_path, lod=True, batch_norm=batch_norm)
     predictor = fluid.core.create_paddle_predictor(fluid.core.AnalysisConfig(d))
     rng = np.random.default_rng(4)
-    # sizes within one bucket (16 tokens), empty sequences, repeated offsets
-    stream = [([2, 0, 3], [1, 4, 2]), ([1, 1, 1], [5, 0, 6]), ([1, 1, 1], [5, 0, 6]),
-              ([0, 0, 7], [3, 3, 3]), ([2, 0, 3], [1, 4, 2])]
+    # sizes within one bucket (17-32 tokens), empty sequences, repeated offsets; then one
+    # small batch (<= 16 tokens: the executor's step, see DEVICE_SEGMENTS_UP_TO)
+    stream = [([9, 0, 13], [1, 4, 2]), ([1, 11, 8], [5, 0, 6]), ([1, 11, 8], [5, 0, 6]),
+              ([0, 0, 7], [13, 13, 3]), ([2, 1, 3], [1, 4, 2]), ([9, 0, 13], [1, 4, 2])]
     for lengths in stream:
         batch = _batch(rng, lengths)
         np.testing.assert_allclose(_zero_copy(predictor, batch, True),
@@ -93,6 +94,7 @@ def test_lod_fast_step_equals_exe_run_with_one_trace(tmp_path, batch_norm):
     (fast,) = predictor.core._fast.values()
     assert isinstance(fast.step, InferenceStep) and fast.host_checks is not None
     assert not fast.step.check_data and fast.step.traces == 1
+    assert fast.base.traces == 2  # its first run's bucket (32) and the small batch's (16)
     assert sorted(fast.segments) == ["a", "b"]
     # the last offsets again: the steady case packs both feeds into one buffer
     feed = {k: batch[k][0] for k in "ab"}
@@ -114,14 +116,15 @@ def _first_error(call):
     return str(info.value)
 
 
-@pytest.mark.parametrize("lod", [True, False])
+@pytest.mark.parametrize("lod", [True, "small", False])
 @pytest.mark.parametrize("bad_id", [VOCAB, -2])
 def test_a_bad_id_is_exe_runs_data_error_from_the_fast_path(tmp_path, lod, bad_id):
     """The executor's check (the first run) and the host's (a remembered signature) refuse
-    the same id with the same message: the feed, the value, its position, the op."""
-    d = _save(tmp_path / "m", lod=lod)
+    the same id with the same message: the feed, the value, its position, the op. "small":
+    a batch of at most 16 tokens, which the executor's step (its own checks) runs."""
+    d = _save(tmp_path / "m", lod=bool(lod))
     rng = np.random.default_rng(5)
-    lengths = ([2, 1, 3], [1, 2, 2])
+    lengths = ([2, 1, 3], [1, 2, 2]) if lod == "small" else ([12, 1, 3], [1, 9, 12])
     good = _batch(rng, lengths)
     bad = _batch(rng, lengths, bad=("b", 3, bad_id))
     if not lod:  # dense ids: one per row
@@ -137,6 +140,7 @@ def test_a_bad_id_is_exe_runs_data_error_from_the_fast_path(tmp_path, lod, bad_i
                                    atol=1e-6)
     (fast,) = predictor.core._fast.values()
     assert isinstance(fast.step, InferenceStep) and fast.host_checks is not None
+    assert fast.step.traces == (lod != "small")
     assert _first_error(lambda: _zero_copy(predictor, bad, lod)) == want
     # refused before running: the next good batch runs as before
     np.testing.assert_allclose(_zero_copy(predictor, good, lod), expect, rtol=1e-5,

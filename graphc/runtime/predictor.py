@@ -28,7 +28,13 @@ from . import lod as _lod
 from .executor import Executor, _raise_if_refused
 from .feeds import FeedError
 from .lod import LoDArray, LoDTensor, bucket, pack_feeds, unpack_fetch
-from .predictor_step import HostIdChecks, InferenceStep, StackPlan, host_segments
+from .predictor_step import (
+    DEVICE_SEGMENTS_UP_TO,
+    HostIdChecks,
+    InferenceStep,
+    StackPlan,
+    host_segments,
+)
 from .scope import Scope
 
 __all__ = ["Predictor", "PredictorError"]
@@ -214,6 +220,8 @@ class Predictor:
                           if n in lod else feed[n] for n in fast.feed_names])
         else:
             args = tuple([feed[n] for n in fast.feed_names])
+        if fast.base is not fast.step and _small(fast, args):
+            return self._call(fast, fast.base, args)  # see DEVICE_SEGMENTS_UP_TO
         if fast.segments:
             args = _with_segments(fast, args)
         if fast.host_checks is not None:
@@ -222,7 +230,11 @@ class Predictor:
             if refused is not None:  # before the step runs: nothing changes
                 prep = self.executor._prepare(self.program, None, self.fetch_names)
                 _raise_if_refused(fast.base, prep, refused)
-        step, exe, names = fast.step, self.executor, fast.updated
+        return self._call(fast, fast.step, args)
+
+    def _call(self, fast: _Fast, step, args: tuple) -> list:
+        """Run ``step`` on ``args`` with the remembered state; the fetches on the host."""
+        exe, names = self.executor, fast.updated
         updated = self.scope.gather(names) if names else ()
         if exe._on_default_device:
             new, _, fetched, checks = step(updated, fast.readonly, args, None)
@@ -242,6 +254,14 @@ class Predictor:
         twin = object.__new__(Predictor)
         twin.__dict__.update(self.__dict__)
         return twin
+
+
+def _small(fast: _Fast, args: tuple) -> bool:
+    """Whether the LoD feeds' buffer is small enough for the executor's own step."""
+    for n, a in zip(fast.feed_names, args):
+        if n in fast.lod_feeds and isinstance(a, LoDArray):
+            return a.data.shape[0] <= DEVICE_SEGMENTS_UP_TO
+    return False
 
 
 def _with_segments(fast: _Fast, args: tuple) -> tuple:
