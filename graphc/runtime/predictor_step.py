@@ -135,19 +135,21 @@ class StackPlan:
     ``limits``: per feed, the fewest rows of a table it indexes (None: no host checks);
     ``checked``: their feed positions, which ``HostIdChecks.refused`` then skips."""
 
-    __slots__ = ("names", "limits", "checked", "shared")
+    __slots__ = ("names", "limits", "limit", "checked", "shared")
 
     def __init__(self, feed_names: tuple, lod_feeds: dict, host: HostIdChecks | None,
                  shared: bool):
         self.names = tuple(n for n in feed_names if n in lod_feeds)
         self.shared = shared or len(self.names) == 1
-        self.limits, self.checked = None, frozenset()
+        self.limits, self.limit, self.checked = None, None, frozenset()
         if host is not None:
             at = {n: feed_names.index(n) for n in self.names}
             limits = [min([rows for pos, rows, _ in host.sites if pos == at[n]],
                           default=np.iinfo(np.int64).max) for n in self.names]
             self.limits = np.asarray(limits, np.uint64)
             self.checked = frozenset(at.values())
+            if len(set(limits)) == 1:
+                self.limit = limits[0]
 
     def pack(self, feed: dict, lods: dict, verdicts: dict, dtypes: dict) -> dict | None:
         """{name: LoDArray} for the LoD feeds, or None: not the steady case, or an id
@@ -168,14 +170,18 @@ class StackPlan:
             return None
         cap = (bucket(max(s[2][0] for _, s in seen_all)) if len(seen_all) > 1
                else first[3])
+        # few numpy calls: each costs microseconds beside a step that has cooled the caches
         buf = np.zeros((len(seen_all), cap, *trail), dtype)
         for i, (data, seen) in enumerate(seen_all):
-            buf[i, :seen[2][0]] = data.reshape(seen[2])
+            buf[i, :seen[2][0]] = data if data.shape == seen[2] else data.reshape(seen[2])
         if cap <= DEVICE_SEGMENTS_UP_TO:
             pass  # the executor's step runs, with its own checks (see DEVICE_SEGMENTS_UP_TO)
         elif self.limits is not None and dtype in _UNSIGNED:
-            wide = buf.view(_UNSIGNED[dtype]).reshape(len(seen_all), -1)
-            if (wide.max(axis=1) >= self.limits).any():
+            wide = buf.view(_UNSIGNED[dtype])
+            if self.limit is not None:  # one table size for all: one reduction
+                if wide.max() >= self.limit:
+                    return None
+            elif (wide.reshape(len(seen_all), -1).max(axis=1) >= self.limits).any():
                 return None
         elif self.limits is not None:
             return None
