@@ -166,3 +166,22 @@ def test_host_segments_equal_the_devices_and_are_used_only_for_their_lengths():
                                       [0, 0, 1, 2, 2, 2, 2, 2])
         # another capacity: derived on the device
         np.testing.assert_array_equal(np.asarray(token_segments(lengths, 4)), [0, 0, 1, 2])
+
+
+def test_stack_plan_checks_each_feed_against_its_own_table():
+    """Tables of different sizes: an id the larger one holds is refused for the smaller."""
+    from graphc.runtime.predictor_step import HostIdChecks, StackPlan
+
+    host = HostIdChecks(((0, 10, -1), (1, 50, -1)))  # feed a: 10 rows, feed b: 50
+    plan = StackPlan(("a", "b"), {"a": None, "b": None}, host, shared=True)
+    assert plan.limit is None and plan.checked == {0, 1}
+    lengths = np.asarray([20], np.int32)
+    verdicts = {k: ([0, 20], (20, 1), (20, 1), 32, lengths) for k in "ab"}
+    dtypes = {k: np.dtype("int64") for k in "ab"}
+    lods = {k: [[0, 20]] for k in "ab"}
+    ok = {"a": np.full((20, 1), 9), "b": np.full((20, 1), 30)}
+    assert plan.pack(ok, lods, verdicts, dtypes)["b"].data.shape == (32, 1)
+    for k, v in (("a", 30), ("b", 50), ("a", -1)):
+        bad = dict(ok)
+        bad[k] = np.full((20, 1), v)
+        assert plan.pack(bad, lods, verdicts, dtypes) is None
