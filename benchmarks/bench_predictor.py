@@ -22,15 +22,22 @@ processes only slows a round down) is the estimate, printed with the ratio predi
 (target <= 1.1); the median over rounds follows in parentheses. Outputs are checked equal
 (to 1e-5) first.
 
-Results (shared 2-core CPU box, load average ~10, JAX 0.10.2; us per call, ratio; the
-analysis is in benchmarks/README.md, "bench_predictor.py"):
+Paddle Inference (``--paddle-python``, found as ``paddle-venv/bin/python`` beside the
+repository or a parent folder, skipped with a note when absent; ``--no-paddle``) runs the same
+saved files and feeds in a subprocess of Paddle's interpreter (paddle_inference_side.py).
+``--clock cpu`` times CPU time instead of wall time (steadier on a busy machine).
 
-    resnet  batch 1:     837 vs     818   1.02      ctr  batch 1:   119 vs  81   1.47
-    resnet  batch 64: 57,759 vs  61,249   0.94      ctr  batch 64:  259 vs 101   2.58
+Results (shared 2-core CPU box, load average 10-17, JAX 0.10.2, PaddlePaddle 3.3.1, ``--clock
+cpu``; us per call: predictor vs hand, ratio, Paddle Inference; the analysis is in
+benchmarks/README.md, "bench_predictor.py"):
 
-ResNet is at parity; CTR's remaining gap is its compiled step (bucketed LoD, device-side
-segment ids, int64 ids, id checks), about equal to the hand step at batch 1 and 1.6-2x at
-batch 64, plus ~20 us of host work per call (4 slots).
+    resnet batch 1:     754 vs     676  1.12   Paddle    868
+    resnet batch 64: 32,180 vs  31,694  1.02   Paddle 18,683
+    ctr    batch 1:     120 vs      82  1.47   Paddle    345
+    ctr    batch 64:    168 vs     100  1.68   Paddle    381   (2.79 before its own step)
+
+ResNet is at parity. CTR's compiled step is now within ~15% of the hand function's; the
+rest is Python host work around it (the zero-copy calls, packing, the host id check).
 """
 
 from __future__ import annotations
