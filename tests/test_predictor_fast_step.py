@@ -185,3 +185,34 @@ def test_stack_plan_checks_each_feed_against_its_own_table():
         bad = dict(ok)
         bad[k] = np.full((20, 1), v)
         assert plan.pack(bad, lods, verdicts, dtypes) is None
+
+
+def test_clones_with_lod_inputs_from_several_threads(tmp_path):
+    """Clones share the remembered step and its host segment ids: each thread's stream of
+    batches (own lengths, one bucket) still gives exe.run's numbers."""
+    import threading
+
+    d = _save(tmp_path, lod=True)
+    predictor = _predictor(d)
+    rng = np.random.default_rng(7)
+    streams = [[_batch(rng, lengths) for _ in range(2)] for lengths in
+               (([9, 0, 13], [1, 4, 2]), ([5, 5, 10], [17, 1, 1]), ([1, 1, 20], [6, 6, 6]))]
+    wants = [[_want(d, _exe_feed(b, True)) for b in s] for s in streams]
+    _zero_copy(predictor, streams[0][0], True)
+    errors = []
+
+    def work(k):
+        mine = predictor.clone()
+        try:
+            for i in range(30):
+                got = _zero_copy(mine, streams[k][i % 2], True)
+                np.testing.assert_allclose(got, wants[k][i % 2], rtol=1e-5, atol=1e-6)
+        except Exception as exc:  # reported below, with the thread's stream
+            errors.append((k, exc))
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors

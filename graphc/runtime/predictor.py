@@ -61,8 +61,9 @@ class _Fast:
         # check sites name a refused id's culprit; host_checks: its checks made on the host
         self.base = base if base is not None else step
         self.host_checks = host_checks
-        # LoD feeds whose segment ids the host computes: name -> [lengths, capacity, ids]
-        self.segments = {n: [None, 0, None] for n in segments}
+        # LoD feeds whose segment ids the host computes: name -> (lengths, capacity, ids),
+        # replaced whole (clones run unlocked from several threads: never read half of one)
+        self.segments = {n: (None, 0, None) for n in segments}
         # state a test-mode op rewrites unchanged (batch norm's statistics): read from the
         # scope and put back each run, as its buffers are donated
         self.updated = tuple(step.updated_names)
@@ -275,7 +276,8 @@ def _with_segments(fast: _Fast, args: tuple) -> tuple:
         lod = out[i]
         lengths, cap = lod.lengths[0], lod.data.shape[0]
         if memo[0] is not lengths or memo[1] != cap:
-            memo[:] = lengths, cap, host_segments(np.asarray(lengths), cap)
+            memo = lengths, cap, host_segments(np.asarray(lengths), cap)
+            fast.segments[name] = memo
         out[i] = (lod, memo[2])
     return tuple(out)
 
