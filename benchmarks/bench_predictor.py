@@ -297,8 +297,10 @@ def main(argv: list[str] | None = None) -> int:
     paddle = None if args.no_paddle else find_paddle_python(args.paddle_python)
     print(f"devices: {jax.devices()}; clock: {args.clock}")
     if paddle is None:
-        print("Paddle Inference: skipped (" + ("--no-paddle" if args.no_paddle else
-              "no paddle-venv/bin/python found; give --paddle-python PATH") + ")")
+        why = ("--no-paddle" if args.no_paddle else
+               f"{args.paddle_python} does not exist" if args.paddle_python else
+               "no paddle-venv/bin/python found; give --paddle-python PATH")
+        print(f"Paddle Inference: skipped ({why})")
     else:
         print(f"Paddle Inference: {paddle} ({args.paddle_threads} threads, run after graphc "
               "and hand jax.jit in a subprocess; its ratio is against hand's time)")
