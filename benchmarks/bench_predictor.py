@@ -22,24 +22,33 @@ processes only slows a round down) is the estimate, printed with the ratio predi
 (target <= 1.1); the median over rounds follows in parentheses. Outputs are checked equal
 (to 1e-5) first.
 
-Results (shared 2-core CPU box, load average ~10, JAX 0.10.2; us per call, ratio; the
-analysis is in benchmarks/README.md, "bench_predictor.py"):
+Paddle Inference (``--paddle-python``, found as ``paddle-venv/bin/python`` beside the
+repository or a parent folder, skipped with a note when absent; ``--no-paddle``) runs the same
+saved files and feeds in a subprocess of Paddle's interpreter (paddle_inference_side.py).
+``--clock cpu`` times CPU time instead of wall time (steadier on a busy machine).
 
-    resnet  batch 1:     837 vs     818   1.02      ctr  batch 1:   119 vs  81   1.47
-    resnet  batch 64: 57,759 vs  61,249   0.94      ctr  batch 64:  259 vs 101   2.58
+Results (shared 2-core CPU box, load average 10-17, JAX 0.10.2, PaddlePaddle 3.3.1, ``--clock
+cpu``; us per call: predictor vs hand, ratio, Paddle Inference; the analysis is in
+benchmarks/README.md, "bench_predictor.py"):
 
-ResNet is at parity; CTR's remaining gap is its compiled step (bucketed LoD, device-side
-segment ids, int64 ids, id checks), about equal to the hand step at batch 1 and 1.6-2x at
-batch 64, plus ~20 us of host work per call (4 slots).
+    resnet batch 1:     754 vs     676  1.12   Paddle    868
+    resnet batch 64: 32,180 vs  31,694  1.02   Paddle 18,683
+    ctr    batch 1:     120 vs      82  1.47   Paddle    345
+    ctr    batch 64:    168 vs     100  1.68   Paddle    381   (2.79 before its own step)
+
+ResNet is at parity. CTR's compiled step is now within ~15% of the hand function's; the
+rest is Python host work around it (the zero-copy calls, packing, the host id check).
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import json
 import os
 import pstats
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -182,7 +191,7 @@ def feeds_for(model: str, batch: int, rng) -> list[dict]:
 
 
 def bench_one(model: str, dirname: str, batch: int, calls: int, rounds: int,
-              seconds: float = 20.0) -> dict:
+              seconds: float = 20.0, clock=time.perf_counter) -> dict:
     ours, predictor = predictor_runner(dirname, lod=model == "ctr")
     p = params_of(predictor)
     hand = hand_resnet(p) if model == "resnet" else hand_ctr(p, batch)
@@ -204,9 +213,9 @@ def bench_one(model: str, dirname: str, batch: int, calls: int, rounds: int,
             times = []
             for i in range(per_round):
                 feed = feeds[i % 4]
-                start = time.perf_counter()
+                start = clock()
                 fn(feed)
-                times.append(time.perf_counter() - start)
+                times.append(clock() - start)
             rounds_of[name].append(statistics.median(times))
     # noise on a shared machine only ever slows a round down: the quietest round's median
     # is the estimate ("best"); the median over rounds is printed beside it
@@ -215,7 +224,55 @@ def bench_one(model: str, dirname: str, batch: int, calls: int, rounds: int,
         out[name], out[name + "_median"] = min(meds), statistics.median(meds)
     out["ratio"] = out["predictor"] / out["hand"]
     out["ratio_median"] = out["predictor_median"] / out["hand_median"]
+    out["per_round"], out["feeds"] = per_round, feeds
+    out["outputs"] = np.stack([ours(feed) for feed in feeds])
     return out
+
+
+# -- Paddle Inference, in Paddle's own interpreter --------------------------------------------
+def find_paddle_python(given: str | None) -> str | None:
+    """``--paddle-python``, else a ``paddle-venv/bin/python`` beside the repository or one of
+    its parent folders (where the fixtures' script installs Paddle), else None."""
+    if given:
+        return given if os.path.exists(given) else None
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    while True:
+        candidate = os.path.join(here, "paddle-venv", "bin", "python")
+        if os.path.exists(candidate):
+            return candidate
+        parent = os.path.dirname(here)
+        if parent == here:
+            return None
+        here = parent
+
+
+def bench_paddle(python: str, dirname: str, feeds: list, per_round: int, rounds: int,
+                 threads: int, clock: str, tmp: str) -> tuple[dict | None, str]:
+    """Paddle Inference on the same model and feeds (benchmarks/paddle_inference_side.py in a
+    subprocess): its best and median round, and its outputs; (None, why) when it fails."""
+    work = tempfile.mkdtemp(dir=tmp)
+    arrays = {}
+    for i, feed in enumerate(feeds):
+        for name, value in feed.items():
+            if isinstance(value, tuple):  # ctr: (ids, lengths, offsets)
+                arrays[f"{i}/{name}"], arrays[f"{i}/{name}/offsets"] = value[0], \
+                    np.asarray(value[2], np.int64)
+            else:
+                arrays[f"{i}/{name}"] = value
+    np.savez(os.path.join(work, "feeds.npz"), **arrays)
+    spec = {"model_dir": dirname, "feeds": os.path.join(work, "feeds.npz"),
+            "num_feeds": len(feeds), "per_round": per_round, "rounds": rounds,
+            "warmup": 20, "threads": threads, "clock": clock}
+    with open(os.path.join(work, "spec.json"), "w") as f:
+        json.dump(spec, f)
+    side = os.path.join(os.path.dirname(os.path.abspath(__file__)), "paddle_inference_side.py")
+    proc = subprocess.run([python, side, os.path.join(work, "spec.json")],
+                          capture_output=True, text=True)
+    if proc.returncode:
+        return None, (proc.stderr.strip().splitlines() or ["failed"])[-1]
+    meds = json.loads(proc.stdout.strip().splitlines()[-1])["rounds"]
+    return {"best": min(meds), "median": statistics.median(meds),
+            "outputs": np.load(os.path.join(work, "out.npy"))}, ""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,8 +284,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 64])
     ap.add_argument("--models", nargs="+", default=["resnet", "ctr"])
     ap.add_argument("--profile", action="store_true", help="cProfile the predictor instead")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time, or this process's CPU time (steadier on a busy machine)")
+    ap.add_argument("--paddle-python", default=None,
+                    help="a Python with paddlepaddle (default: paddle-venv/bin/python beside "
+                         "the repository or a parent folder; skipped when there is none)")
+    ap.add_argument("--paddle-threads", type=int, default=os.cpu_count() or 1,
+                    help="Paddle Inference's CPU math threads (XLA uses every core)")
+    ap.add_argument("--no-paddle", action="store_true", help="skip Paddle Inference")
     args = ap.parse_args(argv)
-    print(f"devices: {jax.devices()}")
+    clock = time.process_time if args.clock == "cpu" else time.perf_counter
+    paddle = None if args.no_paddle else find_paddle_python(args.paddle_python)
+    print(f"devices: {jax.devices()}; clock: {args.clock}")
+    if paddle is None:
+        why = ("--no-paddle" if args.no_paddle else
+               f"{args.paddle_python} does not exist" if args.paddle_python else
+               "no paddle-venv/bin/python found; give --paddle-python PATH")
+        print(f"Paddle Inference: skipped ({why})")
+    else:
+        print(f"Paddle Inference: {paddle} ({args.paddle_threads} threads, run after graphc "
+              "and hand jax.jit in a subprocess; its ratio is against hand's time)")
     with tempfile.TemporaryDirectory() as tmp:
         dirs = {}
         for model in args.models:
@@ -249,14 +324,27 @@ def main(argv: list[str] | None = None) -> int:
                 pstats.Stats(prof).sort_stats("tottime").print_stats(25)
             return 0
         print(f"{'model':8} {'batch':>5} {'predictor us':>13} {'hand jax.jit us':>16} "
-              f"{'ratio':>6}   (median over rounds: predictor, hand, ratio)")
+              f"{'ratio':>6} {'paddle us':>10} {'paddle/hand':>11}   "
+              "(median over rounds: predictor, hand, ratio; paddle)")
         for model in args.models:
             for batch in args.batches:
-                r = bench_one(model, dirs[model], batch, args.calls, args.rounds, args.seconds)
+                r = bench_one(model, dirs[model], batch, args.calls, args.rounds, args.seconds,
+                              clock)
+                pd, why = (None, "skipped") if paddle is None else bench_paddle(
+                    paddle, dirs[model], r["feeds"], r["per_round"], args.rounds,
+                    args.paddle_threads, args.clock, tmp)
+                if pd is not None:  # Paddle fuses conv + batch norm: a little rounding
+                    np.testing.assert_allclose(pd["outputs"], r["outputs"], rtol=1e-4,
+                                               atol=1e-5)
+                paddle_cols = (f"{pd['best'] * 1e6:10.1f} {pd['best'] / r['hand']:11.2f}"
+                               if pd else f"{'-':>10} {'-':>11}")
+                paddle_median = f"; {pd['median'] * 1e6:.1f}" if pd else ""
                 print(f"{model:8} {batch:5d} {r['predictor'] * 1e6:13.1f} "
-                      f"{r['hand'] * 1e6:16.1f} {r['ratio']:6.2f}   "
+                      f"{r['hand'] * 1e6:16.1f} {r['ratio']:6.2f} {paddle_cols}   "
                       f"({r['predictor_median'] * 1e6:.1f}, {r['hand_median'] * 1e6:.1f}, "
-                      f"{r['ratio_median']:.2f})", flush=True)
+                      f"{r['ratio_median']:.2f}{paddle_median})", flush=True)
+                if pd is None and paddle is not None:
+                    print(f"  Paddle Inference failed: {why}")
     return 0
 
 

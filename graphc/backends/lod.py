@@ -13,6 +13,9 @@ counts are data: ``T_cap`` and the ``S_cap``s are size buckets chosen at the fee
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+from contextvars import ContextVar
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,6 +76,9 @@ class LoDArray:
 
     def valid(self):
         """``[T_cap]`` bool: which rows are tokens (the rest is padding)."""
+        segments = _given(self.lengths[-1], self.capacity)
+        if segments is not None:  # padding rows, and only they, are one past the last
+            return segments < self.lengths[-1].shape[0]
         return jnp.arange(self.capacity) < self.token_count()
 
     def masked(self, data=None):
@@ -100,9 +106,39 @@ class LoDArray:
                 f"{getattr(self.data, 'dtype', '')}, sequences={self.lengths[0].shape})")
 
 
+# -- pred25: segment ids a caller computed on the host (the inference predictor has the
+# offsets there), keyed by the identity of the lengths array they belong to; a step being
+# traced inside ``given_segments`` uses them instead of deriving them on the device
+_GIVEN_SEGMENTS: ContextVar[dict | None] = ContextVar("graphc_given_segments", default=None)
+
+
+@contextmanager
+def given_segments(known: dict):
+    """``known``: ``{id(lengths): (lengths, segment ids [capacity] int32)}``; inside the
+    block ``token_segments`` of exactly that ``lengths`` and capacity returns those ids."""
+    token = _GIVEN_SEGMENTS.set(known)
+    try:
+        yield
+    finally:
+        _GIVEN_SEGMENTS.reset(token)
+
+
+def _given(lengths, capacity: int):
+    """The segment ids ``given_segments`` holds for ``lengths`` at ``capacity``, or None."""
+    given = _GIVEN_SEGMENTS.get()
+    if given:
+        hit = given.get(id(lengths))
+        if hit is not None and hit[0] is lengths and hit[1].shape == (capacity,):
+            return hit[1]
+    return None
+
+
 def token_segments(lengths, capacity: int):
     """Segment id of each of ``capacity`` rows for segments of ``lengths`` packed in order;
     rows past the last segment get ``len(lengths)``."""
+    given = _given(lengths, capacity)
+    if given is not None:
+        return given
     # row i's segment = how many segments end at or before i: a scatter-add of ones at the
     # ends and a running sum (searchsorted would be a while loop on XLA:CPU, ~10x slower)
     ends = jnp.cumsum(lengths.astype(LENGTHS_DTYPE))

@@ -195,7 +195,7 @@ class ZeroCopyTensor:
     def set_lod(self, lod) -> None:
         self._need_input("set_lod")
         try:
-            levels = [[int(x) for x in level] for level in lod]
+            levels = [list(map(int, level)) for level in lod]
         except (TypeError, ValueError):
             raise LoDError(f"set_lod of {self._what()}: give a list of offset lists, "
                            f"e.g. [[0, 2, 5]], got {lod!r:.60}") from None

@@ -28,6 +28,13 @@ from . import lod as _lod
 from .executor import Executor, _raise_if_refused
 from .feeds import FeedError
 from .lod import LoDArray, LoDTensor, bucket, pack_feeds, unpack_fetch
+from .predictor_step import (
+    DEVICE_SEGMENTS_UP_TO,
+    HostIdChecks,
+    InferenceStep,
+    StackPlan,
+    host_segments,
+)
 from .scope import Scope
 
 __all__ = ["Predictor", "PredictorError"]
@@ -44,10 +51,19 @@ class PredictorError(GraphcError):
 class _Fast:
     """What a remembered run needs: the step, its parameter arrays, and the feed order."""
 
-    __slots__ = ("step", "updated", "readonly", "feed_names", "lod_feeds", "verdicts")
+    __slots__ = ("step", "base", "host_checks", "segments", "updated", "readonly",
+                 "feed_names", "lod_feeds", "verdicts", "stack", "dtypes")
 
-    def __init__(self, step, readonly: tuple, lod_feeds: dict):
+    def __init__(self, step, readonly: tuple, lod_feeds: dict, base=None, host_checks=None,
+                 segments=frozenset()):
         self.step = step
+        # the executor's step, when ``step`` is the predictor's own (predictor_step.py): its
+        # check sites name a refused id's culprit; host_checks: its checks made on the host
+        self.base = base if base is not None else step
+        self.host_checks = host_checks
+        # LoD feeds whose segment ids the host computes: name -> (lengths, capacity, ids),
+        # replaced whole (clones run unlocked from several threads: never read half of one)
+        self.segments = {n: (None, 0, None) for n in segments}
         # state a test-mode op rewrites unchanged (batch norm's statistics): read from the
         # scope and put back each run, as its buffers are donated
         self.updated = tuple(step.updated_names)
@@ -57,6 +73,11 @@ class _Fast:
         # name -> the last offsets (a copy), token shape and dtype found valid, with the
         # lengths and bucket they gave: the same again needs no checks (see _pack_offsets)
         self.verdicts: dict[str, tuple] = {}
+        # the steady zero-copy case's packing (predictor_step.StackPlan), for own steps
+        self.stack = (StackPlan(self.feed_names, lod_feeds, host_checks,
+                                _lod.SHARED_BUCKET) if base is not None and lod_feeds
+                      else None)
+        self.dtypes = {n: np.dtype(d) for n, (_, d) in lod_feeds.items()}
 
 
 class Predictor:
@@ -174,10 +195,22 @@ class Predictor:
                      if n in feeds}
         if len(self._fast) >= _FAST_PER_PREDICTOR:
             self._fast.clear()
-        self._fast[key] = _Fast(step, readonly, lod_feeds)
+        # the predictor's own step (predictor_step.py): host segment ids for one-level LoD
+        # feeds, the checks on the host when each is a fed id's
+        host = HostIdChecks.of(step) if step.check_sites else None
+        segments = frozenset(n for n, (t, _) in lod_feeds.items() if t.lod_level == 1)
+        if host is None and not segments:
+            self._fast[key] = _Fast(step, readonly, lod_feeds)
+            return
+        own = InferenceStep(step, check_data=step.check_data and host is None)
+        self._fast[key] = _Fast(own, readonly, lod_feeds, step, host, segments)
 
     def _run_fast(self, fast: _Fast, feed: dict, lods: dict | None) -> list:
-        if fast.lod_feeds:
+        stacked = (fast.stack.pack(feed, lods, fast.verdicts, fast.dtypes)
+                   if fast.stack is not None and lods else None)
+        if stacked is not None:  # the steady zero-copy case (see StackPlan)
+            args = tuple([stacked.get(n) or feed[n] for n in fast.feed_names])
+        elif fast.lod_feeds:
             lod = fast.lod_feeds
             # the executor packs a step's LoD feeds into one shared bucket: so does this path
             cap = (bucket(max(np.shape(feed[n])[0] for n in lod))
@@ -188,7 +221,21 @@ class Predictor:
                           if n in lod else feed[n] for n in fast.feed_names])
         else:
             args = tuple([feed[n] for n in fast.feed_names])
-        step, exe, names = fast.step, self.executor, fast.updated
+        if fast.base is not fast.step and _small(fast, args):
+            return self._call(fast, fast.base, args)  # see DEVICE_SEGMENTS_UP_TO
+        if fast.segments:
+            args = _with_segments(fast, args)
+        if fast.host_checks is not None:
+            refused = fast.host_checks.refused(
+                args, fast.stack.checked if stacked is not None else frozenset())
+            if refused is not None:  # before the step runs: nothing changes
+                prep = self.executor._prepare(self.program, None, self.fetch_names)
+                _raise_if_refused(fast.base, prep, refused)
+        return self._call(fast, fast.step, args)
+
+    def _call(self, fast: _Fast, step, args: tuple) -> list:
+        """Run ``step`` on ``args`` with the remembered state; the fetches on the host."""
+        exe, names = self.executor, fast.updated
         updated = self.scope.gather(names) if names else ()
         if exe._on_default_device:
             new, _, fetched, checks = step(updated, fast.readonly, args, None)
@@ -208,6 +255,31 @@ class Predictor:
         twin = object.__new__(Predictor)
         twin.__dict__.update(self.__dict__)
         return twin
+
+
+def _small(fast: _Fast, args: tuple) -> bool:
+    """Whether the LoD feeds' buffer is small enough for the executor's own step."""
+    for n, a in zip(fast.feed_names, args):
+        if n in fast.lod_feeds and isinstance(a, LoDArray):
+            return a.data.shape[0] <= DEVICE_SEGMENTS_UP_TO
+    return False
+
+
+def _with_segments(fast: _Fast, args: tuple) -> tuple:
+    """``args`` with each one-level LoD feed as (its LoDArray, its segment ids), the ids
+    kept while the feed's lengths array is the same one (a repeated verdict's)."""
+    out = list(args)
+    for i, name in enumerate(fast.feed_names):
+        memo = fast.segments.get(name)
+        if memo is None or not isinstance(out[i], LoDArray):
+            continue
+        lod = out[i]
+        lengths, cap = lod.lengths[0], lod.data.shape[0]
+        if memo[0] is not lengths or memo[1] != cap:
+            memo = lengths, cap, host_segments(np.asarray(lengths), cap)
+            fast.segments[name] = memo
+        out[i] = (lod, memo[2])
+    return tuple(out)
 
 
 def _host(value):

@@ -86,6 +86,12 @@ class CompiledStep:
         self.check_data = check_data
         self.check_sites: list[InvalidReport] = []
         self.feed_shapes: dict[str, tuple] = {}  # set by the runtime for inspection
+        # how many times JAX traced this step (its first call, each retrace, ``lower``):
+        # what a test of "no retrace" reads. ``_jitted._cache_size()`` is no trace count: it
+        # sizes jit's C++ dispatch cache, a bounded LRU that every jit of the process shares,
+        # so after enough other jits (earlier tests of a worker) it reads 0 for a step that
+        # was traced and called
+        self.traces = 0
         if not isinstance(num_iterations, int) or num_iterations < 1:
             raise GraphcError(f"num_iterations must be an int >= 1, got {num_iterations!r}")
         self.num_iterations = num_iterations
@@ -111,6 +117,7 @@ class CompiledStep:
         services = self.services
 
         def traced(*args):
+            self.traces += 1
             with services_in_effect(services), forward_stash():
                 return body(*args)
 
