@@ -89,7 +89,7 @@ def build_graphc(kind: str, a, end_bias: float | None = None):
         out = exe.run(main, feed={"enc": enc_v}, fetch_list=[ids], return_numpy=False)
         jax.block_until_ready(out)
         return np.asarray(out[0])
-    run.compiles = lambda: sum(step._jitted._cache_size() for prep in
+    run.compiles = lambda: sum(step.traces for prep in
                                exe._prepared[main][1].values() for step in prep.steps.values())
     return run
 

@@ -25,7 +25,7 @@ def fresh_programs():
 
 def _compiles(exe, main) -> int:
     """XLA compiles the executor made for ``main`` (every fetch list, every feed shape)."""
-    return sum(step._jitted._cache_size() for prep in exe._prepared[main][1].values()
+    return sum(step.traces for prep in exe._prepared[main][1].values()
                for step in prep.steps.values())
 
 

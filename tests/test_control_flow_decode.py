@@ -214,7 +214,7 @@ def test_one_compile_for_batches_of_one_shape_and_the_text_form():
         exe.run(main, feed={"enc": rng.standard_normal((B, H)).astype("float32")},
                 fetch_list=fetch)
     prepared = exe._prepared[main][1]
-    sizes = [s._jitted._cache_size() for prep in prepared.values() for s in prep.steps.values()]
+    sizes = [s.traces for prep in prepared.values() for s in prep.steps.values()]
     assert sizes == [1]
     g = graphc.lower(main)
     whiles = [op for op in g.ops() if op.type == "while"]

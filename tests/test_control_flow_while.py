@@ -187,7 +187,7 @@ def test_a_loop_trains_and_compiles_once_for_any_trip_count():
         losses.append(float(lv[0]))
     assert np.mean(losses[-4:]) < 0.5 * np.mean(losses[:4])
     prepared = exe._prepared[graphc.default_main_program()][1]
-    sizes = [s._jitted._cache_size() for prep in prepared.values()
+    sizes = [s.traces for prep in prepared.values()
              for s in prep.steps.values()]
     assert sizes == [1]
     # past the bound the gradient is refused, and nothing is committed
@@ -460,4 +460,4 @@ def test_print_inside_a_loop_prints_every_iteration_in_one_compiled_call(capfd):
     text = out.out + out.err
     assert text.count("acc in loop") == 3 and "[4 4]" in text.replace(".", "")
     prepared = exe._prepared[graphc.default_main_program()][1]
-    assert sum(s._jitted._cache_size() for p in prepared.values() for s in p.steps.values()) == 1
+    assert sum(s.traces for p in prepared.values() for s in p.steps.values()) == 1

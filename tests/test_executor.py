@@ -149,12 +149,12 @@ def test_compiled_step_is_cached_per_feed_shape(trained):
     prep = exe._prepared[model.main][1][(model.loss.name,)]
     assert len(prep.steps) == 1
     (step,) = prep.steps.values()
-    assert step._jitted._cache_size() == 1
+    assert step.traces == 1
     half = {k: v[:2] for k, v in feed.items()}
     exe.run(model.main, feed=half, fetch_list=[model.loss], scope=scope)
     assert len(prep.steps) == 2
     exe.run(model.main, feed=feed, fetch_list=[model.loss], scope=scope)
-    assert len(prep.steps) == 2 and step._jitted._cache_size() == 1
+    assert len(prep.steps) == 2 and step.traces == 1
     # changing the program invalidates the cache
     with fluid.program_guard(model.main, model.startup):
         layers.relu(model.loss)
@@ -348,7 +348,7 @@ def test_feeds_a_dataloader_placed_compile_the_step_once():
         exe.run(main, feed=data, fetch_list=[loss], scope=scope)
     (prep,) = exe._prepared[main][1].values()
     (step,) = prep.steps.values()
-    assert step._jitted._cache_size() == 1
+    assert step.traces == 1
 
 
 def test_feeding_a_persistable_variable_sets_it_as_paddles_feed_op_does():
