@@ -14,6 +14,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -21,6 +22,10 @@ import numpy as np
 import pytest
 
 import graphc.fluid as fluid
+from graphc.distributed.pserver import PServerError, zmq_link
+from graphc.distributed.pserver import endpoints as settings
+from graphc.distributed.pserver.link import transport
+from graphc.distributed.pserver.protocol import Layout
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
@@ -121,15 +126,13 @@ def strangers(endpoints: list[str], server: int, big: int) -> list[str]:
     message; another sends one frame of ``big`` bytes; a raw TCP peer sends garbage.
     Returns what the two HELLOs got back."""
     import zmq
-
-    from graphc.distributed.pserver import zmq_link
     endpoint = endpoints[server]
     ctx, got = zmq.Context(), []
     hello = {"job": zmq_link.JOB, "role": "TRAINER", "index": 7, "endpoints": endpoints,
              "trainers": 2}
     try:
         socks = [ctx.socket(zmq.DEALER) for _ in range(3)]
-        keys = zmq_link.job_keys(b"not the job's secret")
+        keys = settings.job_keys(b"not the job's secret")
         socks[0].curve_serverkey = keys["server"][0]
         socks[0].curve_publickey, socks[0].curve_secretkey = keys["client"]
         for s in socks:
@@ -253,3 +256,80 @@ def test_a_killed_server_ends_every_process_naming_it(tmp_path):
         assert gone in run.log(t), run.logs()
     assert "pserver 0" in run.log("pserver0") and "trainer" in run.log("pserver0")
     assert "disconnected" in run.log("pserver0"), run.logs()
+
+
+# -- fast checks of the link alone (no JAX, threads of this process) ----------------------------
+def _server(endpoints, trainers, environ, out):
+    """Server 0's join in a thread: ``out`` gets "joined" or the error."""
+    def run():
+        try:
+            link, _, _ = zmq_link.join("PSERVER", 0, endpoints, trainers, 1 << 16, False,
+                                       environ)
+            link.close()
+            out.append("joined")
+        except PServerError as exc:
+            out.append(str(exc))
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_trainer_with_another_secret_fails_at_once_naming_the_server():
+    endpoints, got = [f"127.0.0.1:{free_ports(1)[0]}"], []
+    server = _server(endpoints, 1, {"GRAPHC_JOB_SECRET": "a", "FLAGS_rpc_deadline": "2500"}, got)
+    start = time.monotonic()
+    with pytest.raises(PServerError, match=rf"trainer 0: pserver 0 \({endpoints[0]}\) failed "
+                                           "the handshake"):
+        zmq_link.join("TRAINER", 0, endpoints, 1, 0, False,
+                      {"GRAPHC_JOB_SECRET": "b", "FLAGS_rpc_deadline": "10000"})
+    assert time.monotonic() - start < 2.0  # not the trainer's 10 s deadline
+    server.join(10)
+    assert got == [f"pserver 0 ({endpoints[0]}): trainer 0 never connected within "
+                   "FLAGS_rpc_deadline=2500 ms"], got
+
+
+def test_a_trainer_transpiled_otherwise_is_refused_and_the_job_goes_on():
+    """A trainer transpiled for 3 trainers is told why it is refused; the server still takes
+    the right one; trainers started before their server wait for it."""
+    endpoints, got = [f"127.0.0.1:{free_ports(1)[0]}"], []
+    environ = {"FLAGS_rpc_deadline": "8000"}
+    with pytest.raises(PServerError, match=r"refused this process: trainer 1 was transpiled for "
+                                           r".* and 3 trainers, pserver 0 .* and 2"):
+        server = _server(endpoints, 2, environ, got)
+        zmq_link.join("TRAINER", 1, endpoints, 3, 0, False, environ)
+    links = []
+
+    def trainer(t):
+        links.append(zmq_link.join("TRAINER", t, endpoints, 2, 0, False, environ)[0])
+    threads = [threading.Thread(target=trainer, args=(t,), daemon=True) for t in (0, 1)]
+    for th in threads:
+        th.start()
+    server.join(10)
+    for th in threads:
+        th.join(10)
+    assert got == ["joined"] and len(links) == 2
+    for link in links:
+        link.close()
+
+
+def test_settings_are_checked():
+    with pytest.raises(PServerError, match=r"\['10.1.2.3:6000'\] are not loopback: set "
+                                           "GRAPHC_JOB_SECRET"):
+        settings.job_secret(["127.0.0.1:6000", "10.1.2.3:6000"], {})
+    assert settings.job_secret(["127.0.0.1:6000", "localhost:7"], {}) is None
+    with pytest.raises(PServerError, match="FLAGS_rpc_deadline must be a number of "
+                                           "milliseconds > 0, got 'soon'"):
+        settings.rpc_deadline({"FLAGS_rpc_deadline": "soon"})
+    assert settings.rpc_deadline({}) == 180.0
+    assert transport({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "1"}) == "mpi"
+    assert transport({}) == "zmq"
+    assert transport({"OMPI_COMM_WORLD_SIZE": "4", "GRAPHC_PS_TRANSPORT": "zmq"}) == "zmq"
+    with pytest.raises(PServerError, match="GRAPHC_PS_TRANSPORT must be 'mpi' or 'zmq'"):
+        transport({"GRAPHC_PS_TRANSPORT": "grpc"})
+    with pytest.raises(PServerError, match="is not host:port"):
+        settings.split_endpoint("127.0.0.1")
+    layout = Layout(1, (("w@GRAD", (4, 2), "float32"),), (("w", (4, 2), "float32"),),
+                    (("t", 8, "float32", "table"),), ("t",))
+    assert Layout.from_bytes(layout.to_bytes()) == layout
+    with pytest.raises(PServerError, match="layout message is malformed"):
+        Layout.from_bytes(b"\x80\x04 not json")

@@ -13,23 +13,25 @@ socket events notice a dead or stopped peer; every wait ends by ``FLAGS_rpc_dead
 from __future__ import annotations
 
 import collections
-import hashlib
-import ipaddress
 import itertools
 import json
-import os
-import socket
 import struct
 import sys
 import time
 
 import numpy as np
 
+from .endpoints import (
+    DEADLINE_ENV,
+    address,
+    job_keys,
+    job_secret,
+    rpc_deadline,
+    split_endpoint,
+)
 from .link import ANY
 from .protocol import PServerError
 
-SECRET_ENV = "GRAPHC_JOB_SECRET"
-DEADLINE_ENV, DEFAULT_DEADLINE_MS = "FLAGS_rpc_deadline", 180000.0  # Paddle's
 HEADER = struct.Struct("<4sI")  # magic, tag
 MAGIC = b"gps1"
 TAG_HELLO, TAG_WELCOME, TAG_REFUSE, TAG_SUM = 60, 61, 62, 63
@@ -39,68 +41,6 @@ WHAT = {40: "its layout", 41: "a control message", 42: "gradient blocks",
         47: "pushed rows", TAG_WELCOME: "its welcome", TAG_SUM: "a server sum"}
 SLACK = 1 << 16  # over the layout's largest message: control words, JSON, a path
 RCVHWM = 32  # messages queued per connection: with MAXMSGSIZE, its memory budget
-
-
-def rpc_deadline(environ=None) -> float:
-    """Seconds of ``FLAGS_rpc_deadline`` (milliseconds, default 180000 as in Paddle)."""
-    raw = (os.environ if environ is None else environ).get(DEADLINE_ENV, "").strip()
-    if not raw:
-        return DEFAULT_DEADLINE_MS / 1000.0
-    try:
-        ms = float(raw)
-    except ValueError:
-        ms = float("nan")
-    if not 0 < ms < float("inf"):
-        raise PServerError(f"{DEADLINE_ENV} must be a number of milliseconds > 0, got '{raw}'")
-    return ms / 1000.0
-
-
-def split_endpoint(endpoint: str) -> tuple[str, int]:
-    host, _, port = str(endpoint).rpartition(":")
-    if not host or not port.isdigit() or not 0 < int(port) < 65536:
-        raise PServerError(f"parameter-server endpoint '{endpoint}' is not host:port")
-    return host.strip("[]"), int(port)
-
-
-def _address(host: str) -> str:
-    try:
-        return str(ipaddress.ip_address(host))
-    except ValueError:
-        try:
-            return socket.gethostbyname(host)
-        except OSError as exc:
-            raise PServerError(f"parameter-server host '{host}' does not resolve: {exc}"
-                               ) from None
-
-
-def is_loopback(endpoint: str) -> bool:
-    return ipaddress.ip_address(_address(split_endpoint(endpoint)[0])).is_loopback
-
-
-def job_keys(secret: bytes) -> dict[str, bytes]:
-    """CURVE key pairs of the job's servers and clients, derived from its secret: whoever
-    lacks the secret can neither pose as a server nor be admitted as a client."""
-    import zmq
-    from zmq.utils import z85
-    keys = {}
-    for who in ("server", "client"):
-        secret_key = z85.encode(hashlib.sha256(b"graphc pserver " + who.encode() + b"\0" +
-                                               secret).digest())
-        keys[who] = (zmq.curve_public(secret_key), secret_key)
-    return keys
-
-
-def job_secret(endpoints) -> bytes | None:
-    """The job secret (GRAPHC_JOB_SECRET); without one every endpoint must be loopback."""
-    secret = os.environ.get(SECRET_ENV, "")
-    if secret:
-        return secret.encode()
-    outside = [e for e in endpoints if not is_loopback(e)]
-    if outside:
-        raise PServerError(f"parameter-server endpoints {outside} are not loopback: set "
-                           f"{SECRET_ENV} (the same on every process) so that only the job's "
-                           "processes are admitted")
-    return None
 
 
 class _Admit:
@@ -177,7 +117,7 @@ class ZmqLink:
             sock.curve_server = True
             sock.curve_publickey, sock.curve_secretkey = self.keys["server"]
         try:
-            sock.bind(f"tcp://{_address(host)}:{port}")
+            sock.bind(f"tcp://{address(host)}:{port}")
         except zmq.ZMQError as exc:
             raise PServerError(f"{self.names[self.rank]} cannot listen on {endpoint}: {exc}"
                                ) from None
@@ -196,7 +136,7 @@ class ZmqLink:
         events = (zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH |
                   zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         self.monitors[sock.get_monitor_socket(events)] = server
-        sock.connect(f"tcp://{_address(host)}:{port}")
+        sock.connect(f"tcp://{address(host)}:{port}")
         self.dealers[server] = sock
         self.send(json.dumps(hello).encode(), server, TAG_HELLO)
 
@@ -446,16 +386,17 @@ JOB = "graphc-pserver/1"  # what a HELLO says it is
 
 
 def join(role: str, index: int, endpoints: list[str], trainers: int, max_bytes: int,
-         server_peers: bool) -> tuple[ZmqLink, list[int], list[int]]:
+         server_peers: bool, environ=None) -> tuple[ZmqLink, list[int], list[int]]:
     """This process's link to the job by endpoints: a server listens on its endpoint and waits
     for every trainer's HELLO (and, with ``server_peers``, server 0 for the other servers'); a
-    trainer connects to every server and waits for each one's WELCOME."""
+    trainer connects to every server and waits for each one's WELCOME. ``environ``: where
+    FLAGS_rpc_deadline and GRAPHC_JOB_SECRET are read (os.environ)."""
     from .protocol import SERVER, TRAINER
     n = len(endpoints)
     names = {s: f"pserver {s} ({ep})" for s, ep in enumerate(endpoints)}
     names.update({n + t: f"trainer {t}" for t in range(trainers)})
     rank = index if role == SERVER else n + index
-    link = ZmqLink(rank, names, rpc_deadline(), job_secret(endpoints))
+    link = ZmqLink(rank, names, rpc_deadline(environ), job_secret(endpoints, environ))
     hello = {"job": JOB, "role": role, "index": int(index), "endpoints": endpoints,
              "trainers": int(trainers)}
 
