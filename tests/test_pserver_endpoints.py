@@ -274,6 +274,7 @@ def _server(endpoints, trainers, environ, out):
     return thread
 
 
+@pytest.mark.timeout(60)
 def test_a_trainer_with_another_secret_fails_at_once_naming_the_server():
     endpoints, got = [f"127.0.0.1:{free_ports(1)[0]}"], []
     server = _server(endpoints, 1, {"GRAPHC_JOB_SECRET": "a", "FLAGS_rpc_deadline": "2500"}, got)
@@ -288,6 +289,7 @@ def test_a_trainer_with_another_secret_fails_at_once_naming_the_server():
                    "FLAGS_rpc_deadline=2500 ms"], got
 
 
+@pytest.mark.timeout(60)
 def test_a_trainer_transpiled_otherwise_is_refused_and_the_job_goes_on():
     """A trainer transpiled for 3 trainers is told why it is refused; the server still takes
     the right one; trainers started before their server wait for it."""
@@ -333,3 +335,33 @@ def test_settings_are_checked():
     assert Layout.from_bytes(layout.to_bytes()) == layout
     with pytest.raises(PServerError, match="layout message is malformed"):
         Layout.from_bytes(b"\x80\x04 not json")
+
+
+@pytest.mark.timeout(60)
+def test_a_stopped_server_is_noticed_by_heartbeats_before_the_deadline():
+    """A server that stops (SIGSTOP: its process is alive, its TCP connections open, but it
+    answers nothing) is noticed when it misses ZeroMQ heartbeats (half the deadline), and the
+    trainer's error names it."""
+    endpoint = f"127.0.0.1:{free_ports(1)[0]}"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), FLAGS_rpc_deadline="30000")
+    code = ("import time\nfrom graphc.distributed.pserver import zmq_link\n"
+            "print('imported', flush=True)\n"
+            f"zmq_link.join('PSERVER', 0, ['{endpoint}'], 1, 1 << 16, False)\n"
+            "print('joined', flush=True)\ntime.sleep(60)\n")
+    server = subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        assert server.stdout.readline() == b"imported\n"
+        link, _, _ = zmq_link.join("TRAINER", 0, [endpoint], 1, 0, False,
+                                   {"FLAGS_rpc_deadline": "4000"})
+        assert server.stdout.readline() == b"joined\n"
+        os.kill(server.pid, signal.SIGSTOP)
+        start = time.monotonic()
+        with pytest.raises(PServerError, match=rf"trainer 0: pserver 0 \({endpoint}\) "
+                                               "disconnected .*stopped answering heartbeats"):
+            link.recv(np.empty(3, np.int64), 0, 43)
+        assert time.monotonic() - start < 3.9  # before the 4 s deadline
+        link.close()
+    finally:
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(10)

@@ -1,9 +1,5 @@
-"""How the parameter server's messages travel: one small interface (tagged byte buffers between
-numbered peers), over MPI inside an MPI job, else over ZeroMQ between endpoints (zmq_link.py).
-
-Peers are numbered as MPI ranks would be; the server loop and the trainer's channel only call
-``send``/``isend``/``recv``/``irecv``/``recv_bytes``/``waitall``/``done``/``server_sum``.
-"""
+"""How the parameter server's messages travel: tagged byte buffers between numbered peers, over
+MPI inside an MPI job, else over ZeroMQ between endpoints (zmq_link.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +12,9 @@ from .protocol import PServerError
 
 ANY = -1  # any source (MPI's ANY_SOURCE)
 TRANSPORT_ENV = "GRAPHC_PS_TRANSPORT"  # "mpi" | "zmq"; unset: MPI inside a multi-rank job
+
+# Peers are numbered as MPI ranks would be; the server loop and the trainer's channel only call
+# send / isend / recv / irecv / recv_bytes / waitall / done / server_sum / retire / close.
 
 
 def transport(environ=None) -> str:

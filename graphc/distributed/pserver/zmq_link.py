@@ -1,14 +1,5 @@
 """The parameter server's messages over ZeroMQ, for processes that meet by endpoints (no MPI job):
-each server binds a ROUTER on its endpoint only, each trainer connects a DEALER to every server.
-
-Peers are numbered as in an MPI job (servers 0..S-1, then trainers). A trainer says HELLO
-(its role, index and the job's shape) until the server WELCOMEs it; messages from a
-connection that never said an accepted HELLO are dropped. With ``GRAPHC_JOB_SECRET`` every
-connection is CURVE (keys derived from the secret; a ZAP handler admits only the job's client
-key); without it only loopback endpoints are allowed. Frames above the server's bound
-(``MAXMSGSIZE``: its layout's largest message + slack) end that connection. Heartbeats and
-socket events notice a dead or stopped peer; every wait ends by ``FLAGS_rpc_deadline``.
-"""
+each server binds a ROUTER on its endpoint only, each trainer connects a DEALER to every server."""
 
 from __future__ import annotations
 
@@ -41,6 +32,15 @@ WHAT = {40: "its layout", 41: "a control message", 42: "gradient blocks",
         47: "pushed rows", TAG_WELCOME: "its welcome", TAG_SUM: "a server sum"}
 SLACK = 1 << 16  # over the layout's largest message: control words, JSON, a path
 RCVHWM = 32  # messages queued per connection: with MAXMSGSIZE, its memory budget
+
+# Peers are numbered as in an MPI job (servers 0..S-1, then trainers). A trainer's HELLO (its
+# role, index and the job's shape) waits in ZeroMQ's queue until the server listens and
+# WELCOMEs it; messages on a connection without an accepted HELLO are dropped. With
+# GRAPHC_JOB_SECRET every connection is CURVE (keys derived from the secret; a ZAP handler
+# admits only the job's client key); without it only loopback endpoints are allowed. Frames
+# above a server's bound (MAXMSGSIZE: its layout's largest message + slack) end that
+# connection. Heartbeats and socket events notice a dead or stopped peer; every wait ends by
+# FLAGS_rpc_deadline. Threat model: docs/distributed.md.
 
 
 class _Admit:
