@@ -235,7 +235,9 @@ class ZmqLink:
                 sock.close(linger)
         if self.auth is not None:
             self.auth.stop()
-        self.ctx.term()
+        # destroy, not term: a socket left open (an error between creating and keeping it)
+        # would make term wait forever
+        self.ctx.destroy(linger)
 
     # -- receiving -----------------------------------------------------------------------
     def _fail(self, why: str):
