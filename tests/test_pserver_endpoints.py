@@ -163,9 +163,9 @@ def strangers(endpoints: list[str], server: int, big: int) -> list[str]:
 @pytest.mark.timeout(150)
 def test_sync_job_started_trainers_first_equals_local_training(tmp_path):
     """Trainers first, then the servers in reverse order, each a process of its own with a
-    job secret; strangers knock meanwhile. The trainers' mean loss per step and their
-    final parameters equal local training on the whole batches."""
-    run = Job(tmp_path, GRAPHC_JOB_SECRET="s3cret-for-this-test")
+    job secret (CURVE, as off loopback); strangers knock meanwhile. The trainers' mean loss
+    per step and their final parameters equal local training on the whole batches."""
+    run = Job(tmp_path, GRAPHC_JOB_SECRET="s3cret-for-this-test", GRAPHC_PS_ENCRYPT="1")
     try:
         for name in ("trainer1", "trainer0", "pserver1", "pserver0"):
             run.start(name)
@@ -250,6 +250,7 @@ def test_a_killed_server_ends_every_process_naming_it(tmp_path):
     finally:
         run.stop()
     assert all(rcs[n] != 0 for n in ("trainer0", "trainer1", "pserver0")), run.logs()
+    print(f"every process ended {took:.1f} s after the kill")  # (shown with -s)
     assert took < deadline, f"{took:.1f} s"
     gone = f"pserver 1 ({run.endpoints[1]}) disconnected"
     for t in ("trainer0", "trainer1"):
@@ -275,14 +276,19 @@ def _server(endpoints, trainers, environ, out):
 
 
 @pytest.mark.timeout(60)
-def test_a_trainer_with_another_secret_fails_at_once_naming_the_server():
+@pytest.mark.parametrize("encrypt", ["0", "1"], ids=["plain", "curve"])
+def test_a_trainer_with_another_secret_fails_at_once_naming_the_server(encrypt):
+    """Loopback with a secret: PLAIN with a token from the secret (the ZAP handler refuses
+    another token), or CURVE with GRAPHC_PS_ENCRYPT=1 (another secret's keys fail)."""
     endpoints, got = [f"127.0.0.1:{free_ports(1)[0]}"], []
-    server = _server(endpoints, 1, {"GRAPHC_JOB_SECRET": "a", "FLAGS_rpc_deadline": "2500"}, got)
+    server = _server(endpoints, 1, {"GRAPHC_JOB_SECRET": "a", "FLAGS_rpc_deadline": "2500",
+                                    "GRAPHC_PS_ENCRYPT": encrypt}, got)
     start = time.monotonic()
-    with pytest.raises(PServerError, match=rf"trainer 0: pserver 0 \({endpoints[0]}\) failed "
-                                           "the handshake"):
+    with pytest.raises(PServerError, match=rf"trainer 0: pserver 0 \({endpoints[0]}\) "
+                                           "(failed|refused) the handshake"):
         zmq_link.join("TRAINER", 0, endpoints, 1, 0, False,
-                      {"GRAPHC_JOB_SECRET": "b", "FLAGS_rpc_deadline": "10000"})
+                      {"GRAPHC_JOB_SECRET": "b", "FLAGS_rpc_deadline": "10000",
+                       "GRAPHC_PS_ENCRYPT": encrypt})
     assert time.monotonic() - start < 2.0  # not the trainer's 10 s deadline
     server.join(10)
     assert got == [f"pserver 0 ({endpoints[0]}): trainer 0 never connected within "
@@ -292,9 +298,9 @@ def test_a_trainer_with_another_secret_fails_at_once_naming_the_server():
 @pytest.mark.timeout(60)
 def test_a_trainer_transpiled_otherwise_is_refused_and_the_job_goes_on():
     """A trainer transpiled for 3 trainers is told why it is refused; the server still takes
-    the right one; trainers started before their server wait for it."""
+    the right one (with the job's secret: PLAIN on loopback)."""
     endpoints, got = [f"127.0.0.1:{free_ports(1)[0]}"], []
-    environ = {"FLAGS_rpc_deadline": "8000"}
+    environ = {"FLAGS_rpc_deadline": "8000", "GRAPHC_JOB_SECRET": "ours"}
     with pytest.raises(PServerError, match=r"refused this process: trainer 1 was transpiled for "
                                            r".* and 3 trainers, pserver 0 .* and 2"):
         server = _server(endpoints, 2, environ, got)
@@ -328,6 +334,9 @@ def test_settings_are_checked():
     assert transport({"OMPI_COMM_WORLD_SIZE": "4", "GRAPHC_PS_TRANSPORT": "zmq"}) == "zmq"
     with pytest.raises(PServerError, match="GRAPHC_PS_TRANSPORT must be 'mpi' or 'zmq'"):
         transport({"GRAPHC_PS_TRANSPORT": "grpc"})
+    assert not settings.encrypted(["127.0.0.1:1", "127.0.0.2:1"], {})
+    assert settings.encrypted(["127.0.0.1:1"], {"GRAPHC_PS_ENCRYPT": "1"})
+    assert settings.encrypted(["127.0.0.1:1", "10.1.2.3:1"], {})
     with pytest.raises(PServerError, match="is not host:port"):
         settings.split_endpoint("127.0.0.1")
     layout = Layout(1, (("w@GRAD", (4, 2), "float32"),), (("w", (4, 2), "float32"),),

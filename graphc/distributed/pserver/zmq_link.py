@@ -15,8 +15,10 @@ import numpy as np
 from .endpoints import (
     DEADLINE_ENV,
     address,
+    encrypted,
     job_keys,
     job_secret,
+    plain_token,
     rpc_deadline,
     split_endpoint,
 )
@@ -37,7 +39,8 @@ RCVHWM = 32  # messages queued per connection: with MAXMSGSIZE, its memory budge
 # role, index and the job's shape) waits in ZeroMQ's queue until the server listens and
 # WELCOMEs it; messages on a connection without an accepted HELLO are dropped. With
 # GRAPHC_JOB_SECRET every connection is CURVE (keys derived from the secret; a ZAP handler
-# admits only the job's client key); without it only loopback endpoints are allowed. Frames
+# admits only the job's client key), or on loopback PLAIN with a token derived from the secret
+# (checked by the ZAP handler; no encryption cost); without it only loopback is allowed. Frames
 # above a server's bound (MAXMSGSIZE: its layout's largest message + slack) end that
 # connection. Heartbeats and socket events notice a dead or stopped peer; every wait ends by
 # FLAGS_rpc_deadline. Threat model: docs/distributed.md.
@@ -65,11 +68,13 @@ class ZmqLink:
 
     name = "zmq"
 
-    def __init__(self, rank: int, names: dict[int, str], deadline: float, secret: bytes | None):
+    def __init__(self, rank: int, names: dict[int, str], deadline: float, secret: bytes | None,
+                 encrypt: bool = True):
         import zmq
         self._zmq, self.rank, self.names, self.deadline = zmq, rank, names, deadline
         self.ctx = zmq.Context()
-        self.keys = job_keys(secret) if secret else None
+        self.keys = job_keys(secret) if secret and encrypt else None
+        self.token = plain_token(secret) if secret and not encrypt else None
         self.auth = None
         self.router = None
         self.rank_of: dict[bytes, int] = {}  # router identity -> peer rank (after HELLO)
@@ -109,13 +114,17 @@ class ZmqLink:
         # a connection that ends (its process died, or stopped answering heartbeats): the
         # event's fd names the peer that said HELLO on it (ROUTER_NOTIFY is a draft API)
         self.monitors[sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)] = -1
-        if self.keys is not None:
+        if self.keys is not None or self.token is not None:
             from zmq.auth.thread import ThreadAuthenticator
             self.auth = ThreadAuthenticator(self.ctx)
             self.auth.start()
+        if self.keys is not None:
             self.auth.configure_curve_callback("*", _Admit(self.keys["client"][0]))
             sock.curve_server = True
             sock.curve_publickey, sock.curve_secretkey = self.keys["server"]
+        elif self.token is not None:
+            self.auth.configure_plain("*", {"graphc": self.token.decode()})
+            sock.plain_server = True
         try:
             sock.bind(f"tcp://{address(host)}:{port}")
         except zmq.ZMQError as exc:
@@ -133,6 +142,8 @@ class ZmqLink:
         if self.keys is not None:
             sock.curve_serverkey = self.keys["server"][0]
             sock.curve_publickey, sock.curve_secretkey = self.keys["client"]
+        elif self.token is not None:
+            sock.plain_username, sock.plain_password = b"graphc", self.token
         events = (zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH |
                   zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         self.monitors[sock.get_monitor_socket(events)] = server
@@ -398,7 +409,8 @@ def join(role: str, index: int, endpoints: list[str], trainers: int, max_bytes: 
     names = {s: f"pserver {s} ({ep})" for s, ep in enumerate(endpoints)}
     names.update({n + t: f"trainer {t}" for t in range(trainers)})
     rank = index if role == SERVER else n + index
-    link = ZmqLink(rank, names, rpc_deadline(environ), job_secret(endpoints, environ))
+    link = ZmqLink(rank, names, rpc_deadline(environ), job_secret(endpoints, environ),
+                   encrypted(endpoints, environ))
     hello = {"job": JOB, "role": role, "index": int(index), "endpoints": endpoints,
              "trainers": int(trainers)}
 
