@@ -1,5 +1,5 @@
-"""Parameter-server training over MPI (docs/parameter_server.md): the transpile (ps-* passes),
-the wire protocol, the server loop and the trainer's channel.
+"""Parameter-server training over MPI or ZeroMQ (docs/parameter_server.md): the transpile (ps-*
+passes), the wire protocol, the server loop and the trainer's channel.
 
 ``Transpiler`` splits a program; ``serve(pserver_program)`` runs a server until every trainer
 completed; ``start_trainer(...)`` routes this process's send/recv ops to the servers (the

@@ -1,10 +1,10 @@
-"""The parameter-server wire protocol over MPI (mpi4py): who is who, the message tags, and how a
-server's blocks are packed into one buffer per step. Both sides live here so they agree.
+"""The parameter-server wire protocol: who is who, the message tags, and how a server's blocks
+are packed into one buffer per step. Both sides live here so they agree.
 
-Messages (point-to-point on COMM_WORLD; buffers are raw bytes, never pickles, except the
-one-off layout at setup):
+Messages (tagged point-to-point byte buffers between peers, over MPI or ZeroMQ: link.py;
+never pickles):
 
-- ``TAG_LAYOUT`` (40), server -> trainer, once: the pickled ``Layout`` (block names,
+- ``TAG_LAYOUT`` (40), server -> trainer, once: the ``Layout`` as JSON (block names,
   shapes, dtypes);
 - ``TAG_CONTROL`` (41), trainer -> server, per step: int64 ``[kind, step, trainer_id]``,
   ``BARRIER`` (this step's gradients follow) or ``COMPLETE`` (no more steps);
@@ -13,8 +13,8 @@ one-off layout at setup):
 - ``TAG_PARAMS`` (43), server -> trainer, once after the layout (the initial blocks, which
   a trainer's startup program pulls) and then per step: uint8, the server's parameter
   blocks after its update, in ``Layout.params`` order;
-- ``TAG_SAVE`` (44), trainer -> server, after a ``SAVE`` control message: the pickled
-  checkpoint directory; the server writes its blocks there before it reads that trainer's
+- ``TAG_SAVE`` (44), trainer -> server, after a ``SAVE`` control message: the checkpoint
+  directory (UTF-8); the server writes its blocks there before it reads that trainer's
   next message (sync mode: at a round boundary).
 - ``TAG_PULL`` (45), trainer -> server, after a ``PULL`` control message: int64 ``[entry,
   id, id, ...]``, distinct ids of one entry of ``Layout.pulls`` that this server holds (a
@@ -25,14 +25,16 @@ one-off layout at setup):
   entries: ``pack_rows`` of one (ids, values) pair per ``Layout.rows`` entry, distinct ids
   (a table's global ids; an is_sparse block's rows rebased to the block).
 
-Row messages vary in length: the receiver probes their size (``recv_bytes``). Setup is one
-``allgather`` of ``(role, index)`` over every rank (all ranks of the job take
-part), then the layouts. MPI keeps messages of one tag between two ranks in order, so a
-step's messages never mix with the next step's.
+Row messages vary in length: the receiver takes them whole (``link.recv_bytes``). Setup
+(``Cluster.join``) is one ``allgather`` of ``(role, index)`` over every MPI rank, or a HELLO
+from each trainer to each server's endpoint (zmq_link.py); then the layouts. Both transports
+keep the messages of one tag between two peers in order, so a step's messages never mix with
+the next step's.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass
 
@@ -77,6 +79,24 @@ class Layout:
 
     def nbytes(self, which: str) -> int:
         return sum(int(np.prod(s)) * np.dtype(d).itemsize for _, s, d in getattr(self, which))
+
+    def to_bytes(self) -> bytes:
+        """JSON (never a pickle: a layout crosses the network)."""
+        return json.dumps({"server": self.server, "grads": self.grads, "params": self.params,
+                           "rows": self.rows, "pulls": self.pulls}).encode()
+
+    @classmethod
+    def from_bytes(cls, data) -> Layout:
+        try:
+            d = json.loads(bytes(data))
+            specs = {k: tuple((n, tuple(int(x) for x in s), str(t)) for n, s, t in d[k])
+                     for k in ("grads", "params")}
+            return cls(int(d["server"]), specs["grads"], specs["params"],
+                       tuple((n, int(w), str(t), str(k)) for n, w, t, k in d["rows"]),
+                       tuple(str(n) for n in d["pulls"]))
+        except (ValueError, TypeError, KeyError) as exc:
+            raise PServerError(f"a server's layout message is malformed ({exc}): a peer of "
+                               "another graphc version or no graphc server") from None
 
 
 def pack(arrays) -> np.ndarray:
@@ -140,27 +160,32 @@ def unpack_rows(buf: np.ndarray, specs) -> list[tuple[np.ndarray, np.ndarray]]:
     return out
 
 
-def recv_bytes(comm, source: int, tag: int) -> np.ndarray:
-    """A message of unknown length (row pulls and pushes): probe its size, then take it."""
-    from mpi4py import MPI
-    status = MPI.Status()
-    comm.Probe(source=source, tag=tag, status=status)
-    buf = np.empty(status.Get_count(MPI.BYTE), np.uint8)
-    comm.Recv(buf, source=source, tag=tag)
-    return buf
-
-
 @dataclass
 class Cluster:
-    """MPI ranks of every server and trainer, from one allgather at setup."""
+    """Every server's and trainer's peer number (an MPI rank, or over ZeroMQ: servers 0..S-1,
+    then trainers) and the link carrying messages between them (link.py)."""
 
-    comm: object
-    servers: list[int]  # server id -> rank
-    trainers: list[int]  # trainer id -> rank
-    group: object = None  # a communicator of the ranks of this rank's role (servers' sums)
+    link: object
+    servers: list[int]  # server id -> peer
+    trainers: list[int]  # trainer id -> peer
 
     @classmethod
-    def join(cls, role: str, index: int, num_servers: int, num_trainers: int) -> Cluster:
+    def join(cls, role: str, index: int, endpoints, num_trainers: int,
+             max_bytes: int = 0, server_peers: bool = False) -> Cluster:
+        """Meet the job's other processes: over MPI inside a multi-rank MPI job, else by
+        ``endpoints`` (a server listens on its own; ``max_bytes``: its largest message;
+        ``server_peers``: the servers sum values among themselves)."""
+        from .link import transport
+        if transport() == "mpi":
+            return cls._join_mpi(role, index, len(endpoints), num_trainers)
+        from .zmq_link import join
+        link, servers, trainers = join(role, index, list(endpoints), num_trainers, max_bytes,
+                                       server_peers)
+        return cls(link, servers, trainers)
+
+    @classmethod
+    def _join_mpi(cls, role: str, index: int, num_servers: int, num_trainers: int) -> Cluster:
+        from .link import MpiLink
         comm = comm_world()
         everyone = comm.allgather((role, int(index)))
         servers = sorted((i, r) for r, (ro, i) in enumerate(everyone) if ro == SERVER)
@@ -178,4 +203,4 @@ class Cluster:
               f"({num_servers} servers, {num_trainers} trainers)", file=sys.stderr, flush=True)
         # collective over every rank, as the allgather: one communicator per role
         group = comm.Split(0 if role == SERVER else 1, comm.Get_rank())
-        return cls(comm, [r for _, r in servers], [r for _, r in trainers], group)
+        return cls(MpiLink(comm, group), [r for _, r in servers], [r for _, r in trainers])

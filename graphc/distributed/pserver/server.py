@@ -10,6 +10,7 @@ import numpy as np
 
 from .. import watchdog
 from ..programs import ServerInfo, ServerProgram
+from .link import ANY
 from .protocol import (
     BARRIER,
     COMPLETE,
@@ -28,7 +29,6 @@ from .protocol import (
     Layout,
     PServerError,
     pack,
-    recv_bytes,
     unpack,
     unpack_rows,
 )
@@ -66,9 +66,9 @@ def server_layout(program, info: ServerInfo) -> tuple[Layout, dict[str, list[str
 class _State:
     """What one server holds besides its scope: the program, its layout, its table shards."""
 
-    def __init__(self, program, exe, scope, cluster, info):
-        self.program, self.exe, self.scope, self.cluster, self.info = (
-            program, exe, scope, cluster, info)
+    def __init__(self, program, exe, scope, info):
+        self.program, self.exe, self.scope, self.info = program, exe, scope, info
+        self.cluster: Cluster | None = None
         self.layout, self.feeds_of = server_layout(program, info)
         block = program.global_block()
         self.shapes = {n: (tuple(block.var(n).shape), str(block.var(n).dtype))
@@ -76,18 +76,41 @@ class _State:
         self.tables = {t["name"]: RowTable(t) for t in info.tables}
         self.stats = {"rounds": 0, "bytes_received": 0, "bytes_sent": 0, "rows_pulled": 0,
                       "rows_pushed": 0}
-        self.trainer_of = {r: t for t, r in enumerate(cluster.trainers)}
         self.has_update = bool(self.shapes)  # the graph has blocks to feed
         # all-reduces over the servers per round (global-norm clipping): a server with no
         # block to update takes part from here
         self.server_sums = sum(op.type == "ps_server_sum" for op in program.global_block().ops)
+
+    def join(self) -> None:
+        self.cluster = Cluster.join(SERVER, self.info.server_id, self.info.endpoints,
+                                    self.info.trainers, self.max_message(),
+                                    server_peers=self.server_sums > 0)
+        self.link = self.cluster.link
+        self.trainer_of = {r: t for t, r in enumerate(self.cluster.trainers)}
+
+    def max_message(self) -> int:
+        """The largest message a trainer may send this server: its gradient blocks, every
+        row of its row entries pushed at once, or a pull of every row of its largest entry."""
+        block = self.program.global_block()
+        heights = {t["name"]: int(t["height"]) for t in self.info.tables}
+        for name, _, _, kind in self.layout.rows:
+            if kind == "block":
+                heights[name] = int(self.shapes[self.feeds_of[name][0]][0][0])
+        for name in self.layout.pulls:
+            if name not in heights:
+                heights[name] = int(block.var(name).shape[0])
+        push = 8 * len(self.layout.rows) + sum(
+            heights[name] * (8 + width * np.dtype(dtype).itemsize)
+            for name, width, dtype, _ in self.layout.rows)
+        pull = 8 * (1 + max([heights[n] for n in self.layout.pulls], default=0))
+        return max(self.layout.nbytes("grads"), push, pull)
 
     def where(self) -> str:
         return f"pserver {self.info.endpoint}"
 
     def answer_pull(self, rank: int) -> None:
         """A trainer's pull: the current rows of the ids it sent, in that order."""
-        msg = recv_bytes(self.cluster.comm, rank, TAG_PULL).view(np.int64)
+        msg = self.link.recv_bytes(rank, TAG_PULL).view(np.int64)
         names = self.layout.pulls
         if not msg.size or not 0 <= msg[0] < len(names):
             raise PServerError(f"server {self.info.server_id}: a pull from rank {rank} "
@@ -97,23 +120,22 @@ class _State:
             rows = np.ascontiguousarray(self.tables[name].rows(ids))
         else:  # a prefetched is_sparse block, as its last update left it
             rows = np.ascontiguousarray(np.asarray(self.scope[name])[ids])
-        self.cluster.comm.Send(rows.reshape(-1).view(np.uint8), dest=rank, tag=TAG_ROWS)
+        self.link.send(rows.reshape(-1).view(np.uint8), rank, TAG_ROWS)
         self.stats["rows_pulled"] += len(msg) - 1
         self.stats["bytes_sent"] += rows.nbytes
 
     def receive(self, rank: int, t: int) -> tuple[dict, dict]:
         """Trainer ``t``'s gradients of one step after its BARRIER: dense blocks by name, and
         the pushed rows (is_sparse blocks densified; tables' (ids, values) by table)."""
-        comm = self.cluster.comm
         buf = np.empty(self.layout.nbytes("grads"), np.uint8)
         with watchdog.waiting(f"{self.where()} receiving from trainer {t}"):
-            comm.Recv(buf, source=rank, tag=TAG_GRADS)
+            self.link.recv(buf, rank, TAG_GRADS)
         self.stats["bytes_received"] += buf.nbytes
         dense = unpack(buf, self.layout.grads)
         pushed = {}
         if self.layout.rows:
             with watchdog.waiting(f"{self.where()} receiving rows from trainer {t}"):
-                rbuf = recv_bytes(comm, rank, TAG_PUSH)
+                rbuf = self.link.recv_bytes(rank, TAG_PUSH)
             self.stats["bytes_received"] += rbuf.nbytes
             for (name, _, _, kind), (ids, values) in zip(self.layout.rows,
                                                         unpack_rows(rbuf, self.layout.rows)):
@@ -142,12 +164,8 @@ class _State:
 
     def server_sum(self, x: np.ndarray) -> np.ndarray:
         """``x`` summed over every server (in sync rounds every server calls this alike)."""
-        from mpi4py import MPI
-        x = np.ascontiguousarray(x)
-        out = np.empty_like(x)
         with watchdog.waiting(f"{self.where()} summing over the servers"):
-            self.cluster.group.Allreduce(x, out, op=MPI.SUM)
-        return out
+            return self.link.server_sum(np.ascontiguousarray(x))
 
     def blocks(self) -> list[np.ndarray]:
         return [np.asarray(self.scope[n]) for n, _, _ in self.layout.params]
@@ -169,8 +187,9 @@ def serve(program, executor=None, scope=None) -> dict:
     exe = executor or Executor()
     scope = global_scope() if scope is None else scope
     info = program.info
-    cluster = Cluster.join(SERVER, info.server_id, len(info.endpoints), info.trainers)
-    state = _State(program, exe, scope, cluster, info)
+    state = _State(program, exe, scope, info)
+    state.join()
+    link = state.link
     # The update step's ps_server_sum ops call this server through the serving executor's
     # host services: the server joins them while it serves. The user's executor (a subclass,
     # perhaps) runs every round, as in Paddle; its services are restored afterwards.
@@ -178,31 +197,32 @@ def serve(program, executor=None, scope=None) -> dict:
     exe.services = saved.replace(server=state)
     try:
         _load_tables(program, state)
-        comm = cluster.comm
-        watchdog.start(comm.Get_rank(), timeout)
-        for rank in cluster.trainers:
-            comm.send(state.layout, dest=rank, tag=TAG_LAYOUT)
+        # over zmq the link's own deadline names the peer first; the watchdog is the backstop
+        watchdog.start(link.rank, timeout + (0 if link.name == "mpi" else 10.0))
+        for rank in state.cluster.trainers:
+            link.send(state.layout.to_bytes(), rank, TAG_LAYOUT)
         initial = pack(state.blocks())
-        from mpi4py import MPI
-        MPI.Request.Waitall([comm.Isend(initial, dest=rank, tag=TAG_PARAMS)  # trainers pull
-                             for rank in cluster.trainers])
+        link.waitall([link.isend(initial, rank, TAG_PARAMS)  # trainers pull
+                      for rank in state.cluster.trainers])
         if info.sync_mode and not info.geo:
             _serve_sync(state)
         else:
             _serve_async(state)
     finally:
         exe.services = saved
+        link.close()
     return state.stats
 
 
-def _control(state: _State, what: str) -> tuple[int, int, int]:
+def _control(state: _State, what: str, live) -> tuple[int, int, int]:
     """The next control message from any trainer: (kind, rank, trainer id)."""
-    from mpi4py import MPI
-    ctrl, status = np.empty(3, np.int64), MPI.Status()
+    ctrl = np.empty(3, np.int64)
     with watchdog.waiting(f"{state.where()} {what}"):
-        state.cluster.comm.Recv(ctrl, source=MPI.ANY_SOURCE, tag=TAG_CONTROL, status=status)
-    rank = status.Get_source()
+        rank = state.link.recv(ctrl, ANY, TAG_CONTROL,
+                               among=[state.cluster.trainers[t] for t in live])
     t, kind = state.trainer_of.get(rank), int(ctrl[0])
+    if kind == COMPLETE and t is not None:
+        state.link.retire(rank)  # its connection may end now
     if t is None or kind not in (BARRIER, COMPLETE, SAVE, PULL):
         raise PServerError(f"server {state.info.server_id}: unexpected control message "
                            f"{ctrl.tolist()} from rank {rank}")
@@ -212,7 +232,7 @@ def _control(state: _State, what: str) -> tuple[int, int, int]:
 def _serve_async(state: _State) -> None:
     """Each trainer's gradients (GEO: deltas) are applied as they arrive (no averaging, no
     waiting for the others); the trainer gets the blocks as they are right after its update."""
-    comm, info = state.cluster.comm, state.info
+    link, info = state.link, state.info
     live = set(range(info.trainers))
     # DC-ASGD: each trainer's copy of the blocks as it last received them
     initial = {n: np.array(state.scope[n], copy=True) for n, _, _ in state.layout.params}
@@ -221,7 +241,7 @@ def _serve_async(state: _State) -> None:
     # trainer takes its reply only at its next step), stalling every other trainer
     outbox: list = []
     while live:
-        kind, rank, t = _control(state, "waiting for any trainer")
+        kind, rank, t = _control(state, "waiting for any trainer", live)
         if kind == COMPLETE:
             live.discard(t)
             continue
@@ -242,26 +262,24 @@ def _serve_async(state: _State) -> None:
             backup[t] = {n: np.array(a, copy=True)
                          for (n, _, _), a in zip(state.layout.params, blocks)}
         out = pack(blocks)
-        outbox.append((comm.Isend(out, dest=rank, tag=TAG_PARAMS), out))
-        outbox = [(r, b) for r, b in outbox if not r.Test()]
+        outbox.append((link.isend(out, rank, TAG_PARAMS), out))
+        outbox = [(r, b) for r, b in outbox if not link.done(r)]
         state.stats["rounds"] += 1
         state.stats["bytes_sent"] += out.nbytes
-    from mpi4py import MPI
     with watchdog.waiting(f"{state.where()} returning the last blocks"):
-        MPI.Request.Waitall([r for r, _ in outbox])
+        link.waitall([r for r, _ in outbox])
 
 
 def _serve_sync(state: _State) -> None:
     """Every round takes each live trainer's gradients (answering pulls and checkpoint
     requests as they come, from whichever trainer), applies their mean once, and returns the
     blocks to each of them."""
-    from mpi4py import MPI
-    comm, info = state.cluster.comm, state.info
+    link, info = state.link, state.info
     live = set(range(info.trainers))
     while live:
         pending, feeds, pushes = set(live), {}, {}
         while pending:
-            kind, rank, t = _control(state, f"waiting for trainers {sorted(pending)}")
+            kind, rank, t = _control(state, f"waiting for trainers {sorted(pending)}", live)
             if kind == PULL:
                 state.answer_pull(rank)
             elif kind == SAVE:  # between this trainer's steps: the last round's state
@@ -296,17 +314,16 @@ def _serve_sync(state: _State) -> None:
                 state.server_sum(np.zeros(1, np.float32))
         state.update_tables([pushes[t] for t in arrived], 1.0 / info.trainers)
         out = pack(state.blocks())
-        requests = [comm.Isend(out, dest=state.cluster.trainers[t], tag=TAG_PARAMS)
-                    for t in arrived]
+        requests = [link.isend(out, state.cluster.trainers[t], TAG_PARAMS) for t in arrived]
         with watchdog.waiting(f"{state.where()} returning blocks"):
-            MPI.Request.Waitall(requests)
+            link.waitall(requests)
         state.stats["rounds"] += 1
         state.stats["bytes_sent"] += out.nbytes * len(arrived)
 
 
 def _save(state: _State, rank: int) -> None:
     from .checkpoint import save_server
-    dirname = state.cluster.comm.recv(source=rank, tag=TAG_SAVE)
+    dirname = bytes(state.link.recv_bytes(rank, TAG_SAVE)).decode()
     save_server(dirname, state.program, state.scope, state.info.server_id, state.tables)
 
 

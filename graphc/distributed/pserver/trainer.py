@@ -24,6 +24,7 @@ from .protocol import (
     TAG_SAVE,
     TRAINER,
     Cluster,
+    Layout,
     PServerError,
     pack,
     pack_rows,
@@ -42,6 +43,7 @@ class TrainerChannel:
     def __init__(self, trainer_id: int, endpoints: list[str], trainers: int):
         self.trainer_id, self.endpoints, self.trainers = trainer_id, list(endpoints), trainers
         self.cluster: Cluster | None = None
+        self.link = None  # the cluster's link (link.py), once joined
         self.layouts = []
         self.step = 0
         self.done = False
@@ -66,18 +68,20 @@ class TrainerChannel:
             timeout = watchdog.parse_timeout(os.environ.get(watchdog.ENV))
         except ValueError as exc:
             raise PServerError(str(exc)) from None
-        self.cluster = Cluster.join(TRAINER, self.trainer_id, len(self.endpoints), self.trainers)
-        comm = self.cluster.comm
-        watchdog.start(comm.Get_rank(), timeout)  # a stuck server is seen from here too
-        self.layouts = [comm.recv(source=r, tag=TAG_LAYOUT) for r in self.cluster.servers]
+        self.cluster = Cluster.join(TRAINER, self.trainer_id, self.endpoints, self.trainers)
+        link = self.link = self.cluster.link
+        atexit.register(self.complete)
+        # a stuck server is seen from here too (over zmq the link's deadline comes first)
+        watchdog.start(link.rank, timeout + (0 if link.name == "mpi" else 10.0))
+        self.layouts = [Layout.from_bytes(link.recv_bytes(r, TAG_LAYOUT))
+                        for r in self.cluster.servers]
         # every server sends its initial blocks once (Paddle's trainers pull their initial
         # parameters): the trainer's startup program reads them (recv with initial=True)
         self._initial = {}
         for layout, rank in zip(self.layouts, self.cluster.servers):
             buf = np.empty(layout.nbytes("params"), np.uint8)
-            comm.Recv(buf, source=rank, tag=TAG_PARAMS)
+            link.recv(buf, rank, TAG_PARAMS)
             self._initial.update(unpack(buf, layout.params))
-        atexit.register(self.complete)
 
     def _server(self, endpoint: str) -> int:
         try:
@@ -121,12 +125,11 @@ class TrainerChannel:
         split "mod" (a distributed table: row r on server r % #servers) or "range" (an
         is_sparse table's blocks: ``sections`` rows each, named ``varnames``, on ``epmap``)."""
         self._setup()
-        from mpi4py import MPI
         out = np.zeros((len(ids), width), dtype)
         uniq, inverse = np.unique(ids[keep], return_inverse=True)
         if not len(uniq):
             return out
-        comm = self.cluster.comm
+        link = self.link
         if route["split"] == "mod":
             nservers = len(self.cluster.servers)
             parts = [(s, table, uniq % nservers == s, 0) for s in range(nservers)]
@@ -147,8 +150,7 @@ class TrainerChannel:
             msg = np.concatenate([[layout.pulls.index(entry)], uniq[mine] - base]
                                  ).astype(np.int64)
             ctrl = np.array([PULL, self.step, self.trainer_id], np.int64)
-            sends += [comm.Isend(ctrl, dest=rank, tag=TAG_CONTROL),
-                      comm.Isend(msg, dest=rank, tag=TAG_PULL)]
+            sends += [link.isend(ctrl, rank, TAG_CONTROL), link.isend(msg, rank, TAG_PULL)]
             asks.append((mine, rank, s, msg, ctrl))
             self.bytes_sent += msg.nbytes
         rows = np.empty((len(uniq), width), dtype)
@@ -156,10 +158,10 @@ class TrainerChannel:
             part = np.empty((int(mine.sum()), width), dtype)
             with watchdog.waiting(f"trainer {self.trainer_id} waiting for rows of '{table}' "
                                   f"from pserver {s}"):
-                comm.Recv(part.reshape(-1).view(np.uint8), source=rank, tag=TAG_ROWS)
+                link.recv(part.reshape(-1).view(np.uint8), rank, TAG_ROWS)
             rows[mine] = part
             self.bytes_received += part.nbytes
-        MPI.Request.Waitall(sends)
+        link.waitall(sends)
         out[keep] = rows[inverse]
         return out
 
@@ -167,7 +169,7 @@ class TrainerChannel:
         """Ship this step's blocks: one buffer per server (each server's blocks in its
         layout's order), after a BARRIER control message, then its row entries."""
         self._setup()
-        comm = self.cluster.comm
+        link = self.link
         for s, (layout, rank) in enumerate(zip(self.layouts, self.cluster.servers)):
             missing = [n for n, _, _ in layout.grads if n not in self._grads]
             if missing:
@@ -176,14 +178,14 @@ class TrainerChannel:
             buf = pack([self._grads[n] for n, _, _ in layout.grads])
             ctrl = np.array([BARRIER, self.step, self.trainer_id], np.int64)
             self._keep += [buf, ctrl]
-            self._requests.append(comm.Isend(ctrl, dest=rank, tag=TAG_CONTROL))
-            self._requests.append(comm.Isend(buf, dest=rank, tag=TAG_GRADS))
+            self._requests.append(link.isend(ctrl, rank, TAG_CONTROL))
+            self._requests.append(link.isend(buf, rank, TAG_GRADS))
             self.bytes_sent += buf.nbytes
             if layout.rows:
                 rbuf = pack_rows([self._entry(s, name, width, dtype)
                                   for name, width, dtype, _ in layout.rows])
                 self._keep.append(rbuf)
-                self._requests.append(comm.Isend(rbuf, dest=rank, tag=TAG_PUSH))
+                self._requests.append(link.isend(rbuf, rank, TAG_PUSH))
                 self.bytes_sent += rbuf.nbytes
         self._grads.clear()
         self._rows.clear()
@@ -209,18 +211,17 @@ class TrainerChannel:
 
     def _post_replies(self) -> tuple[list, list]:
         """Receives of one reply (the parameter blocks) from every server."""
-        comm, bufs, reqs = self.cluster.comm, [], []
+        bufs, reqs = [], []
         for layout, rank in zip(self.layouts, self.cluster.servers):
             bufs.append(np.empty(layout.nbytes("params"), np.uint8))
-            reqs.append(comm.Irecv(bufs[-1], source=rank, tag=TAG_PARAMS))
+            reqs.append(self.link.irecv(bufs[-1], rank, TAG_PARAMS))
         return bufs, reqs
 
     def _unpack(self, posted: tuple[list, list]) -> dict[str, np.ndarray]:
-        from mpi4py import MPI
         bufs, reqs = posted
         with watchdog.waiting(f"trainer {self.trainer_id} waiting for the blocks of pservers "
                               f"{list(range(len(bufs)))}"):
-            MPI.Request.Waitall(reqs)
+            self.link.waitall(reqs)
         params = {}
         for layout, buf in zip(self.layouts, bufs):
             params.update(unpack(buf, layout.params))
@@ -249,13 +250,12 @@ class TrainerChannel:
         self._rows.clear()
 
     def fetch_barrier(self) -> None:
-        from mpi4py import MPI
         if self._startup_pull:  # the startup program's pull of the initial values
             self._startup_pull = False
             return
         if self._requests and self._params is None:
             self.recv([], [])  # a step that received no block still takes the servers' reply
-        MPI.Request.Waitall(self._requests)
+        self.link.waitall(self._requests)
         self._requests, self._keep, self._params = [], [], None
         self.step += 1
 
@@ -292,16 +292,13 @@ class TrainerChannel:
     def save(self, dirname: str) -> None:
         """Ask every server to write its blocks to ``dirname`` now (between steps); the
         step count goes beside them."""
-        from mpi4py import MPI
-
         from .checkpoint import save_meta
         self._setup()
-        MPI.Request.Waitall(self._requests)
-        comm = self.cluster.comm
+        self.link.waitall(self._requests)
         for rank in self.cluster.servers:
-            comm.Send(np.array([SAVE, self.step, self.trainer_id], np.int64), dest=rank,
-                      tag=TAG_CONTROL)
-            comm.send(str(dirname), dest=rank, tag=TAG_SAVE)
+            self.link.send(np.array([SAVE, self.step, self.trainer_id], np.int64), rank,
+                           TAG_CONTROL)
+            self.link.send(str(dirname).encode(), rank, TAG_SAVE)
         save_meta(dirname, self.step, len(self.endpoints), self.trainers)
 
     # -- lifetime ------------------------------------------------------------------
@@ -311,12 +308,17 @@ class TrainerChannel:
         if self.done:
             return
         self.done = True
+        if self.cluster is not None and self.link.broken:  # a peer failed: say nothing more
+            self.link.close()
+            return
         self._setup()  # a trainer that took no step still joins, so the servers can start
-        from mpi4py import MPI
-        if self._pending is not None:  # pipelined: the last reply is taken, not left behind
-            self._latest, self._pending = self._unpack(self._pending), None
-        MPI.Request.Waitall(self._requests)
-        comm = self.cluster.comm
-        for rank in self.cluster.servers:
-            comm.Send(np.array([COMPLETE, self.step, self.trainer_id], np.int64), dest=rank,
-                      tag=TAG_CONTROL)
+        link = self.link
+        try:
+            if self._pending is not None:  # pipelined: the last reply is taken, not left
+                self._latest, self._pending = self._unpack(self._pending), None
+            link.waitall(self._requests)
+            for rank in self.cluster.servers:
+                link.send(np.array([COMPLETE, self.step, self.trainer_id], np.int64), rank,
+                          TAG_CONTROL)
+        finally:
+            link.close()  # over zmq: after what is queued was delivered
