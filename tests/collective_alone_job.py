@@ -5,7 +5,8 @@ MODE ``nccl2``: a Fluid 1.8 script with ``DistributeTranspiler`` in nccl2 mode (
 current_endpoint from the variables, as Paddle's test_dist_base does); ``fleet``: the
 collective fleet (``fleet.init(is_collective=True)``, ``distributed_optimizer``). Each
 trainer feeds its contiguous half of every global batch and writes OUT_DIR/<id>.npz
-(its losses and parameters). The test imports ``build``/``batches`` for the 1-process run.
+(its losses and parameters; under ``fleet`` also what the role maker's collectives gave).
+The test imports ``build``/``batches`` for the 1-process run.
 """
 
 from __future__ import annotations
@@ -73,8 +74,17 @@ def main(mode: str, out_dir: str) -> None:
         mine = {k: v[tid * half:(tid + 1) * half] for k, v in batch.items()}
         out, = exe.run(prog, feed=mine, fetch_list=[loss], scope=scope)
         losses.append(np.asarray(out))
+    extra = {}
+    if mode == "fleet":  # the role maker's collectives, over the joined job's store
+        role = role_maker.PaddleCloudRoleMaker(is_collective=True)
+        out = [0, 0]
+        role.all_reduce_worker([tid, 5 - tid], out, mode="max")
+        role.barrier_worker()
+        role.barrier_all()
+        extra = {"gathered": np.array(role.all_gather(10 * tid + 1)), "reduced": np.array(out),
+                 "endpoints": np.array(role.get_trainer_endpoints())}
     np.savez(os.path.join(out_dir, f"{tid}.npz"), losses=np.stack(losses),
-             **params(prog, scope))
+             **params(prog, scope), **extra)
     print(f"trainer {tid} done", flush=True)
 
 

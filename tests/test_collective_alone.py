@@ -4,6 +4,7 @@ graphc launch) meet at the first endpoint and train as one job; a missing peer i
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -91,6 +92,11 @@ def test_trainers_started_alone_train_as_one_job(tmp_path, mode, one_process_ref
     for name, ref in one_process_reference.items():
         np.testing.assert_array_equal(got[0][name], got[1][name], err_msg=name)
         np.testing.assert_allclose(got[0][name], ref, rtol=1e-5, atol=1e-6, err_msg=name)
+    if mode == "fleet":  # role maker collectives over the joined runtime's store
+        for g in got:
+            assert g["gathered"].tolist() == [1, 11]
+            assert g["reduced"].tolist() == [1, 5]  # max of [0, 5] and [1, 4]
+            assert g["endpoints"].tolist() == eps
 
 
 @pytest.mark.parametrize("started, named", [
@@ -213,3 +219,21 @@ def test_a_multi_trainer_program_never_runs_alone(monkeypatch):
     monkeypatch.setenv("PADDLE_TRAINER_ENDPOINTS", "")
     with pytest.raises(dist.DistributedError, match="PADDLE_TRAINER_ENDPOINTS is not set"):
         dist.init()
+
+
+@pytest.mark.skipif(not (Path(sys.executable).with_name("mpirun").exists()
+                         or shutil.which("mpirun")), reason="needs mpirun")
+@pytest.mark.xdist_group("mpi")
+def test_nccl2_transpile_under_graphc_launch_joins(tmp_path, one_process_reference):
+    """The same nccl2 script under ``graphc launch --nproc_per_node 2`` (mpirun): the
+    transpile joins the launcher's job (today each rank trained alone)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PADDLE_", "XLA_FLAGS"))}
+    env.update(CPU_NUM="1", PYTHONPATH=str(ROOT))
+    proc = subprocess.run([sys.executable, "-m", "graphc", "launch", "--nproc_per_node", "2",
+                           "--timeout", "150", str(JOB), "nccl2", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=180)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    got = [np.load(tmp_path / f"{t}.npz") for t in (0, 1)]
+    for name, ref in one_process_reference.items():
+        np.testing.assert_array_equal(got[0][name], got[1][name], err_msg=name)
+        np.testing.assert_allclose(got[0][name], ref, rtol=1e-5, atol=1e-6, err_msg=name)

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 
-from ..ir.default_programs import default_main_program, default_startup_program
-from ..ir.errors import GraphcError
-from .strategy import PARAMETER_SERVER, DistributedStrategy
+from ...ir.default_programs import default_main_program, default_startup_program
+from ...ir.errors import GraphcError
+from ..strategy import PARAMETER_SERVER, DistributedStrategy
 
 log = logging.getLogger("graphc.distributed")
 
@@ -30,14 +30,16 @@ class FleetError(GraphcError):
 
 
 def init(role_maker=None, is_collective: bool = False, strategy=None) -> None:
-    """Join the job (graphc.distributed.init). This is the collective fleet: parameter-server
-    training (``is_collective=False``) is the parameter-server fleet's."""
+    """Join the job (graphc.distributed.init): collective when ``is_collective`` or the role
+    maker says so (``PaddleCloudRoleMaker(is_collective=True)``). This is the collective
+    fleet: parameter-server training is the parameter-server fleet's."""
+    is_collective = is_collective or bool(getattr(role_maker, "_is_collective", False))
     if not is_collective:
         raise FleetError("fleet.init(is_collective=False) asks for parameter-server training: "
                          "use the parameter-server fleet (graphc.fluid.incubate.fleet."
                          "parameter_server.distribute_transpiler.fleet, "
                          "docs/parameter_server.md) or fleet.init(is_collective=True)")
-    from . import init as init_distributed
+    from .. import init as init_distributed
     init_distributed()
     _FLEET["initialized"] = True
 
@@ -48,12 +50,12 @@ def _require_init() -> None:
 
 
 def worker_index() -> int:
-    from . import worker_index as index
+    from .. import worker_index as index
     return index()
 
 
 def worker_num() -> int:
-    from . import worker_num as num
+    from .. import worker_num as num
     return num()
 
 
@@ -62,7 +64,7 @@ def is_first_worker() -> bool:
 
 
 def barrier_worker() -> None:
-    from . import barrier
+    from .. import barrier
     barrier()
 
 
@@ -76,8 +78,8 @@ class DistributedOptimizer:
     def minimize(self, loss, startup_program=None, parameter_list=None, no_grad_set=None):
         import jax
 
-        from ..runtime.compiled_program import CompiledProgram
-        from ..runtime.run_as import DATA_PARALLEL
+        from ...runtime.compiled_program import CompiledProgram
+        from ...runtime.run_as import DATA_PARALLEL
         _require_init()
         result = self.inner_opt.minimize(loss, startup_program, parameter_list, no_grad_set)
         program = loss.block.program
@@ -124,4 +126,7 @@ def __getattr__(name: str):
     if name == "startup_program":
         return _FLEET["startup"] if _FLEET["startup"] is not None \
             else default_startup_program()
+    if name in ("PaddleCloudRoleMaker", "UserDefinedRoleMaker", "Role"):
+        from .base import role_maker  # Paddle 2.0 exports them from fleet too
+        return getattr(role_maker, name)
     raise AttributeError(f"module 'graphc.distributed.fleet' has no attribute '{name}'")
