@@ -178,7 +178,7 @@ def test_general_role_maker_job_of_separate_processes(tmp_path):
         assert code == 0, out[-3000:]
     got = {p: json.loads((tmp_path / f"general.127.0.0.1_{p}.json").read_text())["general"]
            for p in (7200, 7201, 7100)}
-    for p, g in got.items():
+    for g in got.values():
         assert g["gathered"] == [7200, 7201, 7100]  # trainers, then servers
     for p in (7200, 7201):
         assert got[p]["sum"] == [14401, 2, -14401] and got[p]["min"] == [7200, 1, -7201]
