@@ -66,6 +66,22 @@ def _finish(procs, timeout: float) -> list[tuple[int, str]]:
             p.wait()
 
 
+def _listening_on(port: int) -> set[str]:
+    """The local addresses (as /proc/net/tcp{,6} write them) listening on ``port``."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            host, _, hex_port = local.rpartition(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(host)
+    return found
+
+
 @pytest.fixture(scope="module")
 def one_process_reference():
     """The 1-process run on the concatenated (global) batches."""
@@ -104,12 +120,20 @@ def test_trainers_started_alone_train_as_one_job(tmp_path, mode, one_process_ref
     (1, r"trainer 0, the job's coordinator at 127\.0\.0\.1:{p0}, is not listening after 3 s"),
 ])
 def test_a_missing_peer_is_named_within_the_deadline(tmp_path, started, named):
+    """Trainer 0 alone also shows where JAX's coordinator listens: its endpoint only."""
     import re
     ports = _free_ports(2)
     eps = [f"127.0.0.1:{p}" for p in ports]
     begin = time.monotonic()
-    (code, out), = _finish(_start([started], eps, ["nccl2", tmp_path], deadline_ms=3000),
-                           timeout=60)
+    procs = _start([started], eps, ["nccl2", tmp_path], deadline_ms=3000)
+    if started == 0:
+        seen: set = set()
+        while not seen and procs[0].poll() is None and time.monotonic() - begin < 30:
+            seen = _listening_on(ports[0])
+            time.sleep(0.05)
+        # 127.0.0.1 (gRPC may take it as IPv4-mapped ::ffff:127.0.0.1), not every interface
+        assert seen and seen <= {"0100007F", "0000000000000000FFFF00000100007F"}, seen
+    (code, out), = _finish(procs, timeout=60)
     assert code != 0
     assert "DistributedError" in out
     assert re.search(named.format(p0=ports[0], p1=ports[1]), out), out[-2000:]

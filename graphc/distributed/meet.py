@@ -1,12 +1,10 @@
 """Collective trainers started on their own meet by endpoints, as Paddle's do: trainer 0's
-endpoint hosts JAX's coordinator (bound to that endpoint only), the others connect to it.
+endpoint hosts JAX's coordinator (bound there only); a peer that never comes is named."""
 
-A peer that never comes is named within the deadline (``init``'s timeout, else Paddle's
-``FLAGS_rpc_deadline`` in milliseconds, else its default 180 s). JAX aborts a process whose
-join times out with a C++ check failure, not an exception, so the wait is bounded here first:
-a trainer whose coordinator never listens raises DistributedError before it asks JAX to
-join; a coordinator whose peers never come prints the error naming them and exits 1.
-"""
+# The wait is bounded here, before JAX's own deadline: JAX ends a process whose join times
+# out with a C++ check failure, not an exception. A trainer whose coordinator never listens
+# raises before it asks JAX to join; a coordinator whose peers never come prints the error
+# naming them and exits 1 (its main thread waits inside JAX, which cannot be interrupted).
 
 from __future__ import annotations
 

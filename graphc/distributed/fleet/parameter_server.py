@@ -1,6 +1,5 @@
-"""Paddle 2.0's ``fleet`` in parameter-server mode (``fleet.init()`` without ``is_collective``,
-``DistributedStrategy.a_sync`` / ``a_sync_configs``): Fluid 1.8's parameter-server fleet
-(the DistributeTranspiler's passes) under 2.0's calls, its programs rewritten in place."""
+"""Paddle 2.0's ``fleet`` in parameter-server mode (``fleet.init()``, ``a_sync``): Fluid 1.8's
+parameter-server fleet under 2.0's calls, the worker's programs rewritten in place."""
 
 from __future__ import annotations
 

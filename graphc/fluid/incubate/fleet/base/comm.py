@@ -1,6 +1,5 @@
-"""How role makers' collective methods (all_gather, all_reduce_worker, barriers) reach their
-peers: MPI in an MPI job, the joined JAX runtime's key-value store, a shared directory
-(GeneralRoleMaker's store), or nobody (one process). Values travel as JSON, never pickled."""
+"""How role makers' collectives reach their peers: MPI, the joined JAX runtime's key-value
+store, a shared directory (GeneralRoleMaker), or nobody (one process); values as JSON."""
 
 from __future__ import annotations
 
