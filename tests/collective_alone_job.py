@@ -5,7 +5,8 @@ MODE ``nccl2``: a Fluid 1.8 script with ``DistributeTranspiler`` in nccl2 mode (
 current_endpoint from the variables, as Paddle's test_dist_base does); ``fleet``: the
 collective fleet (``fleet.init(is_collective=True)``, ``distributed_optimizer``). Each
 trainer feeds its contiguous half of every global batch and writes OUT_DIR/<id>.npz
-(its losses and parameters; under ``fleet`` also what the role maker's collectives gave).
+(its losses and parameters; under ``fleet`` also what the role maker's collectives gave);
+COLL_TEST_DIE=<id>: that trainer exits after the startup program, before any step.
 The test imports ``build``/``batches`` for the 1-process run.
 """
 
@@ -68,6 +69,9 @@ def main(mode: str, out_dir: str) -> None:
             fleet.distributed_optimizer(optimizer()).minimize(loss)
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
+    if os.environ.get("COLL_TEST_DIE") == str(tid):  # a peer lost after the job met
+        print(f"trainer {tid} dies", flush=True)
+        os._exit(3)
     half = GLOBAL_BATCH // 2
     losses = []
     for batch in batches():

@@ -43,12 +43,14 @@ def _trainer_env(tid: int, eps: list[str], deadline_ms: int = 60000) -> dict:
     env.update(PYTHONPATH=str(ROOT), CPU_NUM="1", PADDLE_TRAINER_ID=str(tid),
                PADDLE_TRAINERS_NUM=str(len(eps)), PADDLE_TRAINER_ENDPOINTS=",".join(eps),
                PADDLE_CURRENT_ENDPOINT=eps[tid], FLAGS_rpc_deadline=str(deadline_ms))
+    env.pop("GRAPHC_COLLECTIVE_TIMEOUT", None)
     return env
 
 
-def _start(tids, eps, args, deadline_ms=60000) -> list[subprocess.Popen]:
+def _start(tids, eps, args, deadline_ms=60000, **extra) -> list[subprocess.Popen]:
     return [subprocess.Popen([sys.executable, str(JOB), *map(str, args)],
-                             env=_trainer_env(t, eps, deadline_ms), stdout=subprocess.PIPE,
+                             env={**_trainer_env(t, eps, deadline_ms), **extra},
+                             stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
             for t in tids]
 
@@ -139,6 +141,21 @@ def test_a_missing_peer_is_named_within_the_deadline(tmp_path, started, named):
     assert re.search(named.format(p0=ports[0], p1=ports[1]), out), out[-2000:]
     assert time.monotonic() - begin < 40
     assert not list(tmp_path.glob("*.npz"))  # it never trained alone
+
+
+def test_a_peer_lost_after_the_join_is_named(tmp_path):
+    """Trainer 1 dies once the job met: trainer 0, waiting in its first step, ends within
+    FLAGS_rpc_deadline (the collective deadline without a launcher), naming it."""
+    ports = _free_ports(2)
+    eps = [f"127.0.0.1:{p}" for p in ports]
+    procs = _start([0, 1], eps, ["nccl2", tmp_path], deadline_ms=8000, COLL_TEST_DIE="1")
+    begin = time.monotonic()
+    (code0, out0), (code1, out1) = _finish(procs, timeout=90)
+    assert code1 == 3 and "trainer 1 dies" in out1
+    assert code0 == 124, out0[-2000:]
+    assert f"trainer 1 (127.0.0.1:{ports[1]}) never arrived (FLAGS_rpc_deadline=8000 ms)" \
+        in out0, out0[-2000:]
+    assert time.monotonic() - begin < 60
 
 
 # -- the variables, checked (no processes) ---------------------------------------------------

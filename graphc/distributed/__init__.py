@@ -96,7 +96,7 @@ def _join(env: WorkerEnv, timeout_s: float | None) -> WorkerEnv:
         _STATE["env"] = env
         return env
     try:
-        collective_timeout = watchdog.parse_timeout(os.environ.get(watchdog.ENV))
+        collective_timeout, timeout_source = watchdog.setting(os.environ.get(watchdog.ENV))
         seconds, source = meet.deadline(timeout_s)
     except ValueError as exc:
         raise DistributedError(str(exc)) from None
@@ -132,7 +132,8 @@ def _join(env: WorkerEnv, timeout_s: float | None) -> WorkerEnv:
     _STATE["env"] = env
     _exit_at_once_on_uncaught_exceptions()
     _mark_multiprocess_steps()
-    watchdog.start(env.rank, collective_timeout)
+    watchdog.start(env.rank, collective_timeout, peers=meet.peers(env),
+                   source=timeout_source)
     log.info("rank %d of %d: %d local devices, %d in all", env.rank, env.size,
              jax.local_device_count(), jax.device_count())
     return env

@@ -106,6 +106,15 @@ def _trainers(env: WorkerEnv, ranks) -> str:
     return ", ".join(f"trainer {r} ({env.endpoints[r]})" for r in ranks)
 
 
+def peers(env: WorkerEnv) -> str:
+    """Whom trainer ``env.rank`` of a job met by endpoints waits for in a collective (empty
+    for other launchers: the watchdog then says "another rank")."""
+    if env.launcher != "paddle" or not env.endpoints:
+        return ""
+    others = [r for r in range(env.size) if r != env.rank]
+    return _trainers(env, others) if len(others) == 1 else f"one of {_trainers(env, others)}"
+
+
 def join(env: WorkerEnv, seconds: float, source: str, initialize) -> None:
     """Join ``env``'s job with ``initialize`` (jax.distributed.initialize's signature)
     within ``seconds``; raises DistributedError when the coordinator never listens."""
