@@ -62,13 +62,13 @@ def test_getters_and_to_string(clean_env):
     role = role_maker.PaddleCloudRoleMaker(is_collective=True)
     assert role.server_index() == -1 and role.get_pserver_endpoints() == []
     assert role.get_trainer_endpoints() == ["127.0.0.1:6170"]
-    assert role.to_string() == ("role: WORKER, current_id: 0, worker_endpoints: "
+    assert role.to_string() == ("role: 1, current_id: 0, worker_endpoints: "
                                 "['127.0.0.1:6170'], server_endpoints: []")
     server = role_maker.UserDefinedRoleMaker(1, role_maker.Role.SERVER, 2,
                                              ["127.0.0.1:1", "127.0.0.1:2"])
     assert server.server_index() == 1 and server.worker_index() == -1
     assert server.get_pserver_endpoints() == ["127.0.0.1:1", "127.0.0.1:2"]
-    assert server.to_string().startswith("role: SERVER, current_id: 1,")
+    assert server.to_string().startswith("role: 2, current_id: 1,")
     assert role_maker.RoleMakerBase().server_index() == -1
 
 
@@ -183,7 +183,7 @@ def test_general_role_maker_job_of_separate_processes(tmp_path):
     for p in (7200, 7201):
         assert got[p]["sum"] == [14401, 2, -14401] and got[p]["min"] == [7200, 1, -7201]
     assert "sum" not in got[7100]  # a server takes no part in worker collectives
-    assert got[7100]["to_string"] == ("role: SERVER, current_id: 0, worker_endpoints: "
+    assert got[7100]["to_string"] == ("role: 2, current_id: 0, worker_endpoints: "
                                       "['127.0.0.1:7200', '127.0.0.1:7201'], "
                                       "server_endpoints: ['127.0.0.1:7100']")
 

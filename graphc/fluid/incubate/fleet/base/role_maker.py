@@ -98,7 +98,9 @@ class RoleMakerBase:
         return list(self._server_endpoints)
 
     def to_string(self) -> str:
-        role = "WORKER" if self.is_worker() else "SERVER"
+        """Paddle's line: the role as its number (Role.WORKER 1, Role.SERVER 2; Paddle's
+        collective role makers print None there), the index, both endpoint lists."""
+        role = Role.WORKER if self.is_worker() else Role.SERVER
         index = self.worker_index() if self.is_worker() else self.server_index()
         return (f"role: {role}, current_id: {index}, worker_endpoints: "
                 f"{self.get_trainer_endpoints()}, server_endpoints: "
