@@ -55,6 +55,8 @@ def test_one_worker_collectives_are_trivial(clean_env, make, mode, expected):
     role.barrier_all()
     with pytest.raises(ValueError, match="unknown mode: 'mean'"):
         role.all_reduce_worker([1], [0], mode="mean")
+    with pytest.raises(RoleError, match="carry numbers, strings, lists and dicts .*got object"):
+        role.all_gather(object())
 
 
 def test_getters_and_to_string(clean_env):

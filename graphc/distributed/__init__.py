@@ -1,6 +1,7 @@
 """Several processes and nodes: ``init()`` bootstraps JAX's distributed runtime under mpirun
-(OpenMPI 4/5, MPICH) or SLURM, with gloo collectives on CPU; then data-parallel programs span
-every process's devices. ``fleet`` is the seeds' fleet-style front end.
+(OpenMPI 4/5, MPICH), SLURM, or Paddle's trainer variables (meet.py), with gloo collectives
+on CPU; then data-parallel programs span every process's devices. ``fleet`` is the seeds'
+fleet-style front end.
 
 A single process (no launcher) needs no call: ``init()`` is then a no-op, and
 ``worker_index() == 0``, ``worker_num() == 1``.

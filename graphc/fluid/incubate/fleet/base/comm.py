@@ -36,6 +36,15 @@ def reduce_into(values: list, output, mode: str) -> None:
         output[i] = value.item() if isinstance(output, list) else value
 
 
+def encode(value) -> str:
+    """``value`` as JSON text; RoleError names a value JSON cannot carry."""
+    try:
+        return json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError) as exc:
+        raise RoleError(f"role maker collectives carry numbers, strings, lists and dicts "
+                        f"(as JSON); got {type(value).__name__}: {exc}") from None
+
+
 def check_mode(mode: str) -> None:
     if mode not in MODES:
         raise ValueError(f"unknown mode: {mode!r} (all_reduce_worker takes 'sum', 'min' or "
@@ -46,7 +55,7 @@ class Alone:
     """One process: every group is this process."""
 
     def all_gather(self, value, group: str) -> list:
-        return [value]
+        return [json.loads(encode(value))]  # what the others would get
 
     def barrier(self, group: str) -> None:
         pass
@@ -73,7 +82,7 @@ class MPIComm:
         return self._comms[group]
 
     def all_gather(self, value, group: str) -> list:
-        return self._comm(group).allgather(json.loads(json.dumps(value)))
+        return self._comm(group).allgather(json.loads(encode(value)))
 
     def barrier(self, group: str) -> None:
         self._comm(group).Barrier()
@@ -95,7 +104,7 @@ class StoreComm:
         index, size = self._members[group]
         self._round[group] += 1
         key = f"{group}/{self._round[group]}"
-        self._store.put(f"{key}/{index}", json.dumps(value))
+        self._store.put(f"{key}/{index}", encode(value))
         values = []
         for i in range(size):
             text = self._store.get(f"{key}/{i}", self._seconds)
