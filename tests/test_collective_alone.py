@@ -173,6 +173,11 @@ EPS2 = "127.0.0.1:7001,127.0.0.1:7002"
     # a parameter-server job's trainers meet their servers, not each other
     ({"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2", "TRAINING_ROLE": "TRAINER",
       "PADDLE_PSERVERS_IP_PORT_LIST": "127.0.0.1:6170"}, WorkerEnv("none")),
+    ({"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2", "TRAINING_ROLE": "PSERVER"},
+     WorkerEnv("none")),
+    # TRAINING_ROLE=TRAINER alone is no parameter-server job
+    ({"PADDLE_TRAINER_ID": "1", "PADDLE_TRAINERS_NUM": "2", "TRAINING_ROLE": "TRAINER"},
+     WorkerEnv("paddle", 1, 2)),
     # a launcher's variables come first
     ({"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_RANK": "1", "PADDLE_TRAINERS_NUM": "2",
       "PADDLE_TRAINER_ENDPOINTS": EPS2}, WorkerEnv("openmpi", 1, 2)),

@@ -48,13 +48,15 @@ def detect(env=None) -> WorkerEnv:
     return paddle_collective(env) or WorkerEnv("none")
 
 
-# a parameter-server job's variables: its trainers meet the servers, not each other
-PSERVER_MARKERS = ("PADDLE_PSERVERS_IP_PORT_LIST", "TRAINING_ROLE", "GRAPHC_PS_SERVER_NUM")
+# a parameter-server job's variables (Paddle 1.6's PADDLE_PSERVERS too): its trainers meet
+# the servers, not each other
+PSERVER_MARKERS = ("PADDLE_PSERVERS_IP_PORT_LIST", "PADDLE_PSERVERS", "GRAPHC_PS_SERVER_NUM")
 
 
 def is_parameter_server_job(env=None) -> bool:
     env = os.environ if env is None else env
-    return any(env.get(name, "").strip() for name in PSERVER_MARKERS)
+    return any(env.get(name, "").strip() for name in PSERVER_MARKERS) or \
+        env.get("TRAINING_ROLE", "").strip().upper() == "PSERVER"
 
 
 def split_endpoints(raw) -> tuple[str, ...]:
