@@ -26,11 +26,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 import collective_alone_job as job  # noqa: E402
 
 
-def _free_ports(n: int) -> list[int]:
+def _free_ports(n: int, hosts=("127.0.0.1",)) -> list[int]:
+    """``n`` free ports, the i-th on ``hosts[i]`` (the last host for the rest); all held at
+    once, so no two are the same."""
     socks = [socket.socket() for _ in range(n)]
     try:
-        for s in socks:
-            s.bind(("127.0.0.1", 0))
+        for i, s in enumerate(socks):
+            s.bind((hosts[min(i, len(hosts) - 1)], 0))
         return [s.getsockname()[1] for s in socks]
     finally:
         for s in socks:
@@ -97,12 +99,15 @@ def one_process_reference():
     return job.params(prog, scope)
 
 
-@pytest.mark.parametrize("mode", ["nccl2", "fleet"])
-def test_trainers_started_alone_train_as_one_job(tmp_path, mode, one_process_reference):
+@pytest.mark.parametrize("mode, hosts", [("nccl2", ("127.0.0.1", "127.0.0.1")),
+                                         ("fleet", ("127.0.0.1", "127.0.0.1")),
+                                         ("nccl2", ("127.0.0.2", "127.0.0.3"))])
+def test_trainers_started_alone_train_as_one_job(tmp_path, mode, hosts, one_process_reference):
     """Two trainers (subprocesses with PADDLE_* only): identical weights on both, equal to
-    one process on the whole batch. Today's failure mode (each trains alone) differs by
-    ~0.1-0.8 per weight."""
-    eps = [f"127.0.0.1:{p}" for p in _free_ports(2)]
+    one process on the whole batch (also with the trainers' endpoints on two simulated hosts,
+    loopback addresses 127.0.0.2 and .3). Today's failure mode (each trains alone) differs
+    by ~0.1-0.8 per weight."""
+    eps = [f"{h}:{p}" for h, p in zip(hosts, _free_ports(2, hosts), strict=True)]
     results = _finish(_start([0, 1], eps, [mode, tmp_path]), timeout=120)
     for tid, (code, out) in enumerate(results):
         assert code == 0, f"trainer {tid}:\n{out[-3000:]}"
