@@ -3,7 +3,8 @@ variables (no launcher): ``python collective_alone_job.py MODE OUT_DIR``.
 
 MODE ``nccl2``: a Fluid 1.8 script with ``DistributeTranspiler`` in nccl2 mode (trainers and
 current_endpoint from the variables, as Paddle's test_dist_base does); ``fleet``: the
-collective fleet (``fleet.init(is_collective=True)``, ``distributed_optimizer``). Each
+collective fleet (``fleet.init(is_collective=True)``, ``distributed_optimizer``); ``pe``:
+``ParallelExecutor(num_trainers=2, trainer_id=...)``, made before the startup runs. Each
 trainer feeds its contiguous half of every global batch and writes OUT_DIR/<id>.npz
 (its losses and parameters; under ``fleet`` also what the role maker's collectives gave);
 COLL_TEST_DIE=<id>: that trainer exits after the startup program, before any step.
@@ -60,6 +61,10 @@ def main(mode: str, out_dir: str) -> None:
                 tid, program=prog, startup_program=startup,
                 trainers=os.environ["PADDLE_TRAINER_ENDPOINTS"],
                 current_endpoint=os.environ["PADDLE_CURRENT_ENDPOINT"])
+        elif mode == "pe":  # Paddle's ParallelExecutor(num_trainers=, trainer_id=)
+            optimizer().minimize(loss)
+            pe = fluid.ParallelExecutor(False, loss_name=loss.name, main_program=prog,
+                                        num_trainers=2, trainer_id=tid)
         else:
             from graphc.distributed import fleet
             from graphc.fluid.incubate.fleet.base import role_maker
@@ -67,7 +72,8 @@ def main(mode: str, out_dir: str) -> None:
                        is_collective=True)
             assert fleet.worker_index() == tid and fleet.worker_num() == 2
             fleet.distributed_optimizer(optimizer()).minimize(loss)
-    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.global_scope() if mode == "pe" else fluid.Scope()
     exe.run(startup, scope=scope)
     if os.environ.get("COLL_TEST_DIE") == str(tid):  # a peer lost after the job met
         print(f"trainer {tid} dies", flush=True)
@@ -76,7 +82,10 @@ def main(mode: str, out_dir: str) -> None:
     losses = []
     for batch in batches():
         mine = {k: v[tid * half:(tid + 1) * half] for k, v in batch.items()}
-        out, = exe.run(prog, feed=mine, fetch_list=[loss], scope=scope)
+        if mode == "pe":
+            out, = pe.run(fetch_list=[loss.name], feed=mine)
+        else:
+            out, = exe.run(prog, feed=mine, fetch_list=[loss], scope=scope)
         losses.append(np.asarray(out))
     extra = {}
     if mode == "fleet":  # the role maker's collectives, over the joined job's store

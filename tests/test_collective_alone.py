@@ -19,6 +19,7 @@ import graphc.distributed as dist
 import graphc.fluid as fluid
 from graphc.distributed import meet
 from graphc.distributed.env import WorkerEnv, detect
+from graphc.ir.errors import GraphcError
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "tests" / "collective_alone_job.py"
@@ -101,6 +102,7 @@ def one_process_reference():
 
 @pytest.mark.parametrize("mode, hosts", [("nccl2", ("127.0.0.1", "127.0.0.1")),
                                          ("fleet", ("127.0.0.1", "127.0.0.1")),
+                                         ("pe", ("127.0.0.1", "127.0.0.1")),
                                          ("nccl2", ("127.0.0.2", "127.0.0.3"))])
 def test_trainers_started_alone_train_as_one_job(tmp_path, mode, hosts, one_process_reference):
     """Two trainers (subprocesses with PADDLE_* only): identical weights on both, equal to
@@ -270,6 +272,12 @@ def test_a_multi_trainer_program_never_runs_alone(monkeypatch):
     monkeypatch.setenv("PADDLE_TRAINER_ENDPOINTS", "")
     with pytest.raises(dist.DistributedError, match="PADDLE_TRAINER_ENDPOINTS is not set"):
         dist.init()
+    for name in ("PADDLE_TRAINER_ID", "PADDLE_TRAINERS_NUM", "PADDLE_TRAINER_ENDPOINTS"):
+        monkeypatch.delenv(name)
+    with pytest.raises(GraphcError, match=r"ParallelExecutor\(num_trainers=2, trainer_id=1\) "
+                       r"but this process is trainer 0 of 1 \(none\)"):
+        fluid.ParallelExecutor(False, loss_name=loss.name, main_program=prog, num_trainers=2,
+                               trainer_id=1)
 
 
 @pytest.mark.skipif(not (Path(sys.executable).with_name("mpirun").exists()
