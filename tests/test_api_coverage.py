@@ -87,8 +87,8 @@ def test_classify_real_names(name, status):
 
 # What graphc.fluid offers today (dygraph and contrib left out). Raise these numbers as the
 # surface grows; lowering one needs a reason in the commit that does it.
-FLOOR_SAME = 945  # issue 24: PipelineOptimizer (+3: class, __init__, minimize; was 942)
-CEILING_ABSENT = 29
+FLOOR_SAME = 974  # issue 24 PipelineOptimizer (+3), issue 27 role makers (+29)
+CEILING_ABSENT = 0
 
 
 def test_coverage_of_the_reference_list_never_shrinks(capsys):

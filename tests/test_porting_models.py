@@ -60,13 +60,13 @@ def test_every_listed_name_resolves_or_advises():
 
 
 def test_missing_name_advice_survives_from_import():
-    # (a name graphc still lacks; StaticRNN and IfElse, the earlier examples, port since
-    # issue 26; GeneralRoleMaker is issue 27's)
+    # (a name graphc lacks: Paddle's MPIRoleMaker, a base class outside its public list;
+    # StaticRNN, IfElse and GeneralRoleMaker, the earlier examples, port since issues 26-27)
     import graphc.fluid.incubate.fleet.base.role_maker as role_maker
-    with pytest.raises(MissingAPIError, match="GeneralRoleMaker"):
-        role_maker.GeneralRoleMaker  # noqa: B018
-    with pytest.raises(MissingModuleError, match="GeneralRoleMaker") as info:
-        exec("from graphc.fluid.incubate.fleet.base.role_maker import GeneralRoleMaker", {})
+    with pytest.raises(MissingAPIError, match="MPIRoleMaker"):
+        role_maker.MPIRoleMaker  # noqa: B018
+    with pytest.raises(MissingModuleError, match="MPIRoleMaker") as info:
+        exec("from graphc.fluid.incubate.fleet.base.role_maker import MPIRoleMaker", {})
     assert isinstance(info.value, ImportError)
 
 

@@ -1,6 +1,7 @@
 """Several processes and nodes: ``init()`` bootstraps JAX's distributed runtime under mpirun
-(OpenMPI 4/5, MPICH) or SLURM, with gloo collectives on CPU; then data-parallel programs span
-every process's devices. ``fleet`` is the seeds' fleet-style front end.
+(OpenMPI 4/5, MPICH), SLURM, or Paddle's trainer variables (meet.py), with gloo collectives
+on CPU; then data-parallel programs span every process's devices. ``fleet`` is the seeds'
+fleet-style front end.
 
 A single process (no launcher) needs no call: ``init()`` is then a no-op, and
 ``worker_index() == 0``, ``worker_num() == 1``.
@@ -13,29 +14,31 @@ import os
 import socket
 import sys
 
-from ..ir.errors import GraphcError
-from . import watchdog
-from .env import WorkerEnv, detect
+from . import meet, watchdog
+from .env import WorkerEnv, detect, is_parameter_server_job, split_endpoints
+from .errors import DistributedError
 
 log = logging.getLogger("graphc.distributed")
-
-
-class DistributedError(GraphcError):
-    """The distributed runtime cannot start, or was asked for too late."""
 
 
 # process: JAX's distributed runtime is joined once per process (init); its worker env
 _STATE: dict = {"env": None}
 
 
-def init(timeout_s: int = 120) -> WorkerEnv:
+def init(timeout_s: float | None = None) -> WorkerEnv:
     """Join the job this process was launched into (idempotent).
 
     Under mpirun the rank 0 process picks a free port and tells the others through MPI
     (mpi4py, the ``mpi`` extra), so no two jobs on a host collide and OpenMPI 5, whose
-    variables JAX does not recognise, works; under SLURM JAX's own detection is used.
-    CPU devices per process come from ``CPU_NUM``; CPU collectives use gloo. Must run
-    before anything uses JAX devices.
+    variables JAX does not recognise, works; under SLURM JAX's own detection is used. A
+    trainer started on its own with Paddle's variables (``PADDLE_TRAINER_ID``,
+    ``PADDLE_TRAINERS_NUM``, ``PADDLE_TRAINER_ENDPOINTS``, ``PADDLE_CURRENT_ENDPOINT``) meets
+    the others at the first endpoint (meet.py). ``timeout_s`` bounds the wait for every peer
+    (default: ``FLAGS_rpc_deadline`` milliseconds, else 180 s, Paddle's).
+
+    Joining changes two JAX settings, and only when the job has several processes: the CPU
+    device count (``CPU_NUM``, if set) and the CPU collectives implementation (gloo, unless
+    the user chose one, e.g. "mpi"). It must run before anything uses JAX devices.
 
     Then a watchdog thread starts: a rank that waits in a collective (a multi-process step,
     ``barrier()``) longer than ``GRAPHC_COLLECTIVE_TIMEOUT`` seconds (default 1800, 0: no
@@ -45,19 +48,68 @@ def init(timeout_s: int = 120) -> WorkerEnv:
     if _STATE["env"] is not None:
         return _STATE["env"]
     env = detect()
+    if env.launcher == "paddle":
+        env = meet.from_environ(env)
+    return _join(env, timeout_s)
+
+
+def join_trainers(trainer_id: int, trainers, current_endpoint: str | None = None,
+                  timeout_s: float | None = None) -> WorkerEnv:
+    """Join the collective job a ``nccl2`` transpile describes: ``trainers``, every trainer's
+    ``ip:port``, and ``trainer_id``, this one's index there. Under a launcher (mpirun,
+    SLURM) its ranks must be these trainers; one trainer joins nothing."""
+    if isinstance(trainers, int) and not isinstance(trainers, bool):
+        env = init(timeout_s) if trainers > 1 else WorkerEnv("none")
+        if trainers > 1 and env.size != trainers:
+            raise DistributedError(
+                f"transpile(trainers={trainers}) in nccl2 mode: this process is alone (no "
+                "launcher and no PADDLE_TRAINER_ENDPOINTS); pass trainers='ip:port,ip:port' "
+                "(every trainer's endpoint) or start it with Paddle's variables")
+        return env
+    eps = split_endpoints(trainers)
+    joined = _STATE["env"]
+    launched = joined if joined is not None else detect()
+    if joined is not None or (launched.size > 1 and launched.launcher != "paddle"):
+        if len(eps) > 1 and (launched.size, launched.rank) != (len(eps), trainer_id):
+            raise DistributedError(
+                f"transpile(trainer_id={trainer_id}, trainers=<{len(eps)} endpoints>) but this "
+                f"process is rank {launched.rank} of {launched.size} ({launched.launcher}): "
+                "give each rank its own trainer_id and every rank's endpoint")
+        return init(timeout_s)
+    if len(eps) <= 1:
+        return WorkerEnv("none")  # one trainer: nothing to join
+    return _join(meet.from_transpile(trainer_id, eps, current_endpoint), timeout_s)
+
+
+def join_if_collective() -> WorkerEnv:
+    """Join the collective job the environment describes, if any (a data-parallel program's
+    first need); a parameter-server job's trainers meet their servers instead."""
+    if _STATE["env"] is not None:
+        return _STATE["env"]
+    env = detect()
+    if env.size <= 1 or is_parameter_server_job():
+        return env
+    return init()
+
+
+def _join(env: WorkerEnv, timeout_s: float | None) -> WorkerEnv:
     if env.size <= 1:
         _STATE["env"] = env
         return env
     try:
-        collective_timeout = watchdog.parse_timeout(os.environ.get(watchdog.ENV))
+        collective_timeout, timeout_source = watchdog.setting(os.environ.get(watchdog.ENV))
+        seconds, source = meet.deadline(timeout_s)
     except ValueError as exc:
         raise DistributedError(str(exc)) from None
     import jax
 
     from ..runtime.devices import _backends_started, configure_cpu_devices
     if _backends_started():
-        raise DistributedError("graphc.distributed.init() must run before anything uses JAX "
-                               "devices (call it, or fleet.init(), first in the script)")
+        raise DistributedError(
+            f"this process is trainer {env.rank} of {env.size} ({env.launcher}) but JAX's "
+            "devices are already in use, so it can only train alone: call graphc.distributed."
+            "init() (or fleet.init(is_collective=True), or the nccl2 transpile) before anything "
+            "runs, e.g. before the startup program")
     configure_cpu_devices()  # CPU_NUM, if set
     # CPU collectives across processes need an implementation: gloo (JAX's default) unless
     # the user chose another (e.g. "mpi"); an empty setting would leave them unavailable
@@ -69,17 +121,20 @@ def init(timeout_s: int = 120) -> WorkerEnv:
             # one node: the coordinator listens on loopback only (JAX's default is every
             # interface)
             jax.distributed.initialize(address, num_processes=env.size, process_id=env.rank,
-                                       initialization_timeout=timeout_s,
+                                       initialization_timeout=int(seconds),
                                        coordinator_bind_address=address if one_node else None)
+        elif env.launcher == "paddle":
+            meet.join(env, seconds, source, jax.distributed.initialize)
         else:
-            jax.distributed.initialize(initialization_timeout=timeout_s)
+            jax.distributed.initialize(initialization_timeout=int(seconds))
     except (RuntimeError, ValueError) as exc:
         raise DistributedError(f"could not start JAX's distributed runtime as rank "
                                f"{env.rank} of {env.size} ({env.launcher}): {exc}") from None
     _STATE["env"] = env
     _exit_at_once_on_uncaught_exceptions()
     _mark_multiprocess_steps()
-    watchdog.start(env.rank, collective_timeout)
+    watchdog.start(env.rank, collective_timeout, peers=meet.peers(env),
+                   source=timeout_source)
     log.info("rank %d of %d: %d local devices, %d in all", env.rank, env.size,
              jax.local_device_count(), jax.device_count())
     return env
@@ -182,4 +237,5 @@ from . import fleet  # noqa: E402  (fleet uses the functions above)
 from .strategy import DistributedStrategy  # noqa: E402
 
 __all__ = ["DistributedError", "DistributedStrategy", "WorkerEnv", "barrier", "fleet", "init",
-           "is_first_worker", "shard_batches", "worker_index", "worker_num"]
+           "is_first_worker", "join_if_collective", "join_trainers", "shard_batches",
+           "worker_index", "worker_num"]

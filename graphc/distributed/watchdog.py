@@ -115,8 +115,10 @@ def _report(main_ident: int) -> tuple[str, float, str, str]:
     return f"wait {episode} {waited:.1f} {name} | {where}", waited, name, where
 
 
-def start(rank: int, timeout: float, interval: float = 1.0) -> None:
-    """Start the watchdog thread (once per process)."""
+def start(rank: int, timeout: float, interval: float = 1.0, peers: str = "",
+          source: str = "") -> None:
+    """Start the watchdog thread (once per process). ``peers`` names who this rank waits
+    for (default "another rank"), ``source`` where the timeout came from."""
     if _STARTED["thread"] is not None:
         return
     fd = os.environ.get(STATUS_FD_ENV)
@@ -143,8 +145,9 @@ def start(rank: int, timeout: float, interval: float = 1.0) -> None:
                     out = None
             if timeout > 0 and waited > own_deadline:
                 sys.stderr.write(
-                    f"graphc: rank {rank} waited {waited:.0f} s in {name} at {where}: another "
-                    f"rank never arrived ({ENV}={timeout:g}); ending this rank\n")
+                    f"graphc: rank {rank} waited {waited:.0f} s in {name} at {where}: "
+                    f"{peers or 'another rank'} never arrived ({source or f'{ENV}={timeout:g}'}"
+                    "); ending this rank\n")
                 sys.stderr.flush()
                 os._exit(EXIT_HUNG)
 

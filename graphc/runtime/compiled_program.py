@@ -84,6 +84,9 @@ class CompiledProgram:
             if not isinstance(loss_name, str) or not self.program.global_block().has_var(
                     loss_name):
                 raise GraphcError(f"loss_name {loss_name!r} is not a variable of the program")
+        if places is None:  # every device of the job: a trainer of several joins it first
+            from ..distributed import join_if_collective
+            join_if_collective()
         devices = _devices_of(places)
         if share_vars_from is not None:
             if not isinstance(share_vars_from, CompiledProgram) or not share_vars_from.devices:

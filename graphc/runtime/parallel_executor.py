@@ -38,9 +38,17 @@ class ParallelExecutor:
         if share_vars_from is not None and not isinstance(share_vars_from, ParallelExecutor):
             raise GraphcError("share_vars_from must be a ParallelExecutor, got "
                               f"{type(share_vars_from).__name__}")
-        if num_trainers != 1 or trainer_id != 0:
-            raise GraphcError("ParallelExecutor runs one process; for several trainers use "
-                              "graphc.distributed (fleet) and graphc launch")
+        job_size = 1
+        if num_trainers != 1 or trainer_id != 0:  # a trainer of several: join them first
+            from ..distributed import join_if_collective
+            env = join_if_collective()
+            if (env.size, env.rank) != (num_trainers, trainer_id):
+                raise GraphcError(
+                    f"ParallelExecutor(num_trainers={num_trainers}, trainer_id={trainer_id}) "
+                    f"but this process is trainer {env.rank} of {env.size} ({env.launcher}): "
+                    "start each trainer with Paddle's variables (PADDLE_TRAINER_ID, "
+                    "PADDLE_TRAINER_ENDPOINTS, ...) or under graphc launch")
+            job_size = env.size
         program = main_program if main_program is not None else default_main_program()
         shared = share_vars_from._compiled if share_vars_from is not None else None
         if shared is not None:
@@ -49,6 +57,8 @@ class ParallelExecutor:
                 log.warning("use_cuda=%s differs from the executor shared from; running on "
                             "its devices", use_cuda)
             use_cuda = share_vars_from.use_cuda
+        elif job_size > 1:
+            places = None  # every device of every trainer
         elif use_cuda:
             if not is_compiled_with_cuda():
                 raise GraphcError("use_cuda=True but JAX sees no GPU on this machine; use "

@@ -144,15 +144,18 @@ class DistributeTranspiler:
 
     def _transpile_collective(self, trainers, current_endpoint):
         """nccl2 / collective: every trainer keeps the whole model and all-reduces gradients:
-        graphc's collective path (data-parallel over every device of every process)."""
-        from ...distributed import worker_num
+        graphc's collective path (data-parallel over every device of every process). A
+        trainer of several joins their job here (graphc.distributed.join_trainers), at
+        the first of ``trainers``' endpoints unless a launcher (mpirun) started it."""
+        from ...distributed import join_trainers
         from ...runtime.compiled_program import CompiledProgram
         from ...runtime.run_as import DATA_PARALLEL
         from ...strategy import BuildStrategy
         eps = trainers.split(",") if isinstance(trainers, str) else None
         self.trainer_endpoints, self.current_endpoint = eps, current_endpoint
+        env = join_trainers(self.trainer_id, trainers, current_endpoint)
         bs = BuildStrategy()
-        bs.num_trainers = worker_num()
+        bs.num_trainers = env.size
         bs.trainer_id = self.trainer_id
         bs.use_hierarchical_allreduce = self.config.use_hierarchical_allreduce
         bs.hierarchical_allreduce_inter_nranks = self.config.hierarchical_allreduce_inter_nranks
