@@ -125,7 +125,7 @@ def breakdown() -> dict[str, float]:
     import timeit
 
     from graphc.backends.precision import graphc_x64
-    from graphc.runtime import executor as ex
+    from graphc.runtime.fetches import fetch_name
     from graphc.runtime.feed_plan import feed_key
 
     main, startup, loss = build()
@@ -155,7 +155,7 @@ def breakdown() -> dict[str, float]:
         out["feed checks: full (what a plan saves)"] = t(
             lambda: exe._step(prep, fetch, prep.feed.check_dict(main, feed, None)[1]))
         out["prepare lookup + fetch names"] = t(
-            lambda: exe._prepare(*exe._unpack(main), tuple([ex._fetch_name(loss)])))
+            lambda: exe._prepare(*exe._unpack(main), tuple([fetch_name(loss)])))
         out["state gather from scope"] = t(lambda: scope.gather(step.state_names))
         inputs = scope.gather(step.state_names)
         split = len(step.updated_names)

@@ -21,6 +21,7 @@ from ..ir.graph import Graph
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
 from .lod import PackedLoD, concat_lod, feed_signature, pack_feeds
+from .lod_pack import pack_level1
 
 __all__ = ["FeedPlan", "feed_key"]
 
@@ -247,5 +248,7 @@ class FeedPlan:
                                 f"{type(value).__name__}")
             items[name] = (list(value) if iterations else value, want, dtype)
         if items:
-            out.update(pack_feeds(items, parts, iterations or None))
+            # the common case (one device, one iteration, lod_level 1) in one vectorised pass
+            fast = pack_level1(items) if parts == 1 and not iterations else None
+            out.update(fast if fast is not None else pack_feeds(items, parts, iterations or None))
         return out
