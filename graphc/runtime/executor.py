@@ -261,7 +261,7 @@ class Executor:
                 # (feed_plan.py); such a dict holds only data variables (no fed state).
                 key = (fetch_names, feed_key(feed))
                 try:
-                    run = plan.plans[key][1]
+                    run = plan.plans[key][2]
                 except (KeyError, TypeError):  # new key, or an unhashable one
                     run = None
                 if run is not None:
@@ -276,8 +276,9 @@ class Executor:
                         raise
         if key is not None:
             arrays, sig = plan.check_dict(program, feed, None)
-            run = prep.runs[self._step(prep, fetch_names, sig)]
-            plan.remember(key, feed, arrays, (sig, run))
+            step = self._step(prep, fetch_names, sig)
+            run = prep.runs[step]
+            plan.remember(key, feed, arrays, (sig, step, run))
         else:
             arrays, sig = plan.check(program, feed, iterations)
             run = prep.runs[self._step(prep, fetch_names, sig, iterations)]

@@ -47,7 +47,8 @@ class FeedPlan:
 
     ``feeds``: feed var name -> graph input Value (the used ones); ``devices``: the
     data-parallel devices (None: one device), of which this process feeds ``feed_parts``
-    (its batch splits over them); ``plans``: (fetch names, feed_key) -> (signature, step).
+    (its batch splits over them); ``plans``: (fetch names, feed_key) -> (signature, step,
+    the step's run plan).
     """
 
     def __init__(self, graph: Graph, devices: list | None = None, feed_parts: int = 1):
@@ -59,8 +60,8 @@ class FeedPlan:
         self.plans: dict[tuple, tuple] = {}
 
     def remember(self, key: tuple, feed: dict, arrays: dict, plan: tuple) -> None:
-        """Cache ``plan`` (signature, step) for ``key`` when the checks took every array as it
-        was given (nothing converted), so a later run may skip them."""
+        """Cache ``plan`` (signature, step, run plan) for ``key`` when the checks took every
+        array as it was given (nothing converted), so a later run may skip them."""
         if key[1] is not None and all(arrays[n] is v for n, v in feed.items()):
             if len(self.plans) >= _PLANS_PER_PROGRAM:
                 self.plans.clear()
