@@ -28,7 +28,7 @@ class RunPlan:
     """Runs one compiled ``step`` of a prepared program whose lowered graph is ``graph``."""
 
     __slots__ = ("step", "graph", "guard", "state_names", "updated_names", "feed_names",
-                 "split", "iterations")
+                 "split", "iterations", "dense")
 
     def __init__(self, step: CompiledStep, graph):
         self.step, self.graph = step, graph
@@ -38,6 +38,9 @@ class RunPlan:
         self.feed_names = step.feed_names
         self.split = len(step.updated_names)
         self.iterations = step.num_iterations
+        # whether every fetch is a whole dense array (one type per compiled step: None until
+        # its first run shows it), so a numpy fetch is one np.asarray
+        self.dense: bool | None = None
 
     def execute(self, program, feeds: dict, scope, return_numpy: bool, device=None) -> list:
         """One run with checked ``feeds`` ({name: array}); ``device``: the jax device to run
@@ -80,6 +83,11 @@ class RunPlan:
         scope.set_run_count(program, count + self.iterations)
         if step.created_names:
             scope.commit_new(step.created_names, created)
+        if return_numpy and self.dense:  # every fetch a whole dense array (known after a run)
+            return [np.asarray(a) for a in fetched]
+        if self.dense is None:
+            self.dense = guard.blocks == 1 and self.iterations == 1 and all(
+                r is None and isinstance(a, jax.Array) for a, r in zip(fetched, guard.fetch_rows))
         return convert_fetches(fetched, guard.fetch_rows, guard.blocks, self.iterations,
                                return_numpy)
 
