@@ -19,13 +19,15 @@ variable ``GRAPHC_CHECK_DATA=0`` builds steps without them (see docs/errors.md).
 
 Per-step cost: a run whose feed dict holds arrays of a (names, types, dtypes, shapes) already
 accepted for the program's current version takes a cached plan: the feed checks are
-functions of exactly that key, so their verdict and the compiled step are looked up, not
-recomputed (benchmarks/bench_step_overhead.py; the plan: runtime/feed_plan.py; the state
-checks: runtime/state_guard.py). What other layers provide comes in through the Executor's
-host services (runtime/host_services.py, ``Executor(services=...)``, by default the
-process's): feeds for a run given ``feed=None`` (graphc.io's non-iterable DataLoaders), a
-context every run enters (graphc.distributed's collective deadline), a parameter server's
-channel; the steps it builds hand the same services to their lowering rules.
+functions of exactly that key, so their verdict and the step's run plan are looked up, not
+recomputed (benchmarks/bench_step_overhead.py; the feed plan: runtime/feed_plan.py; the run
+itself: runtime/run_plan.py; the state checks: runtime/state_guard.py). LoD feeds are
+checked and packed every run, many slots in one vectorised pass (runtime/lod_pack.py).
+What other layers provide comes in through the Executor's host services
+(runtime/host_services.py, ``Executor(services=...)``, by default the process's): feeds
+for a run given ``feed=None`` (graphc.io's non-iterable DataLoaders), a context every run
+enters (graphc.distributed's collective deadline), a parameter server's channel; the steps
+it builds hand the same services to their lowering rules.
 """
 
 from __future__ import annotations
