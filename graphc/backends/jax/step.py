@@ -172,11 +172,7 @@ class CompiledStep:
         # update the donated buffers in place, and everything that reads the old state
         # (the backward pass) has run before it, so XLA need not copy it.
         checks = summarise(reports, self.replicas)
-        # On one device the verdict reads the flags themselves, so XLA fuses it into the
-        # checks' own reductions (2 kernels fewer than reading it back out of the summary);
-        # replicas must agree, so they read the all-gathered summary.
-        good = ok(checks) if self.replicas is not None else jnp.logical_not(
-            jnp.any(jnp.stack([jnp.any(r.bad) for r in reports])))
+        good = ok(checks)
 
         def run(values):
             env_u = dict(zip(self._update_reads, values))
