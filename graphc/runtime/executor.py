@@ -19,13 +19,15 @@ variable ``GRAPHC_CHECK_DATA=0`` builds steps without them (see docs/errors.md).
 
 Per-step cost: a run whose feed dict holds arrays of a (names, types, dtypes, shapes) already
 accepted for the program's current version takes a cached plan: the feed checks are
-functions of exactly that key, so their verdict and the compiled step are looked up, not
-recomputed (benchmarks/bench_step_overhead.py; the plan: runtime/feed_plan.py; the state
-checks: runtime/state_guard.py). What other layers provide comes in through the Executor's
-host services (runtime/host_services.py, ``Executor(services=...)``, by default the
-process's): feeds for a run given ``feed=None`` (graphc.io's non-iterable DataLoaders), a
-context every run enters (graphc.distributed's collective deadline), a parameter server's
-channel; the steps it builds hand the same services to their lowering rules.
+functions of exactly that key, so their verdict and the step's run plan are looked up, not
+recomputed (benchmarks/bench_step_overhead.py; the feed plan: runtime/feed_plan.py; the run
+itself: runtime/run_plan.py; the state checks: runtime/state_guard.py). LoD feeds are
+checked and packed every run, many slots in one vectorised pass (runtime/lod_pack.py).
+What other layers provide comes in through the Executor's host services
+(runtime/host_services.py, ``Executor(services=...)``, by default the process's): feeds
+for a run given ``feed=None`` (graphc.io's non-iterable DataLoaders), a context every run
+enters (graphc.distributed's collective deadline), a parameter server's channel; the steps
+it builds hand the same services to their lowering rules.
 """
 
 from __future__ import annotations
@@ -35,35 +37,32 @@ from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
-from ..backends.arrays import TensorArray
-from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE, DataError
-from ..backends.jax import CompiledStep, DataParallelStep, from_rows
+from ..backends.data_checks import DataError
+from ..backends.jax import CompiledStep, DataParallelStep
 from ..backends.precision import with_graphc_x64
-from ..backends.selected_rows import SelectedRows
 from ..ir.default_programs import default_main_program
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph
-from ..ir.program import Program, Variable
+from ..ir.program import Program
 from .compile_cache import ensure_compilation_cache
+from .data_refusal import raise_if_refused
+from .fed_state import restore_state, write_fed_state
 from .feed_plan import FeedPlan, feed_key
 from .feeds import FeedError
+from .fetches import FetchError, fetch_name
 from .host_services import HostServices, process_services
-from .lod import LoDArray, LoDTensor, LoDTensorArray, unpack, unpack_fetch
+from .lod import LoDTensor
 from .places import CPUPlace, Place
 from .prune import Pruner, split_fetch_list
 from .run_as import DATA_PARALLEL, LoopProgram
+from .run_plan import RunPlan
 from .scope import Scope, global_scope
 from .startup import run_grouped_startup
 from .state_guard import StateGuard
 
 __all__ = ["DataError", "Executor", "FeedError", "FetchError", "HostServices"]
-
-
-class FetchError(GraphcError):
-    """A fetch target is not computed by the program."""
 
 
 @dataclass
@@ -75,6 +74,7 @@ class _Prepared:
     feed: FeedPlan  # its feeds: checks, stacking, per-device split, LoD, accepted keys
     steps: dict[tuple, CompiledStep] = field(default_factory=dict)
     state_guards: dict[CompiledStep, StateGuard] = field(default_factory=dict)
+    runs: dict[CompiledStep, RunPlan] = field(default_factory=dict)  # each step's run plan
     devices: list | None = None  # data-parallel devices (None: this executor's one device)
     inter_nranks: int = 0  # hierarchical all-reduce group size (0: flat)
 
@@ -87,108 +87,10 @@ def _iterations(compiled) -> int:
     return 1 if compiled is None else compiled.exec_strategy.num_iteration_per_run
 
 
-def _fetched(value, iterations: int, numpy: bool):
-    """A fetched value, as numpy arrays when ``numpy``. A row-sparse one stays a SelectedRows,
-    one per iteration when a call ran several (its rows and values came back stacked). A
-    tensor array is the list of its written elements, as Paddle's LoDTensorArray."""
-    if isinstance(value, TensorArray):
-        if iterations > 1:  # stacked per iteration
-            return [_fetched(TensorArray(value.data[k], value.length[k]), 1, numpy)
-                    for k in range(iterations)]
-        elements = [_array_element(e, numpy) for e in value.to_list()]
-        return elements if numpy else LoDTensorArray(elements)
-    if not isinstance(value, SelectedRows):
-        # return_numpy=False: a LoDTensor with an empty LoD, as Paddle (read back lazily)
-        return np.asarray(value) if numpy else LoDTensor.of_fetch(value)
-    if numpy:
-        value = value.numpy()
-    if iterations > 1:
-        return [SelectedRows(value.rows[k], value.values[k], value.height)
-                for k in range(iterations)]
-    return value
-
-
-def _array_element(e, numpy: bool):
-    """An element of a fetched tensor array; a LoD element as a LoDTensor (its tokens when
-    ``numpy``), as a fetched LoD value."""
-    if isinstance(e, LoDArray):
-        t = unpack(e)
-        return np.array(t) if numpy else t
-    return e if numpy else LoDTensor.of_fetch(e)
-
-
-def _feed_state(program, feed: dict, scope) -> tuple[dict, dict]:
-    """Paddle's feed op writes any variable: a fed persistable variable that is neither data
-    nor a parameter (a learning rate made by create_global_var) takes the value in the scope
-    before the step, and keeps it, as in Paddle. Returns (the rest of the feed, the values
-    the scope held before)."""
-    from ..ir.program import Parameter
-    block = program.global_block()
-    state = {}
-    for name, value in feed.items():
-        var = block._find_var(name)
-        if var is None or var.is_data or not var.persistable or isinstance(var, Parameter):
-            continue
-        arr = np.asarray(value)
-        if arr.dtype != np.dtype(var.dtype):
-            try:
-                arr = arr.astype(var.dtype, casting="same_kind")
-            except TypeError:
-                raise FeedError(f"feed '{name}' (a persistable variable) has dtype {arr.dtype} "
-                                f"but the program declares {var.dtype}") from None
-        if var.shape is not None and tuple(arr.shape) != tuple(var.shape):
-            raise FeedError(f"feed '{name}' (a persistable variable) has shape "
-                            f"{list(arr.shape)} but the program declares {list(var.shape)}")
-        state[name] = arr
-    old = {name: np.array(scope[name]) if name in scope else None for name in state}
-    for name, arr in state.items():
-        scope[name] = arr
-    return {k: v for k, v in feed.items() if k not in state}, old
-
-
-def _fetch_name(item) -> str:
-    if isinstance(item, Variable):
-        return item.name
-    if isinstance(item, str):
-        return item
-    raise FetchError(f"fetch_list entries must be Variables or names, got {type(item).__name__}")
-
-
 def _raise_if_refused(step: CompiledStep, prep: _Prepared, checks: np.ndarray) -> None:
-    """DataError for the first data check that found a bad value (see backends.data_checks):
-    names the feed it came from, or the op's input variable and the op's source line."""
-    bad = np.flatnonzero(checks[:, COUNT])
-    if not bad.size:
-        return
-    i = int(bad[0])
-    site, row = step.check_sites[i], checks[i]
-    op = site.op
-    shape = list(site.bad)
-    if isinstance(step, DataParallelStep) and shape:
-        shape[0] *= step.nranks  # positions count in the global batch
-    index = [int(k) for k in np.unravel_index(int(row[POSITION]), shape)] if shape else []
-    value, index = _checked_input(op, site.slot, index) if op is not None else (None, index)
-    if value is not None and value.var.kind == "feed" and value in prep.graph.inputs:
-        culprit = f"feed '{value.var.name}'"
-    elif value is not None:
-        culprit = f"variable '{value.var.name}' (input {site.slot} of {site.where})"
-    else:
-        culprit = f"input {site.slot} of {site.where}"
-    where = f" in iteration {int(row[ITERATION])}" if step.num_iterations > 1 else ""
-    more = f" ({int(row[COUNT])} such values)" if row[COUNT] > 1 else ""
-    raise DataError(f"{culprit} holds {int(row[VALUE])} at {index}{where}{more}: "
-                    f"{site.where} expects {site.expected}. The step was "
-                    "refused: nothing in the scope changed")
-
-
-def _checked_input(op, slot: str, index: list) -> tuple:
-    """(the value a data check's ``slot`` names, the position in it): ``"Ids"``, or
-    ``"Ids[*]"`` for a check over every value of a duplicable slot stacked on a last axis
-    (a fused op checking all its slots at once: the last index picks the value)."""
-    if slot.endswith("[*]") and index:
-        values = op.inputs.get(slot[:-3]) or []
-        return (values[index[-1]] if index[-1] < len(values) else None), index[:-1]
-    return op.input(slot), index
+    """DataError for the first data check that found a bad value (runtime/data_refusal.py);
+    kept here for the predictor, which reads a step's checks itself."""
+    raise_if_refused(step, prep, checks)
 
 
 def _one_device(program: Program):
@@ -214,6 +116,7 @@ class Executor:
         self._device = self.place.jax_device()
         # Run where the place says; only a non-default device needs the (small) context cost.
         self._on_default_device = self._device == jax.devices()[0]
+        self._run_device = None if self._on_default_device else self._device
         # Held weakly: a program the user drops is freed with its compiled steps. For a
         # CompiledProgram the passes depend on the fetch list (fetched values are kept
         # alive), so entries are per fetch list there: {key: (version, {fetch: _Prepared})}.
@@ -275,7 +178,8 @@ class Executor:
                                     services=self.services)
             step.feed_shapes = dict(feed_sig)
             prep.steps[key] = step
-            prep.state_guards[step] = StateGuard(step)
+            run = prep.runs[step] = RunPlan(step, prep.graph)
+            prep.state_guards[step] = run.guard
         return step
 
     # -- run -------------------------------------------------------------------------------
@@ -352,7 +256,7 @@ class Executor:
         given = program
         program, compiled = self._unpack(program)
         scope = global_scope() if scope is None else scope
-        fetch_names = tuple([_fetch_name(f) for f in fetch_list]) if fetch_list else ()
+        fetch_names = tuple([fetch_name(f) for f in fetch_list]) if fetch_list else ()
         if compiled is None and not fetch_names and (feed is None or type(feed) is dict and
                                                      not feed):
             if run_grouped_startup(self, program, scope):  # initialisers by kind (startup.py)
@@ -360,93 +264,36 @@ class Executor:
         prep = self._prepare(program, compiled, fetch_names)
         iterations = 1 if compiled is None else compiled.exec_strategy.num_iteration_per_run
         plan = prep.feed
-        if type(feed) is dict and not all(n in plan.feeds for n in feed):
-            rest, old = _feed_state(program, feed, scope)
-            # run with the state written; a failed run puts the old values back
-            if len(rest) < len(feed):
+        key = None
+        if type(feed) is dict:
+            if iterations == 1:  # the common case, kept lean
+                # A dict of arrays whose names, types, dtypes and shapes were accepted before
+                # passes the same checks again: look the verdict and the run plan up
+                # (feed_plan.py); such a dict holds only data variables (no fed state).
+                key = (fetch_names, feed_key(feed))
                 try:
-                    return self._run(given, rest, fetch_list, scope, return_numpy)
-                except BaseException:
-                    for name, value in old.items():
-                        if value is None:
-                            del scope[name]
-                        else:
-                            scope[name] = value
-                    raise
-        if iterations == 1 and type(feed) is dict:  # the common case, kept lean
-            # A dict of arrays whose names, types, dtypes and shapes were accepted before
-            # passes the same checks again: look the verdict and the step up (feed_plan.py).
-            key = (fetch_names, feed_key(feed))
-            try:
-                sig, step = plan.plans[key]
-                arrays = feed
-            except (KeyError, TypeError):  # new key, or an unhashable one
-                arrays, sig = plan.check_dict(program, feed, None)
-                step = self._step(prep, fetch_names, sig)
-                plan.remember(key, feed, arrays, (sig, step))
+                    run = plan.plans[key][2]
+                except (KeyError, TypeError):  # new key, or an unhashable one
+                    run = None
+                if run is not None:
+                    return run.execute(program, feed, scope, return_numpy, self._run_device)
+            if not all(n in plan.feeds for n in feed):
+                rest, old = write_fed_state(program, feed, scope)
+                if len(rest) < len(feed):
+                    try:  # run with the state written; a failed run puts the old values back
+                        return self._run(given, rest, fetch_list, scope, return_numpy)
+                    except BaseException:
+                        restore_state(scope, old)
+                        raise
+        if key is not None:
+            arrays, sig = plan.check_dict(program, feed, None)
+            step = self._step(prep, fetch_names, sig)
+            run = prep.runs[step]
+            plan.remember(key, feed, arrays, (sig, step, run))
         else:
             arrays, sig = plan.check(program, feed, iterations)
-            step = self._step(prep, fetch_names, sig, iterations)
-        return self._execute(step, prep, program, arrays, scope, return_numpy)
-
-    def _execute(self, step: CompiledStep, prep: _Prepared, program: Program, feeds: dict,
-                 scope: Scope, return_numpy: bool):
-        names, guard = step.state_names, prep.state_guards[step]
-        # (a variable held as a Reduce-mode step's rows comes whole if this step wants that)
-        try:
-            inputs = scope.gather(names, guard.wanted_shards)
-        except KeyError:
-            self._initialise_created_state(step, scope)
-            scope.prepare_stacked(step)  # stack or split rolled parameters
-            try:
-                inputs = scope.gather(names, guard.wanted_shards)
-            except KeyError as exc:
-                raise GraphcError(f"variable {exc} is not initialised in the scope; run the "
-                                  "startup program first (exe.run(startup_program))") from None
-        placed = guard.check(scope, inputs)
-        if placed is not inputs:  # moved onto a data-parallel step's devices: keep them there
-            scope.commit(names, placed)
-            inputs = placed
-        split = len(step.updated_names)
-        updated, readonly = tuple(inputs[:split]), tuple(inputs[split:])
-        try:
-            feed_arrays = tuple([feeds[name] for name in step.feed_names])
-        except KeyError as exc:  # a feed that no op reads but the fetch list names
-            raise FeedError(f"missing feed {exc}; it is fetched") from None
-        count = scope.run_count(program)
-        if self._on_default_device:
-            new_updated, created, fetched, checks = step(updated, readonly, feed_arrays, count)
-        else:
-            with jax.default_device(self._device):
-                new_updated, created, fetched, checks = step(updated, readonly, feed_arrays,
-                                                             count)
-        # The old buffers were donated: the new ones take their place even when the data
-        # checks refuse the step (it then returned the old values unchanged).
-        scope.commit(step.updated_names, new_updated)
-        if guard.any_sharded or scope.has_shards():
-            scope.set_shards(guard.updated_shards)
-        guard.ran(new_updated, readonly)
-        # one small read-back; a list of rows is cheaper to scan than numpy slicing
-        if step.check_sites and any(row[COUNT] for row in np.asarray(checks).tolist()):
-            _raise_if_refused(step, prep, np.asarray(checks))
-        # Only now, after the step succeeded, does the scope change.
-        scope.set_run_count(program, count + step.num_iterations)
-        if step.created_names:
-            scope.commit_new(step.created_names, created)
-        iterations, blocks = step.num_iterations, guard.blocks
-        return [unpack_fetch(a, blocks, iterations, return_numpy) if isinstance(a, LoDArray)
-                else _fetched(a, iterations, return_numpy) if rows is None else
-                _fetched(from_rows(a, rows), iterations, return_numpy)
-                for a, rows in zip(fetched, guard.fetch_rows)]
-
-    @staticmethod
-    def _initialise_created_state(step: CompiledStep, scope: Scope) -> None:
-        """State a pass created with a recorded initial value (amp's loss scale and step
-        counters) starts at that value in a scope that lacks it."""
-        for v in step.updated_inputs + step.readonly_inputs:
-            init = v.var.extra.get("initial_value")
-            if init is not None and not scope.holds(v.var.name):
-                scope.commit_new((v.var.name,), (jnp.full(v.type.shape, init, v.type.dtype),))
+            run = prep.runs[self._step(prep, fetch_names, sig, iterations)]
+        return run.execute(program, arrays, scope, return_numpy, self._run_device)
 
     @staticmethod
     def _unpack(program):
@@ -468,7 +315,7 @@ class Executor:
         """The compiled step ``run`` would use for these feeds, for inspection:
         ``lowered_text()``, ``compiled_text()``, ``cost_analysis()``, ``memory_analysis()``."""
         program, compiled = self._unpack(program)
-        fetch_names = tuple(_fetch_name(f) for f in (fetch_list or []))
+        fetch_names = tuple(fetch_name(f) for f in (fetch_list or []))
         prep = self._prepare(program, compiled, fetch_names)
         iterations = _iterations(compiled)
         _, sig = prep.feed.check(program, feed, iterations)

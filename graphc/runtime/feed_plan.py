@@ -21,6 +21,7 @@ from ..ir.graph import Graph
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
 from .lod import PackedLoD, concat_lod, feed_signature, pack_feeds
+from .lod_pack import pack_level1
 
 __all__ = ["FeedPlan", "feed_key"]
 
@@ -46,7 +47,8 @@ class FeedPlan:
 
     ``feeds``: feed var name -> graph input Value (the used ones); ``devices``: the
     data-parallel devices (None: one device), of which this process feeds ``feed_parts``
-    (its batch splits over them); ``plans``: (fetch names, feed_key) -> (signature, step).
+    (its batch splits over them); ``plans``: (fetch names, feed_key) -> (signature, step,
+    the step's run plan).
     """
 
     def __init__(self, graph: Graph, devices: list | None = None, feed_parts: int = 1):
@@ -58,8 +60,8 @@ class FeedPlan:
         self.plans: dict[tuple, tuple] = {}
 
     def remember(self, key: tuple, feed: dict, arrays: dict, plan: tuple) -> None:
-        """Cache ``plan`` (signature, step) for ``key`` when the checks took every array as it
-        was given (nothing converted), so a later run may skip them."""
+        """Cache ``plan`` (signature, step, run plan) for ``key`` when the checks took every
+        array as it was given (nothing converted), so a later run may skip them."""
         if key[1] is not None and all(arrays[n] is v for n, v in feed.items()):
             if len(self.plans) >= _PLANS_PER_PROGRAM:
                 self.plans.clear()
@@ -247,5 +249,7 @@ class FeedPlan:
                                 f"{type(value).__name__}")
             items[name] = (list(value) if iterations else value, want, dtype)
         if items:
-            out.update(pack_feeds(items, parts, iterations or None))
+            # the common case (one device, one iteration, lod_level 1) in one vectorised pass
+            fast = pack_level1(items) if parts == 1 and not iterations else None
+            out.update(fast if fast is not None else pack_feeds(items, parts, iterations or None))
         return out

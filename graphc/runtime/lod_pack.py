@@ -1,0 +1,60 @@
+"""Packing many LoD feeds of one step in one vectorised pass: the common case of a CTR-style
+batch (dozens of lod_level-1 slots, one device, one iteration) without a Python walk per slot.
+
+``pack_level1`` gives exactly what ``lod.pack_feeds`` gives for the same feeds (one shared
+token bucket, padding zero, int32 lengths), or None when a feed falls outside the case it
+handles (another LoD level, a dtype to convert, a reshape, lengths that do not describe the
+data): the caller then packs through ``pack_feeds``, whose checks name the feed at fault.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends.lod import LoDArray
+from . import lod
+from .lod import LoDTensor, bucket
+
+__all__ = ["pack_level1"]
+
+
+def pack_level1(items: dict) -> dict | None:
+    """``{name: (LoDTensor, want TensorType, dtype)}`` packed as ``pack_feeds(items)`` would
+    pack them on one device, or None (see the module doc). All feeds' tokens share one
+    bucket; feeds of one dtype and token shape share one zero-filled buffer (one allocation,
+    one copy per feed)."""
+    if not lod.SHARED_BUCKET or not items:
+        return None
+    names, datas, levels, groups = [], [], [], {}
+    for name, (value, want, dtype) in items.items():
+        if type(value) is not LoDTensor or want.lod_level != 1 or len(value._lengths) != 1:
+            return None
+        data = value._value()
+        shape, decl = data.shape, want.shape
+        if data.dtype != dtype or len(shape) != len(decl) or not shape:
+            return None
+        for d, w in zip(shape[1:], decl[1:]):
+            if w >= 0 and d != w:
+                return None
+        names.append(name)
+        datas.append(data)
+        levels.append(value._lengths[0])
+        groups.setdefault((data.dtype, shape[1:]), []).append(len(names) - 1)
+    n = levels[0].size
+    if n == 0 or any(level.size != n for level in levels):
+        return None  # (different sequence counts: packed one by one)
+    lengths = np.stack(levels)  # [feeds, sequences] int64, set by LoDTensor
+    if lengths.min() < 0:
+        return None
+    tokens = lengths.sum(axis=1).tolist()
+    if tokens != [d.shape[0] for d in datas]:
+        return None
+    cap = bucket(max(tokens))
+    short = lengths.astype(np.int32)  # as pack_feeds packs them
+    out = {}
+    for (dtype, tail), members in groups.items():
+        buffer = np.zeros((len(members), cap, *tail), dtype)
+        for row, i in enumerate(members):
+            buffer[row, :tokens[i]] = datas[i]
+            out[names[i]] = LoDArray(buffer[row], (short[i],))
+    return {name: out[name] for name in names}
