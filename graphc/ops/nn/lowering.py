@@ -149,12 +149,14 @@ def _dropout(c, X):
         out = X if upscale else X * jnp.asarray(1.0 - p, X.dtype)
         return {"Out": out, "Mask": jnp.ones(X.shape, jnp.uint8)}
     # float32 uniforms, as Paddle's kernel draws (32 random bits an element, not 64)
-    keep = jax.random.uniform(c.replica_rng(c["seed"] if c["fix_seed"] else 0), X.shape,
-                              jnp.float32) >= p
+    keep = (jax.random.uniform(c.replica_rng(c["seed"] if c["fix_seed"] else 0), X.shape,
+                               jnp.float32) >= p).astype(jnp.uint8)
+    # Out from the uint8 Mask (not from the comparison): XLA then hashes the bits once,
+    # where it would otherwise copy the whole hash into Mask's fusion and Out's consumer
     mask = keep.astype(X.dtype)
     if upscale:
         mask = mask / jnp.asarray(1.0 - p, X.dtype) if p < 1.0 else mask * 0
-    return {"Out": X * mask, "Mask": keep.astype(jnp.uint8)}
+    return {"Out": X * mask, "Mask": keep}
 
 
 @lowering("lookup_table")
