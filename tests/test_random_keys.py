@@ -63,11 +63,19 @@ def test_shared_keys_are_each_ops_own_fold():
         alone, shared, other = run(jnp.int64(3))
         np.testing.assert_array_equal(np.stack(alone), np.stack(shared))
         np.testing.assert_array_equal(other, jax.random.key_data(random_key(5, 3)))
-    # another step value (a loop body's counter) is not served by the table
-    with threefry.shared_keys(seeds, 3):
-        assert threefry.shared_key(11, 4) is None
-        assert threefry.shared_key(11, 3) is not None
-    assert threefry.shared_key(11, 3) is None  # nothing outlives the block
+
+    @jax.jit
+    def served(step):
+        other = step + 1  # another step value (a loop body's counter) is not served
+        with threefry.shared_keys(seeds, step):
+            assert threefry.shared_key(11, other) is None
+            assert threefry.shared_key(11, step) is not None
+        assert threefry.shared_key(11, step) is None  # nothing outlives the block
+        return step
+
+    served(jnp.int64(3))
+    with threefry.shared_keys(seeds, 3):  # eagerly (the interpreter) each op folds its own
+        assert threefry.shared_key(11, 3) is None
 
 
 def _three_dropouts(prob=0.5):

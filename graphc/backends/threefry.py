@@ -123,10 +123,11 @@ _SHARED: ContextVar = ContextVar("graphc_shared_keys", default=None)
 def shared_keys(seeds, step):
     """Within the block, ``shared_key(seed, step)`` for each of ``seeds`` at this very
     ``step`` (compared by identity) is ``fold_in(key(seed), step)``, the same key, computed
-    for all seeds at once. An enclosing block that already holds them is reused."""
+    for all seeds at once. An enclosing block that already holds them is reused. Only
+    while tracing (``step`` a tracer): eagerly, one op at a time, there is nothing to share."""
     seeds = sorted(set(seeds))
     outer = _SHARED.get()
-    if step is None or len(seeds) < 2 or (
+    if not isinstance(step, jax.core.Tracer) or len(seeds) < 2 or (
             outer is not None and outer[0] is step and outer[1].keys() >= set(seeds)):
         yield
         return
