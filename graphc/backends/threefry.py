@@ -1,16 +1,16 @@
 """JAX's threefry2x32 random keys, hashed by straight-line code: the same bits as
-``jax.random.key`` keys, without the ``while`` loop that JAX's CPU lowering rolls each hash into.
+``jax.random.key`` keys, without the ``while`` loop that JAX's CPU lowering rolls each hash into."""
 
-Why: on CPU, JAX lowers every threefry hash to a 5-trip ``while`` loop (a compile-time
-saving), and XLA cannot fuse across a loop: each random op then writes and reads its whole
-counter arrays five times, in kernels of their own, and a dropout's key derivation is a second
-loop. Written out (20 rounds of add, rotate, xor), the hash fuses into the op that uses the
-bits (a dropout's mask), as JAX's own GPU lowering does. Seeds, ``fold_in``, ``split`` and
-``random_bits`` follow JAX's threefry implementation (its partitionable variant, JAX's
-default), so every draw equals the one from a ``jax.random.key`` of the same seed, bit for
-bit (tests/test_random_keys.py compares them); where JAX is configured otherwise
-(``jax_threefry_partitionable`` off, another default PRNG) ``key`` falls back to JAX's own.
-"""
+# Why: on CPU, JAX lowers every threefry hash to a 5-trip ``while`` loop (a compile-time
+# saving), and XLA cannot fuse across a loop: each random op then writes and reads its whole
+# counter arrays five times, in kernels of their own, and a dropout's key derivation is a
+# second loop. Written out (20 rounds of add, rotate, xor), the hash fuses into the op that
+# uses the bits (a dropout's mask), as JAX's own GPU lowering does. Seeds, ``fold_in``,
+# ``split`` and ``random_bits`` follow JAX's threefry implementation (its partitionable
+# variant, JAX's default), so every draw equals the one from a ``jax.random.key`` of the
+# same seed, bit for bit (tests/test_random_keys.py compares them); where JAX is configured
+# otherwise (``jax_threefry_partitionable`` off, another default PRNG) ``key`` falls back to
+# JAX's own.
 
 from __future__ import annotations
 
