@@ -151,8 +151,9 @@ def _dropout(c, X):
     # float32 uniforms, as Paddle's kernel draws (32 random bits an element, not 64)
     keep = (jax.random.uniform(c.replica_rng(c["seed"] if c["fix_seed"] else 0), X.shape,
                                jnp.float32) >= p).astype(jnp.uint8)
-    # Out from the uint8 Mask (not from the comparison): XLA then hashes the bits once,
-    # where it would otherwise copy the whole hash into Mask's fusion and Out's consumer
+    # Out from the uint8 Mask (not from the comparison): XLA then hashes the bits once for
+    # both outputs, where it would copy the hash into Mask's fusion and Out's consumer (a
+    # gradient reading Mask may still recompute it: XLA rematerialises cheap elementwise work)
     mask = keep.astype(X.dtype)
     if upscale:
         mask = mask / jnp.asarray(1.0 - p, X.dtype) if p < 1.0 else mask * 0
