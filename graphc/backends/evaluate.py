@@ -11,6 +11,7 @@ import weakref
 import jax
 
 from ..ir.errors import GraphcError
+from ..ir.grad_defs import forward_type
 from ..ir.graph import Graph, Op, Value
 from ..ir.opdef import RANDOM, get_op_def
 from ..ir.shape_values import FOLDABLE
@@ -27,6 +28,7 @@ from .lowering import (
 )
 from .precision import with_graphc_x64
 from .selected_rows import SelectedRows
+from .threefry import shared_keys
 
 import_lowerings()  # every family's rules are registered before the first op is walked
 
@@ -155,7 +157,20 @@ def evaluate_replicas(graph: Graph, envs: list[dict[Value, object]], replicas: R
 
 def evaluate(graph: Graph, env: dict[Value, object], step=0, replicas=None,
              ops: list[Op] | None = None) -> dict[Value, object]:
-    with forward_stash():  # a forward rule's leavings reach its grad op in the same walk
-        for op in graph.ops() if ops is None else ops:
+    ops = graph.ops() if ops is None else ops
+    # a forward rule's leavings reach its grad op in the same walk; the random ops' keys
+    # are made at once
+    with forward_stash(), step_keys(graph, ops, step):
+        for op in ops:
             evaluate_op(graph, op, env, step, replicas)
     return env
+
+
+def step_keys(graph: Graph, ops, step):
+    """A block in which the random ops among ``ops`` that draw from their derived seed
+    (``op_seed``) find their keys for ``step`` made by one vectorised hash
+    (``threefry.shared_keys``): the same keys, one computation instead of one per op."""
+    seeds = [op_seed(graph, op) for op in ops
+             if any(t is not None and get_op_def(t).has_trait(RANDOM)
+                    for t in (op.type, forward_type(op.type)))]
+    return shared_keys(seeds, step)

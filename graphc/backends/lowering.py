@@ -18,6 +18,7 @@ from ..ir.errors import GraphcError
 from ..ir.grad_defs import GRAD_SUFFIX, forward_type
 from ..ir.opdef import get_op_def
 from ..ir.types import FLOAT_DTYPES, TensorType
+from . import threefry
 from .arrays import TensorArray
 from .lod import LoDArray, first_lod, pair_dense_rows, unpair_rows, unwrap, wrap_outputs
 from .precision import with_graphc_x64
@@ -274,8 +275,10 @@ def random_op_seed(program_seed: int, position: int | None, name: str,
 
 def random_key(seed: int, step=0):
     """The JAX key a random op draws from: ``seed`` (``random_op_seed``) folded with the
-    step counter, so every run draws new numbers and a re-run from step 0 repeats them."""
-    return jax.random.fold_in(jax.random.key(seed), step)
+    step counter, so every run draws new numbers and a re-run from step 0 repeats them.
+    Its numbers are ``jax.random.key(seed)``'s, hashed without loops (backends/threefry.py)."""
+    shared = threefry.shared_key(seed, step)  # one hash made every op's key of this step
+    return shared if shared is not None else jax.random.fold_in(threefry.key(seed), step)
 
 
 @with_graphc_x64  # a rule called outside a step (tests, tools) keeps 64-bit types too

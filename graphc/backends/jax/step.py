@@ -23,7 +23,7 @@ from ...ir.grad_defs import forward_type
 from ...ir.graph import Graph, Op
 from ...ir.opdef import RANDOM, get_op_def
 from ..data_checks import InvalidReport, collecting, ok, over_iterations, summarise
-from ..evaluate import evaluate, evaluate_op
+from ..evaluate import evaluate, evaluate_op, step_keys
 from ..interpreter import resolve_fetch
 from ..lod import LoDArray
 from ..lowering import forward_stash, services_in_effect
@@ -118,7 +118,11 @@ class CompiledStep:
 
         def traced(*args):
             self.traces += 1
-            with services_in_effect(services), forward_stash():
+            # one step's random ops take their keys from one hash (K steps per call: each
+            # iteration's counter is made inside the scan, so each op folds its own)
+            step = args[3] if self.num_iterations == 1 else None
+            with services_in_effect(services), forward_stash(), \
+                    step_keys(self.graph, self._ops, step):
                 return body(*args)
 
         return traced

@@ -148,11 +148,16 @@ def _dropout(c, X):
     if c["is_test"]:
         out = X if upscale else X * jnp.asarray(1.0 - p, X.dtype)
         return {"Out": out, "Mask": jnp.ones(X.shape, jnp.uint8)}
-    keep = jax.random.uniform(c.replica_rng(c["seed"] if c["fix_seed"] else 0), X.shape) >= p
+    # float32 uniforms, as Paddle's kernel draws (32 random bits an element, not 64)
+    keep = (jax.random.uniform(c.replica_rng(c["seed"] if c["fix_seed"] else 0), X.shape,
+                               jnp.float32) >= p).astype(jnp.uint8)
+    # Out from the uint8 Mask (not from the comparison): XLA then hashes the bits once for
+    # both outputs, where it would copy the hash into Mask's fusion and Out's consumer (a
+    # gradient reading Mask may still recompute it: XLA rematerialises cheap elementwise work)
     mask = keep.astype(X.dtype)
     if upscale:
         mask = mask / jnp.asarray(1.0 - p, X.dtype) if p < 1.0 else mask * 0
-    return {"Out": X * mask, "Mask": keep.astype(jnp.uint8)}
+    return {"Out": X * mask, "Mask": keep}
 
 
 @lowering("lookup_table")

@@ -73,7 +73,7 @@ def _cudnn_lstm(c, Input, InitH, InitC, W):
     if c["is_test"] or p == 0.0 or layers == 1:
         masks = jnp.ones(shape, Input.dtype)
     else:  # Paddle's cudnn dropout: upscale_in_train between layers
-        keep = jax.random.uniform(c.replica_rng(max(c["seed"], 0)), shape) >= p
+        keep = jax.random.uniform(c.replica_rng(max(c["seed"], 0)), shape, jnp.float32) >= p
         masks = keep.astype(Input.dtype) / jnp.asarray(1.0 - p, Input.dtype) if p < 1.0 \
             else jnp.zeros(shape, Input.dtype)
     out, h, cell = lstm_forward(Input, InitH, InitC, W, masks, hidden, layers, dirs)
