@@ -1,0 +1,165 @@
+"""Tiered compilation: a step's first call runs on a quickly compiled executable while the
+fully optimised one compiles on a background thread, and later calls switch to it.
+
+Opt-in (``GRAPHC_TIERED=1`` or ``Executor.tiered = True``): on XLA CPU in JAX 0.10 every
+option that cuts compile time (an LLVM optimisation level below 3) changes float bits, so
+the steps run before the switch differ from the optimised step's in their last bits
+(docs/tiered_compilation.md has the measurement). The quick executable is
+compiled with ``QUICK_OPTIONS`` (per compile: JAX's global configuration is never touched).
+Both compiles start together on daemon threads; the first call waits for whichever finishes
+first (the optimised one wins at once when JAX's persistent cache holds it). A failed
+optimised compile leaves the step on the quick executable with a warning; a failed quick
+compile waits for the optimised one. ``close()`` (``Executor.close``) and the interpreter's
+exit join the threads, so none outlives its Executor or the process.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import threading
+import time
+import warnings
+
+from ..backends.precision import graphc_x64
+
+__all__ = ["QUICK_OPTIONS", "TieredCall", "tier", "tiered_from_env"]
+
+# XLA's LLVM codegen at -O0: about half the CPU compile time of the default (-O3) on
+# ResNet-20; steps run slower until the switch (docs/tiered_compilation.md)
+QUICK_OPTIONS = {"xla_backend_optimization_level": 0}
+_ON = ("1", "on", "true", "yes")
+
+
+def tiered_from_env() -> bool:
+    """``GRAPHC_TIERED``: ``1``/``on``/``true``/``yes`` turns tiering on (default off)."""
+    return os.environ.get("GRAPHC_TIERED", "0").strip().lower() in _ON
+
+
+class TieredCall:
+    """Stands in for a step's jitted function (``CompiledStep._jitted``): called with the
+    same arguments, it runs the quick executable until the optimised one is ready.
+
+    ``tier``: which executable ran the last call (``"quick"``, ``"full"`` or ``"jit"``
+    after a fallback); ``switched_at``: the call count at which the optimised one took
+    over (None before). ``full_options``: compiler options of the optimised executable
+    (tests pass one XLA refuses to exercise the fallback).
+    """
+
+    def __init__(self, jitted, quick_options: dict | None = None,
+                 full_options: dict | None = None):
+        self._jitted = jitted
+        self.quick_options = dict(QUICK_OPTIONS if quick_options is None else quick_options)
+        self.full_options = full_options
+        self._full = None  # the optimised Compiled, set by its thread when it succeeds
+        self._quick = None
+        self._failed = False  # the optimised compile raised: stay on the quick one
+        self._threads: list[threading.Thread] = []
+        self._ready = threading.Event()  # set when either compile ends
+        self._plain = False  # fall back to the jitted function for good
+        self.tier = None
+        self.calls = 0
+        self.switched_at = None
+        self.compile_cpu: dict[str, float] = {}  # each tier's compile, its thread's CPU s
+
+    # jax.jit's inspection API (CompiledStep.lower and friends)
+    def lower(self, *args, **kwargs):
+        return self._jitted.lower(*args, **kwargs)
+
+    def __call__(self, *args):
+        self.calls += 1
+        full = self._full
+        if full is not None:
+            if self.tier != "full":
+                self.tier, self.switched_at = "full", self.calls
+            return full(*args)
+        if self._plain:
+            self.tier = "jit"
+            return self._jitted(*args)
+        if not self._threads:
+            self._start(args)
+            self.calls -= 1
+            return self(*args)
+        self.tier = "quick"
+        return self._quick(*args)
+
+    def _start(self, args) -> None:
+        """Trace and lower once (as jit would), then compile both tiers on threads; wait
+        for the first to finish (and for the optimised one if the quick one failed)."""
+        lowered = self._jitted.lower(*args)
+        self._spawn(self._compile_full, lowered)
+        self._spawn(self._compile_quick, lowered)
+        atexit.register(self._join)
+        self._ready.wait()
+        if self._full is None and self._quick is None:
+            self._join()  # one compile failed: wait for the other
+            # both failed: jit compiles (and raises) as it would without tiers
+            self._plain = self._full is None and self._quick is None
+
+    def _spawn(self, target, lowered) -> None:
+        thread = threading.Thread(target=target, args=(lowered,), daemon=True,
+                                  name=f"graphc-tiered-{target.__name__[9:]}")
+        self._threads.append(thread)
+        thread.start()
+
+    def _compile_full(self, lowered) -> None:
+        start = time.thread_time()
+        try:
+            with graphc_x64():  # thread-local: the user's threads keep their setting
+                if self.full_options:
+                    compiled = lowered.compile(compiler_options=self.full_options)
+                else:
+                    compiled = lowered.compile()
+            self.compile_cpu["full"] = time.thread_time() - start
+            self._full = compiled
+        except Exception as exc:  # the quick executable keeps the run going
+            self._failed = True
+            warnings.warn(f"graphc: the optimised compile of a step failed ({exc}); it keeps "
+                          "running on the quickly compiled executable "
+                          "(GRAPHC_TIERED=0 turns tiered compilation off)", stacklevel=1)
+        finally:
+            self._ready.set()
+
+    def _compile_quick(self, lowered) -> None:
+        start = time.thread_time()
+        try:
+            with graphc_x64():
+                quick = lowered.compile(compiler_options=self.quick_options)
+            self.compile_cpu["quick"] = time.thread_time() - start
+            self._quick = quick
+        except Exception:  # noqa: BLE001 (the optimised executable still comes)
+            pass
+        finally:
+            if self._quick is not None or self._full is not None or self._failed:
+                self._ready.set()
+
+    @property
+    def compiling(self) -> bool:
+        """Whether a compile thread is still running."""
+        return any(t.is_alive() for t in self._threads)
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the compile threads; True when none is left running."""
+        self._join(timeout)
+        return not self.compiling
+
+    def _join(self, timeout: float | None = None) -> None:
+        for thread in list(self._threads):
+            if thread is not threading.current_thread():
+                thread.join(timeout)
+
+    def close(self) -> None:
+        """Join the compile threads (they cannot be interrupted inside XLA)."""
+        self._join()
+        atexit.unregister(self._join)
+
+
+def tier(step, quick_options: dict | None = None) -> TieredCall | None:
+    """Make ``step`` (a one-device CompiledStep) compile in tiers; returns its TieredCall,
+    or None for a step kind that keeps plain jit (data-parallel steps)."""
+    from ..backends.jax import CompiledStep
+    if type(step) is not CompiledStep:
+        return None
+    call = TieredCall(step._jitted, quick_options)
+    step._jitted = call
+    return call
