@@ -114,7 +114,6 @@ def child(workload: str, mode: str, steps: int, t0: float) -> dict:
     out["loss"] = float(np.asarray(value).reshape(-1)[0])
     calls = list(exe._tiered_calls)
     out["switched_at"] = calls[0].switched_at if calls else None
-    out["compile_cpu"] = calls[0].compile_cpu if calls else {}
     exe.close()
     return out
 

@@ -138,7 +138,7 @@ def test_quick_tier_steps_are_close_and_the_switch_comes(plain):
         tiers.append(call.tier)
         if i == 1:
             assert call.wait(120)
-    assert tiers[2:] == ["full"] * 4 and set(call.compile_cpu) <= {"quick", "full"}
+    assert tiers[2:] == ["full"] * 4
     np.testing.assert_allclose(np.array(losses), plain[0], rtol=1e-5)
     exe.close()
 

@@ -6,8 +6,8 @@ option that cuts compile time (an LLVM optimisation level below 3) changes float
 the steps run before the switch differ from the optimised step's in their last bits
 (docs/tiered_compilation.md has the measurement). The quick executable is
 compiled with ``QUICK_OPTIONS`` (per compile: JAX's global configuration is never touched).
-Both compiles start together on daemon threads; the first call waits for whichever finishes
-first (the optimised one wins at once when JAX's persistent cache holds it). A failed
+The first call compiles the quick executable, runs on it and starts the optimised compile
+on a daemon thread; a later call takes the optimised one once it is ready. A failed
 optimised compile leaves the step on the quick executable with a warning; a failed quick
 compile waits for the optimised one. ``close()`` (``Executor.close``) and the interpreter's
 exit join the threads, so none outlives its Executor or the process.
@@ -18,7 +18,6 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-import time
 import warnings
 
 from ..backends.precision import graphc_x64
@@ -53,14 +52,11 @@ class TieredCall:
         self.full_options = full_options
         self._full = None  # the optimised Compiled, set by its thread when it succeeds
         self._quick = None
-        self._failed = False  # the optimised compile raised: stay on the quick one
         self._threads: list[threading.Thread] = []
-        self._ready = threading.Event()  # set when either compile ends
         self._plain = False  # fall back to the jitted function for good
         self.tier = None
         self.calls = 0
         self.switched_at = None
-        self.compile_cpu: dict[str, float] = {}  # each tier's compile, its thread's CPU s
 
     # jax.jit's inspection API (CompiledStep.lower and friends)
     def lower(self, *args, **kwargs):
@@ -84,54 +80,37 @@ class TieredCall:
         return self._quick(*args)
 
     def _start(self, args) -> None:
-        """Trace and lower once (as jit would), then compile both tiers on threads; wait
-        for the first to finish (and for the optimised one if the quick one failed)."""
+        """Trace and lower once (as jit would), compile the quick executable here, then the
+        optimised one on a thread. One after the other: on a 2-core CPU two concurrent
+        compiles slowed the quick one 3x (ResNet-20, docs/tiered_compilation.md)."""
         lowered = self._jitted.lower(*args)
-        self._spawn(self._compile_full, lowered)
-        self._spawn(self._compile_quick, lowered)
-        atexit.register(self._join)
-        self._ready.wait()
-        if self._full is None and self._quick is None:
-            self._join()  # one compile failed: wait for the other
-            # both failed: jit compiles (and raises) as it would without tiers
-            self._plain = self._full is None and self._quick is None
-
-    def _spawn(self, target, lowered) -> None:
-        thread = threading.Thread(target=target, args=(lowered,), daemon=True,
-                                  name=f"graphc-tiered-{target.__name__[9:]}")
+        try:
+            with graphc_x64():
+                self._quick = lowered.compile(compiler_options=self.quick_options)
+        except Exception:  # noqa: BLE001 (the optimised executable still comes)
+            self._quick = None
+        thread = threading.Thread(target=self._compile_full, args=(lowered,), daemon=True,
+                                  name="graphc-tiered-compile")
         self._threads.append(thread)
+        atexit.register(self._join)
         thread.start()
+        if self._quick is None:
+            self._join()  # the quick compile failed: wait for the optimised one
+            # both failed: jit compiles (and raises) as it would without tiers
+            self._plain = self._full is None
 
     def _compile_full(self, lowered) -> None:
-        start = time.thread_time()
         try:
             with graphc_x64():  # thread-local: the user's threads keep their setting
                 if self.full_options:
                     compiled = lowered.compile(compiler_options=self.full_options)
                 else:
                     compiled = lowered.compile()
-            self.compile_cpu["full"] = time.thread_time() - start
             self._full = compiled
         except Exception as exc:  # the quick executable keeps the run going
-            self._failed = True
             warnings.warn(f"graphc: the optimised compile of a step failed ({exc}); it keeps "
                           "running on the quickly compiled executable "
                           "(GRAPHC_TIERED=0 turns tiered compilation off)", stacklevel=1)
-        finally:
-            self._ready.set()
-
-    def _compile_quick(self, lowered) -> None:
-        start = time.thread_time()
-        try:
-            with graphc_x64():
-                quick = lowered.compile(compiler_options=self.quick_options)
-            self.compile_cpu["quick"] = time.thread_time() - start
-            self._quick = quick
-        except Exception:  # noqa: BLE001 (the optimised executable still comes)
-            pass
-        finally:
-            if self._quick is not None or self._full is not None or self._failed:
-                self._ready.set()
 
     @property
     def compiling(self) -> bool:
