@@ -111,6 +111,8 @@ class TieredCall:
             warnings.warn(f"graphc: the optimised compile of a step failed ({exc}); it keeps "
                           "running on the quickly compiled executable "
                           "(GRAPHC_TIERED=0 turns tiered compilation off)", stacklevel=1)
+        finally:  # nothing left to join: let the step (and its graph) be freed with it
+            atexit.unregister(self._join)
 
     @property
     def compiling(self) -> bool:
