@@ -103,7 +103,7 @@ def child(workload: str, mode: str, steps: int, t0: float) -> dict:
     import graphc
     main, start, loss, feeds = BUILDERS[workload]()
     exe = graphc.Executor()
-    exe.tiered = mode == "on"
+    exe.tiered = mode == "on" or (int(mode[2:]) if mode.startswith("on") else False)
     exe.run(start)
     out = {}
     for i in range(steps):
@@ -139,6 +139,8 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="+", default=list(BUILDERS))
     ap.add_argument("--steps", type=int, default=100)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--modes", nargs="+", default=["off", "on"],
+                    help="off, on (quick steps until the switch) or onN (at most N)")
     ap.add_argument("--budget", type=int, default=900, help="seconds per process")
     ap.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -152,7 +154,7 @@ def main() -> None:
         if w == "encoder" and not os.path.exists(os.path.join(HERE, "bench_encoder.py")):
             print(f"## {w}: skipped (benchmarks/bench_encoder.py is absent)")
             continue
-        runs = {"off": [], "on": []}
+        runs = {m: [] for m in args.modes}
         for _ in range(args.repeats):
             for mode in runs:
                 r = _spawn(w, mode, args.steps, args.budget)

@@ -156,3 +156,20 @@ def test_failing_quick_compile_waits_for_the_optimised_one(plain):
     assert call.tier == "full" and call.switched_at == 1
     exe.close()
     assert np.array(losses).tobytes() == plain[0].tobytes()
+
+
+def test_tiered_n_runs_at_most_n_quick_steps(plain):
+    main, start, loss = _program()
+    exe = graphc.Executor()
+    exe.tiered = 1  # one quick step, then wait for the optimised executable
+    scope = graphc.Scope()
+    exe.run(start, scope=scope)
+    feeds = _feeds(3)
+    call = exe.compile(main, feed=feeds[0], fetch_list=[loss])._jitted
+    call.quick_options = {}
+    tiers = []
+    for feed in feeds:
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+        tiers.append(call.tier)
+    assert tiers[1:] == ["full", "full"] and call.quick_steps == 1
+    exe.close()

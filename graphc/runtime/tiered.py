@@ -41,15 +41,17 @@ class TieredCall:
 
     ``tier``: which executable ran the last call (``"quick"``, ``"full"`` or ``"jit"``
     after a fallback); ``switched_at``: the call count at which the optimised one took
-    over (None before). ``full_options``: compiler options of the optimised executable
-    (tests pass one XLA refuses to exercise the fallback).
+    over (None before). ``quick_steps``: at most that many calls run on the quick
+    executable; the next one waits for the optimised one. ``full_options``: compiler
+    options of the optimised executable (tests pass one XLA refuses, for the fallback).
     """
 
     def __init__(self, jitted, quick_options: dict | None = None,
-                 full_options: dict | None = None):
+                 full_options: dict | None = None, quick_steps: int | None = None):
         self._jitted = jitted
         self.quick_options = dict(QUICK_OPTIONS if quick_options is None else quick_options)
         self.full_options = full_options
+        self.quick_steps = quick_steps  # at most this many calls on the quick one (None: any)
         self._full = None  # the optimised Compiled, set by its thread when it succeeds
         self._quick = None
         self._threads: list[threading.Thread] = []
@@ -76,6 +78,11 @@ class TieredCall:
             self._start(args)
             self.calls -= 1
             return self(*args)
+        if self.quick_steps is not None and self.calls > self.quick_steps:
+            self._join()  # quick steps used up: wait for the optimised executable
+            if self._full is not None:
+                self.calls -= 1
+                return self(*args)
         self.tier = "quick"
         return self._quick(*args)
 
@@ -135,12 +142,13 @@ class TieredCall:
         atexit.unregister(self._join)
 
 
-def tier(step, quick_options: dict | None = None) -> TieredCall | None:
+def tier(step, quick_options: dict | None = None,
+         quick_steps: int | None = None) -> TieredCall | None:
     """Make ``step`` (a one-device CompiledStep) compile in tiers; returns its TieredCall,
     or None for a step kind that keeps plain jit (data-parallel steps)."""
     from ..backends.jax import CompiledStep
     if type(step) is not CompiledStep:
         return None
-    call = TieredCall(step._jitted, quick_options)
+    call = TieredCall(step._jitted, quick_options, quick_steps=quick_steps)
     step._jitted = call
     return call
