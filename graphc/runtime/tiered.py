@@ -64,6 +64,10 @@ class TieredCall:
     def lower(self, *args, **kwargs):
         return self._jitted.lower(*args, **kwargs)
 
+    def _cache_size(self) -> int:
+        """Signatures compiled (as jax.jit's): the tiered one counts once, both tiers."""
+        return self._jitted._cache_size() + (1 if self._threads else 0)
+
     def __call__(self, *args):
         self.calls += 1
         full = self._full
