@@ -192,10 +192,6 @@ def _checked_input(op, slot: str, index: list) -> tuple:
     return op.input(slot), index
 
 
-def _quick_steps(tiered) -> int | None:  # -- tier28: Executor.tiered = N: N quick steps
-    return None if tiered is True else int(tiered)
-
-
 def _one_device(program: Program):
     """The CompiledProgram a plain Program runs as: the default strategies, one device."""
     from .compiled_program import CompiledProgram
@@ -282,8 +278,7 @@ class Executor:
                                     num_iterations=iterations, check_data=self.check_data,
                                     services=self.services)
             step.feed_shapes = dict(feed_sig)
-            if self.tiered and (call := tier(step, quick_steps=_quick_steps(
-                    self.tiered))) is not None:  # -- tier28
+            if self.tiered and (call := tier(step, self.tiered)) is not None:  # -- tier28
                 self._tiered_calls.add(call)
             prep.steps[key] = step
             prep.state_guards[step] = StateGuard(step)

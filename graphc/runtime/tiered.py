@@ -146,13 +146,15 @@ class TieredCall:
         atexit.unregister(self._join)
 
 
-def tier(step, quick_options: dict | None = None,
-         quick_steps: int | None = None) -> TieredCall | None:
+def tier(step, setting: bool | int = True,
+         quick_options: dict | None = None) -> TieredCall | None:
     """Make ``step`` (a one-device CompiledStep) compile in tiers; returns its TieredCall,
-    or None for a step kind that keeps plain jit (data-parallel steps)."""
+    or None for a step kind that keeps plain jit (data-parallel steps). ``setting``:
+    ``Executor.tiered``: True (quick steps until the switch) or N (at most N quick steps)."""
     from ..backends.jax import CompiledStep
     if type(step) is not CompiledStep:
         return None
+    quick_steps = None if setting is True else int(setting)
     call = TieredCall(step._jitted, quick_options, quick_steps=quick_steps)
     step._jitted = call
     return call
