@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 import jax
 import numpy as np
@@ -61,6 +61,7 @@ from .run_plan import RunPlan
 from .scope import Scope, global_scope
 from .startup import run_grouped_startup
 from .state_guard import StateGuard
+from .tiered import tier, tiered_from_env  # -- tier28
 
 __all__ = ["DataError", "Executor", "FeedError", "FetchError", "HostServices"]
 
@@ -122,6 +123,9 @@ class Executor:
         # alive), so entries are per fetch list there: {key: (version, {fetch: _Prepared})}.
         self._prepared: WeakKeyDictionary = WeakKeyDictionary()
         self._pruner = Pruner()  # use_prune=True's programs (runtime/prune.py)
+        # -- tier28: tiered compilation (runtime/tiered.py): opt-in, GRAPHC_TIERED=1
+        self.tiered = tiered_from_env()
+        self._tiered_calls: WeakSet = WeakSet()  # a running compile thread keeps its own
 
     # -- preparation (cached) ----------------------------------------------------------
     def _prepare(self, program: Program, compiled=None, fetch_names: tuple = ()) -> _Prepared:
@@ -177,6 +181,8 @@ class Executor:
                                     num_iterations=iterations, check_data=self.check_data,
                                     services=self.services)
             step.feed_shapes = dict(feed_sig)
+            if self.tiered and (call := tier(step, self.tiered)) is not None:  # -- tier28
+                self._tiered_calls.add(call)
             prep.steps[key] = step
             run = prep.runs[step] = RunPlan(step, prep.graph)
             prep.state_guards[step] = run.guard
@@ -323,6 +329,8 @@ class Executor:
 
     def close(self) -> None:
         self._prepared.clear()
+        for call in list(self._tiered_calls):  # -- tier28: no compile thread outlives it
+            call.close()
 
     # -- datasets (the dataset does the work: the runtime never imports graphc.dataio) ------
     def train_from_dataset(self, program=None, dataset=None, scope=None, thread=0,
