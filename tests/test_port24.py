@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 from graphc.io import DataLoader
 
+import graphc
 import graphc.fluid as fluid
+from graphc.backends.interpreter import run_graph
 from graphc.dataio.loader_epoch import pack_lod_batches
+from graphc.ir.errors import ProgramError
 from graphc.runtime.lod import LoDError
 
 pytestmark = pytest.mark.timeout(120)
@@ -43,3 +46,188 @@ def test_a_packed_feed_without_its_source_unpacks_each_devices_sequences():
     stacked.source = None
     with pytest.raises(LoDError, match="2 stacked batches"):
         stacked.lod()
+
+
+# -- shuffle_batch --------------------------------------------------------------------------
+def _shuffle_program(seed):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 2, 3], "float32")
+        out = fluid.contrib.layers.shuffle_batch(x, seed=seed)
+        idx = main.global_block().ops[-1].output("ShuffleIdx")[0]
+    return main, out, idx
+
+
+@pytest.mark.parametrize("seed", [None, 9])
+def test_shuffle_batch_permutes_rows_anew_each_step_on_both_backends(seed):
+    """Paddle's shuffle_batch: Out's rows (all dims but the last, flattened) are X's in a
+    random order (ShuffleIdx[i] the row of X at Out's row i); every step draws a new one."""
+    main, out, idx = _shuffle_program(seed)
+    x = np.arange(4 * 2 * 3, dtype="float32").reshape(4, 2, 3)
+    exe = fluid.Executor(fluid.CPUPlace())
+    orders = []
+    for step in range(4):
+        got, order = exe.run(main, feed={"x": x}, fetch_list=[out, idx])
+        assert sorted(order.tolist()) == list(range(8))
+        np.testing.assert_array_equal(got.reshape(8, 3), x.reshape(8, 3)[order])
+        _, (ref_out, ref_order) = run_graph(graphc.lower(main), {}, {"x": x}, [out.name, idx],
+                                            step=step)
+        np.testing.assert_array_equal(ref_out.reshape(8, 3), x.reshape(8, 3)[ref_order])
+        orders.append(tuple(order.tolist()))
+    assert len(set(orders)) > 1
+
+
+def test_shuffle_batch_refuses_a_seed_variable():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.data("x", [-1, 3], "float32")
+        with pytest.raises(ProgramError, match="seed must be an int"):
+            fluid.contrib.layers.shuffle_batch(x, seed=x)
+
+
+# -- contrib.layers.basic_lstm / basic_gru ----------------------------------------------------
+def _sig(v):
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def _lstm_step(p, x, h, c, forget_bias):
+    i, f, j, o = np.split(np.concatenate([x, h], 1) @ p[0] + p[1], 4, axis=1)
+    c2 = c * _sig(f + forget_bias) + _sig(i) * np.tanh(j)
+    return [np.tanh(c2) * _sig(o), c2]
+
+
+def _gru_step(p, x, h):
+    r, u = np.split(_sig(np.concatenate([x, h], 1) @ p[0] + p[2]), 2, axis=1)
+    cand = np.tanh(np.concatenate([x, r * h], 1) @ p[1] + p[3])
+    return [u * h + (1 - u) * cand]
+
+
+def rnn_reference(step, params, x, inits, lengths, layers_, ways):
+    """Paddle's documented basic_lstm/basic_gru on batch-major ``x``: per direction every
+    layer runs over time (the backward way over the reversed sequence, padding first), a
+    state stops changing past its sequence's length, layer outputs feed the next layer."""
+    b, t = x.shape[:2]
+    mask = (np.arange(t)[None, :] < np.asarray(lengths)[:, None]).astype(x.dtype)
+    outs, lasts = [], [np.zeros_like(s) for s in inits]
+    for way in range(ways):
+        seq = x.transpose(1, 0, 2)
+        m = mask.T
+        if way:
+            seq, m = seq[::-1], m[::-1]
+        for layer in range(layers_):
+            k = layer * ways + way
+            states = [s[k] for s in inits]
+            ys = []
+            for s in range(t):
+                new = step(params[way][layer], seq[s], *states)
+                states = [m[s][:, None] * n + (1 - m[s][:, None]) * o
+                          for n, o in zip(new, states)]
+                ys.append(states[0])
+            seq = np.stack(ys)
+            for last, st in zip(lasts, states):
+                last[k] = st
+        outs.append(seq[::-1] if way else seq)
+    return np.concatenate(outs, axis=2).transpose(1, 0, 2), lasts
+
+
+def _build_rnn(kind, layers_, bidirectional, with_init, dtype="float32"):
+    main, startup = fluid.Program(), fluid.Program()
+    ways = 2 if bidirectional else 1
+    uni = fluid.initializer.Uniform(-0.6, 0.6, seed=3)
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [-1, 5, 3], dtype)
+        lens = fluid.data("lens", [-1], "int64")
+        h0 = fluid.data("h0", [layers_ * ways, -1, 4], dtype) if with_init else None
+        c0 = fluid.data("c0", [layers_ * ways, -1, 4], dtype) if with_init else None
+        attrs = dict(num_layers=layers_, sequence_length=lens, bidirectional=bidirectional,
+                     param_attr=fluid.ParamAttr(initializer=uni),
+                     bias_attr=fluid.ParamAttr(initializer=uni), dtype=dtype)
+        if kind == "lstm":
+            outs = fluid.contrib.layers.basic_lstm(x, h0, c0, 4, forget_bias=0.5, **attrs)
+        else:
+            outs = fluid.contrib.layers.basic_gru(x, h0, 4, **attrs)
+    return main, startup, list(outs)
+
+
+def _unit_params(main, kind, layers_, ways):
+    """Each way's and layer's parameters, by Paddle's names."""
+    unit = {"lstm": "BasicLSTMUnit", "gru": "BasicGRUUnit"}[kind]
+    names = [p.name for p in main.all_parameters()]
+    out = []
+    for way in ("", "reverse_")[:ways]:
+        per = []
+        for layer in range(layers_):
+            scope = f"basic_{kind}_{way}layers_{layer}/{unit}_0"
+            mine = sorted(n for n in names if n.startswith(scope + "."))
+            ws = [n for n in mine if ".w_" in n]
+            bs = [n for n in mine if ".b_" in n]
+            per.append(ws + bs)
+        out.append(per)
+    return out
+
+
+@pytest.mark.parametrize("kind, layers_, bidirectional, with_init", [
+    ("lstm", 2, False, True), ("lstm", 1, True, False), ("gru", 2, True, True),
+    ("gru", 1, False, False)])
+def test_basic_rnns_match_a_numpy_reference_on_both_backends(kind, layers_, bidirectional,
+                                                             with_init):
+    ways = 2 if bidirectional else 1
+    main, startup, outs = _build_rnn(kind, layers_, bidirectional, with_init)
+    rng = np.random.default_rng(0)
+    b = 3
+    feed = {"x": rng.standard_normal((b, 5, 3)).astype("float32"),
+            "lens": np.array([5, 2, 3], "int64")}
+    n_states = 2 if kind == "lstm" else 1
+    inits = [rng.standard_normal((layers_ * ways, b, 4)).astype("float32") if with_init else
+             np.zeros((layers_ * ways, b, 4), "float32") for _ in range(n_states)]
+    if with_init:
+        feed.update(zip(("h0", "c0"), inits))
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    names = _unit_params(main, kind, layers_, ways)
+    params = [[[np.asarray(scope[n]) for n in per] for per in way] for way in names]
+    assert all(len(p) == (2 if kind == "lstm" else 4) for way in params for p in way)
+    if kind == "lstm":
+        def step(p, x, h, c):
+            return _lstm_step(p, x, h, c, 0.5)
+    else:
+        step = _gru_step
+    want_out, want_lasts = rnn_reference(step, params, feed["x"], inits, feed["lens"],
+                                         layers_, ways)
+    got = exe.run(main, feed=feed, fetch_list=outs, scope=scope)
+    state = {n: np.asarray(scope[n]) for way in names for per in way for n in per}
+    _, ref = run_graph(graphc.lower(main), state, feed, [o.name for o in outs])
+    for values in (got, ref):
+        np.testing.assert_allclose(values[0], want_out, rtol=2e-5, atol=2e-5)
+        assert values[0].shape == (b, 5, 4 * ways)
+        for g, w in zip(values[1:], want_lasts):
+            np.testing.assert_allclose(g, w, rtol=2e-5, atol=2e-5)
+
+
+def test_basic_lstm_gradients_equal_finite_differences():
+    from graphc.testing.lod_checks import fd_check, token_loss
+    main, startup, outs = _build_rnn("lstm", 2, True, True, dtype="float64")
+    rng = np.random.default_rng(1)
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    state = {p.name: np.asarray(scope[p.name]) for p in main.all_parameters()}
+    with fluid.program_guard(main, startup), fluid.unique_name.guard("fd_"):
+        for name in ("x", "c0"):
+            main.global_block().var(name).stop_gradient = False
+        loss, w = token_loss(fluid.layers.reshape(outs[0], [-1, 8]), rng)
+        loss2 = fluid.layers.reduce_sum(fluid.layers.square(outs[2]))
+        loss = fluid.layers.elementwise_add(loss, loss2)
+    feed = {"x": rng.standard_normal((2, 5, 3)), "lens": np.array([5, 3], "int64"),
+            "h0": rng.standard_normal((4, 2, 4)), "c0": rng.standard_normal((4, 2, 4)), **w}
+    first_w = next(n for n in state if ".w_" in n)
+    fd_check(main, loss, feed, ["x", "c0", first_w], rng, state=state, coords=5)
+
+
+def test_basic_rnn_bad_input_names_the_layer():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.data("x", [-1, 3], "float32")
+        with pytest.raises(ProgramError, match=r"basic_lstm: input x has shape \[-1, 3\]"):
+            fluid.contrib.layers.basic_lstm(x, None, None, 4)
+        seq = fluid.data("seq", [-1, 5, 3], "float32")
+        h0 = fluid.data("h0", [1, -1, 4], "float32")
+        with pytest.raises(ProgramError, match="both init_hidden and init_cell"):
+            fluid.contrib.layers.basic_lstm(seq, h0, None, 4)

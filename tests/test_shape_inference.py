@@ -2581,3 +2581,17 @@ CASES.extend(DECODE_CASES)
 def test_decode_inferred_types(op_type, ins, attrs, outs):
     assert infer(op_type, ins, attrs) == _as_lists(outs)
 # -- end issue 26: decoding
+
+
+# -- port24: shuffle_batch (fluid.contrib.layers) -------------------------------------------------
+PORT24_CASES = [
+    case("shuffle_batch", {"X": t(-1, 4)}, None, {"Out": t(-1, 4), "ShuffleIdx": i64(-1)}),
+    case("shuffle_batch", {"X": t(2, 3, 4)}, {"startup_seed": 5},
+         {"Out": t(2, 3, 4), "ShuffleIdx": i64(6)}, "rows of all but the last dim"),
+]
+CASES.extend(PORT24_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+def test_shuffle_batch_needs_a_row_dimension():
+    test_bad_inputs_raise_shape_error("shuffle_batch", {"X": t(4)}, {}, "at least one row")
+# -- end port24

@@ -32,8 +32,9 @@ ADVICE: dict[str, str] = {
     "load_dygraph": _DYGRAPH + "; load with fluid.load(program, path)",
     "Linear": _DYGRAPH + "; use fluid.layers.fc",
     "Conv2D": _DYGRAPH + "; use fluid.layers.conv2d",
-    "contrib": ("graphc has no fluid.contrib (Paddle's experimental ops); see "
-                "docs/porting_from_paddle.md for what ports"),
+    "contrib": ("graphc's fluid.contrib holds only contrib.layers' basic_lstm, basic_gru, "
+                "BasicLSTMUnit, BasicGRUUnit and shuffle_batch (Paddle's other experimental "
+                "ops are not provided); see docs/porting_from_paddle.md for what ports"),
     "contrib.mixed_precision": _AMP,
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
@@ -56,7 +57,7 @@ ADVICE: dict[str, str] = {
 
 # Modules whose import is refused (relative to graphc.fluid): ``import paddle.fluid.dygraph``
 # and ``from paddle.fluid.contrib.mixed_precision import decorate`` meet the advice at once.
-_MISSING_MODULES = ("dygraph", "contrib", "dygraph_grad_clip", "imperative")
+_MISSING_MODULES = ("dygraph", "dygraph_grad_clip", "imperative")
 
 # Paddle's download datasets (``paddle.dataset.*``): graphc.dataset is the Dataset API
 _DOWNLOAD_DATASETS = {
@@ -153,7 +154,7 @@ _PADDLE_MODULES: dict[str, str | None] = {
         "varbase_patch_methods", "math_op_patch", "layer_object_helper", "amp",
         "dygraph_to_static", "parallel_helper")},
     **{f"contrib.{m}": None for m in (
-        "layers", "utils", "reader", "decoder", "extend_optimizer", "model_stat",
+        "utils", "reader", "decoder", "extend_optimizer", "model_stat",
         "op_frequence", "memory_usage_calc", "optimizer", "quantize", "int8_inference")},
     # (contrib.mixed_precision and contrib.slim stay refused at import: importing them is
     # using them, and their advice names graphc's replacement)
@@ -304,6 +305,9 @@ class _RefuseMissingModules(importlib.abc.MetaPathFinder):
                     return spec
                 raise _no_module(fullname, rel)
             if importlib.machinery.PathFinder.find_spec(fullname, path) is None:
+                spec = paddle_module_spec(fullname, rel)  # contrib.utils: loads, as a stub
+                if spec is not None:
+                    return spec
                 raise _no_module(fullname, rel)
         elif fullname.startswith("graphc.dataset."):
             name = fullname.removeprefix("graphc.dataset.").split(".")[0]
