@@ -231,3 +231,37 @@ def test_basic_rnn_bad_input_names_the_layer():
         h0 = fluid.data("h0", [1, -1, 4], "float32")
         with pytest.raises(ProgramError, match="both init_hidden and init_cell"):
             fluid.contrib.layers.basic_lstm(seq, h0, None, 4)
+
+
+# -- framework details real programs rely on ------------------------------------------------
+def test_a_multislot_sample_may_be_a_zip_of_names_and_values():
+    """Paddle's MultiSlotDataGenerator takes generate_sample's ``zip(names, values)`` (the
+    CTR-DNN generator yields one) as the list it stands for."""
+    from graphc.fluid.incubate import data_generator as dg
+    gen = dg.MultiSlotDataGenerator()
+    line = gen._gen_str(zip(["dense", "C1", "label"], [[0.5, 1], [7], [1]]))
+    assert line == gen._gen_str([("dense", [0.5, 1]), ("C1", [7]), ("label", [1])])
+    assert line == "2 0.5 1 1 7 1 1\n"
+
+
+def test_auc_states_carry_paddles_names_and_reset_by_them():
+    """Paddle names auc's four state tensors as unnamed globals (``_generated_var_0..3``);
+    PaddleRec's CTR-DNN infer zeroes them by those names between test passes."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        pred = fluid.data("pred", [-1, 2], "float32")
+        label = fluid.data("label", [-1, 1], "int64")
+        auc, _, states = fluid.layers.auc(pred, label, num_thresholds=15)
+    assert [s.name for s in states] == [f"_generated_var_{i}" for i in range(4)]
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    p = np.array([[0.9, 0.1], [0.2, 0.8], [0.6, 0.4], [0.3, 0.7]], "float32")
+    y = np.array([[0], [1], [1], [0]], "int64")
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        exe.run(main, feed={"pred": p, "label": y}, fetch_list=[auc])
+        assert np.asarray(scope["_generated_var_2"]).sum() == 2  # both positives counted
+        for name in ("_generated_var_2", "_generated_var_3"):
+            t = fluid.global_scope().var(name).get_tensor()
+            t.set(np.zeros(t._get_dims(), "int64"), fluid.CPUPlace())
+        (got,) = exe.run(main, feed={"pred": p[:2], "label": y[:2]}, fetch_list=[auc])
+    np.testing.assert_allclose(got, [1.0])  # only the fresh batch counts: 0.8 > 0.1
