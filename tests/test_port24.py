@@ -265,3 +265,36 @@ def test_auc_states_carry_paddles_names_and_reset_by_them():
             t.set(np.zeros(t._get_dims(), "int64"), fluid.CPUPlace())
         (got,) = exe.run(main, feed={"pred": p[:2], "label": y[:2]}, fetch_list=[auc])
     np.testing.assert_allclose(got, [1.0])  # only the fresh batch counts: 0.8 > 0.1
+
+
+# -- matmul of a LoD value ------------------------------------------------------------------
+def test_matmul_scores_each_token_of_a_lod_value_and_keeps_its_lod():
+    """Paddle's matmul shares X's LoD with Out: a [tokens, K] sequence batch times a dense
+    [V, K]^T gives [tokens, V] with the same sequences (gru4rec's infer)."""
+    from graphc.testing.lod_checks import fd_check, token_loss
+    rng = np.random.default_rng(2)
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 3], "float64", lod_level=1)
+        x.stop_gradient = False
+        y = fluid.data("y", [4, 3], "float64")
+        y.stop_gradient = False
+        out = fluid.layers.matmul(x, y, transpose_y=True, alpha=0.5)
+        assert out.lod_level == 1
+        loss, w = token_loss(out, rng)
+    tokens = rng.standard_normal((5, 3))
+    feed = {"x": fluid.create_lod_tensor(tokens, [[2, 3]], fluid.CPUPlace()),
+            "y": rng.standard_normal((4, 3)), **w}
+    (got,) = fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=[out],
+                                                  return_numpy=False)
+    assert got.recursive_sequence_lengths() == [[2, 3]]
+    np.testing.assert_allclose(np.array(got), 0.5 * tokens @ feed["y"].T, rtol=1e-12)
+    fd_check(main, loss, feed, ["x", "y"], rng, coords=4)
+
+
+def test_matmul_refuses_to_transpose_a_lod_value_across_its_tokens():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.data("x", [-1, 3], "float32", lod_level=1)
+        y = fluid.data("y", [-1, 4], "float32")
+        with pytest.raises(graphc.ShapeError, match="one row per token"):
+            fluid.layers.matmul(x, y, transpose_x=True)
