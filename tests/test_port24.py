@@ -298,3 +298,35 @@ def test_matmul_refuses_to_transpose_a_lod_value_across_its_tokens():
         y = fluid.data("y", [-1, 4], "float32")
         with pytest.raises(graphc.ShapeError, match="one row per token"):
             fluid.layers.matmul(x, y, transpose_x=True)
+
+
+# -- fuse-embedding-seq-pool over fluid.embedding ------------------------------------------
+def test_pooled_fluid_embedding_rows_are_not_fused_and_train_as_unfused():
+    """fluid.embedding keeps the ids' trailing 1 ([tokens, 1] ids -> [tokens, 1, D] rows, so
+    sum-pooling gives [N, 1, D]); the pass declines these lookups (PaddleRec ssr's bag-of-
+    words encoders), which then run exactly as built."""
+    from graphc.ir.graph import lower
+    from graphc.passes import PassManager, make_pass
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        a = fluid.data("a", [-1, 1], "int64", lod_level=1)
+        b = fluid.data("b", [-1, 1], "int64", lod_level=1)
+        pooled = [fluid.layers.sequence_pool(fluid.embedding(v, [7, 2], param_attr="T"), "sum")
+                  for v in (a, b)]
+        assert list(pooled[0].shape) == [-1, 1, 2]
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(pooled[0], pooled[1]))
+        fluid.optimizer.SGD(0.5).minimize(loss)
+    graph = lower(main)
+    report = PassManager([make_pass("fuse-embedding-seq-pool")]).run(graph, keep=[])
+    stats = {k: v for r in report.passes for k, v in r.stats.items()}
+    assert stats == {"skipped: Ids is not [tokens] or [tokens, 1]": 2}
+    table = np.arange(14, dtype="float32").reshape(7, 2) / 7
+    feed = {"a": fluid.create_lod_tensor(np.array([[1], [2], [3]]), [[2, 1]], None),
+            "b": fluid.create_lod_tensor(np.array([[4], [5]]), [[1, 1]], None)}
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    scope["T"] = table
+    (got,) = exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    pa, pb = table[1] + table[2], table[3]
+    want = pa @ table[4] + pb @ table[5]
+    np.testing.assert_allclose(got, [want], rtol=1e-6)
