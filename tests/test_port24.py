@@ -330,3 +330,27 @@ def test_pooled_fluid_embedding_rows_are_not_fused_and_train_as_unfused():
     pa, pb = table[1] + table[2], table[3]
     want = pa @ table[4] + pb @ table[5]
     np.testing.assert_allclose(got, [want], rtol=1e-6)
+
+
+def test_fluid_load_into_the_startup_program_reads_parameters_and_optimizer_state(tmp_path):
+    """Paddle's startup program holds the parameters as Parameters, so fluid.load(startup,
+    path) reads them from .pdparams and the optimizer's state from .pdopt (PaddleNLP's
+    sentiment_classification restores its checkpoint so)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 3], "float32")
+        loss = fluid.layers.mean(fluid.layers.fc(x, 2))
+        fluid.optimizer.Adam(0.1).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        exe.run(main, feed={"x": np.ones((2, 3), "float32")}, fetch_list=[loss])
+        saved = {v.name: np.array(fluid.global_scope()[v.name]) for v in main.list_vars()
+                 if v.persistable}
+        fluid.save(main, str(tmp_path / "ckpt"))
+    with fluid.scope_guard(fluid.Scope()):
+        fluid.load(startup, str(tmp_path / "ckpt"), exe)
+        for name, value in saved.items():
+            if name in startup.global_block().vars:
+                np.testing.assert_array_equal(np.asarray(fluid.global_scope()[name]), value)
+    assert any(p.name in startup.global_block().vars for p in main.all_parameters())

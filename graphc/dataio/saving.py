@@ -313,6 +313,13 @@ def _prefix(model_path: str) -> str:
     return model_path
 
 
+def _saved_names(dirname: str) -> set[str]:
+    """The tensors a checkpoint directory holds (none when it is absent)."""
+    if not os.path.isdir(dirname):
+        return set()
+    return set(checkpoint.read_manifest(dirname)["tensors"])
+
+
 def _optimizer_vars(program: Program) -> list[Variable]:
     return [v for v in get_program_persistable_vars(program) if not is_parameter(v)]
 
@@ -348,6 +355,12 @@ def load(program: Program, model_path: str, executor=None, var_list=None) -> Non
         params = [v for v in params if v.name in wanted]
         opt = [v for v in opt if v.name in wanted]
     staged = Scope()
+    # a startup program's copy of a parameter is a plain persistable here (a Parameter in
+    # Paddle): what .pdparams holds loads from there (sentiment_classification loads its
+    # checkpoint into the startup program)
+    saved = _saved_names(prefix + ".pdparams") if opt else set()
+    params += [v for v in opt if v.name in saved]
+    opt = [v for v in opt if v.name not in saved]
     if params:
         _stage(params, prefix + ".pdparams", staged)
     if opt:
