@@ -354,3 +354,27 @@ def test_fluid_load_into_the_startup_program_reads_parameters_and_optimizer_stat
             if name in startup.global_block().vars:
                 np.testing.assert_array_equal(np.asarray(fluid.global_scope()[name]), value)
     assert any(p.name in startup.global_block().vars for p in main.all_parameters())
+
+
+def test_fluid_load_reads_what_save_persistables_or_a_combined_save_wrote(tmp_path):
+    """Paddle 1.8's fluid.load, finding no ``.pdparams``, loads a save_vars-family directory
+    (every program variable with a file there) or, given var_list, one combined file
+    (similarity_net restores its saved inference model's directory so)."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 3], "float32")
+        fluid.layers.fc(x, 2)
+    exe = fluid.Executor(fluid.CPUPlace())
+    params = main.all_parameters()
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        want = {p.name: np.array(fluid.global_scope()[p.name]) for p in params}
+        fluid.io.save_persistables(exe, str(tmp_path / "dir"), main)
+        fluid.io.save_params(exe, str(tmp_path / "one"), main, filename="all")
+    for path, var_list in ((tmp_path / "dir", None), (tmp_path / "one" / "all", params)):
+        with fluid.scope_guard(fluid.Scope()):
+            fluid.load(main, str(path), exe, var_list=var_list)
+            for name, value in want.items():
+                np.testing.assert_array_equal(np.asarray(fluid.global_scope()[name]), value)
+    with fluid.scope_guard(fluid.Scope()), pytest.raises(graphc.GraphcError, match="var_list"):
+        fluid.load(main, str(tmp_path / "one" / "all"), exe)
