@@ -378,3 +378,52 @@ def test_fluid_load_reads_what_save_persistables_or_a_combined_save_wrote(tmp_pa
                 np.testing.assert_array_equal(np.asarray(fluid.global_scope()[name]), value)
     with fluid.scope_guard(fluid.Scope()), pytest.raises(graphc.GraphcError, match="var_list"):
         fluid.load(main, str(tmp_path / "one" / "all"), exe)
+
+
+# -- fluid.evaluator.EditDistance -----------------------------------------------------------
+def _levenshtein(a, b):
+    d = np.arange(len(b) + 1)
+    for i, x in enumerate(a, 1):
+        prev, d[0] = d[0], i
+        for j, y in enumerate(b, 1):
+            prev, d[j] = d[j], min(d[j] + 1, d[j - 1] + 1, prev + (x != y))
+    return int(d[-1])
+
+
+def test_edit_distance_evaluator_accumulates_until_reset():
+    """Paddle's deprecated fluid.evaluator.EditDistance: states summed by the main program
+    each step; eval() = (total distance / sequences, sequences with errors / sequences),
+    from the last reset on."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        hyp = fluid.data("hyp", [-1, 1], "int64", lod_level=1)
+        ref = fluid.data("ref", [-1, 1], "int64", lod_level=1)
+        with pytest.warns(DeprecationWarning):
+            ev = fluid.evaluator.EditDistance(hyp, ref)
+    batches = [([[1, 2, 3], [4, 5]], [[1, 2, 3], [4]]), ([[7], [8, 9, 9]], [[6, 7], [8, 9]])]
+
+    def feed(h, r):
+        def lod(seqs):
+            return fluid.create_lod_tensor(np.concatenate(seqs).reshape(-1, 1).astype("int64"),
+                                           [[len(s) for s in seqs]], fluid.CPUPlace())
+        return {"hyp": lod(h), "ref": lod(r)}
+
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        ev.reset(exe)
+        dists = []
+        for h, r in batches:
+            total, errors = exe.run(main, feed=feed(h, r), fetch_list=ev.metrics)
+            # the edit_distance layer's default: normalised by the reference's length
+            mine = [_levenshtein(a, b) / len(b) for a, b in zip(h, r)]
+            np.testing.assert_allclose(total, [sum(mine)], rtol=1e-6)
+            assert errors.item() == sum(d > 0 for d in mine)
+            dists += mine
+        avg, err = ev.eval(exe)
+        np.testing.assert_allclose(avg, [np.mean(dists)], rtol=1e-6)
+        np.testing.assert_allclose(err, [np.mean([d > 0 for d in dists])], rtol=1e-6)
+        ev.reset(exe)
+        exe.run(main, feed=feed(*batches[0]), fetch_list=ev.metrics)
+        avg, err = ev.eval(exe)
+        np.testing.assert_allclose([avg.item(), err.item()], [0.5, 0.5], rtol=1e-6)  # batch 0

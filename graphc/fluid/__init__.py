@@ -151,8 +151,9 @@ from . import data_feed_desc  # noqa: E402
 __all__ += ["DataFeedDesc", "data_feed_desc"]
 # -- end issue 25: datasets
 
-# -- port24: fluid.contrib's layers real programs use (basic_lstm, shuffle_batch, ...)
-from . import contrib  # noqa: E402
+# -- port24: fluid.contrib's layers real programs use (basic_lstm, shuffle_batch, ...) and
+# the deprecated fluid.evaluator (PaddleCV OCR's EditDistance)
+from . import contrib, evaluator  # noqa: E402
 
-__all__ += ["contrib"]
+__all__ += ["contrib", "evaluator"]
 # -- end port24
