@@ -427,3 +427,34 @@ def test_edit_distance_evaluator_accumulates_until_reset():
         exe.run(main, feed=feed(*batches[0]), fetch_list=ev.metrics)
         avg, err = ev.eval(exe)
         np.testing.assert_allclose([avg.item(), err.item()], [0.5, 0.5], rtol=1e-6)  # batch 0
+
+
+# -- paddle.dataset.image -------------------------------------------------------------------
+def test_paddle_dataset_image_helpers(tmp_path):
+    """Paddle's image helpers: decode to HWC BGR uint8 (OpenCV's order), shorter side to
+    ``size`` (aspect kept, integer division), central/random crops, mirror, CHW, mean
+    subtraction per channel; a lossless PNG decodes exactly."""
+    from graphc.dataset import image
+    from PIL import Image
+    rgb = np.random.default_rng(0).integers(0, 256, (6, 10, 3), dtype=np.uint8)
+    path = tmp_path / "x.png"
+    Image.fromarray(rgb).save(path)
+    bgr = image.load_image(str(path))
+    np.testing.assert_array_equal(bgr, rgb[:, :, ::-1])
+    np.testing.assert_array_equal(image.load_image_bytes(path.read_bytes()), bgr)
+    gray = image.load_image(str(path), is_color=False)
+    assert gray.shape == (6, 10) and gray.dtype == np.uint8
+    assert image.resize_short(bgr, 3).shape == (3, 5, 3)  # 3 * 10 // 6
+    assert image.resize_short(bgr.transpose(1, 0, 2), 3).shape == (5, 3, 3)
+    np.testing.assert_array_equal(image.center_crop(bgr, 4), bgr[1:5, 3:7])
+    np.testing.assert_array_equal(image.left_right_flip(bgr), bgr[:, ::-1])
+    np.testing.assert_array_equal(image.to_chw(bgr), bgr.transpose(2, 0, 1))
+    np.random.seed(3)
+    crop = image.random_crop(bgr, 4)
+    assert any(np.array_equal(crop, bgr[t:t + 4, s:s + 4]) for t in range(3) for s in range(7))
+    out = image.simple_transform(bgr, 6, 4, is_train=False, mean=[1.0, 2.0, 3.0])
+    want = bgr[1:5, 3:7].transpose(2, 0, 1).astype("float32") - np.array(
+        [1.0, 2.0, 3.0], "float32")[:, None, None]
+    np.testing.assert_array_equal(out, want)  # resize to the same size keeps the pixels
+    with pytest.raises(graphc.GraphcError, match="exceeds the image"):
+        image.center_crop(bgr, 7)
