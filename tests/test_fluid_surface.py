@@ -268,7 +268,7 @@ def test_fluid_one_hot_appends_depth():
 
 @pytest.mark.parametrize("owner, name, advice", [
     (fluid, "dygraph", "static programs only"),
-    (fluid, "contrib", "no fluid.contrib"),
+    (fluid.contrib, "tdm_sampler", "contrib holds only"),
     (fluid, "ComplexVariable", "dygraph"),
     (fluid, "load_op_library", "custom operators"),
     (fluid, "no_such_api", "graphc does not provide it"),

@@ -210,7 +210,7 @@ def fresh_stubs():
 @pytest.mark.parametrize("module", [
     "graphc.fluid.dygraph.base", "graphc.fluid.dygraph.parallel",
     "graphc.fluid.layers.control_flow", "graphc.fluid.layers.io",
-    "graphc.fluid.contrib.layers"])
+    "graphc.fluid.contrib.layers", "graphc.fluid.contrib.utils"])
 def test_module_only_imports_load(module, fresh_stubs):
     __import__(module)
 
@@ -220,7 +220,7 @@ def test_module_only_imports_load(module, fresh_stubs):
     ("from graphc.fluid.layers.nn import no_such_layer", "graphc does not provide it"),
     ("from graphc.fluid.dygraph.base import to_variable", "static programs only"),
     ("from graphc.fluid.dygraph.parallel import ParallelEnv", "static programs only"),
-    ("from graphc.fluid.contrib.layers import basic_lstm", "no fluid.contrib"),
+    ("from graphc.fluid.contrib.layers import tdm_sampler", "contrib holds only"),
     ("from graphc.fluid.layers import no_such_layer", "does not provide it"),
 ])
 def test_from_import_of_a_missing_name_gives_the_advice(statement, advice, fresh_stubs):

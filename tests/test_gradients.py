@@ -2157,3 +2157,22 @@ def tensor_array_to_tensor_stack_or_concat(c, use_stack, axis):
     layers.array_write(layers.tanh(y), layers.fill_constant([1], "int64", 1), array=arr)
     out, _ = layers.tensor_array_to_tensor(arr, axis=axis, use_stack=use_stack)
     return [layers.slice(out, axes=[axis], starts=[0], ends=[2 if use_stack else 6])]
+
+
+# -- port24: shuffle_batch (fluid.contrib.layers) -------------------------------------------------
+@grad_case("shuffle_batch")
+def shuffle_batch_rows(c):
+    """A fixed seed and step draw one order, so differences of the loss are meaningful; the
+    gradient routes each row's weight back to the row it came from."""
+    from graphc.layers.reshuffle import shuffle_batch
+    x = c.data("x", c.randn(3, 2, 4))
+    out = shuffle_batch(x, seed=5)
+    idx = c.program.global_block().ops[-1].output("ShuffleIdx")[0]
+    grads = c.check(out)
+    order = run_graph(graphc.lower(c.program), {}, c.feeds, [idx], step=c.step)[1][0]
+    assert sorted(order.tolist()) == list(range(6))
+    w = c.feeds["gradcheck_w0"].reshape(6, 4)
+    want = np.zeros_like(w)
+    want[order] = w
+    np.testing.assert_allclose(grads["x"], want.reshape(3, 2, 4), rtol=1e-12, atol=1e-12)
+# -- end port24

@@ -1723,3 +1723,30 @@ for _layer, _build in DECODE_LAYER_CASES.items():
 def test_decoding_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end issue 26: decoding
+
+
+# -- port24: fluid.contrib.layers (basic_lstm, basic_gru, shuffle_batch) -----------------------
+@case("shuffle_batch")
+def _shuffle_batch():
+    from graphc.layers.reshuffle import shuffle_batch
+    shuffle_batch(graphc.data("x", [-1, 2, 3]), seed=4)
+
+
+@case("basic_lstm")
+def _basic_lstm():
+    from graphc.layers.basic_rnn import basic_lstm
+    basic_lstm(graphc.data("seq", [-1, 4, 3]), None, None, 5, num_layers=2, bidirectional=True,
+               sequence_length=graphc.data("lens", [-1], "int64"), dropout_prob=0.1)
+
+
+@case("basic_gru")
+def _basic_gru():
+    from graphc.layers.basic_rnn import basic_gru
+    basic_gru(graphc.data("seq", [4, -1, 3]), graphc.data("h0", [1, -1, 5]), 5,
+              batch_first=False)
+
+
+@pytest.mark.parametrize("case_id", ["shuffle_batch", "basic_lstm", "basic_gru"])
+def test_contrib_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end port24

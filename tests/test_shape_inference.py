@@ -2630,3 +2630,17 @@ def test_microbatch_loop_bad_inputs_name_the_op(ins, attrs, message):
     test_bad_inputs_raise_shape_error("microbatch_loop", ins, {**MICROBATCH_ATTRS, **attrs},
                                       message)
 # -- end issue 24: PipelineOptimizer's microbatch_loop
+
+
+# -- port24: shuffle_batch (fluid.contrib.layers) -------------------------------------------------
+PORT24_CASES = [
+    case("shuffle_batch", {"X": t(-1, 4)}, None, {"Out": t(-1, 4), "ShuffleIdx": i64(-1)}),
+    case("shuffle_batch", {"X": t(2, 3, 4)}, {"startup_seed": 5},
+         {"Out": t(2, 3, 4), "ShuffleIdx": i64(6)}, "rows of all but the last dim"),
+]
+CASES.extend(PORT24_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+def test_shuffle_batch_needs_a_row_dimension():
+    test_bad_inputs_raise_shape_error("shuffle_batch", {"X": t(4)}, {}, "at least one row")
+# -- end port24

@@ -313,6 +313,13 @@ def _prefix(model_path: str) -> str:
     return model_path
 
 
+def _saved_names(dirname: str) -> set[str]:
+    """The tensors a checkpoint directory holds (none when it is absent)."""
+    if not os.path.isdir(dirname):
+        return set()
+    return set(checkpoint.read_manifest(dirname)["tensors"])
+
+
 def _optimizer_vars(program: Program) -> list[Variable]:
     return [v for v in get_program_persistable_vars(program) if not is_parameter(v)]
 
@@ -342,12 +349,21 @@ def load(program: Program, model_path: str, executor=None, var_list=None) -> Non
     if not isinstance(program, Program):
         raise GraphcError(f"io.load expects a Program, got {type(program).__name__}")
     prefix = _prefix(_path(model_path, "io.load", "model_path"))
+    if not os.path.exists(prefix + ".pdparams") and os.path.exists(model_path):
+        _load_saved_vars(program, os.fspath(model_path), var_list)
+        return
     params, opt = get_program_parameter(program), _optimizer_vars(program)
     if var_list is not None:
         wanted = {v.name for v in _resolve(program, var_list, None)}
         params = [v for v in params if v.name in wanted]
         opt = [v for v in opt if v.name in wanted]
     staged = Scope()
+    # a startup program's copy of a parameter is a plain persistable here (a Parameter in
+    # Paddle): what .pdparams holds loads from there (sentiment_classification loads its
+    # checkpoint into the startup program)
+    saved = _saved_names(prefix + ".pdparams") if opt else set()
+    params += [v for v in opt if v.name in saved]
+    opt = [v for v in opt if v.name not in saved]
     if params:
         _stage(params, prefix + ".pdparams", staged)
     if opt:
@@ -355,4 +371,30 @@ def load(program: Program, model_path: str, executor=None, var_list=None) -> Non
             raise CheckpointError(f"no optimizer state at '{prefix}.pdopt' for the program's "
                                   f"{len(opt)} optimizer variable(s) (e.g. '{opt[0].name}')")
         _stage(opt, prefix + ".pdopt", staged)
+    _commit(staged, None)
+
+
+def _load_saved_vars(program: Program, path: str, var_list) -> None:
+    """Paddle 1.8's io.load of what save_vars/save_params/save_persistables (or
+    save_inference_model) wrote: a directory gives every variable of the program that has a
+    file there (or that its graphc checkpoint holds); one combined file needs ``var_list``."""
+    from .paddle_format import files
+    staged = Scope()
+    if os.path.isdir(path):
+        if files.is_graphc_checkpoint(path, None):
+            held = set(checkpoint.read_manifest(path)["tensors"])
+            _stage([v for v in program.list_vars() if v.name in held], path, staged)
+        else:
+            found = [v for v in program.list_vars() if v.persistable
+                     and os.path.isfile(os.path.join(path, v.name))]
+            for name, value in files.read(found, path).items():
+                staged[name] = value
+    else:
+        if var_list is None:
+            raise CheckpointError(f"io.load: '{path}' is one file (Paddle's combined format); "
+                                  "give var_list, the variables it holds")
+        chosen = _resolve(program, var_list, None)
+        for name, value in files.read(chosen, os.path.dirname(path) or ".",
+                                      os.path.basename(path)).items():
+            staged[name] = value
     _commit(staged, None)

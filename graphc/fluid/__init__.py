@@ -4,7 +4,7 @@ module tree and adapts graphc's own IR, passes, backends and runtime to Paddle's
 Porting rule: replace ``paddle`` by ``graphc`` in a Fluid 1.x script's import lines
 (``import paddle.fluid as fluid`` -> ``import graphc.fluid as fluid``, ``import paddle`` ->
 ``import graphc as paddle``). ``fluid.layers`` *is* ``graphc.layers``; APIs graphc lacks on
-purpose (dygraph, contrib) raise MissingAPIError with advice.
+purpose (dygraph, most of contrib) raise MissingAPIError with advice.
 """
 
 import sys as _sys
@@ -150,3 +150,10 @@ from . import data_feed_desc  # noqa: E402
 
 __all__ += ["DataFeedDesc", "data_feed_desc"]
 # -- end issue 25: datasets
+
+# -- port24: fluid.contrib's layers real programs use (basic_lstm, shuffle_batch, ...) and
+# the deprecated fluid.evaluator (PaddleCV OCR's EditDistance)
+from . import contrib, evaluator  # noqa: E402
+
+__all__ += ["contrib", "evaluator"]
+# -- end port24

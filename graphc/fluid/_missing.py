@@ -32,8 +32,9 @@ ADVICE: dict[str, str] = {
     "load_dygraph": _DYGRAPH + "; load with fluid.load(program, path)",
     "Linear": _DYGRAPH + "; use fluid.layers.fc",
     "Conv2D": _DYGRAPH + "; use fluid.layers.conv2d",
-    "contrib": ("graphc has no fluid.contrib (Paddle's experimental ops); see "
-                "docs/porting_from_paddle.md for what ports"),
+    "contrib": ("graphc's fluid.contrib holds only contrib.layers' basic_lstm, basic_gru, "
+                "BasicLSTMUnit, BasicGRUUnit and shuffle_batch (Paddle's other experimental "
+                "ops are not provided); see docs/porting_from_paddle.md for what ports"),
     "contrib.mixed_precision": _AMP,
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",
@@ -56,7 +57,7 @@ ADVICE: dict[str, str] = {
 
 # Modules whose import is refused (relative to graphc.fluid): ``import paddle.fluid.dygraph``
 # and ``from paddle.fluid.contrib.mixed_precision import decorate`` meet the advice at once.
-_MISSING_MODULES = ("dygraph", "contrib", "dygraph_grad_clip", "imperative")
+_MISSING_MODULES = ("dygraph", "dygraph_grad_clip", "imperative")
 
 # Paddle's download datasets (``paddle.dataset.*``): graphc.dataset is the Dataset API
 _DOWNLOAD_DATASETS = {
@@ -74,7 +75,6 @@ _DOWNLOAD_DATASETS = {
     "voc2012": "voc2012/VOCtrainval_11-May-2012.tar",
     "sentiment": "sentiment (nltk movie_reviews)",
     "mq2007": "MQ2007/MQ2007.rar",
-    "image": "(image helpers)",
     "common": "(download helpers)",
 }
 
@@ -153,7 +153,7 @@ _PADDLE_MODULES: dict[str, str | None] = {
         "varbase_patch_methods", "math_op_patch", "layer_object_helper", "amp",
         "dygraph_to_static", "parallel_helper")},
     **{f"contrib.{m}": None for m in (
-        "layers", "utils", "reader", "decoder", "extend_optimizer", "model_stat",
+        "utils", "reader", "decoder", "extend_optimizer", "model_stat",
         "op_frequence", "memory_usage_calc", "optimizer", "quantize", "int8_inference")},
     # (contrib.mixed_precision and contrib.slim stay refused at import: importing them is
     # using them, and their advice names graphc's replacement)
@@ -200,7 +200,7 @@ def paddle_module_spec(fullname: str, rel: str):
 
 def download_dataset_advice(name: str) -> str:
     return (f"paddle.dataset.{name} downloads data, which graphc never does at run time "
-            f"(it reads Paddle's cached files for {', '.join(_READABLE_DATASETS[1:])} only); "
+            f"(it reads Paddle's cached files for {', '.join(_READABLE_DATASETS[1:-1])} only); "
             f"graphc.dataset is Paddle's Dataset API (fluid.dataset: InMemoryDataset, "
             f"QueueDataset). Feed your own arrays, e.g. read Paddle's cached files "
             f"(~/.cache/paddle/dataset/{_DOWNLOAD_DATASETS[name]}) with NumPy and wrap them "
@@ -211,7 +211,8 @@ def download_dataset_advice(name: str) -> str:
 # the download datasets graphc reads from Paddle's cache (graphc/dataio/paddle_datasets/),
 # ``graphc.dataset.<name>`` being that module under a second name
 _READABLE_DATASETS = ("common", "mnist", "cifar", "uci_housing", "imdb", "imikolov",
-                      "movielens", "conll05", "wmt14", "wmt16", "flowers", "sentiment")
+                      "movielens", "conll05", "wmt14", "wmt16", "flowers", "sentiment",
+                      "image")  # port24: image is Paddle's reader helpers, no download
 
 
 def download_dataset(name: str):
@@ -304,6 +305,9 @@ class _RefuseMissingModules(importlib.abc.MetaPathFinder):
                     return spec
                 raise _no_module(fullname, rel)
             if importlib.machinery.PathFinder.find_spec(fullname, path) is None:
+                spec = paddle_module_spec(fullname, rel)  # contrib.utils: loads, as a stub
+                if spec is not None:
+                    return spec
                 raise _no_module(fullname, rel)
         elif fullname.startswith("graphc.dataset."):
             name = fullname.removeprefix("graphc.dataset.").split(".")[0]

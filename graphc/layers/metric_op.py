@@ -10,8 +10,10 @@ from .helper import LayerHelper, check_variable
 
 
 def _state(helper: LayerHelper, shape):
-    """A persistable int64 tensor named like Paddle's (``auc_0.tmp_N``), zero at startup."""
-    name = unique_name.generate(f"{helper.name}.tmp")
+    """A persistable int64 tensor, zero at startup, named as Paddle names an unnamed global
+    variable (``_generated_var_N``): scripts reset the auc states by those names (PaddleRec
+    CTR-DNN's infer) and checkpoints carry them."""
+    name = unique_name.generate("_generated_var")
     var = helper.main_program.global_block().create_var(
         name, shape, "int64", persistable=True, stop_gradient=True)
     sblock = helper.startup_program.global_block()

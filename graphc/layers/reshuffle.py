@@ -124,3 +124,21 @@ def shuffle_channel(x, group, name=None):
     """x's channels regrouped: viewed as [group, C/group], transposed."""
     return _one("shuffle_channel", "shuffle_channel", {"X": x}, {"group": int(group)},
                 name=name)
+
+
+# -- port24: Paddle 1.8's fluid.contrib.layers.shuffle_batch
+def shuffle_batch(x, seed=None):
+    """x's rows (every dimension but the last, flattened) in a new random order each step;
+    ``seed`` (an int) fixes the sequence of orders; without one each shuffle_batch op draws
+    from its own seed derived from the program's ``random_seed`` (Paddle seeds every op of a
+    program with ``random_seed`` itself, so its negatives repeat one order)."""
+    check_variable("shuffle_batch", "x", x)
+    if seed is not None and not isinstance(seed, int):
+        raise ProgramError(f"shuffle_batch: seed must be an int or None, got "
+                           f"{type(seed).__name__} (a seed variable is not supported)")
+    helper = LayerHelper("shuffle_batch", None)
+    out = helper.create_variable_for_type_inference(x.dtype)
+    idx = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+    helper.append_op("shuffle_batch", {"X": x}, {"Out": out, "ShuffleIdx": idx},
+                     {"startup_seed": int(seed or 0)})
+    return out

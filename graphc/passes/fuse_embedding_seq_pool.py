@@ -16,9 +16,10 @@ lookup_table_grad`` pair and the ``sum`` joining the table's row gradients becom
 ``fused_embedding_seq_pool_grad`` writing the same ``W@GRAD`` (the sum keeps any other
 addends). Forward and backward fuse together or not at all: the grad pair reads ``e_i``.
 
-Declines (stat ``skipped: <reason>``): ``Ids is not a level-1 LoD value``, ``pooltype X
-(only SUM fuses)``, ``sequence_pool pad_value is not 0``, ``embedding output has other
-users`` / ``is fetched`` / ``is a graph output``, ``is_distributed lookup``,
+Declines (stat ``skipped: <reason>``): ``Ids is not a level-1 LoD value``, ``Ids is not
+[tokens] or [tokens, 1]``, ``pooltype X (only SUM fuses)``, ``sequence_pool pad_value is not
+0``, ``embedding output has other users`` / ``is fetched`` / ``is a graph output``,
+``is_distributed lookup``,
 ``gradient is not the pool's then the lookup's``, ``control dependencies``, ``only N pooled
 lookup(s) of W (min_slots M)``.
 
@@ -95,6 +96,10 @@ def _candidate(graph: Graph, ctx: PassContext, lookup: Op) -> _Slot | str | None
     ids = lookup.input("Ids")
     if ids.type.lod_level != 1:
         return "Ids is not a level-1 LoD value"
+    if ids.type.rank > 2 or (ids.type.rank == 2 and ids.type.shape[1] not in (1, -1)):
+        # fluid.embedding of [tokens, 1] ids looks up [tokens, 1, 1]: each token's row stays
+        # [1, D], which the fused op (one [D] row per token) does not make
+        return "Ids is not [tokens] or [tokens, 1]"
     pool = pools[0]
     if len(pools) != 1 or pool.input("X") is not emb:
         return "embedding output has other users"

@@ -448,6 +448,38 @@ class PackedLoD:
                             f"program declares {list(want.shape)}")
         return LoDArray(arr.data, arr.lengths)  # a new object: never a cached plan's key
 
+    # -- port24: read as the LoDTensor it packs (Paddle's loaders yield LoDTensors, and
+    # scripts read them: lexical_analysis checks data[0]['words'].lod() before a step)
+    def _tensor(self) -> LoDTensor:
+        if isinstance(self.source, LoDTensor):
+            return self.source
+        if self.iterations != 1:
+            raise LoDError(f"this feed holds {self.iterations} stacked batches (a loader for "
+                           "several iterations per run); read one batch's LoDTensor from "
+                           "the loader built without iterations")
+        return unpack(self.array, self.parts)
+
+    def lod(self) -> list[list[int]]:
+        return self._tensor().lod()
+
+    def recursive_sequence_lengths(self) -> list[list[int]]:
+        return self._tensor().recursive_sequence_lengths()
+
+    def has_valid_recursive_sequence_lengths(self) -> bool:
+        return self._tensor().has_valid_recursive_sequence_lengths()
+
+    def shape(self) -> list[int]:
+        return self._tensor().shape()
+
+    def numpy(self) -> np.ndarray:
+        return self._tensor().numpy()
+
+    def _dtype(self):
+        return self._tensor()._dtype()
+
+    def __array__(self, dtype=None, copy=None):
+        return self._tensor().__array__(dtype)
+
 
 def feed_signature(arr) -> tuple:
     """What a compiled step depends on: the bucket and the number of sequences."""

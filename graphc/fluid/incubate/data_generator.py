@@ -80,6 +80,8 @@ class DataGenerator:
 
 
 def _fields(line, example):
+    if isinstance(line, zip):  # as Paddle's under Python 3: CTR-DNN yields zip(names, values)
+        line = list(line)
     if not isinstance(line, list | tuple):
         raise DataGeneratorError(f"the output of generate_sample must be a list or tuple, got "
                                  f"{type(line).__name__}; example: {example}")

@@ -6,6 +6,7 @@ take LoD values token by token (docs/lod.md); reductions over the tokens drop th
 
 from __future__ import annotations
 
+from ...ir.errors import ShapeError
 from ...ir.lod_rules import last_axis_only, reduce_lod
 from ...ir.opdef import ACTIVATION, ELEMENTWISE, LOSS, NO_GRAD, register
 from ...ir.shapes import broadcast_dim, broadcast_shapes, normalize_axis, prod_or_unknown
@@ -178,9 +179,22 @@ def _matmul(c):
     return {"Out": TensorType(tuple(out) or (1,), x.dtype)}
 
 
+def _matmul_lod(attrs, ins, levels, out):
+    """A LoD X multiplies token by token (Paddle's matmul shares X's LoD with Out: gru4rec
+    scores every token against all items): dim 0 must stay the tokens."""
+    x, y, o = ins["X"][0], ins["Y"][0], out["Out"][0]
+    if x.rank < 2 or (attrs["transpose_X"] and x.rank == 2) or y.rank > 2 or \
+            o.shape[0] != x.shape[0]:
+        raise ShapeError(f"matmul of the LoD value {x} by {y} must keep one row per token "
+                         "(X [tokens, ..., K] not transposed across its tokens, Y a dense "
+                         "matrix)")
+    return out
+
+
 register("matmul", "X Y", "Out",
          {"transpose_X": ("bool", False), "transpose_Y": ("bool", False), "alpha": ("float", 1.0)},
-         infer=_matmul, doc="Out = alpha * op(X) @ op(Y), batched with broadcasting")
+         infer=_matmul, lod_inputs=("X",), lod_fixup=_matmul_lod,
+         doc="Out = alpha * op(X) @ op(Y), batched with broadcasting")
 
 
 def _mean(c):

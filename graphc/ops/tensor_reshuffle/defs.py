@@ -1,10 +1,11 @@
 """Padding, cropping and rearranging ops with Paddle 1.8's names, slots and attributes: pad,
 pad2d, pad_constant_like, crop, crop_tensor, label_smooth, multiplex, scatter_nd_add,
-space_to_depth, pixel_shuffle, shuffle_channel. Every size they take is an attribute."""
+space_to_depth, pixel_shuffle, shuffle_channel, shuffle_batch. Every size they take is an
+attribute."""
 
 from __future__ import annotations
 
-from ...ir.opdef import register
+from ...ir.opdef import RANDOM, register
 from ...ir.types import FLOAT_DTYPES, INT_DTYPES, TensorType
 
 
@@ -191,3 +192,28 @@ register("pixel_shuffle", "X", "Out", {"upscale_factor": ("int", 1)}, infer=_blo
          doc="Out [N, C/r^2, H*r, W*r]: each channel group of r^2 becomes an r x r block")
 register("shuffle_channel", "X", "Out", {"group": ("int", 1)}, infer=_block_rearranged,
          doc="Out = X's channels viewed as [group, C/group], transposed")
+
+
+# -- port24: shuffle_batch (Paddle 1.8's fluid.contrib.layers.shuffle_batch)
+def _shuffle_batch(c):
+    x = c.x("X")
+    c.check(x.rank >= 2, f"X must be [..., D] with at least one row dimension, got "
+                         f"{list(x.shape)}")
+    rows = -1 if any(d < 0 for d in x.shape[:-1]) else _prod(x.shape[:-1])
+    return {"Out": x, "ShuffleIdx": TensorType((rows,), "int64")}
+
+
+def _prod(dims) -> int:
+    out = 1
+    for d in dims:
+        out *= d
+    return out
+
+
+# The rows (every dimension but the last, flattened) are permuted at random, a new permutation
+# each step; ShuffleIdx[i] is the row of X that Out's row i holds, and the gradient reads it
+# only (dX[ShuffleIdx[i]] = dOut[i]) rather than drawing the permutation again.
+register("shuffle_batch", "X", "Out ShuffleIdx", {"startup_seed": ("int", 0)},
+         infer=_shuffle_batch, traits=(RANDOM,), grad_reads=("ShuffleIdx",),
+         grad_type_from={"X": "Out@GRAD"},
+         doc="Out = X's rows (all dims but the last) in a random order; ShuffleIdx the order")

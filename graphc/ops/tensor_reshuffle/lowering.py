@@ -87,3 +87,18 @@ def _shuffle_channel(c, X):
     g = c["group"]
     n, ch, h, w = X.shape
     return {"Out": X.reshape(n, g, ch // g, h, w).swapaxes(1, 2).reshape(X.shape)}
+
+
+# -- port24: shuffle_batch
+@lowering("shuffle_batch")
+def _shuffle_batch(c, X):
+    rows = X.reshape(-1, X.shape[-1])
+    idx = jax.random.permutation(c.replica_rng(c["startup_seed"]), rows.shape[0])
+    return {"Out": rows[idx].reshape(X.shape), "ShuffleIdx": idx.astype(jnp.int64)}
+
+
+@lowering("shuffle_batch_grad")
+def _shuffle_batch_grad(c, **kw):
+    dout, idx = kw["Out@GRAD"], kw["ShuffleIdx"]
+    rows = dout.reshape(-1, dout.shape[-1])
+    return {"X@GRAD": jnp.zeros_like(rows).at[idx].set(rows).reshape(dout.shape)}
