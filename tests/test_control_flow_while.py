@@ -478,6 +478,38 @@ def test_a_bad_condition_is_a_type_error_as_in_paddle():
         layers.increment([1, 2, 3])
 
 
+def test_while_loop_argument_errors_are_type_and_value_errors_as_in_paddle():
+    one = layers.fill_constant([1], "int64", 1)
+    ten = layers.fill_constant([1], "int64", 10)
+
+    def lt(i):
+        return layers.less_than(i, ten)
+
+    def step(i):
+        return layers.increment(i)
+
+    def grow(i, extra):  # adds an entry: the structure changes
+        return step(i), [*extra, layers.fill_constant([1], "int64", 1)]
+
+    with pytest.raises(TypeError, match="callables"):
+        layers.while_loop(one, step, [one])
+    with pytest.raises(TypeError, match="callables"):
+        layers.while_loop(lt, one, [one])
+    with pytest.raises(TypeError, match="list or tuple"):
+        layers.while_loop(lt, step, one)
+    with pytest.raises(ValueError, match="empty"):
+        layers.while_loop(lt, step, [])
+    with pytest.raises(TypeError, match="must be a Variable"):
+        layers.while_loop(lambda i: 1, step, [one])
+    with pytest.raises(ValueError, match="2 values .2 tensors. for 1 loop_vars"):
+        layers.while_loop(lt, lambda i: [step(i), step(i)], [one])
+    with pytest.raises(ValueError, match=r"3 tensors\) for 2 loop_vars \(2 tensors"):
+        layers.while_loop(lambda i, extra: lt(i), grow, [one, [ten]])
+    for err in (TypeError, ValueError):  # both remain graphc's ProgramError
+        with pytest.raises(ProgramError):
+            layers.while_loop(lt, step, one if err is TypeError else [])
+
+
 def test_print_inside_a_loop_prints_every_iteration_in_one_compiled_call(capfd):
     i, n, cond = _counter_loop(3)
     acc = layers.fill_constant([2], "float32", 1.0)
