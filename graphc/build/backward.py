@@ -142,6 +142,10 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
                if v.name not in no_grad and not v.stop_gradient and v.dtype in FLOAT_DTYPES
                and (v.persistable or v.is_data)}
     depends.update(n for n in roots if differentiable(n))
+    # as in Paddle, a value a non-differentiable op makes (fill_constant) and the user marked
+    # stop_gradient=False is a leaf that takes a gradient too (creation layers mark theirs True)
+    depends.update(n for op in forward if not is_differentiable(op.type)
+                   for n in op.output_arg_names if differentiable(n))
     for op in forward:
         if is_differentiable(op.type) and any(n in depends for n in op.input_arg_names):
             depends.update(n for n in op.output_arg_names if differentiable(n))
