@@ -376,6 +376,34 @@ def test_text_round_trip_of_every_conditional_op():
 
 
 # -- bad input ------------------------------------------------------------------------------
+# -- portut: argument errors are TypeError/ValueError where Paddle raises those (and stay
+# graphc's ProgramError)
+@pytest.mark.parametrize("bad, error", [
+    (lambda p, x: layers.cond(p, x, lambda: x), TypeError),
+    (lambda p, x: layers.cond(p, lambda: x, np.asarray([3])), TypeError),
+    (lambda p, x: layers.cond(x, lambda: x, lambda: x), TypeError),
+    (lambda p, x: layers.cond(True, lambda: x, lambda: x), TypeError),
+    (lambda p, x: layers.case(p, default=lambda: x), TypeError),
+    (lambda p, x: layers.case([], default=lambda: x), ValueError),
+    (lambda p, x: layers.case([(p, lambda: x, 1)]), TypeError),
+    (lambda p, x: layers.case([(p, x)]), TypeError),
+    (lambda p, x: layers.switch_case(layers.fill_constant([1], "int32", 0), {"a": lambda: x}),
+     TypeError),
+    (lambda p, x: layers.switch_case(layers.fill_constant([1], "int32", 0), lambda: x),
+     TypeError),
+    (lambda p, x: layers.switch_case(layers.fill_constant([1], "int32", 0), {}), ValueError),
+    (lambda p, x: layers.switch_case(layers.fill_constant([1], "int32", 0),
+                                     [(1, lambda: x), (1, lambda: x)]), ValueError),
+], ids=["true_fn", "false_fn", "pred_shape", "pred_python", "pairs_type", "pairs_empty",
+        "pair_len", "pair_fn", "key_type", "fns_type", "fns_empty", "key_twice"])
+def test_argument_errors_are_type_and_value_errors_as_in_paddle(bad, error):
+    p = fluid.data("p", [1], "bool")
+    x = fluid.data("x", [2, 3], "float32")
+    with pytest.raises(error) as raised:
+        bad(p, x)
+    assert isinstance(raised.value, ProgramError)
+
+
 def test_bad_inputs_are_build_time_errors_naming_the_layer_and_line():
     x = fluid.data("x", [2, 3], "float32")
     f = fluid.data("f", [1], "float32")

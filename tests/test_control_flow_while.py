@@ -356,7 +356,7 @@ def test_gradients_through_an_array_carried_by_nested_loops():
     np.testing.assert_allclose(got[1], np.full(10, 0.3), rtol=1e-6)
 
 
-def test_while_loop_gradient_through_a_fed_value_is_exact_and_a_fed_loop_var_is_refused():
+def test_while_loop_gradient_through_a_fed_value_is_exact_and_names_the_fed_value():
     def cond(i, x):
         return layers.less_than(i, layers.fill_constant([1], "float32", 11.0))
 
@@ -381,8 +381,42 @@ def test_while_loop_gradient_through_a_fed_value_is_exact_and_a_fed_loop_var_is_
         y0 = layers.fill_constant([1], "float32", 1.0)
         y0.stop_gradient = False
         _, y = layers.while_loop(cond, body, [j, y0])
-        with pytest.raises(ProgramError, match="fed variable 'j' is overwritten"):
-            fluid.backward.append_backward(layers.mean(y))
+        fluid.backward.append_backward(layers.mean(y))
+    # the loop overwrites the fed j: j@GRAD is the fed value's gradient (Paddle's name)
+    got = _both({"j": np.full(1, 2, "float32")}, [y, "j@GRAD"], main)
+    np.testing.assert_allclose(got[0], [100.0])
+    np.testing.assert_allclose(got[1], [20.0])  # (j0 + 8)^2 with j0 = 2
+
+
+def test_fed_loop_var_gradient_product_and_refusal_when_read_before():
+    def cond(i, x):
+        return i < 3
+
+    def body(i, x):
+        return [i + 1, x * i]
+
+    main, startup = graphc.Program(), graphc.Program()
+    with fluid.program_guard(main, startup):
+        i = fluid.data("i", [1], "float64")
+        x = fluid.data("x", [1], "float64")
+        i.stop_gradient = x.stop_gradient = False
+        out = layers.while_loop(cond, body, [i, x])
+        fluid.backward.append_backward(layers.mean(out[1]))
+    i0, x0 = 1.5, 0.7
+    # x_end = x0 * i0 * (i0 + 1) (two steps from i0 = 1.5): the exact partials
+    feed = {"i": np.array([i0]), "x": np.array([x0])}
+    got = _both(feed, ["i@GRAD", "x@GRAD"], main)
+    np.testing.assert_allclose(got[0], [x0 * (2 * i0 + 1)], rtol=1e-12)
+    np.testing.assert_allclose(got[1], [i0 * (i0 + 1)], rtol=1e-12)
+    main, startup = graphc.Program(), graphc.Program()
+    with fluid.program_guard(main, startup):
+        i = fluid.data("i", [1], "float64")
+        x = fluid.data("x", [1], "float64")
+        i.stop_gradient = x.stop_gradient = False
+        sq = layers.elementwise_mul(x, x)  # its gradient reads x, which the loop replaces
+        out = layers.while_loop(cond, body, [i, x])
+        with pytest.raises(ProgramError, match="fed variable 'x' is overwritten"):
+            fluid.backward.append_backward(layers.mean(out[1] + sq))
 
 
 def test_an_inner_loop_past_its_bound_refuses_the_outer_gradient():
@@ -442,6 +476,38 @@ def test_a_bad_condition_is_a_type_error_as_in_paddle():
         layers.While(cond=layers.cast(cond, "float64"))
     with pytest.raises(TypeError, match="must be a Variable"):
         layers.increment([1, 2, 3])
+
+
+def test_while_loop_argument_errors_are_type_and_value_errors_as_in_paddle():
+    one = layers.fill_constant([1], "int64", 1)
+    ten = layers.fill_constant([1], "int64", 10)
+
+    def lt(i):
+        return layers.less_than(i, ten)
+
+    def step(i):
+        return layers.increment(i)
+
+    def grow(i, extra):  # adds an entry: the structure changes
+        return step(i), [*extra, layers.fill_constant([1], "int64", 1)]
+
+    with pytest.raises(TypeError, match="callables"):
+        layers.while_loop(one, step, [one])
+    with pytest.raises(TypeError, match="callables"):
+        layers.while_loop(lt, one, [one])
+    with pytest.raises(TypeError, match="list or tuple"):
+        layers.while_loop(lt, step, one)
+    with pytest.raises(ValueError, match="empty"):
+        layers.while_loop(lt, step, [])
+    with pytest.raises(TypeError, match="must be a Variable"):
+        layers.while_loop(lambda i: 1, step, [one])
+    with pytest.raises(ValueError, match="2 values .2 tensors. for 1 loop_vars"):
+        layers.while_loop(lt, lambda i: [step(i), step(i)], [one])
+    with pytest.raises(ValueError, match=r"3 tensors\) for 2 loop_vars \(2 tensors"):
+        layers.while_loop(lambda i, extra: lt(i), grow, [one, [ten]])
+    for err in (TypeError, ValueError):  # both remain graphc's ProgramError
+        with pytest.raises(ProgramError):
+            layers.while_loop(lt, step, one if err is TypeError else [])
 
 
 def test_print_inside_a_loop_prints_every_iteration_in_one_compiled_call(capfd):

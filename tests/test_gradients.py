@@ -2176,3 +2176,28 @@ def shuffle_batch_rows(c):
     want[order] = w
     np.testing.assert_allclose(grads["x"], want.reshape(3, 2, 4), rtol=1e-12, atol=1e-12)
 # -- end port24
+
+
+# -- portut: a value made by a non-differentiable op (fill_constant) that the user marks
+# stop_gradient=False takes a gradient, as in Paddle; one left True does not
+def test_a_constant_marked_trainable_takes_a_gradient():
+    x = graphc.data("x", [2, 3], dtype="float64")
+    a = layers.fill_constant([1], "float64", 1.5)
+    a.stop_gradient = False
+    b = layers.fill_constant([1], "float64", 0.5)  # stop_gradient stays True
+    c = layers.fill_constant([1], "float64", -2.0)
+    c.stop_gradient = False
+    big = layers.cond(layers.reduce_sum(a) > 1.0, lambda: a, lambda: c)
+    loss = layers.mean(layers.elementwise_mul(x * x, big) + b * x)
+    graphc.append_backward(loss)
+    block = graphc.default_main_program().global_block()
+    assert not block.has_var(b.name + GRAD_SUFFIX)
+    value = np.random.RandomState(5).rand(2, 3)
+    prog = graphc.default_main_program()
+    (ga, gc) = graphc.Executor().run(feed={"x": value},
+                                     fetch_list=[a.name + GRAD_SUFFIX, c.name + GRAD_SUFFIX])
+    _, (ia, ic) = run_graph(graphc.lower(prog), {}, {"x": value},
+                            [a.name + GRAD_SUFFIX, c.name + GRAD_SUFFIX])
+    for got_a, got_c in ((ga, gc), (ia, ic)):
+        np.testing.assert_allclose(got_a, [np.mean(value ** 2)], rtol=1e-12)  # a's branch
+        np.testing.assert_allclose(got_c, [0.0])

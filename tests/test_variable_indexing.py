@@ -180,3 +180,46 @@ def test_static_mode_methods_as_paddle():
             getattr(x, name)()
     with pytest.raises(GraphcError, match="dygraph"):
         x.set_value(np.zeros((2, 3)))
+
+
+# -- portut: a one-element integer Variable as the first index picks a row (Python's rule for
+# a negative one); Paddle's tests index so inside while_loop bodies (``x[i]``)
+@pytest.mark.parametrize("row", [0, 2, -1, -3])
+@pytest.mark.parametrize("shape, rest", [((3,), ()), ((3, 4, 5), ()), ((3, 4, 5), (1, 3))],
+                         ids=["1d", "3d", "3d_then_slice"])
+def test_a_variable_index_picks_a_row(row, shape, rest):
+    value = np.random.RandomState(3).rand(*shape)
+    x = graphc.data("x", [-1, *shape[1:]], "float64")
+    i = graphc.data("i", [1], "int64")
+    out = x[(i, slice(*rest))] if rest else x[i]
+    want = value[row][slice(*rest)] if rest else value[row]
+    want = np.reshape(want, np.shape(want) or (1,))
+    assert list(out.shape) == list(want.shape)
+    for got in _both(out, {"x": value, "i": np.array([row])}):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_variable_index_gradient_lands_on_its_row():
+    value = np.random.RandomState(4).randn(3, 4)
+    x = graphc.data("x", [3, 4], "float64")
+    x.stop_gradient = False
+    i = graphc.data("i", [1], "int32")
+    weight = np.arange(4.0)
+    loss = layers.reduce_sum(x[i] * graphc.data("w", [4], "float64"))
+    append_backward(loss)
+    (grad,) = graphc.Executor().run(feed={"x": value, "i": np.array([-2], "int32"), "w": weight},
+                                    fetch_list=[x.grad_name])
+    want = np.zeros_like(value)
+    want[-2] = weight
+    np.testing.assert_allclose(grad, want)
+
+
+@pytest.mark.parametrize("bad", [lambda x, i: x[1:i], lambda x, i: x[0, i],
+                                 lambda x, i: x[layers.cast(i, "float32")],
+                                 lambda x, i: x[layers.concat([i, i])]],
+                         ids=["bound", "second_axis", "float", "two_elements"])
+def test_variable_indexes_that_are_not_a_row_are_refused(bad):
+    x = graphc.data("x", [4, 6], "float32")
+    i = graphc.data("i", [1], "int64")
+    with pytest.raises(GraphcError, match="Variable index|Variable '"):
+        bad(x, i)

@@ -142,6 +142,10 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
                if v.name not in no_grad and not v.stop_gradient and v.dtype in FLOAT_DTYPES
                and (v.persistable or v.is_data)}
     depends.update(n for n in roots if differentiable(n))
+    # as in Paddle, a value a non-differentiable op makes (fill_constant) and the user marked
+    # stop_gradient=False is a leaf that takes a gradient too (creation layers mark theirs True)
+    depends.update(n for op in forward if not is_differentiable(op.type)
+                   for n in op.output_arg_names if differentiable(n))
     for op in forward:
         if is_differentiable(op.type) and any(n in depends for n in op.input_arg_names):
             depends.update(n for n in op.output_arg_names if differentiable(n))
@@ -160,27 +164,34 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
         for n in op.output_arg_names:
             # a fed value an op overwrites (a loop carrying a feed) holds two values
             writers[n] = writers.get(n, 1 if block.var(n).is_data else 0) + 1
-    contributions: dict[str, int] = {}
+    pos = {id(op): i for i, op in enumerate(forward)}
+    overwritten = _overwritten_feeds(block, forward, path, writers, needed, depends,
+                                     differentiable)
+    contributions: dict[str, int] = {}  # by _version_key: a rewritten feed counts per value
     for op in path:
         for n in op.input_arg_names:
             if n in needed and n in depends and differentiable(n):
-                if writers.get(n, 0) > 1 and block.var(n).is_data:
-                    raise ProgramError(
-                        f"append_backward: fed variable '{n}' is overwritten by an op and lies "
-                        f"on the gradient path ({op.where}); its gradient would name two "
-                        f"values: differentiate a copy instead (layers.assign({n}) as the "
-                        "loop variable)")
-                if writers.get(n, 0) > 1:
+                if writers.get(n, 0) > 1 and n not in overwritten:
                     raise ProgramError(
                         f"append_backward: '{n}' is written {writers[n]} times and lies on the "
                         f"gradient path ({op.where}); in-place rewrites of differentiable "
                         "values are not supported")
-                contributions[n] = contributions.get(n, 0) + 1
+                key = _version_key(n, pos[id(op)], overwritten)
+                contributions[key] = contributions.get(key, 0) + 1
 
     grad_of: dict[str, str] = {}  # forward name -> its complete gradient's name
     pending: dict[str, list[str]] = {}  # forward name -> contributions not yet summed
 
     sparse_grads: set[str] = set()  # gradients that are row-sparse (is_sparse lookups' tables)
+    # rewritten feeds whose writer the reverse sweep has passed: their gradient from here on
+    # is the fed value's, named ``<name>@GRAD``; before, the rewritten value's (``@AFTER``)
+    passed: set[str] = set()
+
+    def reach_fed_value(name: str) -> None:
+        if name not in passed:
+            passed.add(name)
+            grad_of.pop(name, None)
+            pending.pop(name, None)  # the rewritten value's parts its writer did not take
 
     def grad_var(name: str, grad_name: str, sparse: bool = False) -> str:
         var = block.var(name)
@@ -200,7 +211,9 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
             else:
                 # typed by inference: the sum of row-sparse parts is row-sparse (a table
                 # shared by sparse lookups), of mixed ones dense
-                full = block.create_var(name + suffix, dtype=block.var(name).dtype).name
+                full = block.create_var(name + suffix + ("@AFTER" if name in overwritten and
+                                                         name not in passed else ""),
+                                        dtype=block.var(name).dtype).name
                 block.append_op("sum", {"X": parts}, {"Out": full}, source=source)
                 if block.var(full).selected_rows:
                     sparse_grads.add(full)
@@ -232,7 +245,8 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
         else:
             for t, given in zip(targets, seeds):
                 _seed(block, t, given, grad_var, source, pending, suffix)
-                contributions[t.name] = contributions.get(t.name, 0) + 1
+                key = _version_key(t.name, len(forward), overwritten)
+                contributions[key] = contributions.get(key, 0) + 1
         for op in path:  # already in reverse order
             source = op.source
             out_grads = {s: [finalize(n) for n in names] for s, names in op.outputs.items()}
@@ -248,9 +262,12 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
                 sparse = slot == sparse_slot and bool(op.attrs.get(sparse_attr))
                 for n in names:
                     if n in needed and n in depends and differentiable(n):
+                        key = _version_key(n, pos[id(op)], overwritten)
+                        if n in overwritten and key == n:
+                            reach_fed_value(n)
+                        base = n + suffix + ("" if key == n else "@AFTER")
                         k = len(pending.get(n, ()))
-                        gname = n + suffix if contributions[n] == 1 \
-                            else f"{n}{suffix}@RENAME@{k}"
+                        gname = base if contributions[key] == 1 else f"{base}@RENAME@{k}"
                         pending.setdefault(n, []).append(grad_var(n, gname, sparse))
                         gs.append(gname)
                     else:
@@ -269,14 +286,49 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
             for gtype, gins, gouts, gattrs in maker(op.inputs, op.outputs, op.attrs,
                                                     out_grads, in_grads):
                 append(gtype, gins, gouts, gattrs, source=op.source)
+            for n in op.output_arg_names:
+                if overwritten.get(n) == pos[id(op)]:
+                    reach_fed_value(n)
             if callbacks:
                 for cb in callbacks:
                     cb(block, op)
         # Leaves other than parameters (data with stop_gradient=False) read by several ops
         # still need their contributions summed into ``name@GRAD``.
+        for name in list(overwritten):
+            reach_fed_value(name)  # its writer was not on the path: nothing reached the feed
         for name in list(pending):
             finalize(name)
     return finalize
+
+
+def _overwritten_feeds(block, forward, path, writers, needed, depends, differentiable):
+    """Fed variables one op overwrites (a loop carrying a feed), by that op's forward index.
+    Backward names the fed value's gradient ``<name>@GRAD``, as Paddle does: allowed where
+    no grad op of an earlier reader needs the fed value itself (only copies read it), since
+    grad ops read variables by name and the name then holds the rewritten value."""
+    out: dict[str, int] = {}
+    for name, count in writers.items():
+        if count != 2 or not block.var(name).is_data or name not in needed \
+                or name not in depends or not differentiable(name):
+            continue
+        at = next(i for i, op in enumerate(forward) if name in op.output_arg_names)
+        early = [op for op in path if name in op.input_arg_names
+                 and forward.index(op) <= at and op.type != "assign"]
+        if early:
+            raise ProgramError(
+                f"append_backward: fed variable '{name}' is overwritten by an op and lies "
+                f"on the gradient path ({early[0].where}), whose gradient needs the fed value "
+                f"the later write replaces: differentiate a copy instead (layers.assign({name})"
+                " as the loop variable)")
+        out[name] = at
+    return out
+
+
+def _version_key(name: str, index: int, overwritten) -> str:
+    """The value of ``name`` an op at forward ``index`` reads: a rewritten feed's later value
+    counts its gradient parts apart from the fed one's."""
+    at = overwritten.get(name)
+    return name if at is None or index <= at else name + "\0after"
 
 
 def _seed(block, target, given, grad_var, source, pending, suffix) -> None:

@@ -31,6 +31,11 @@ class ArgumentTypeError(ProgramError, TypeError):
     condition): a ProgramError, and a TypeError as Paddle raises for it."""
 
 
+class ArgumentValueError(ProgramError, ValueError):
+    """A layer was given an argument of the right type but a wrong value (an empty list, a
+    structure of another length): a ProgramError, and a ValueError as Paddle raises for it."""
+
+
 class VerifyError(GraphcError):
     """A graph broke an IR invariant; the message shows the op in context."""
 

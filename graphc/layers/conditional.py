@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..ir.default_programs import default_main_program
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentTypeError, ArgumentValueError, ProgramError
 from ..ir.program import Parameter, Variable
 from ..ir.regions import BlockMark, Captured, body_text, drop_locals, take
 from ..ir.source import user_source
@@ -21,12 +21,13 @@ def where_at() -> str:
 def check_scalar(layer: str, arg: str, value, dtypes=("bool",)) -> Variable:
     """``value`` must be a Variable of one element in one of ``dtypes``."""
     if not isinstance(value, Variable):
-        raise ProgramError(f"{layer}: {arg} must be a Variable, got {type(value).__name__}"
-                           f"{where_at()}")
+        raise ArgumentTypeError(f"{layer}: {arg} must be a Variable, got "
+                                f"{type(value).__name__}{where_at()}")
     if value.dtype not in dtypes or value.shape is None or any(d != 1 for d in value.shape):
-        raise ProgramError(f"{layer}: {arg} must be a {'/'.join(dtypes)} tensor of one element "
-                           f"(shape [1]), got '{value.name}' {value.dtype} "
-                           f"{None if value.shape is None else list(value.shape)}{where_at()}")
+        raise ArgumentTypeError(f"{layer}: {arg} must be a {'/'.join(dtypes)} tensor of one "
+                                f"element (shape [1]), got '{value.name}' {value.dtype} "
+                                f"{None if value.shape is None else list(value.shape)}"
+                                f"{where_at()}")
     return value
 
 
@@ -269,7 +270,7 @@ def _branches_op(layer, helper, op_type, control, fns, names, region_attrs, attr
 def _callable(layer: str, arg: str, fn, optional: bool = True):
     if fn is None and optional or callable(fn):
         return fn
-    raise ProgramError(f"{layer}: {arg} must be callable, got {type(fn).__name__}{where_at()}")
+    raise ArgumentTypeError(f"{layer}: {arg} must be callable, got {type(fn).__name__}{where_at()}")
 
 
 def cond(pred, true_fn=None, false_fn=None, name=None):
@@ -289,11 +290,13 @@ def case(pred_fn_pairs, default=None, name=None):
     """The fn of the first pair whose pred is true, else ``default()`` (None: the last
     pair's fn): one ``case`` op."""
     if not isinstance(pred_fn_pairs, list | tuple) or not pred_fn_pairs:
-        raise ProgramError(f"case: pred_fn_pairs must be a non-empty list or tuple of (pred, "
-                           f"fn) pairs, got {pred_fn_pairs!r}{where_at()}")
+        error = ArgumentValueError if isinstance(pred_fn_pairs, list | tuple) \
+            else ArgumentTypeError
+        raise error(f"case: pred_fn_pairs must be a non-empty list or tuple of (pred, fn) "
+                    f"pairs, got {pred_fn_pairs!r}{where_at()}")
     for pair in pred_fn_pairs:
         if not isinstance(pair, tuple) or len(pair) != 2:
-            raise ProgramError(f"case: every element of pred_fn_pairs must be a (pred, fn) "
+            raise ArgumentTypeError(f"case: every element of pred_fn_pairs must be a (pred, fn) "
                                f"2-tuple, got {pair!r}{where_at()}")
         check_scalar("case", "a pred of pred_fn_pairs", pair[0])
         _callable("case", f"the fn for {pair[0].name}", pair[1], optional=False)
@@ -316,7 +319,7 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
     ``default()`` (None: the fn of the largest key): one ``switch_case`` op."""
     check_scalar("switch_case", "branch_index", branch_index, ("int32", "int64", "uint8"))
     if not isinstance(branch_fns, list | tuple | dict):
-        raise ProgramError(f"switch_case: branch_fns must be a dict, list or tuple, got "
+        raise ArgumentTypeError(f"switch_case: branch_fns must be a dict, list or tuple, got "
                            f"{type(branch_fns).__name__}{where_at()}")
     items = list(branch_fns.items()) if isinstance(branch_fns, dict) else list(branch_fns)
     if items and all(callable(fn) for fn in items):
@@ -324,19 +327,19 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
     keys = []
     for pair in items:
         if not isinstance(pair, tuple) or len(pair) != 2:
-            raise ProgramError(f"switch_case: the elements of branch_fns must be (int, fn) "
+            raise ArgumentTypeError(f"switch_case: the elements of branch_fns must be (int, fn) "
                                f"2-tuples or callables, got {pair!r}{where_at()}")
         key, fn = pair
         if isinstance(key, bool) or not isinstance(key, int):
-            raise ProgramError(f"switch_case: the keys of branch_fns must be ints, got "
+            raise ArgumentTypeError(f"switch_case: the keys of branch_fns must be ints, got "
                                f"{key!r}{where_at()}")
         if key in keys:
-            raise ProgramError(f"switch_case: the key {key} appears more than once in "
+            raise ArgumentValueError(f"switch_case: the key {key} appears more than once in "
                                f"branch_fns{where_at()}")
         keys.append(key)
         _callable("switch_case", f"the fn for key {key}", fn, optional=False)
     if not items:
-        raise ProgramError(f"switch_case: branch_fns is empty{where_at()}")
+        raise ArgumentValueError(f"switch_case: branch_fns is empty{where_at()}")
     if default is None:
         items = sorted(items, key=lambda p: p[0])
         default = items.pop()[1]

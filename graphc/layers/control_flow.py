@@ -11,7 +11,7 @@ import math
 
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program
-from ..ir.errors import ArgumentTypeError, ProgramError
+from ..ir.errors import ArgumentTypeError, ArgumentValueError, ProgramError
 from ..ir.program import Variable
 from ..ir.regions import BlockMark, body_text, drop_locals, take
 from ..ir.source import user_source
@@ -217,10 +217,13 @@ def while_loop(cond, body, loop_vars, is_test=False, name=None):
     """Paddle 1.8's ``while_loop``: ``loop_vars = body(*loop_vars)`` while
     ``cond(*loop_vars)``; returns the final ``loop_vars``."""
     if not callable(cond) or not callable(body):
-        raise ProgramError("while_loop: cond and body must be callables")
-    if not isinstance(loop_vars, list | tuple) or not loop_vars:
-        raise ProgramError(f"while_loop: loop_vars must be a non-empty list or tuple, got "
-                           f"{type(loop_vars).__name__}")
+        raise ArgumentTypeError("while_loop: cond and body must be callables, got "
+                                f"{type(cond).__name__} and {type(body).__name__}")
+    if not isinstance(loop_vars, list | tuple):
+        raise ArgumentTypeError(f"while_loop: loop_vars must be a list or tuple, got "
+                                f"{type(loop_vars).__name__}")
+    if not loop_vars:
+        raise ArgumentValueError("while_loop: loop_vars is empty")
     from .tensor import assign
     from .utils import flatten, pack_sequence_as
     flat = flatten(list(loop_vars))
@@ -237,9 +240,11 @@ def while_loop(cond, body, loop_vars, is_test=False, name=None):
         except Exception:  # noqa: BLE001  (any malformed structure: say what was expected)
             out_flat = None
         if out_flat is None or len(out_flat) != len(flat):
-            raise ProgramError(f"while_loop: body returns {len(out)} values for "
-                               f"{len(loop_vars)} loop_vars; it must return the same "
-                               "structure")
+            got = "a malformed structure" if out_flat is None else \
+                f"{len(out)} values ({len(out_flat)} tensors)"
+            raise ArgumentValueError(f"while_loop: body returns {got} for {len(loop_vars)} "
+                                     f"loop_vars ({len(flat)} tensors); it must return the "
+                                     "same structure")
         for old, new in zip(flat, out_flat):
             check_variable("while_loop", "body output", new)
             if new.name != old.name:

@@ -1,11 +1,14 @@
 """Variable indexing (``x[:, 1:3]``, ``x[::-1]``, ``layers.shape(x)[0]``) and ``astype``, as
-Paddle 1.8 patches them onto Variable: ``slice`` ops, ``strided_slice`` where a step is not 1.
+Paddle patches them onto Variable: ``slice`` ops, ``strided_slice`` where a step is not 1, and
+``gather`` for a first index that is an integer Variable of one element (``x[i]``: a row).
 
 An integer index drops its dimension (``decrease_axis``); when every dimension is dropped the
 result keeps shape ``[1]``, as Paddle's slice ops do. Gradients are the slice ops' own.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..ir.errors import ProgramError, ShapeError
 from ..ir.program import Variable
@@ -18,9 +21,10 @@ _END, _BEFORE_START = 2 ** 31 - 1, -(2 ** 31) + 1
 def _index(value, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, Variable):
-            raise ProgramError(f"indexing '{what}' with the Variable '{value.name}' would make "
-                               "the result's shape depend on data, which graphc does not "
-                               "support; use layers.gather for data-dependent rows")
+            raise ProgramError(f"indexing '{what}' with the Variable '{value.name}' is "
+                               "supported as the first index only (one integer element: a "
+                               "row); a Variable slice bound would make the result's shape "
+                               "depend on data: use layers.gather for data-dependent rows")
         try:
             return int(value.__index__())
         except (AttributeError, TypeError):
@@ -59,6 +63,9 @@ def getitem(var: Variable, item):
     if len(items) > len(var.shape):
         raise ShapeError(f"'{var.name}' (shape {list(var.shape)}) has {len(var.shape)} "
                          f"dimensions, indexed with {len(items)}")
+    if isinstance(items[0], Variable):
+        row = _row(var, items[0])
+        return getitem(row, items[1:]) if len(items) > 1 else row
     axes, starts, ends, strides, decrease = [], [], [], [], []
     for axis, it in enumerate(items):
         bounds = _axis_bounds(var, axis, it)
@@ -81,6 +88,32 @@ def getitem(var: Variable, item):
     out = helper.create_variable_for_type_inference(var.dtype, var.stop_gradient)
     helper.append_op(op_type, {"Input": var}, {"Out": out}, attrs)
     return out
+
+
+def _row(var: Variable, index: Variable) -> Variable:
+    """``var[index]`` for an integer Variable of one element: the row it names (a negative
+    one counts from the end), with dimension 0 dropped (shape ``[1]`` for a 1-D ``var``)."""
+    from .logic import less_than
+    from .manipulation import gather, shape, squeeze
+    from .math import elementwise_add, elementwise_mul
+    from .tensor import cast, fill_constant, reshape
+    if index.dtype not in ("int32", "int64") or index.shape is None or \
+            any(d < 0 for d in index.shape) or math.prod(index.shape) != 1:
+        raise ProgramError(f"'{var.name}'[{index.name}]: a Variable index must be an integer "
+                           f"tensor of one element (a row), got {index.dtype} "
+                           f"{list(index.shape or ())}; use layers.gather for several rows")
+    idx = reshape(index, [1])
+    size = var.shape[0]
+    if size >= 0:
+        size = fill_constant([1], index.dtype, size)
+    else:
+        size = cast(getitem(shape(var), slice(0, 1)), index.dtype)
+    # Python's rule for a negative index: add the dimension's size (gather checks the range)
+    negative = cast(less_than(idx, fill_constant([1], index.dtype, 0)),
+                           index.dtype)
+    idx = elementwise_add(idx, elementwise_mul(negative, size))
+    out = gather(var, idx)
+    return out if len(var.shape) == 1 else squeeze(out, [0])
 
 
 def astype(self: Variable, dtype):
