@@ -5,8 +5,10 @@ Collective flags (``--ips``, ``--gpus``, ``--nproc_per_node``) map onto graphc l
 ``--hosts``, ``--devices`` and ``--nproc_per_node``; parameter-server flags (``--server_num``,
 ``--worker_num``, ``--servers``, ``--workers``) onto ``--server_num`` / ``--worker_num``, every
 rank getting Paddle's role variables with the endpoints the command named (fleetrun_rank.py).
-What graphc cannot do (heterogeneous and elastic jobs, XPUs, rank mapping, servers on other
-nodes) is refused with the flag's name and exit status 2, as argparse refuses a bad flag.
+Endpoints on several addresses make a multi-node job: each node's fleetrun starts the roles on
+its own address, each a process meeting the others over ZeroMQ (ps_node.py). What graphc cannot
+do (heterogeneous and elastic jobs, XPUs, rank mapping) is refused with the flag's name and
+exit status 2, as argparse refuses a bad flag.
 """
 
 from __future__ import annotations
@@ -36,9 +38,10 @@ SUPPORTED = {
     "--gpus": "collective: comma-separated GPU ids, split evenly over a node's processes",
     "--selected_gpus": "the same as --gpus",
     "--ips": "collective: comma-separated node addresses (default: this node)",
-    "--servers": "parameter servers' ip:port list, on this node; its length is the server "
-                 "count and its order the server index",
-    "--workers": "trainers' ip[:port] list, on this node; its length is the worker count",
+    "--servers": "parameter servers' ip:port list; its length is the server count and its "
+                 "order the server index; on several addresses, each node's fleetrun starts "
+                 "the roles on its own address",
+    "--workers": "trainers' ip[:port] list; its length is the worker count",
     "--server_num": "parameter-server job: this many servers",
     "--worker_num": "parameter-server job: this many trainers",
     "--http_port": "accepted and unused: MPI needs no gloo rendezvous port",
@@ -47,6 +50,8 @@ SUPPORTED = {
     "--collective_timeout": "graphc: end the job when a rank waits longer than this many "
                             "seconds in a collective",
     "--mpirun": "graphc: the mpirun to use",
+    "--node_ip": "graphc: this node's address in --servers/--workers (default: $POD_IP, else "
+                 "every listed address of this host)",
 }
 REFUSED = {
     "--heter_workers": "heterogeneous parameter-server jobs (ps-heter) are not supported",
@@ -117,9 +122,9 @@ def _is_local(host: str) -> bool:
         return False
 
 
-def _endpoints(raw: str, flag: str, first_port: int | None) -> list[str]:
+def _endpoints(raw: str, flag: str, first_port: int | None, here: bool = True) -> list[str]:
     """``raw``'s ip:port entries (a missing port is ``first_port + i`` where allowed), each
-    on this node, or FleetrunError naming the flag."""
+    on this node unless not ``here``, or FleetrunError naming the flag."""
     items = [e.strip() for e in raw.split(",")]
     if not raw.strip() or any(not e for e in items):
         raise FleetrunError(f"{flag} must be a comma-separated list of ip:port, got '{raw}'")
@@ -132,9 +137,9 @@ def _endpoints(raw: str, flag: str, first_port: int | None) -> list[str]:
             port = str(first_port + i)
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise FleetrunError(f"{flag} entry '{item}' has no valid port")
-        if not _is_local(host):
-            raise FleetrunError(f"{flag} entry '{item}' is not on this node: parameter-server "
-                                "jobs run on one node so far")
+        if here and not _is_local(host):
+            raise FleetrunError(f"{flag} entry '{item}' is not on this node (a job on several "
+                                "nodes lists both --servers and --workers)")
         out.append(f"{host}:{port}")
     if len(set(out)) != len(out):
         raise FleetrunError(f"{flag} names an endpoint twice: '{raw}'")
@@ -160,6 +165,65 @@ def _role_count(num, listed, num_flag: str, list_flag: str) -> int:
         raise FleetrunError(f"{num_flag} {num} differs from the {len(listed)} endpoints of "
                             f"{list_flag}")
     return num if num is not None else len(listed)
+
+
+def _hosts(raw: str | None) -> list[str]:
+    return [e.strip().rpartition(":")[0] or e.strip() for e in (raw or "").split(",")
+            if e.strip()]
+
+
+def _address(host: str) -> str:
+    try:
+        return socket.gethostbyname(host)
+    except OSError:
+        raise FleetrunError(f"host '{host}' does not resolve") from None
+
+
+def multinode(argv: list[str]) -> dict | None:
+    """A parameter-server job whose --servers/--workers span several addresses (or with
+    --node_ip or $POD_IP naming this node) -> what ps_node.run takes; else None."""
+    given = _check_flags(argv)
+    args = _parser().parse_args(argv)
+    if args.run_mode not in (None, "ps") or not (args.servers and args.workers):
+        return None  # (translate refuses a remote endpoint then)
+    listed = _hosts(args.servers) + _hosts(args.workers)
+    node = args.node_ip or os.environ.get("POD_IP", "").strip() or None
+    addresses = {h: _address(h) for h in listed}
+    if node is None and len(set(addresses.values())) < 2 and all(map(_is_local, listed)):
+        return None  # one node: graphc launch's path
+    for flag in ("--ips", "--gpus", "--selected_gpus", "--nproc_per_node", "--server_num",
+                 "--worker_num"):
+        if flag in given:
+            raise FleetrunError(f"{flag} does not go with a multi-node parameter-server job: "
+                                "--servers and --workers name every role")
+    servers = _endpoints(args.servers, "--servers", None, here=False)
+    workers = _endpoints(args.workers, "--workers", FIRST_PORT + len(servers), here=False)
+    if set(servers) & set(workers):
+        raise FleetrunError(f"--servers and --workers share endpoint "
+                            f"{sorted(set(servers) & set(workers))[0]}")
+    outside = [h for h in listed if not ipaddress.ip_address(addresses[h]).is_loopback]
+    if outside and not os.environ.get("GRAPHC_JOB_SECRET"):
+        raise FleetrunError(f"endpoints on {sorted(set(outside))} are off loopback: set "
+                            "GRAPHC_JOB_SECRET (the same on every node) so that only the job's "
+                            "processes are admitted")
+    if node is not None:
+        me = _address(node)
+        mine = lambda host: _address(host) == me  # noqa: E731
+    else:
+        node = "this host"
+        mine = _is_local
+    timeout = None
+    if args.timeout is not None:
+        try:
+            timeout = float(args.timeout)
+        except ValueError:
+            timeout = -1.0
+        if not timeout > 0:
+            raise FleetrunError(f"--timeout must be a positive number of seconds, got "
+                                f"'{args.timeout}'")
+    return {"servers": servers, "workers": workers, "node": node, "mine": mine,
+            "script": args.training_script, "args": args.training_script_args,
+            "log_dir": args.log_dir if args.log_dir is not None else "log", "timeout": timeout}
 
 
 def translate(argv: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -222,10 +286,27 @@ def translate(argv: list[str]) -> tuple[list[str], dict[str, str]]:
     return out + [args.training_script, *args.training_script_args], env
 
 
+def _run_node(plan: dict) -> int:
+    """This node's roles of a multi-node parameter-server job (ps_node.py)."""
+    if not Path(plan["script"]).is_file():
+        print(f"fleetrun: error: training script '{plan['script']}' does not exist",
+              file=sys.stderr)
+        return 1
+    from . import ps_node
+    try:
+        return ps_node.run(**plan)
+    except LaunchError as exc:
+        print(f"fleetrun: error: {exc}", file=sys.stderr)
+        return 1
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run fleetrun's command line; returns the job's exit status (2: a refused flag)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        nodes = multinode(argv)
+        if nodes is not None:
+            return _run_node(nodes)
         launch_args, env = translate(argv)
     except FleetrunError as exc:
         print(f"fleetrun: error: {exc}", file=sys.stderr)

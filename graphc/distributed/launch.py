@@ -161,8 +161,9 @@ def _server_roles(args, hosts) -> tuple[int, int] | None:
         raise LaunchError(f"--nproc_per_node {args.nproc_per_node} differs from --server_num "
                           f"+ --worker_num = {servers + workers}")
     if hosts or args.hostfile:
-        raise LaunchError("parameter-server jobs run on one node so far (no --hosts or "
-                          "--hostfile with --server_num)")
+        raise LaunchError("--hosts/--hostfile with --server_num: a parameter-server job on "
+                          "several nodes is started on each node with fleetrun --servers "
+                          "IP:PORT,... --workers IP:PORT,... (its roles on that node's address)")
     return servers, workers
 
 
