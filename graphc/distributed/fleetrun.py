@@ -74,8 +74,9 @@ class FleetrunError(LaunchError):
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="fleetrun", allow_abbrev=False,
-        description="Paddle's fleetrun command line, run as `graphc launch` (one node for "
-                    "parameter servers). Refused: " + ", ".join(sorted(REFUSED)) + ".")
+        description="Paddle's fleetrun command line, run as `graphc launch`; parameter "
+                    "servers on several nodes: --servers/--workers on several addresses, each "
+                    "node starting its own roles. Refused: " + ", ".join(sorted(REFUSED)) + ".")
     for flag, text in SUPPORTED.items():
         p.add_argument(flag, default=None, help=text)
     p.add_argument("training_script", help="the training script")
