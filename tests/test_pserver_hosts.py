@@ -59,16 +59,19 @@ def start_node(host, servers, workers, out: Path, env) -> subprocess.Popen:
 
 
 def stop(procs) -> None:
-    for p in procs:
+    """Kill the fleetruns' and their roles' process groups (each role leads its own)."""
+    for pgid in sessions_of(procs):
         try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except ProcessLookupError:
+            os.killpg(pgid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
             pass
+    for p in procs:
         p.wait(10)
 
 
 def logs(out: Path) -> str:
-    return "\n".join(f"--- {h}\n{(out / f'{h}.out').read_text()}" for h in HOSTS)
+    return "\n".join(f"--- {h}\n{(out / f'{h}.out').read_text()}" for h in HOSTS
+                     if (out / f"{h}.out").exists())
 
 
 def listening(pids: set[int]) -> set[str]:
@@ -189,6 +192,29 @@ def test_a_killed_server_ends_both_nodes_naming_a_role(tmp_path):
     three, two = ((tmp_path / f"{h}.out").read_text() for h in HOSTS[::-1])
     assert f"fleetrun: pserver 1 ({servers[1]}) was killed by SIGKILL" in three, logs(tmp_path)
     assert "fleetrun: pserver 0" in two or "fleetrun: trainer 0" in two, logs(tmp_path)
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_to_a_node_stops_its_roles(tmp_path):
+    """Host .2 alone (host .3 never comes): SIGTERM to its fleetrun ends it with 128 + 15 and
+    leaves none of its roles running."""
+    servers, workers = endpoints()
+    node = start_node(HOSTS[0], servers, workers, tmp_path, node_env())
+    try:
+        end = time.monotonic() + 40
+        while "listening on" not in (tmp_path / f"{HOSTS[0]}.out").read_text():
+            assert time.monotonic() < end and node.poll() is None, logs(tmp_path)
+            time.sleep(0.1)
+        roles = sessions_of([node]) - {node.pid}
+        assert len(roles) == 2, roles
+        node.send_signal(signal.SIGTERM)
+        code = node.wait(20)
+        left = group_pids(roles)
+    finally:
+        stop([node])
+    assert code == 128 + signal.SIGTERM, (tmp_path / f"{HOSTS[0]}.out").read_text()
+    assert not left, left
+    assert "got SIGTERM; stopping this node's roles" in (tmp_path / f"{HOSTS[0]}.out").read_text()
 
 
 def test_which_roles_run_on_a_node_and_refusals(monkeypatch, capsys):
