@@ -1,13 +1,13 @@
 """The interpreter's compiled rules: each op's lowering rule run as one XLA executable per
 (op type, attrs, output types, input avals), cached in a bounded RuleCache the interpreter owns.
-
-Evaluated primitive by primitive, a rule costs one XLA compile per distinct primitive call it
-makes (hundreds for a detection loss); compiled whole it costs one, and its later runs are one
-dispatch. The interpreter still walks the graph op by op (each op its own executable, its
-outputs checked against the IR before the next op runs), so it stays an independent check of
-the emitter's whole-program step. A rule runs eagerly, as before, wherever compiling it could
-change what it does (``RuleCache.apply`` returns None; ``_eager_reason`` says why).
 """
+
+# Evaluated primitive by primitive, a rule costs one XLA compile per distinct primitive call it
+# makes (hundreds for a detection loss); compiled whole it costs one, and its later runs are one
+# dispatch. The interpreter still walks the graph op by op (each op its own executable, its
+# outputs checked against the IR before the next op runs), so it stays an independent check of
+# the emitter's whole-program step. A rule runs eagerly, as before, wherever compiling it could
+# change what it does (``RuleCache.apply`` returns None; ``_eager_reason`` says why).
 
 from __future__ import annotations
 
