@@ -16,6 +16,7 @@ from ..ir.graph import Graph, Op, Value
 from ..ir.opdef import RANDOM, get_op_def
 from ..ir.shape_values import FOLDABLE
 from ..ops import import_lowerings
+from .compiled_rules import current_rule_cache
 from .lod import LoDArray
 from .lowering import (
     LoweringError,
@@ -73,8 +74,13 @@ def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas
                 results = apply_rule(op.type, op.attrs, ins, out_types, op.where,
                                      op_seed(graph, op), step, replicas)
         else:
-            results = apply_rule(op.type, op.attrs, ins, out_types, op.where,
-                                 op_seed(graph, op), step, replicas)
+            seed, cache = op_seed(graph, op), current_rule_cache()
+            # the interpreter's compiled rule (backends/compiled_rules.py); None: run eagerly
+            results = None if cache is None else cache.apply(
+                op.type, op.attrs, ins, out_types, op.where, seed, step, replicas)
+            if results is None:
+                results = apply_rule(op.type, op.attrs, ins, out_types, op.where, seed, step,
+                                     replicas)
     except GraphcError:
         raise
     except Exception as exc:  # a rule failed: say which op, as torch.fx's Interpreter does

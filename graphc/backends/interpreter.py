@@ -17,11 +17,18 @@ import numpy as np
 
 from ..ir.errors import GraphcError
 from ..ir.graph import Graph, Value
+from .compiled_rules import RuleCache, current_rule_cache, rule_cache_in_effect
 from .evaluate import evaluate, evaluate_op, evaluate_replicas
 from .lod import LoDArray, concat_blocks, split_sequences
 from .lowering import Replicas, replica_groups
 from .precision import with_graphc_x64
 from .selected_rows import SelectedRows, concat_rows, replica_block, to_host
+
+# cache: the interpreter's compiled rules (backends/compiled_rules.py), shared by its runs in
+# this process so that an op type with given attrs and input shapes compiles once, not once
+# per primitive per run; bounded (least recently used dropped), and dropping it costs only
+# recompiles. ``run_graph(..., rules=None)`` runs every rule eagerly instead.
+RULES = RuleCache(maxsize=4096)
 
 
 class InterpreterError(GraphcError):
@@ -79,7 +86,13 @@ def evaluate_concurrently(graph: Graph, env: dict[Value, object], step=0,
                for op in graph.ops_by_id.values()}
     running: dict = {}
     pool = ThreadPoolExecutor(max_workers=num_threads, thread_name_prefix="graphc-op")
-    run_op = with_graphc_x64(evaluate_op)  # x64 mode is per thread: each worker enters it
+    cache = current_rule_cache()  # context variables do not reach the pool's threads
+
+    @with_graphc_x64  # x64 mode is per thread: each worker enters it
+    def run_op(*args):
+        with rule_cache_in_effect(cache):
+            evaluate_op(*args)
+
     try:
         def submit(op) -> None:
             running[pool.submit(run_op, graph, op, env, step)] = op
@@ -125,7 +138,8 @@ def split_batch(name: str, value, parts: int) -> list:
 @with_graphc_x64
 def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = None,
                  fetch: Iterable = (), step: int = 0, num_replicas: int = 2,
-                 inter_nranks: int = 0, check_replicated: bool = True):
+                 inter_nranks: int = 0, check_replicated: bool = True,
+                 rules: RuleCache | None = RULES):
     """Run once on ``num_replicas`` simulated data-parallel replicas, in lock step.
 
     Each feed is split along its batch dimension; every replica starts from the same
@@ -136,7 +150,7 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
     over replicas along dim 0 (a row-sparse one stands for that concatenation)], as
     ``with_data_parallel`` merges them).
     ``check_replicated``: raise if a parameter ends up different on two replicas (a gradient
-    that was not all-reduced, say).
+    that was not all-reduced, say). ``rules``: as for ``run_graph``.
     """
     fetch_values = [resolve_fetch(graph, f) for f in fetch]
     replicas = Replicas(num_replicas, replica_groups(num_replicas, inter_nranks))
@@ -150,7 +164,8 @@ def run_replicas(graph: Graph, state: dict | None = None, feeds: dict | None = N
     envs = [bind_inputs(graph, {**state, **{n: r_[r:r + 1] for n, r_ in rows.items()}},
                         {n: p[r] for n, p in pieces.items()})
             for r in range(num_replicas)]
-    evaluate_replicas(graph, envs, replicas, step)
+    with rule_cache_in_effect(rules):
+        evaluate_replicas(graph, envs, replicas, step)
     if check_replicated:
         for v in graph.outputs:
             if v.var.kind != "param" or not v.var.trainable:
@@ -201,22 +216,28 @@ def _unshard(rows: np.ndarray, shape) -> np.ndarray:
 
 @with_graphc_x64
 def run_graph(graph: Graph, state: dict | None = None, feeds: dict | None = None,
-              fetch: Iterable = (), step: int = 0, num_threads: int = 1):
+              fetch: Iterable = (), step: int = 0, num_threads: int = 1,
+              rules: RuleCache | None = RULES):
     """Run once. Returns (new state {var: array} for every graph output, [fetched arrays]).
 
     ``num_threads > 1`` runs ready ops concurrently in a thread pool of that size. The
     interpreter keeps nothing between runs: every run starts from ``state`` and ``feeds``
     and its temporaries are dropped when it returns (so any
     ``num_iteration_per_drop_scope`` is honoured).
+
+    ``rules``: where each op's rule is compiled and kept (one XLA executable per op type,
+    attrs and input shapes; ops still run one by one); None runs every rule eagerly,
+    primitive by primitive. Both give the same values.
     """
     if not isinstance(num_threads, int) or num_threads < 1:
         raise InterpreterError(f"num_threads must be an int >= 1, got {num_threads!r}")
     fetch_values = [resolve_fetch(graph, f) for f in fetch]
     env = bind_inputs(graph, state or {}, feeds or {})
-    if num_threads == 1:
-        evaluate(graph, env, step)
-    else:
-        evaluate_concurrently(graph, env, step, num_threads)
+    with rule_cache_in_effect(rules):
+        if num_threads == 1:
+            evaluate(graph, env, step)
+        else:
+            evaluate_concurrently(graph, env, step, num_threads)
     new_state = {}
     for v in graph.outputs:  # stacked state (roll-repeated-layers) is returned by member
         arr = np.asarray(env[v])

@@ -111,6 +111,17 @@ def forward_stash():
         _FORWARD_STASH.reset(token)
 
 
+@contextlib.contextmanager
+def no_forward_stash():
+    """A block in which nothing is stashed (a rule compiled on its own: what it would leave
+    are tracers of its own trace, which must not reach another op)."""
+    token = _FORWARD_STASH.set(None)
+    try:
+        yield
+    finally:
+        _FORWARD_STASH.reset(token)
+
+
 def stash(key, value) -> None:
     """Keep ``value`` for ``stashed(key)`` until the enclosing block ends (none: dropped)."""
     table = _FORWARD_STASH.get()
