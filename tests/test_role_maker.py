@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_collective_alone import _finish  # every process group killed at the end
 
 from graphc.fluid.incubate.fleet.base import comm, role_maker
 from graphc.fluid.incubate.fleet.base.role_maker import RoleError
@@ -153,16 +153,6 @@ def test_general_role_maker_reads_paddles_variables(clean_env):
             role_maker.GeneralRoleMaker(**{refused: "x:1"})
 
 
-def _finish(procs, timeout):
-    try:
-        return [(p.wait(timeout=timeout), p.communicate()[0]) for p in procs]
-    finally:
-        for p in procs:
-            try:
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            p.wait()
 
 
 def test_general_role_maker_job_of_separate_processes(tmp_path):

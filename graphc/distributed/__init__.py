@@ -233,6 +233,15 @@ def shard_batches(batches, drop_last: bool = True) -> list:
     return batches[rank::n][:per_rank]
 
 
+def _offer_the_join() -> None:
+    """A data-parallel program (runtime/) joins the job through this process's host services:
+    the runtime never imports graphc.distributed."""
+    from ..runtime.host_services import process_services
+    process_services().join_job = join_if_collective
+
+
+_offer_the_join()
+
 from . import fleet  # noqa: E402  (fleet uses the functions above)
 from .strategy import DistributedStrategy  # noqa: E402
 

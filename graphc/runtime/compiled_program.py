@@ -18,6 +18,7 @@ from ..passes import PassManager, PipelineReport, pipeline_for
 from ..passes.fuse_all_reduce_ops import BucketPlan, buckets_in
 from ..strategy import BuildStrategy, ExecutionStrategy
 from .devices import DeviceError, cpu_devices, default_cpu_place_count, place_devices
+from .host_services import process_services
 from .places import CPUPlace, Place
 
 
@@ -85,8 +86,7 @@ class CompiledProgram:
                     loss_name):
                 raise GraphcError(f"loss_name {loss_name!r} is not a variable of the program")
         if places is None:  # every device of the job: a trainer of several joins it first
-            from ..distributed import join_if_collective
-            join_if_collective()
+            process_services().joined_job()
         devices = _devices_of(places)
         if share_vars_from is not None:
             if not isinstance(share_vars_from, CompiledProgram) or not share_vars_from.devices:

@@ -26,15 +26,21 @@ class HostServices:
     run and multi-process step (a deadline watchdog; None: nothing to enter);
     ``feed_providers``: ``provider(program_or_compiled) -> feed or None``, asked in order
     by a run given ``feed=None``; ``run_timer``: ``timer(label) -> context manager`` entered
-    around every run (fluid.profiler's per-step timings; None: nothing to enter)."""
+    around every run (fluid.profiler's per-step timings; None: nothing to enter);
+    ``join_job``: ``join() -> job`` (``.size``, ``.rank``, ``.launcher``), which joins the
+    collective job this process's environment describes, called where a data-parallel program
+    first needs the job (graphc.distributed sets it; None: the process is alone)."""
 
-    __slots__ = ("channel", "server", "collective_wait", "feed_providers", "run_timer")
+    __slots__ = ("channel", "server", "collective_wait", "feed_providers", "run_timer",
+                 "join_job")
 
     def __init__(self, channel=None, server=None, collective_wait: Callable | None = None,
-                 feed_providers: tuple = (), run_timer: Callable | None = None):
+                 feed_providers: tuple = (), run_timer: Callable | None = None,
+                 join_job: Callable | None = None):
         self.channel, self.server, self.collective_wait = channel, server, collective_wait
         self.feed_providers: tuple = tuple(feed_providers)
         self.run_timer = run_timer
+        self.join_job = join_job
 
     def replace(self, **changes) -> HostServices:
         """A copy with some services replaced (``serve`` adds its server this way)."""
@@ -60,6 +66,11 @@ class HostServices:
         """The context a run (or a multi-process step) runs in: the collective deadline."""
         wait = self.collective_wait
         return contextlib.nullcontext() if wait is None else wait(label)
+
+    def joined_job(self):
+        """The collective job this process is part of, joined now if it has not been; None
+        when nothing can join one (graphc.distributed not set up)."""
+        return None if self.join_job is None else self.join_job()
 
     def timing(self, label: str):
         """The context a run is timed in (fluid.profiler), or a null context."""

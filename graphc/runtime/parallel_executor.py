@@ -12,6 +12,7 @@ from ..strategy import BuildStrategy, ExecutionStrategy
 from .compiled_program import CompiledProgram
 from .devices import cpu_places, cuda_places, default_cpu_place_count
 from .executor import Executor
+from .host_services import process_services
 from .places import is_compiled_with_cuda
 from .scope import Scope, global_scope
 
@@ -40,15 +41,16 @@ class ParallelExecutor:
                               f"{type(share_vars_from).__name__}")
         job_size = 1
         if num_trainers != 1 or trainer_id != 0:  # a trainer of several: join them first
-            from ..distributed import join_if_collective
-            env = join_if_collective()
-            if (env.size, env.rank) != (num_trainers, trainer_id):
+            env = process_services().joined_job()
+            size, rank, launcher = ((1, 0, "no job") if env is None
+                                    else (env.size, env.rank, env.launcher))
+            if (size, rank) != (num_trainers, trainer_id):
                 raise GraphcError(
                     f"ParallelExecutor(num_trainers={num_trainers}, trainer_id={trainer_id}) "
-                    f"but this process is trainer {env.rank} of {env.size} ({env.launcher}): "
+                    f"but this process is trainer {rank} of {size} ({launcher}): "
                     "start each trainer with Paddle's variables (PADDLE_TRAINER_ID, "
                     "PADDLE_TRAINER_ENDPOINTS, ...) or under graphc launch")
-            job_size = env.size
+            job_size = size
         program = main_program if main_program is not None else default_main_program()
         shared = share_vars_from._compiled if share_vars_from is not None else None
         if shared is not None:
