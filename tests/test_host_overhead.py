@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_executor_fast_path import classifier
 
 import graphc
 import graphc.fluid as fluid
-from graphc import layers, models, optimizer
+from graphc import models, optimizer
 from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph
 from graphc.ir.types import TensorType
@@ -138,12 +139,7 @@ def test_cached_plan_refuses_bad_labels_and_a_later_good_run_commits():
     """The run plan reads the data checks before committing: a refused cached run leaves
     the scope (and the run counter) as it was, and the next good run goes on from there,
     equal to a run that never met the bad batch."""
-    main, startup = graphc.Program(), graphc.Program()
-    with graphc.program_guard(main, startup), graphc.unique_name.guard():
-        x = graphc.data("x", [-1, 3], "float32")
-        label = graphc.data("label", [-1, 1], "int64")
-        loss = layers.mean(layers.softmax_with_cross_entropy(layers.fc(x, 4), label))
-        optimizer.Momentum(0.1, 0.9).minimize(loss)
+    main, startup, loss = classifier()
     rng = np.random.default_rng(2)
     feeds = [{"x": rng.standard_normal((5, 3)).astype("float32"),
               "label": rng.integers(0, 4, (5, 1)).astype("int64")} for _ in range(3)]
