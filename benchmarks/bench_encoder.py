@@ -101,9 +101,9 @@ def build_graphc(cfg: Config):
 
 
 class GraphcRunner:
-    def __init__(self, cfg: Config):
+    def __init__(self, cfg: Config, place=None):
         self.main, startup, self.loss = build_graphc(cfg)
-        self.scope, self.exe = graphc.Scope(), graphc.Executor()
+        self.scope, self.exe = graphc.Scope(), graphc.Executor(place)
         self.exe.run(startup, scope=self.scope)
         self.init = {n: np.array(a) for n, a in self.scope._vars.items()}
         self.params = [p.name for p in self.main.all_parameters()]

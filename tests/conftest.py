@@ -54,6 +54,7 @@ def pytest_collection_modifyitems(config, items):
     appending ``@group`` to ``item._nodeid``, which pytest 9.2 no longer reads (node ids are
     structured, pytest-xdist issue 1386): every group was silently spread over both
     workers. Where the tag did not take, set it on the structured id instead."""
+    _deselect_gpu_tests_without_a_gpu(config, items)
     if not getattr(config.option, "loadgroup", False):
         return  # not an xdist worker of a loadgroup run
     for item in items:
@@ -62,3 +63,18 @@ def pytest_collection_modifyitems(config, items):
         if groups and not item.nodeid.endswith("@" + "_".join(groups)):
             from _pytest.nodeid import NodeId
             item._id = NodeId.parse(f"{item.nodeid}@{'_'.join(groups)}")
+
+
+def _deselect_gpu_tests_without_a_gpu(config, items) -> None:
+    """Tests marked ``gpu`` need a JAX GPU backend: where there is none (CI's machines) they
+    are deselected, and the run's summary counts them, rather than skipped one by one."""
+    try:
+        have_gpu = bool(jax.devices("gpu"))
+    except RuntimeError:
+        have_gpu = False
+    if have_gpu:
+        return
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu:
+        items[:] = [item for item in items if not item.get_closest_marker("gpu")]
+        config.hook.pytest_deselected(items=gpu)

@@ -7,6 +7,13 @@ key), so every entry point where graphc creates, converts or runs arrays enters 
 executor's run and compile, CompiledStep calls and lowering, the interpreter (and its op
 threads), scope writes, and the DataLoader's placing thread. A user's own JAX code, in the
 same process and thread, keeps whatever setting the user chose (32-bit by default).
+
+The same entry points fix float32 matrix products (dot, matmul, conv) at full float32
+precision, as Paddle 1.8's cuBLAS/cuDNN kernels compute them: on a GPU JAX's default lets XLA
+use TensorFloat-32, whose 10-bit mantissa changes losses in the third digit.
+``GRAPHC_MATMUL_PRECISION`` (JAX's names: ``default``, ``tensorfloat32``, ``bfloat16``,
+``highest``, ...) opts graphc's own programs into another; a precision the user set in JAX
+for the whole process is kept. CPUs compute float32 products the same either way.
 """
 
 from __future__ import annotations
@@ -20,11 +27,44 @@ import numpy as np
 
 F = TypeVar("F", bound=Callable)
 _X64 = jax.enable_x64  # JAX's thread-local jax_enable_x64 setting (a context when called)
+# JAX's thread-local default precision of float32 products (a context when called)
+_MATMUL = jax.default_matmul_precision
+MATMUL_PRECISIONS = ("default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
+                     "bfloat16_3x", "tensorfloat32_3x")
 
 
-def graphc_x64():
-    """Context: 64-bit types in this thread, for graphc's own arrays and steps."""
-    return _X64(True)
+def matmul_precision() -> str:
+    """The precision graphc's own float32 products use: ``GRAPHC_MATMUL_PRECISION`` or
+    ``highest`` (Paddle's float32)."""
+    import os
+    want = os.environ.get("GRAPHC_MATMUL_PRECISION", "").strip().lower() or "highest"
+    if want not in MATMUL_PRECISIONS:
+        from ..ir.errors import GraphcError
+        raise GraphcError(f"GRAPHC_MATMUL_PRECISION={want!r}: expected one of "
+                          f"{', '.join(MATMUL_PRECISIONS)}")
+    return want
+
+
+class graphc_x64:
+    """Context: 64-bit types and graphc's float32 product precision in this thread, for
+    graphc's own arrays and steps (the user's settings come back on exit)."""
+
+    def __enter__(self):
+        self._x64, self._mm = _X64(True), _MATMUL(matmul_precision())
+        self._x64.__enter__()
+        try:
+            self._mm.__enter__()
+        except BaseException:
+            self._x64.__exit__(None, None, None)
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            self._mm.__exit__(*exc)
+        finally:
+            self._x64.__exit__(*exc)
+        return False
 
 
 def with_graphc_x64(fn: F) -> F:
@@ -34,9 +74,9 @@ def with_graphc_x64(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _X64.value:
+        if _X64.value and _MATMUL.value is not None:  # inside graphc (or the user's own)
             return fn(*args, **kwargs)
-        with _X64(True):
+        with graphc_x64():
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]
