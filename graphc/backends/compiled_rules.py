@@ -22,6 +22,7 @@ import numpy as np
 from ..ir.opdef import COLLECTIVE, HOST_CALLBACK, get_op_def
 from .data_checks import collecting, report_invalid
 from .lowering import apply_rule, no_forward_stash
+from .precision import graphc_products
 
 _EAGER = object()  # a cache entry: this key's rule does not compile (it runs eagerly)
 
@@ -157,7 +158,7 @@ def _compile(op_type, attrs, out_types, where, replicas, args):
     checks: list = []
 
     def run(seed_key, step, ins):
-        with collecting() as reports, no_forward_stash():
+        with collecting() as reports, no_forward_stash(), graphc_products():
             outs = apply_rule(op_type, attrs, ins, out_types, where, seed_key, step, replicas)
         checks[:] = [(r.slot, r.expected, r.own) for r in reports]  # one trace per entry
         return outs, [(r.bad, r.values) for r in reports]

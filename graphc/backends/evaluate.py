@@ -27,7 +27,7 @@ from .lowering import (
     is_cross_replica,
     random_op_seed,
 )
-from .precision import with_graphc_x64
+from .precision import at_graphc_precision, with_graphc_x64
 from .selected_rows import SelectedRows
 from .threefry import shared_keys
 
@@ -64,6 +64,7 @@ def op_seed(graph: Graph, op: Op) -> int:
 
 
 @with_graphc_x64  # rules make int64/float64 arrays even when called directly (tests, tools)
+@at_graphc_precision  # eager ops (the interpreter's) compute products as compiled steps do
 def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas=None) -> None:
     ins = {slot: [env[v] for v in vals] for slot, vals in graph.op_inputs(op).items()}
     outs = graph.op_outputs(op)

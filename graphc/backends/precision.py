@@ -8,16 +8,18 @@ executor's run and compile, CompiledStep calls and lowering, the interpreter (an
 threads), scope writes, and the DataLoader's placing thread. A user's own JAX code, in the
 same process and thread, keeps whatever setting the user chose (32-bit by default).
 
-The same entry points fix float32 matrix products (dot, matmul, conv) at full float32
-precision, as Paddle 1.8's cuBLAS/cuDNN kernels compute them: on a GPU JAX's default lets XLA
-use TensorFloat-32, whose 10-bit mantissa changes losses in the third digit.
-``GRAPHC_MATMUL_PRECISION`` (JAX's names: ``default``, ``tensorfloat32``, ``bfloat16``,
-``highest``, ...) opts graphc's own programs into another; a precision the user set in JAX
-for the whole process is kept. CPUs compute float32 products the same either way.
+Where graphc traces its steps and rules, and around the interpreter's ops, float32 matrix
+products (dot, matmul, conv) are fixed at full float32 precision, as Paddle 1.8's cuBLAS and
+cuDNN kernels compute them: on a GPU JAX's default lets XLA use TensorFloat-32, whose 10-bit
+mantissa changes losses in the third digit. ``GRAPHC_MATMUL_PRECISION`` (JAX's names:
+``default``, ``tensorfloat32``, ``bfloat16``, ``highest``, ...) opts graphc's own programs into
+another when a step is traced; a precision the user set in JAX for the whole process is
+kept. CPUs compute float32 products the same either way.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import TypeVar
@@ -45,26 +47,32 @@ def matmul_precision() -> str:
     return want
 
 
-class graphc_x64:
-    """Context: 64-bit types and graphc's float32 product precision in this thread, for
-    graphc's own arrays and steps (the user's settings come back on exit)."""
+def graphc_x64():
+    """Context: 64-bit types in this thread, for graphc's own arrays and steps."""
+    return _X64(True)
 
-    def __enter__(self):
-        self._x64, self._mm = _X64(True), _MATMUL(matmul_precision())
-        self._x64.__enter__()
-        try:
-            self._mm.__enter__()
-        except BaseException:
-            self._x64.__exit__(None, None, None)
-            raise
-        return self
 
-    def __exit__(self, *exc):
-        try:
-            self._mm.__exit__(*exc)
-        finally:
-            self._x64.__exit__(*exc)
-        return False
+def graphc_products():
+    """Context: graphc's float32 product precision in this thread. Entered where graphc
+    traces a step or rule (JAX fixes a product's precision when it is traced, so a compiled
+    step keeps it and its calls pay nothing) and around the interpreter's eager ops."""
+    if _MATMUL.value is not None:  # graphc's, entered further out, or the user's own
+        return contextlib.nullcontext()
+    return _MATMUL(matmul_precision())
+
+
+def at_graphc_precision(fn: F) -> F:
+    """``fn`` run inside ``graphc_products()``, unless a precision is already in effect
+    (graphc's, entered further out, or the user's own for the whole process)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _MATMUL.value is not None:
+            return fn(*args, **kwargs)
+        with graphc_products():
+            return fn(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
 
 
 def with_graphc_x64(fn: F) -> F:
@@ -74,9 +82,9 @@ def with_graphc_x64(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _X64.value and _MATMUL.value is not None:  # inside graphc (or the user's own)
+        if _X64.value:
             return fn(*args, **kwargs)
-        with graphc_x64():
+        with _X64(True):
             return fn(*args, **kwargs)
 
     return wrapper  # type: ignore[return-value]

@@ -27,7 +27,7 @@ from ..evaluate import evaluate, evaluate_op, step_keys
 from ..interpreter import resolve_fetch
 from ..lod import LoDArray
 from ..lowering import forward_stash, services_in_effect
-from ..precision import with_graphc_x64
+from ..precision import graphc_products, with_graphc_x64
 from ..selected_rows import SelectedRows
 
 
@@ -121,7 +121,7 @@ class CompiledStep:
             # one step's random ops take their keys from one hash (K steps per call: each
             # iteration's counter is made inside the scan, so each op folds its own)
             step = args[3] if self.num_iterations == 1 else None
-            with services_in_effect(services), forward_stash(), \
+            with services_in_effect(services), forward_stash(), graphc_products(), \
                     step_keys(self.graph, self._ops, step):
                 return body(*args)
 
