@@ -42,6 +42,11 @@ def test_host_value_folds_constants_through_the_ops_own_rules():
     np.testing.assert_array_equal(host_value(d), [(-7) // 3])
     np.testing.assert_array_equal(host_value(p), [True])
     assert host_value(layers.cast(p, "float32")).dtype == np.float32
+    # a shape read from a fed value's static type is known; its -1 batch dimension is not
+    x = fluid.data("x", [-1, 5, 2], "float32")
+    dims = layers.shape(fluid.data("y", [3, 5], "float32"))
+    np.testing.assert_array_equal(host_value(layers.elementwise_mul(dims, dims)), [9, 25])
+    assert host_value(layers.shape(x)) is None
 
 
 def test_host_value_refuses_fed_state_in_place_writes_and_loop_bodies():

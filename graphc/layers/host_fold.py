@@ -59,6 +59,13 @@ def _value(block, ops: list, name: str, memo: dict, depth: int):
     opdef = get_op_def(op.type, op.where)
     if opdef.regions or any(opdef.has_trait(t) for t in _IMPURE):
         return None
+    if op.type == "shape":  # reads its input's static type, never its values
+        source = block.vars.get(op.input("Input")[0])
+        dims = None if source is None or source.shape is None else list(source.shape)
+        if dims is None or -1 in dims or source.lod_level or source.is_array:
+            return None
+        memo[name] = np.asarray(dims, np.dtype(var.dtype))
+        return memo[name]
     outs = {slot: [block.vars.get(n) for n in op.output(slot)] for slot in op.output_names}
     if not all(_plain(v) for vs in outs.values() for v in vs):
         return None
