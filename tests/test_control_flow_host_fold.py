@@ -145,6 +145,8 @@ def test_picked_branch_gradient_by_finite_differences_and_its_writes():
         return layers.fc(x, 2, act="tanh", param_attr="w_taken")
 
     out = layers.cond(pred, taken, lambda: layers.fc(x, 5, param_attr="w_other"))
+    same = layers.cond(pred, lambda: counter, lambda: _const(0))  # an outer value as it is
+    assert same.name != counter.name
     loss = layers.reduce_sum(out * w)
     main = graphc.default_main_program()
     assert main.global_block().has_var("w_other")  # built, as Paddle builds it, never run
@@ -153,7 +155,9 @@ def test_picked_branch_gradient_by_finite_differences_and_its_writes():
     feeds = {"x": RNG.standard_normal((2, 3)), "w": RNG.standard_normal((2, 2))}
     got = _fd_check(loss, x, feeds, exe, main)
     assert np.abs(got).max() > 0
-    np.testing.assert_array_equal(exe.run(main, feed=feeds, fetch_list=[counter])[0], [1])
+    c, s = exe.run(main, feed=feeds, fetch_list=[counter, same])
+    np.testing.assert_array_equal(c, [1])
+    np.testing.assert_array_equal(s, [1])
 
 
 # -- while_loop: a first iteration that changes a loop variable's type ----------------------

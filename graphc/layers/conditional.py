@@ -268,9 +268,14 @@ def _inline(block, branches: list[Branch], chosen: int, structure, leaves):
     for i, b in enumerate(branches):
         if i != chosen:
             drop_branch_locals(block, b)
-    block.ops.extend(branches[chosen].captured.ops)
+    taken = branches[chosen]
+    block.ops.extend(taken.captured.ops)
     block.program._bump()
-    return pack(structure, leaves[chosen])
+    from .tensor import assign
+    # an outer value returned as it is comes back as a new variable, as Paddle's result is
+    outs = [v if v.name in taken.captured.local and not _lives_on(v) else assign(v)
+            for v in leaves[chosen]]
+    return pack(structure, outs)
 
 
 def _branches_op(layer, helper, op_type, control, fns, names, region_attrs, attrs=None,
