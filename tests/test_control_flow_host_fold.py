@@ -65,6 +65,9 @@ def test_host_value_refuses_fed_state_in_place_writes_and_loop_bodies():
     with loop.block():
         # inside a loop body an outer value may be written later in the body
         assert host_value(layers.less_than(n, _const(5))) is None
+        # a value made in the body is made anew before each iteration reads it
+        np.testing.assert_array_equal(host_value(layers.less_than(_const(4), _const(5))),
+                                      [True])
         layers.increment(j, in_place=True)
         layers.less_than(j, n, cond=cond)
 
@@ -223,3 +226,21 @@ def test_while_loop_type_change_refused_with_the_reason(case):
     with pytest.raises(ShapeError, match=rf"while_loop: the body turns loop variable 1 .*"
                                          rf"{reason}"):
         layers.while_loop(lambda i, v: layers.less_than(i, n), body, [i, x])
+
+
+def test_cond_inside_a_loop_body_picks_on_values_made_in_the_body():
+    x = fluid.data("x", [2, 3], "float32")
+    i, n = layers.zeros([1], "int64"), layers.fill_constant([1], "int64", 3)
+
+    def body(i, acc):
+        wide = layers.cond(layers.less_than(_const(0), _const(1)),
+                           lambda: layers.reduce_sum(x, dim=0),
+                           lambda: layers.fill_constant([2], "float32", 0.0))
+        return [layers.increment(i, in_place=False), acc + wide]
+
+    _, acc = layers.while_loop(lambda i, a: layers.less_than(i, n), body,
+                               [i, layers.zeros([3], "float32")])
+    assert _ops("while") == 1 and _ops("cond") == 0
+    xv = RNG.standard_normal((2, 3)).astype("float32")
+    (got,) = Both().run({"x": xv}, [acc])
+    np.testing.assert_allclose(got, 3 * xv.sum(0), rtol=1e-5)

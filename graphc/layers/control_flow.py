@@ -62,6 +62,8 @@ class _WhileBlock:
         self.source = user_source()
         self.mark = BlockMark.of(program.current_block())
         program._open_regions = getattr(program, "_open_regions", 0) + 1
+        # the open bodies, innermost last: values read inside one fold only when made in it
+        program._open_whiles = (*getattr(program, "_open_whiles", ()), self)
         return self
 
     def declare_outer(self, *variables) -> None:
@@ -74,6 +76,7 @@ class _WhileBlock:
     def __exit__(self, exc_type, exc, tb):
         program = self.mark.block.program
         program._open_regions -= 1
+        program._open_whiles = program._open_whiles[:-1]
         captured = take(self.mark)
         if exc_type is None:
             _finish_while(self.loop, self.mark, captured, self.source,
@@ -295,12 +298,9 @@ def _peel_or_refuse(block, mark, params, changed, pre, may_peel: bool, out) -> N
     from .host_fold import host_value
     k, old, new = changed[0]
     made = [n for n, v in block.vars.items() if v.persistable and n not in params]
-    program = block.program
-    program._open_regions -= 1  # the condition is read before the loop, outside its body
-    try:
-        runs = host_value(pre, mark.start) if may_peel and not made else None
-    finally:
-        program._open_regions += 1
+    # the condition as it is before the loop: in the body enclosing it, if any
+    enclosing = block.program._open_whiles[:-1]
+    runs = host_value(pre, mark.start, enclosing) if may_peel and not made else None
     if runs is not None and bool(runs.reshape(-1)[0]):
         raise _PeelFirst(list(block.ops[mark.start:]), out)
     why = ("the body creates state (" + ", ".join(made) + ")" if made else

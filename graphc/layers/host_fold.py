@@ -26,18 +26,23 @@ _MAX_DEPTH = 64
 _IMPURE = (RANDOM, STATEFUL, COLLECTIVE, HOST_CALLBACK, OPTIMIZER)
 
 
-def host_value(var, upto: int | None = None) -> np.ndarray | None:
+def host_value(var, upto: int | None = None, loops=None) -> np.ndarray | None:
     """``var``'s value when the ops before now (the first ``upto`` ops of the block) compute
     it from constants alone (each value on the way written once, none fed, persistable or a
     parameter), else None.
 
-    Inside an open ``While`` body nothing folds: an outer variable the body reads may be
-    written later in the body, so its value differs from one iteration to the next."""
+    Inside an open ``While`` body (``loops``: the open bodies, innermost last; the program's
+    by default) only values made in the innermost body fold: an outer value the body reads
+    may be written later in the body, so it differs from one iteration to the next, while a
+    value made in the body is made anew, by the same ops, before each iteration reads it."""
     block = default_main_program().current_block()
-    if getattr(block.program, "_open_regions", 0) or var.name not in block.vars:
+    if var.name not in block.vars:
         return None
+    if loops is None:
+        loops = getattr(block.program, "_open_whiles", ())
+    outer = loops[-1].mark.names if loops else frozenset()
     ops = block.ops if upto is None else block.ops[:upto]
-    return _value(block, ops, var.name, {}, 0)
+    return _value(block, ops, outer, var.name, {}, 0)
 
 
 def _plain(var) -> bool:
@@ -47,13 +52,13 @@ def _plain(var) -> bool:
             and all(d >= 0 for d in var.shape) and math.prod(var.shape) <= _MAX_ELEMENTS)
 
 
-def _value(block, ops: list, name: str, memo: dict, depth: int):
+def _value(block, ops: list, outer, name: str, memo: dict, depth: int):
     if name in memo:
         return memo[name]
     memo[name] = None  # a cycle (an op reading what it writes) folds nothing
     var = block.vars.get(name)
     writers = [op for op in ops if name in op.output_arg_names]
-    if depth > _MAX_DEPTH or not _plain(var) or len(writers) != 1:
+    if depth > _MAX_DEPTH or name in outer or not _plain(var) or len(writers) != 1:
         return None
     op = writers[0]
     opdef = get_op_def(op.type, op.where)
@@ -73,7 +78,7 @@ def _value(block, ops: list, name: str, memo: dict, depth: int):
     for slot in op.input_names:
         if slot == CONTROL_SLOT:
             continue
-        ins[slot] = [_value(block, ops, n, memo, depth + 1) for n in op.input(slot)]
+        ins[slot] = [_value(block, ops, outer, n, memo, depth + 1) for n in op.input(slot)]
         if any(v is None for v in ins[slot]):
             return None
     results = _apply(op, ins, {s: [TensorType(tuple(v.shape), v.dtype) for v in vs]
