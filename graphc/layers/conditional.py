@@ -11,6 +11,7 @@ from ..ir.program import Parameter, Variable
 from ..ir.regions import BlockMark, Captured, body_text, drop_locals, take
 from ..ir.source import user_source
 from .helper import LayerHelper
+from .host_fold import host_value
 
 
 def where_at() -> str:
@@ -250,8 +251,38 @@ def _describe(nest) -> str:
     return "Variable" if isinstance(nest, Variable) else type(nest).__name__
 
 
-def _branches_op(layer, helper, op_type, control, fns, names, region_attrs, attrs=None):
-    """Run each of ``fns`` as a branch and append the op; the merged returned structure."""
+def _agree(leaves: list[list]) -> bool:
+    """Whether every branch returns each value in one dtype, rank and LoD level, with dims
+    that agree where both know them (what one op's output type can hold)."""
+    def same(a, b):
+        return (a.dtype == b.dtype and a.lod_level == b.lod_level and a.shape is not None
+                and b.shape is not None and len(a.shape) == len(b.shape)
+                and all(x == y or -1 in (x, y) for x, y in zip(a.shape, b.shape)))
+    return all(same(ls[k], v) for ls in leaves[1:] for k, v in enumerate(leaves[0][:len(ls)]))
+
+
+def _inline(block, branches: list[Branch], chosen: int, structure, leaves):
+    """The branch picked while building, as if written without the conditional: its ops go
+    back into the block, the others' ops are dropped (parameters they made stay, as Paddle
+    creates them too)."""
+    for i, b in enumerate(branches):
+        if i != chosen:
+            drop_branch_locals(block, b)
+    taken = branches[chosen]
+    block.ops.extend(taken.captured.ops)
+    block.program._bump()
+    from .tensor import assign
+    # an outer value returned as it is comes back as a new variable, as Paddle's result is
+    outs = [v if v.name in taken.captured.local and not _lives_on(v) else assign(v)
+            for v in leaves[chosen]]
+    return pack(structure, outs)
+
+
+def _branches_op(layer, helper, op_type, control, fns, names, region_attrs, attrs=None,
+                 pick=None):
+    """Run each of ``fns`` as a branch and append the op; the merged returned structure.
+    Branches returning values of different types need their predicate known while building
+    (``pick() -> branch index or None``): that branch is then the only one kept."""
     block = default_main_program().current_block()
     branches, outputs = [], []
     for fn in fns:
@@ -261,10 +292,36 @@ def _branches_op(layer, helper, op_type, control, fns, names, region_attrs, attr
     structure, leaves = _returns(layer, outputs, names)
     for b, ls in zip(branches, leaves):
         b.returns = ls
+    if structure is not None and pick is not None and not _agree(leaves):
+        chosen = pick()
+        if chosen is not None:
+            return _inline(block, branches, chosen, structure, leaves)
     if structure is None and not any(touches(block, b.captured)[1] for b in branches):
         return None  # nothing returned, nothing written: the branches have no effect
     results = build_region_op(layer, helper, op_type, control, branches, region_attrs, attrs)
     return None if structure is None else pack(structure, results)
+
+
+def _first_true(preds: list, default: int):
+    """The index of the first pred known true while building, ``default`` when all are known
+    false; None when a pred before the first true one is not known."""
+    for i, p in enumerate(preds):
+        value = host_value(p)
+        if value is None:
+            return None
+        if bool(value.reshape(-1)[0]):
+            return i
+    return default
+
+
+def _key_branch(index, keys: list[int]):
+    """The branch of the key ``index`` holds while building (the default, last, when none);
+    None when it is not known."""
+    value = host_value(index)
+    if value is None:
+        return None
+    k = int(value.reshape(-1)[0])
+    return keys.index(k) if k in keys else len(keys)
 
 
 def _callable(layer: str, arg: str, fn, optional: bool = True):
@@ -283,7 +340,8 @@ def cond(pred, true_fn=None, false_fn=None, name=None):
     helper = named_helper("cond", "cond", name)
     return _branches_op("cond", helper, "cond", {"Cond": pred}, [true_fn, false_fn],
                         ["true_fn", "false_fn"],
-                        lambda t: {"true_body": t[0], "false_body": t[1]})
+                        lambda t: {"true_body": t[0], "false_body": t[1]},
+                        pick=lambda: _first_true([pred], 1))
 
 
 def case(pred_fn_pairs, default=None, name=None):
@@ -311,7 +369,8 @@ def case(pred_fn_pairs, default=None, name=None):
         return default()
     names = [f"the fn of pair {i}" for i in range(len(pairs))] + ["default"]
     return _branches_op("case", helper, "case", {"Conds": [p for p, _ in pairs]}, fns, names,
-                        lambda t: {"branches": t})
+                        lambda t: {"branches": t},
+                        pick=lambda: _first_true([p for p, _ in pairs], len(pairs)))
 
 
 def switch_case(branch_index, branch_fns, default=None, name=None):
@@ -349,7 +408,8 @@ def switch_case(branch_index, branch_fns, default=None, name=None):
     names = [f"the fn for key {k}" for k, _ in items] + ["default"]
     return _branches_op("switch_case", helper, "switch_case", {"Index": branch_index},
                         [fn for _, fn in items] + [default], names,
-                        lambda t: {"branches": t}, {"keys": [k for k, _ in items]})
+                        lambda t: {"branches": t}, {"keys": [k for k, _ in items]},
+                        pick=lambda: _key_branch(branch_index, [k for k, _ in items]))
 
 
 __all__ = ["cond", "case", "switch_case"]

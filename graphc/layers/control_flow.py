@@ -11,7 +11,7 @@ import math
 
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program
-from ..ir.errors import ArgumentTypeError, ArgumentValueError, ProgramError
+from ..ir.errors import ArgumentTypeError, ArgumentValueError, ProgramError, ShapeError
 from ..ir.program import Variable
 from ..ir.regions import BlockMark, body_text, drop_locals, take
 from ..ir.source import user_source
@@ -62,6 +62,8 @@ class _WhileBlock:
         self.source = user_source()
         self.mark = BlockMark.of(program.current_block())
         program._open_regions = getattr(program, "_open_regions", 0) + 1
+        # the open bodies, innermost last: values read inside one fold only when made in it
+        program._open_whiles = (*getattr(program, "_open_whiles", ()), self)
         return self
 
     def declare_outer(self, *variables) -> None:
@@ -74,6 +76,7 @@ class _WhileBlock:
     def __exit__(self, exc_type, exc, tb):
         program = self.mark.block.program
         program._open_regions -= 1
+        program._open_whiles = program._open_whiles[:-1]
         captured = take(self.mark)
         if exc_type is None:
             _finish_while(self.loop, self.mark, captured, self.source,
@@ -215,7 +218,9 @@ def _rename_before(helper, block, name: str) -> str:
 
 def while_loop(cond, body, loop_vars, is_test=False, name=None):
     """Paddle 1.8's ``while_loop``: ``loop_vars = body(*loop_vars)`` while
-    ``cond(*loop_vars)``; returns the final ``loop_vars``."""
+    ``cond(*loop_vars)``; returns the final ``loop_vars``. A body that changes a loop
+    variable's shape or dtype on its first iteration only (Paddle allows it) has that
+    iteration built before the loop when the condition is known true while building."""
     if not callable(cond) or not callable(body):
         raise ArgumentTypeError("while_loop: cond and body must be callables, got "
                                 f"{type(cond).__name__} and {type(body).__name__}")
@@ -224,6 +229,24 @@ def while_loop(cond, body, loop_vars, is_test=False, name=None):
                                 f"{type(loop_vars).__name__}")
     if not loop_vars:
         raise ArgumentValueError("while_loop: loop_vars is empty")
+    return _while_loop(cond, body, loop_vars, is_test, name, may_peel=True)
+
+
+class _PeelFirst(Exception):  # noqa: N818 - a signal, caught in _while_loop
+    """The body's first iteration goes before the loop: its ops and what it returned."""
+
+    def __init__(self, ops: list, out: list):
+        super().__init__("peel")
+        self.ops, self.out = ops, out
+
+
+def _same_type(a, b) -> bool:
+    return a.dtype == b.dtype and a.is_array == b.is_array and a.shape is not None and \
+        b.shape is not None and len(a.shape) == len(b.shape) and \
+        all(x == y or -1 in (x, y) for x, y in zip(a.shape, b.shape))
+
+
+def _while_loop(cond, body, loop_vars, is_test, name, may_peel: bool):
     from .tensor import assign
     from .utils import flatten, pack_sequence_as
     flat = flatten(list(loop_vars))
@@ -231,29 +254,64 @@ def while_loop(cond, body, loop_vars, is_test=False, name=None):
         check_variable("while_loop", "loop_vars", v)
     pre = cond(*loop_vars)
     _check_cond("while_loop", pre)
+    block = default_main_program().current_block()
+    params = {n for n, v in block.vars.items() if v.persistable}
     loop = While(pre, is_test, name)
-    with loop.block():
-        out = body(*loop_vars)
-        out = list(out) if isinstance(out, list | tuple) else [out]
-        try:
-            out_flat = flatten(out)
-        except Exception:  # noqa: BLE001  (any malformed structure: say what was expected)
-            out_flat = None
-        if out_flat is None or len(out_flat) != len(flat):
-            got = "a malformed structure" if out_flat is None else \
-                f"{len(out)} values ({len(out_flat)} tensors)"
-            raise ArgumentValueError(f"while_loop: body returns {got} for {len(loop_vars)} "
-                                     f"loop_vars ({len(flat)} tensors); it must return the "
-                                     "same structure")
-        for old, new in zip(flat, out_flat):
-            check_variable("while_loop", "body output", new)
-            if new.name != old.name:
-                assign(new, old)
-        now = cond(*pack_sequence_as(list(loop_vars), flat))
-        _check_cond("while_loop", now)
-        assign(now, pre)
-    return pack_sequence_as(list(loop_vars), flat) if len(loop_vars) > 1 or \
-        isinstance(loop_vars, list | tuple) else flat[0]
+    try:
+        with loop.block() as window:
+            out = body(*loop_vars)
+            out = list(out) if isinstance(out, list | tuple) else [out]
+            try:
+                out_flat = flatten(out)
+            except Exception:  # noqa: BLE001  (any malformed structure: say what was expected)
+                out_flat = None
+            if out_flat is None or len(out_flat) != len(flat):
+                got = "a malformed structure" if out_flat is None else \
+                    f"{len(out)} values ({len(out_flat)} tensors)"
+                raise ArgumentValueError(f"while_loop: body returns {got} for "
+                                         f"{len(loop_vars)} loop_vars ({len(flat)} tensors); "
+                                         "it must return the same structure")
+            for new in out_flat:
+                check_variable("while_loop", "body output", new)
+            changed = [(k, o, n) for k, (o, n) in enumerate(zip(flat, out_flat))
+                       if not _same_type(o, n)]
+            if changed:
+                _peel_or_refuse(block, window.mark, params, changed, pre, may_peel, out)
+            for old, new in zip(flat, out_flat):
+                if new.name != old.name:
+                    assign(new, old)
+            now = cond(*pack_sequence_as(list(loop_vars), flat))
+            _check_cond("while_loop", now)
+            assign(now, pre)
+    except _PeelFirst as peel:
+        # the first iteration, built as straight-line ops; the loop runs on its results
+        block.ops.extend(peel.ops)
+        block.program._bump()
+        return _while_loop(cond, body, peel.out, is_test, name, may_peel=False)
+    return pack_sequence_as(list(loop_vars), flat)
+
+
+def _peel_or_refuse(block, mark, params, changed, pre, may_peel: bool, out) -> None:
+    """A body changing a loop variable's type: its first iteration is built before the loop
+    (``_PeelFirst``) when the loop surely runs it (``pre`` known true while building, the
+    body making no state, which a second build would duplicate); else a ShapeError."""
+    from .host_fold import host_value
+    k, old, new = changed[0]
+    made = [n for n, v in block.vars.items() if v.persistable and n not in params]
+    # the condition as it is before the loop: in the body enclosing it, if any
+    enclosing = block.program._open_whiles[:-1]
+    runs = host_value(pre, mark.start, enclosing) if may_peel and not made else None
+    if runs is not None and bool(runs.reshape(-1)[0]):
+        raise _PeelFirst(list(block.ops[mark.start:]), out)
+    why = ("the body creates state (" + ", ".join(made) + ")" if made else
+           "it changes again on the next iteration" if not may_peel else
+           "the loop's condition is not known while building")
+    raise ShapeError(f"while_loop: the body turns loop variable {k} ({old.name}) from "
+                     f"{old.dtype}{list(old.shape or [])} into {new.dtype}"
+                     f"{list(new.shape or [])}; a loop carries each value in one type (XLA's "
+                     f"while_loop). graphc builds a first iteration that changes the type "
+                     f"before the loop only when the loop surely runs it, and not here: {why} "
+                     f"(at {user_source()})")
 
 
 # -- tensor arrays ---------------------------------------------------------------------

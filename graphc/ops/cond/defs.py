@@ -15,7 +15,9 @@ def _merge(c, a: TensorType, b: TensorType, k: int, i: int) -> TensorType:
             and a.array == b.array and all(x == y or -1 in (x, y)
                                            for x, y in zip(a.shape, b.shape)),
             f"branch {i} returns output {k} as {b} but branch 0 as {a}: every branch must "
-            "return the same structure, dtypes and shapes")
+            "return the same structure, dtypes and shapes (one compiled program holds them "
+            "all), unless the predicate is known while building (computed from constants), "
+            "when the layer keeps the taken branch only (docs/control_flow.md)")
     return TensorType(tuple(x if x == y else -1 for x, y in zip(a.shape, b.shape)), a.dtype,
                       a.sparse, a.lod_level, a.array)
 
