@@ -48,7 +48,8 @@ def test_startup_initialises_every_persistable(trained):
     ({"x": np.zeros((4, 7), "float32")}, r"feed 'x' has shape \[4, 7\] but the program "
                                          r"declares \[-1, 6\]"),
     ({"x": np.zeros((4,), "float32")}, r"feed 'x' has shape \[4\]"),
-    ({"fc_0.w_0": np.zeros((6, 5), "float32")}, "feed 'fc_0.w_0' is not a data variable"),
+    ({"fc_0.w_0": np.zeros((6, 4), "float32")},
+     r"feed 'fc_0.w_0' \(a persistable variable\) has shape \[6, 4\]"),
 ])
 def test_feed_errors_leave_the_scope_unchanged(trained, bad, message):
     model, exe, scope, feed = trained
@@ -64,6 +65,23 @@ def test_feed_errors_leave_the_scope_unchanged(trained, bad, message):
     after = snapshot(scope)
     assert before.keys() == after.keys()
     assert all(np.array_equal(before[k], after[k]) for k in before)
+
+
+def test_a_fed_parameter_is_written_before_the_step_and_updated_from_there():
+    """As Paddle's feed op does: the step reads the fed value, the optimizer updates it."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [-1, 3], "float32")
+        y = fluid.layers.fc(x, 2, param_attr="w", bias_attr=False)
+        fluid.optimizer.SGD(0.5).minimize(fluid.layers.mean(y))
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    xs, w = np.arange(6, dtype="float32").reshape(2, 3), np.ones((3, 2), "float32")
+    out, = exe.run(main, feed={"x": xs, "w": w}, fetch_list=[y], scope=scope)
+    np.testing.assert_allclose(out, xs @ w)
+    # d mean(x @ w) / dw = column sums of x / (2 * 2), for every output column
+    grad = np.repeat(xs.sum(0, keepdims=True).T / 4, 2, axis=1)
+    np.testing.assert_allclose(scope["w"], w - 0.5 * grad, rtol=1e-6)
 
 
 def test_lists_are_converted_to_the_declared_dtype(trained):

@@ -1,12 +1,12 @@
 """Fed persistable state: Paddle's feed op writes any variable, so a fed persistable that is
-neither data nor a parameter (a learning rate made by create_global_var) takes the value in
-the scope before the step and keeps it; a failed run puts the old values back."""
+not data (a learning rate made by create_global_var, a parameter a test sets) takes the value
+in the scope before the step and keeps it (the optimizer updates it from there); a failed run
+puts the old values back."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..ir.program import Parameter
 from .feeds import FeedError
 
 __all__ = ["restore_state", "write_fed_state"]
@@ -20,7 +20,7 @@ def write_fed_state(program, feed: dict, scope) -> tuple[dict, dict]:
     state = {}
     for name, value in feed.items():
         var = block._find_var(name)
-        if var is None or var.is_data or not var.persistable or isinstance(var, Parameter):
+        if var is None or var.is_data or not var.persistable:
             continue
         arr = np.asarray(value)
         if arr.dtype != np.dtype(var.dtype):
