@@ -30,6 +30,7 @@ from pathlib import Path
 from ..ir.errors import GraphcError
 from . import loopback, watchdog
 from .control import ControlServer, parent_death_signal
+from .errors import DistributedError
 from .pserver.roles import labels_from_environ
 
 EXIT_TIMEOUT = 124  # as timeout(1)
@@ -294,7 +295,10 @@ def launch(args) -> int:
         return ps_node.run(**plan)
     cmd, env = build_command(args)
     multinode = bool(args.hosts or args.hostfile)
-    server = ControlServer(multinode=multinode, roles=labels_from_environ(env))
+    try:
+        server = ControlServer(multinode=multinode, roles=labels_from_environ(env))
+    except DistributedError as exc:  # no address of this node that the others reach
+        raise LaunchError(f"the control port: {exc}") from None
     env["GRAPHC_LAUNCH_CONTROL"] = server.address
     handled = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     previous = {s: signal.signal(s, _raise_signalled) for s in handled}

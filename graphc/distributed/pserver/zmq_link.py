@@ -353,6 +353,8 @@ class ZmqLink:
             self._fail(f"{self.names[server]} refused this process: "
                        f"{frames[1].bytes.decode(errors='replace')}")
         else:
+            if tag == TAG_WELCOME:  # (before a disconnection read in the same drain)
+                self.welcomed.add(server)
             queue = self.stash[(server, tag)]
             if len(queue) >= RCVHWM:  # a server answers what it is asked, one at a time
                 self._fail(f"{self.names[server]} sent more than {RCVHWM} messages "
@@ -411,8 +413,8 @@ class ZmqLink:
                                              f"answering heartbeats{bound})")
             elif server in self.shook:  # a peer spoke ZeroMQ there, then closed: no retry
                 self.dead.setdefault(server, "closed the connection before welcoming this "
-                                             f"process (its process ended{bound}): not a "
-                                             "graphc parameter server of this job?")
+                                             f"process (its process ended{bound}; no graphc "
+                                             "parameter server of this job)")
             # else it is not up yet: zmq retries
         elif server not in self.dead:
             self.dead[server] = ("refused the handshake: its GRAPHC_JOB_SECRET differs from "
