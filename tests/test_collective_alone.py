@@ -25,6 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 JOB = ROOT / "tests" / "collective_alone_job.py"
 sys.path.insert(0, str(ROOT / "tests"))
 import collective_alone_job as job  # noqa: E402
+from test_pserver_hosts import group_pids, listening  # noqa: E402
 
 
 def _free_ports(n: int, hosts=("127.0.0.1",)) -> list[int]:
@@ -110,9 +111,22 @@ def test_trainers_started_alone_train_as_one_job(tmp_path, mode, hosts, one_proc
     loopback addresses 127.0.0.2 and .3). Today's failure mode (each trains alone) differs
     by ~0.1-0.8 per weight."""
     eps = [f"{h}:{p}" for h, p in zip(hosts, _free_ports(2, hosts), strict=True)]
-    results = _finish(_start([0, 1], eps, [mode, tmp_path]), timeout=120)
+    # fleet: the role maker's values in JAX's store are signed with the job's secret
+    secret = {"GRAPHC_JOB_SECRET": "ours"} if mode == "fleet" else {}
+    procs, seen = _start([0, 1], eps, [mode, tmp_path], **secret), set()
+    end = time.monotonic() + 120
+    while hosts[0] != hosts[1] and any(p.poll() is None for p in procs) \
+            and time.monotonic() < end:  # simulated hosts: who listens where
+        seen |= listening(group_pids({p.pid for p in procs}))
+        time.sleep(0.05)
+    results = _finish(procs, timeout=max(1.0, end - time.monotonic()))
     for tid, (code, out) in enumerate(results):
         assert code == 0, f"trainer {tid}:\n{out[-3000:]}"
+    if hosts[0] != hosts[1]:  # JAX's coordinator (IPv4-mapped) and each trainer's gloo
+        # listen on that trainer's own address only, never 127.0.0.1 or every interface
+        hosts_seen = {a.rpartition(":")[0] for a in seen}
+        assert hosts_seen <= {*hosts, "[0000000000000000FFFF00000200007F]"}, seen
+        assert set(hosts) <= hosts_seen, seen
     got = [np.load(tmp_path / f"{t}.npz") for t in (0, 1)]
     for name, ref in one_process_reference.items():
         np.testing.assert_array_equal(got[0][name], got[1][name], err_msg=name)

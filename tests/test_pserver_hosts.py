@@ -1,7 +1,8 @@
 """A parameter-server job on two simulated hosts (127.0.0.2 and 127.0.0.3, loopback addresses
-that Linux answers without setup): one ``fleetrun --servers --workers`` per host (issue 27).
+that Linux answers without setup): one ``fleetrun --servers --workers`` or ``graphc launch
+--hosts --server_num`` per host (issue 27).
 
-Each host's fleetrun starts only its own roles, meeting over ZeroMQ; sync losses equal local
+Each host's launcher starts only its own roles, meeting over ZeroMQ; sync losses equal local
 training; every server listens on its own address only; a dead role ends both nodes, named.
 """
 
@@ -40,6 +41,25 @@ def endpoints() -> tuple[list[str], list[str]]:
             [f"{h}:{p}" for h, p in zip(HOSTS, ports[2:])])
 
 
+def launch_endpoints() -> tuple[list[str], list[str]]:
+    """What ``graphc launch --hosts HOSTS --server_num 1 --worker_num 1`` gives with
+    FLAGS_START_PORT=P: server i on HOSTS[i]:P, trainer i on HOSTS[i]:P+1, both free now."""
+    import socket
+    for _ in range(50):
+        port = free_ports(1)[0]
+        socks = [socket.socket() for _ in range(4)]
+        try:
+            for s, (h, p) in zip(socks, [(h, port + d) for d in (0, 1) for h in HOSTS]):
+                s.bind((h, p))
+        except OSError:
+            continue
+        finally:
+            for s in socks:
+                s.close()
+        return ([f"{h}:{port}" for h in HOSTS], [f"{h}:{port + 1}" for h in HOSTS])
+    raise AssertionError("no two free consecutive ports")
+
+
 def node_env(**extra) -> dict[str, str]:
     env = dict(os.environ, CPU_NUM="1", PYTHONPATH=str(ROOT), FLAGS_rpc_deadline="60000",
                JAX_COMPILATION_CACHE_DIR=str(ROOT / ".pytest_cache" / "jax-compilation"))
@@ -50,10 +70,17 @@ def node_env(**extra) -> dict[str, str]:
     return env
 
 
-def start_node(host, servers, workers, out: Path, env) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "graphc.distributed.fleetrun", "--node_ip", host,
-           "--servers", ",".join(servers), "--workers", ",".join(workers),
-           "--log_dir", str(out / f"log-{host}"), str(JOB), str(out)]
+def start_node(host, servers, workers, out: Path, env, launcher="fleetrun") -> subprocess.Popen:
+    """This host's launcher: fleetrun with every role's endpoint, or graphc launch with the
+    hosts and role counts (its ports from FLAGS_START_PORT: the first server's)."""
+    if launcher == "fleetrun":
+        cmd = [sys.executable, "-m", "graphc.distributed.fleetrun", "--node_ip", host,
+               "--servers", ",".join(servers), "--workers", ",".join(workers)]
+    else:
+        env = dict(env, FLAGS_START_PORT=servers[0].rsplit(":", 1)[1])
+        cmd = [sys.executable, "-m", "graphc", "launch", "--node_ip", host, "--hosts",
+               ",".join(HOSTS), "--server_num", "1", "--worker_num", "1"]
+    cmd += ["--log_dir", str(out / f"log-{host}"), str(JOB), str(out)]
     return subprocess.Popen(cmd, env=env, stdout=open(out / f"{host}.out", "wb"),
                             stderr=subprocess.STDOUT, start_new_session=True)
 
@@ -128,9 +155,12 @@ def sessions_of(procs) -> set[int]:
 
 @pytest.mark.timeout(120)
 def test_two_hosts_train_as_local_and_servers_bind_their_own_address(tmp_path):
-    servers, workers = endpoints()
+    """Host .2 runs fleetrun, host .3 graphc launch --hosts --server_num: one implementation
+    (ps_node.py), the same endpoints."""
+    servers, workers = launch_endpoints()
     env = node_env(PS_TEST_STEP_SLEEP="0.4")
-    procs = [start_node(h, servers, workers, tmp_path, env) for h in HOSTS]
+    procs = [start_node(h, servers, workers, tmp_path, env, launcher)
+             for h, launcher in zip(HOSTS, ("fleetrun", "launch"))]
     seen: set[str] = set()
     try:
         end = time.monotonic() + 100
@@ -143,9 +173,10 @@ def test_two_hosts_train_as_local_and_servers_bind_their_own_address(tmp_path):
     assert rcs == [0, 0], logs(tmp_path)
     # the servers listened, each on exactly its endpoint; nothing else listened
     assert seen == set(servers), (seen, servers)
-    for h, s, w in zip(HOSTS, servers, workers):
+    for h, s, w, prog in zip(HOSTS, servers, workers, ("fleetrun", "graphc launch")):
         text = (tmp_path / f"{h}.out").read_text()
-        assert f"runs pserver {HOSTS.index(h)} ({s}), trainer {HOSTS.index(h)} ({w})" in text
+        i = HOSTS.index(h)
+        assert f"{prog}: node {h} runs pserver {i} ({s}), trainer {i} ({w})" in text, text
         assert (tmp_path / f"log-{h}" / f"serverlog.{HOSTS.index(h)}").exists()
     losses, params, _ = local_run(job.STEPS)
     t0, t1 = (json.loads((tmp_path / f"trainer{t}.losses.json").read_text()) for t in (0, 1))
@@ -245,9 +276,32 @@ def test_which_roles_run_on_a_node_and_refusals(monkeypatch, capsys):
         ps_node.run(servers, workers, "127.0.0.9", lambda h: False, "t.py", [], "log")
     import argparse
 
-    from graphc.distributed.launch import add_arguments, build_command
+    from graphc.distributed.launch import add_arguments, build_command, ps_hosts_plan
     p = argparse.ArgumentParser()
     add_arguments(p)
-    with pytest.raises(LaunchError, match="fleetrun --servers"):
+    with pytest.raises(LaunchError, match="runs without mpirun"):
         build_command(p.parse_args(["--hosts", "a,b", "--server_num", "1", "--worker_num", "1",
                                     str(JOB)]))
+    # graphc launch --hosts --server_num: S servers and W trainers per host, servers first
+    monkeypatch.setenv("FLAGS_START_PORT", "7100")
+    plan = ps_hosts_plan(p.parse_args(["--hosts", "127.0.0.2,127.0.0.3", "--server_num", "2",
+                                       "--worker_num", "1", "--node_ip", "127.0.0.3",
+                                       str(JOB)]))
+    assert plan["servers"] == ["127.0.0.2:7100", "127.0.0.2:7101", "127.0.0.3:7100",
+                               "127.0.0.3:7101"]
+    assert plan["workers"] == ["127.0.0.2:7102", "127.0.0.3:7102"]
+    assert [lbl for lbl, _ in ps_node.local_roles(plan["servers"], plan["workers"],
+                                                  plan["mine"])] == [
+        "pserver 2 (127.0.0.3:7100)", "pserver 3 (127.0.0.3:7101)", "trainer 1 (127.0.0.3:7102)"]
+    for argv, message in [
+            (["--hosts", "localhost,127.0.0.1", "--server_num", "1", "--worker_num", "1"],
+             "names a node twice"),
+            (["--hosts", "127.0.0.2", "--server_num", "1", "--worker_num", "1", "--devices",
+              "0"], "parameter-server roles run on CPUs"),
+            (["--hosts", "127.0.0.2,192.0.2.7", "--server_num", "1", "--worker_num", "1"],
+             r"\['192.0.2.7'\] are off loopback: set GRAPHC_JOB_SECRET"),
+            (["--hostfile", str(JOB), "--server_num", "1", "--worker_num", "1"],
+             "name the nodes with --hosts")]:
+        with pytest.raises(LaunchError, match=message):
+            args = p.parse_args([*argv, str(JOB)])
+            ps_hosts_plan(args) or build_command(args)

@@ -14,7 +14,7 @@ import os
 import socket
 import sys
 
-from . import meet, watchdog
+from . import backend, meet, watchdog
 from .env import WorkerEnv, detect, is_parameter_server_job, split_endpoints
 from .errors import DistributedError
 
@@ -104,12 +104,9 @@ def _join(env: WorkerEnv, timeout_s: float | None) -> WorkerEnv:
     import jax
 
     from ..runtime.devices import _backends_started, configure_cpu_devices
-    if _backends_started():
-        raise DistributedError(
-            f"this process is trainer {env.rank} of {env.size} ({env.launcher}) but JAX's "
-            "devices are already in use, so it can only train alone: call graphc.distributed."
-            "init() (or fleet.init(is_collective=True), or the nccl2 transpile) before anything "
-            "runs, e.g. before the startup program")
+    if _backends_started():  # jax.distributed.initialize refuses then: say what to move
+        raise backend.too_late(f"this process is trainer {env.rank} of {env.size} "
+                               f"({env.launcher})")
     configure_cpu_devices()  # CPU_NUM, if set
     # CPU collectives across processes need an implementation: gloo (JAX's default) unless
     # the user chose another (e.g. "mpi"); an empty setting would leave them unavailable
@@ -118,12 +115,14 @@ def _join(env: WorkerEnv, timeout_s: float | None) -> WorkerEnv:
     try:
         if env.uses_mpi:
             address, one_node = _coordinator_by_mpi(env)
-            # one node: the coordinator listens on loopback only (JAX's default is every
-            # interface)
+            # the coordinator and gloo listen on this node's own address (loopback for one
+            # node), never on every interface (JAX's default for the coordinator)
+            backend.listen_on("127.0.0.1" if one_node else backend.own_address())
             jax.distributed.initialize(address, num_processes=env.size, process_id=env.rank,
                                        initialization_timeout=int(seconds),
-                                       coordinator_bind_address=address if one_node else None)
+                                       coordinator_bind_address=address)
         elif env.launcher == "paddle":
+            backend.listen_on(env.endpoints[env.rank].rpartition(":")[0].strip("[]"))
             meet.join(env, seconds, source, jax.distributed.initialize)
         else:
             jax.distributed.initialize(initialization_timeout=int(seconds))
@@ -175,7 +174,7 @@ def _mark_multiprocess_steps() -> None:
 
 def _coordinator_by_mpi(env: WorkerEnv) -> tuple[str, bool]:
     """``host:port`` of a free port on rank 0, broadcast to every rank over MPI, and whether
-    every rank runs on one node (then the host is 127.0.0.1)."""
+    every rank runs on one node (then the host is 127.0.0.1, else rank 0's own address)."""
     try:
         from mpi4py import MPI
     except ImportError:
@@ -183,13 +182,19 @@ def _coordinator_by_mpi(env: WorkerEnv) -> tuple[str, bool]:
                                "'graphc[mpi]'") from None
     comm = MPI.COMM_WORLD
     one_node = len(set(comm.allgather(socket.gethostname()))) == 1
-    address = None
+    found = None
     if comm.Get_rank() == 0:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1" if one_node else "", 0))
-            port = s.getsockname()[1]
-        address = f"{'127.0.0.1' if one_node else socket.gethostname()}:{port}"
-    return comm.bcast(address, root=0), one_node
+        try:  # (every rank gets the error too: none waits for an address that never comes)
+            host = "127.0.0.1" if one_node else backend.own_address()
+            with socket.socket() as s:
+                s.bind((host, 0))
+                found = (f"{host}:{s.getsockname()[1]}", None)
+        except (DistributedError, OSError) as exc:
+            found = (None, f"rank 0 found no address for the job's coordinator: {exc}")
+    address, error = comm.bcast(found, root=0)
+    if error is not None:
+        raise DistributedError(error)
+    return address, one_node
 
 
 def _env() -> WorkerEnv:
@@ -241,6 +246,7 @@ def _offer_the_join() -> None:
 
 
 _offer_the_join()
+backend.watch()  # before anything starts JAX's backend: where it starts, where gloo listens
 
 from . import fleet  # noqa: E402  (fleet uses the functions above)
 from .strategy import DistributedStrategy  # noqa: E402

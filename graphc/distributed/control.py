@@ -6,7 +6,9 @@ From these the launcher knows which rank failed first, which ranks wait in a col
 which never arrived, and (in a parameter-server job) each rank's role and whether a server is
 stuck outside any wait; closing the connections tells every wrapper to kill its script.
 
-Anyone on the node can connect to the control port, so what a connection may cost is bounded:
+The control port listens on loopback for one node, else on this node's own address ($POD_IP,
+else its host name's), never on every interface. Anyone who reaches it can connect, so what a
+connection may cost is bounded:
 its first line must be a short hello with the job's token, sent within ``hello_timeout``
 seconds; no line may exceed ``MAX_LINE`` bytes. A connection that breaks a rule is dropped
 with a logged reason, and the launcher goes on watching its ranks.
@@ -23,6 +25,8 @@ import socket
 import sys
 import time
 from dataclasses import dataclass, field
+
+from .backend import own_address
 
 # The longest line a wrapper sends (rank.py truncates to it): a state line names a wait and
 # where it is, a few hundred bytes; the bound only has to stop a stream with no newline.
@@ -123,11 +127,12 @@ class ControlServer:
         self.hello_timeout, self.log = hello_timeout, log
         self.dropped: list[str] = []  # why each dropped connection was dropped
         self.token = secrets.token_hex(8)
+        # this node's own address only (DistributedError where it has none other nodes reach)
+        host = own_address() if multinode else "127.0.0.1"
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        self.sock.bind(("" if multinode else "127.0.0.1", 0))
+        self.sock.bind((host, 0))
         self.sock.listen(256)
         self.sock.setblocking(False)
-        host = socket.gethostname() if multinode else "127.0.0.1"
         self.address = f"{host}:{self.sock.getsockname()[1]}:{self.token}"
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.sock, selectors.EVENT_READ, None)

@@ -14,12 +14,11 @@ exit status 2, as argparse refuses a bad flag.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
-import socket
 import sys
 from pathlib import Path
 
+from . import ps_node
 from .launch import LaunchError
 
 USAGE_EXIT = 2  # argparse's status for a bad command line
@@ -107,22 +106,6 @@ def _check_flags(argv: list[str]) -> list[str]:
     return given
 
 
-def _is_local(host: str) -> bool:
-    """Whether ``host`` names this node (loopback, its host name, or one of its addresses)."""
-    if host in ("localhost", socket.gethostname(), socket.getfqdn()):
-        return True
-    try:
-        if ipaddress.ip_address(host).is_loopback:
-            return True
-    except ValueError:
-        pass
-    try:
-        mine = set(socket.gethostbyname_ex(socket.gethostname())[2])
-        return socket.gethostbyname(host) in mine
-    except OSError:
-        return False
-
-
 def _endpoints(raw: str, flag: str, first_port: int | None, here: bool = True) -> list[str]:
     """``raw``'s ip:port entries (a missing port is ``first_port + i`` where allowed), each
     on this node unless not ``here``, or FleetrunError naming the flag."""
@@ -138,7 +121,7 @@ def _endpoints(raw: str, flag: str, first_port: int | None, here: bool = True) -
             port = str(first_port + i)
         if not port.isdigit() or not 0 < int(port) < 65536:
             raise FleetrunError(f"{flag} entry '{item}' has no valid port")
-        if here and not _is_local(host):
+        if here and not ps_node.is_local(host):
             raise FleetrunError(f"{flag} entry '{item}' is not on this node (a job on several "
                                 "nodes lists both --servers and --workers)")
         out.append(f"{host}:{port}")
@@ -175,9 +158,9 @@ def _hosts(raw: str | None) -> list[str]:
 
 def _address(host: str) -> str:
     try:
-        return socket.gethostbyname(host)
-    except OSError:
-        raise FleetrunError(f"host '{host}' does not resolve") from None
+        return ps_node.address(host)
+    except LaunchError as exc:
+        raise FleetrunError(str(exc)) from None
 
 
 def multinode(argv: list[str]) -> dict | None:
@@ -190,7 +173,7 @@ def multinode(argv: list[str]) -> dict | None:
     listed = _hosts(args.servers) + _hosts(args.workers)
     node = args.node_ip or os.environ.get("POD_IP", "").strip() or None
     addresses = {h: _address(h) for h in listed}
-    if node is None and len(set(addresses.values())) < 2 and all(map(_is_local, listed)):
+    if node is None and len(set(addresses.values())) < 2 and all(map(ps_node.is_local, listed)):
         return None  # one node: graphc launch's path
     for flag in ("--ips", "--gpus", "--selected_gpus", "--nproc_per_node", "--server_num",
                  "--worker_num"):
@@ -199,20 +182,6 @@ def multinode(argv: list[str]) -> dict | None:
                                 "--servers and --workers name every role")
     servers = _endpoints(args.servers, "--servers", None, here=False)
     workers = _endpoints(args.workers, "--workers", FIRST_PORT + len(servers), here=False)
-    if set(servers) & set(workers):
-        raise FleetrunError(f"--servers and --workers share endpoint "
-                            f"{sorted(set(servers) & set(workers))[0]}")
-    outside = [h for h in listed if not ipaddress.ip_address(addresses[h]).is_loopback]
-    if outside and not os.environ.get("GRAPHC_JOB_SECRET"):
-        raise FleetrunError(f"endpoints on {sorted(set(outside))} are off loopback: set "
-                            "GRAPHC_JOB_SECRET (the same on every node) so that only the job's "
-                            "processes are admitted")
-    if node is not None:
-        me = _address(node)
-        mine = lambda host: _address(host) == me  # noqa: E731
-    else:
-        node = "this host"
-        mine = _is_local
     timeout = None
     if args.timeout is not None:
         try:
@@ -222,9 +191,12 @@ def multinode(argv: list[str]) -> dict | None:
         if not timeout > 0:
             raise FleetrunError(f"--timeout must be a positive number of seconds, got "
                                 f"'{args.timeout}'")
-    return {"servers": servers, "workers": workers, "node": node, "mine": mine,
-            "script": args.training_script, "args": args.training_script_args,
-            "log_dir": args.log_dir if args.log_dir is not None else "log", "timeout": timeout}
+    try:  # what graphc launch --hosts --server_num checks too
+        return ps_node.plan(servers, workers, node, args.training_script,
+                            args.training_script_args,
+                            args.log_dir if args.log_dir is not None else "log", timeout)
+    except LaunchError as exc:
+        raise FleetrunError(f"--servers/--workers: {exc}") from None
 
 
 def translate(argv: list[str]) -> tuple[list[str], dict[str, str]]:
@@ -258,7 +230,7 @@ def translate(argv: list[str]) -> tuple[list[str], dict[str, str]]:
             ips = [h.strip() for h in args.ips.split(",") if h.strip()]
             if not ips:
                 raise FleetrunError(f"--ips names no node: '{args.ips}'")
-            if not (len(ips) == 1 and _is_local(ips[0])):  # one local ip: this node alone
+            if not (len(ips) == 1 and ps_node.is_local(ips[0])):  # one local ip: this node alone
                 out += ["--hosts", ",".join(ips)]
     else:
         for flag in ("--ips", "--gpus", "--selected_gpus"):
@@ -293,7 +265,6 @@ def _run_node(plan: dict) -> int:
         print(f"fleetrun: error: training script '{plan['script']}' does not exist",
               file=sys.stderr)
         return 1
-    from . import ps_node
     try:
         return ps_node.run(**plan)
     except LaunchError as exc:

@@ -30,9 +30,11 @@ from pathlib import Path
 from ..ir.errors import GraphcError
 from . import loopback, watchdog
 from .control import ControlServer, parent_death_signal
+from .errors import DistributedError
 from .pserver.roles import labels_from_environ
 
 EXIT_TIMEOUT = 124  # as timeout(1)
+START_PORT_ENV, FIRST_PORT = "FLAGS_START_PORT", 6170  # Paddle's
 GRACE_S = 5.0  # SIGTERM, then SIGKILL
 
 
@@ -55,9 +57,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="processes per node (default: one per --devices entry, else 1)")
     p.add_argument("--server_num", default=None, help="parameter-server job: ranks "
                    "0..S-1 are servers (Paddle's role variables set per rank; "
-                   "docs/parameter_server.md)")
+                   "docs/parameter_server.md); with --hosts, S servers on each host, ports "
+                   "from $FLAGS_START_PORT (default 6170), each host running its own")
     p.add_argument("--worker_num", default=None, help="parameter-server job: this many "
-                   "trainer ranks after the servers")
+                   "trainer ranks after the servers (with --hosts: on each host)")
+    p.add_argument("--node_ip", default=None, help="parameter-server job on several --hosts: "
+                   "this node's address among them (default: $POD_IP, else every address of "
+                   "this host)")
     hosts = p.add_mutually_exclusive_group()
     hosts.add_argument("--hosts", "--ips", default=None,
                        help="comma-separated node names (default: this node)")
@@ -160,11 +166,42 @@ def _server_roles(args, hosts) -> tuple[int, int] | None:
     if args.nproc_per_node is not None and args.nproc_per_node != servers + workers:
         raise LaunchError(f"--nproc_per_node {args.nproc_per_node} differs from --server_num "
                           f"+ --worker_num = {servers + workers}")
-    if hosts or args.hostfile:
-        raise LaunchError("--hosts/--hostfile with --server_num: a parameter-server job on "
-                          "several nodes is started on each node with fleetrun --servers "
-                          "IP:PORT,... --workers IP:PORT,... (its roles on that node's address)")
+    if args.hostfile:
+        raise LaunchError("--hostfile with --server_num: name the nodes with --hosts "
+                          "IP,IP,... (each node's graphc launch starts the roles on its address)")
+    if hosts:
+        raise LaunchError("--hosts with --server_num runs without mpirun: each node's graphc "
+                          "launch starts its own roles (ps_hosts_plan)")
     return servers, workers
+
+
+def ps_hosts_plan(args) -> dict | None:
+    """``--hosts H,... --server_num S --worker_num W``: what ps_node.run takes to start this
+    node's share (S servers and W trainers on each host, Paddle's ports from
+    $FLAGS_START_PORT, default 6170: servers first), or None for any other launch."""
+    if not args.hosts or (args.server_num is None and args.worker_num is None):
+        return None
+    check_arguments(args)
+    hosts = [h.strip() for h in args.hosts.split(",") if h.strip()]
+    if not hosts:
+        raise LaunchError(f"--hosts names no node: '{args.hosts}'")
+    servers, workers = _server_roles(args, [])
+    if args.devices:
+        raise LaunchError("--devices with --server_num: parameter-server roles run on CPUs")
+    from . import ps_node
+    addresses = [ps_node.address(h) for h in hosts]
+    if len(set(addresses)) != len(hosts):
+        raise LaunchError(f"--hosts names a node twice: '{args.hosts}'")
+    start = _count(os.environ.get(START_PORT_ENV, "").strip() or FIRST_PORT, START_PORT_ENV)
+    if not (0 < start and start + servers + workers <= 65536):
+        raise LaunchError(f"{START_PORT_ENV}={start} leaves no room for {servers + workers} "
+                          "ports")
+    plan = ps_node.plan([f"{h}:{start + i}" for h in hosts for i in range(servers)],
+                        [f"{h}:{start + servers + i}" for h in hosts for i in range(workers)],
+                        getattr(args, "node_ip", None), args.script, args.script_args, args.log_dir,
+                        args.timeout)
+    plan.update(env={watchdog.ENV: f"{args.collective_timeout:g}"}, prog="graphc launch")
+    return plan
 
 
 def _loopback_only(args) -> bool:
@@ -252,9 +289,16 @@ def _raise_signalled(signum, _frame):
 def launch(args) -> int:
     """Run the job; returns its exit code: 0, the failing rank's status, 124 when ``--timeout``
     or the collective deadline stopped it, 128 + signal when the launcher was signalled."""
+    plan = ps_hosts_plan(args)
+    if plan is not None:
+        from . import ps_node
+        return ps_node.run(**plan)
     cmd, env = build_command(args)
     multinode = bool(args.hosts or args.hostfile)
-    server = ControlServer(multinode=multinode, roles=labels_from_environ(env))
+    try:
+        server = ControlServer(multinode=multinode, roles=labels_from_environ(env))
+    except DistributedError as exc:  # no address of this node that the others reach
+        raise LaunchError(f"the control port: {exc}") from None
     env["GRAPHC_LAUNCH_CONTROL"] = server.address
     handled = (signal.SIGTERM, signal.SIGHUP, signal.SIGINT)
     previous = {s: signal.signal(s, _raise_signalled) for s in handled}

@@ -13,6 +13,10 @@ from .protocol import PServerError
 SECRET_ENV = "GRAPHC_JOB_SECRET"
 ENCRYPT_ENV = "GRAPHC_PS_ENCRYPT"  # "1": CURVE on loopback too (off loopback it always is)
 DEADLINE_ENV, DEFAULT_DEADLINE_MS = "FLAGS_rpc_deadline", 180000.0  # Paddle's
+# the largest frame a trainer takes from a server (a server's bound is its layout's largest
+# message): a trainer learns the sizes from the server itself, so a bogus server could
+# otherwise make it allocate whatever it announces
+FRAME_ENV, DEFAULT_FRAME_MB = "GRAPHC_PS_MAX_FRAME_MB", 1024
 
 
 def rpc_deadline(environ=None) -> float:
@@ -27,6 +31,20 @@ def rpc_deadline(environ=None) -> float:
     if not 0 < ms < float("inf"):
         raise PServerError(f"{DEADLINE_ENV} must be a number of milliseconds > 0, got '{raw}'")
     return ms / 1000.0
+
+
+def trainer_frame_bound(environ=None) -> int:
+    """Bytes of ``GRAPHC_PS_MAX_FRAME_MB`` (default 1024 MB): a trainer's largest frame."""
+    raw = (os.environ if environ is None else environ).get(FRAME_ENV, "").strip()
+    if not raw:
+        return DEFAULT_FRAME_MB << 20
+    try:
+        mb = float(raw)
+    except ValueError:
+        mb = float("nan")
+    if not 0 < mb < float(1 << 40):
+        raise PServerError(f"{FRAME_ENV} must be a number of megabytes > 0, got '{raw}'")
+    return int(mb * (1 << 20))
 
 
 def split_endpoint(endpoint: str) -> tuple[str, int]:

@@ -91,6 +91,10 @@ class Layout:
             d = json.loads(bytes(data))
             specs = {k: tuple((n, tuple(int(x) for x in s), str(t)) for n, s, t in d[k])
                      for k in ("grads", "params")}
+            if any(x < 0 for k in specs for _, s, _ in specs[k] for x in s):
+                raise ValueError("a negative dimension")
+            if any(np.dtype(t).hasobject for k in specs for _, _, t in specs[k]):
+                raise ValueError("a dtype that is no number")
             return cls(int(d["server"]), specs["grads"], specs["params"],
                        tuple((n, int(w), str(t), str(k)) for n, w, t, k in d["rows"]),
                        tuple(str(n) for n in d["pulls"]))

@@ -9,6 +9,7 @@ import os
 import numpy as np
 
 from .. import watchdog
+from .endpoints import FRAME_ENV
 from .protocol import (
     BARRIER,
     COMPLETE,
@@ -73,8 +74,8 @@ class TrainerChannel:
         atexit.register(self.complete)
         # a stuck server is seen from here too (over zmq the link's deadline comes first)
         watchdog.start(link.rank, timeout + (0 if link.name == "mpi" else 10.0))
-        self.layouts = [Layout.from_bytes(link.recv_bytes(r, TAG_LAYOUT))
-                        for r in self.cluster.servers]
+        self.layouts = [self._layout(s, link.recv_bytes(r, TAG_LAYOUT))
+                        for s, r in enumerate(self.cluster.servers)]
         # every server sends its initial blocks once (Paddle's trainers pull their initial
         # parameters): the trainer's startup program reads them (recv with initial=True)
         self._initial = {}
@@ -82,6 +83,18 @@ class TrainerChannel:
             buf = np.empty(layout.nbytes("params"), np.uint8)
             link.recv(buf, rank, TAG_PARAMS)
             self._initial.update(unpack(buf, layout.params))
+
+    def _layout(self, server: int, data) -> Layout:
+        """Server ``server``'s layout, whose sizes this trainer will allocate: within the
+        link's frame bound (a server sends no bigger message)."""
+        layout = Layout.from_bytes(data)
+        bound, size = getattr(self.link, "frame_bound", 0), layout.nbytes("params")
+        if bound and size > bound:
+            raise PServerError(f"trainer {self.trainer_id}: pserver {server} "
+                               f"({self.endpoints[server]}) announces {size} bytes of parameter "
+                               f"blocks, over this trainer's bound of {bound} bytes "
+                               f"({FRAME_ENV}): not a server of this job?")
+        return layout
 
     def _server(self, endpoint: str) -> int:
         try:

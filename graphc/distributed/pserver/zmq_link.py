@@ -14,6 +14,7 @@ import numpy as np
 
 from .endpoints import (
     DEADLINE_ENV,
+    FRAME_ENV,
     address,
     encrypted,
     job_keys,
@@ -21,6 +22,7 @@ from .endpoints import (
     plain_token,
     rpc_deadline,
     split_endpoint,
+    trainer_frame_bound,
 )
 from .link import ANY
 from .protocol import PServerError
@@ -42,8 +44,11 @@ RCVHWM = 32  # messages queued per connection: with MAXMSGSIZE, its memory budge
 # admits only the job's client key), or on loopback PLAIN with a token derived from the secret
 # (checked by the ZAP handler; no encryption cost); without it only loopback is allowed. Frames
 # above a server's bound (MAXMSGSIZE: its layout's largest message + slack) end that
-# connection. Heartbeats and socket events notice a dead or stopped peer; every wait ends by
-# FLAGS_rpc_deadline. Threat model: docs/distributed.md.
+# connection; a trainer's connections to its servers have a bound too (GRAPHC_PS_MAX_FRAME_MB)
+# and a queue limit, and whatever a server sends that is no message of ours ends the trainer
+# naming that server (its connection is to that server alone). Heartbeats and socket events
+# notice a dead or stopped peer; every wait ends by FLAGS_rpc_deadline. Threat model:
+# docs/distributed.md.
 
 
 class _Admit:
@@ -91,6 +96,8 @@ class ZmqLink:
         self._seq = itertools.count()
         self.dropped = 0  # messages from connections that are no peer of the job
         self.hello_check = None  # server: hello dict -> (rank, None) or (None, reason)
+        self.frame_bound = 0  # the largest frame our DEALERs take (0: zmq's default, none)
+        self.shook: set[int] = set()  # servers whose handshake succeeded
 
     # -- setup -------------------------------------------------------------------------
     def _options(self, sock) -> None:
@@ -139,12 +146,16 @@ class ZmqLink:
         self._options(sock)
         sock.setsockopt(zmq.RECONNECT_IVL, 100)
         sock.setsockopt(zmq.RECONNECT_IVL_MAX, 1000)
+        if self.frame_bound:  # a bigger frame ends the connection before it is allocated
+            sock.setsockopt(zmq.MAXMSGSIZE, self.frame_bound)
+        sock.setsockopt(zmq.RCVHWM, RCVHWM)
         if self.keys is not None:
             sock.curve_serverkey = self.keys["server"][0]
             sock.curve_publickey, sock.curve_secretkey = self.keys["client"]
         elif self.token is not None:
             sock.plain_username, sock.plain_password = b"graphc", self.token
-        events = (zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_FAILED_AUTH |
+        events = (zmq.EVENT_DISCONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED |
+                  zmq.EVENT_HANDSHAKE_FAILED_AUTH |
                   zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL | zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL)
         self.monitors[sock.get_monitor_socket(events)] = server
         sock.connect(f"tcp://{address(host)}:{port}")
@@ -333,13 +344,22 @@ class ZmqLink:
 
     def _from_dealer(self, server: int, frames: list) -> None:
         tag = self._header(frames)
-        if tag is None:
-            self.dropped += 1
+        if tag is None:  # this connection is to that server alone: it is no server of ours
+            size = sum(len(f) for f in frames)
+            self._fail(f"{self.names[server]} sent {len(frames)} frame(s) of {size} bytes "
+                       "that are no graphc parameter-server message: not a server of this "
+                       "job (another program listens on its endpoint?)")
         elif tag == TAG_REFUSE:
             self._fail(f"{self.names[server]} refused this process: "
                        f"{frames[1].bytes.decode(errors='replace')}")
         else:
-            self.stash[(server, tag)].append((next(self._seq), frames[1].buffer))
+            if tag == TAG_WELCOME:  # (before a disconnection read in the same drain)
+                self.welcomed.add(server)
+            queue = self.stash[(server, tag)]
+            if len(queue) >= RCVHWM:  # a server answers what it is asked, one at a time
+                self._fail(f"{self.names[server]} sent more than {RCVHWM} messages "
+                           f"(tag {tag}) that were not asked for")
+            queue.append((next(self._seq), frames[1].buffer))
 
     @staticmethod
     def _header(frames: list):
@@ -383,10 +403,19 @@ class ZmqLink:
                     self.dead.setdefault(rank, "disconnected (its process ended or stopped "
                                                "answering heartbeats)")
             return
-        if event == zmq.EVENT_DISCONNECTED:
-            if server in self.welcomed:  # before: it is not up yet, zmq retries
+        if event == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+            self.shook.add(server)
+        elif event == zmq.EVENT_DISCONNECTED:
+            bound = (f", or it sent a frame over this process's bound of {self.frame_bound} "
+                     f"bytes ({FRAME_ENV})" if self.frame_bound else "")
+            if server in self.welcomed:
                 self.dead.setdefault(server, "disconnected (its process ended or stopped "
-                                             "answering heartbeats)")
+                                             f"answering heartbeats{bound})")
+            elif server in self.shook:  # a peer spoke ZeroMQ there, then closed: no retry
+                self.dead.setdefault(server, "closed the connection before welcoming this "
+                                             f"process (its process ended{bound}; no graphc "
+                                             "parameter server of this job)")
+            # else it is not up yet: zmq retries
         elif server not in self.dead:
             self.dead[server] = ("refused the handshake: its GRAPHC_JOB_SECRET differs from "
                                  "this process's" if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH
@@ -411,6 +440,8 @@ def join(role: str, index: int, endpoints: list[str], trainers: int, max_bytes: 
     rank = index if role == SERVER else n + index
     link = ZmqLink(rank, names, rpc_deadline(environ), job_secret(endpoints, environ),
                    encrypted(endpoints, environ))
+    # a trainer learns every size from its servers: its own bound caps what one may send
+    link.frame_bound = trainer_frame_bound(environ) if role != SERVER else 0
     hello = {"job": JOB, "role": role, "index": int(index), "endpoints": endpoints,
              "trainers": int(trainers)}
 

@@ -3,6 +3,8 @@ store, a shared directory (GeneralRoleMaker), or nobody (one process); values as
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import time
@@ -15,6 +17,7 @@ from .....ir.errors import GraphcError
 MODES = {"sum": np.sum, "max": np.max, "min": np.min}
 GROUPS = ("worker", "server", "all")
 _POLL_S = 0.05
+SECRET_ENV = "GRAPHC_JOB_SECRET"  # the job's, as the parameter servers read it
 
 
 class RoleError(GraphcError):
@@ -91,12 +94,37 @@ class MPIComm:
 class StoreComm:
     """Collectives over a key-value store (``put(key, text)``, ``get(key, seconds)``): each
     member writes its value under the round's key, then reads every member's. Every process
-    must call the collectives of a group in the same order (rounds are counted)."""
+    must call the collectives of a group in the same order (rounds are counted).
 
-    def __init__(self, store, members: dict, seconds: float, source: str):
+    With GRAPHC_JOB_SECRET each value carries an HMAC of its key and text under a key derived
+    from the secret: a value someone else wrote in the store (JAX's coordinator takes any
+    client; a shared directory, any writer) is refused, naming the key."""
+
+    def __init__(self, store, members: dict, seconds: float, source: str, environ=None):
         self._store, self._members = store, members  # group -> (my index, size)
         self._seconds, self._source = seconds, source
         self._round = dict.fromkeys(GROUPS, 0)
+        secret = (os.environ if environ is None else environ).get(SECRET_ENV, "")
+        self._mac_key = (hashlib.sha256(b"graphc role maker\0" + secret.encode()).digest()
+                         if secret else None)
+
+    def _seal(self, key: str, text: str) -> str:
+        if self._mac_key is None:
+            return text
+        return f"{self._mac(key, text)} {text}"
+
+    def _open(self, key: str, sealed: str) -> str:
+        if self._mac_key is None:
+            return sealed
+        mac, _, text = sealed.partition(" ")
+        if not hmac.compare_digest(mac, self._mac(key, text)):
+            raise RoleError(f"the value under '{key}' in the role makers' store is not signed "
+                            f"with this job's {SECRET_ENV}: written by a process outside the "
+                            f"job, or one with another secret ({self._source})")
+        return text
+
+    def _mac(self, key: str, text: str) -> str:
+        return hmac.new(self._mac_key, f"{key}\0{text}".encode(), hashlib.sha256).hexdigest()
 
     def all_gather(self, value, group: str) -> list:
         if group not in self._members:
@@ -104,14 +132,18 @@ class StoreComm:
         index, size = self._members[group]
         self._round[group] += 1
         key = f"{group}/{self._round[group]}"
-        self._store.put(f"{key}/{index}", encode(value))
+        self._store.put(f"{key}/{index}", self._seal(f"{key}/{index}", encode(value)))
         values = []
         for i in range(size):
             text = self._store.get(f"{key}/{i}", self._seconds)
             if text is None:
                 raise RoleError(f"{group} {i} did not reach collective {key} within "
                                 f"{self._seconds:g} s ({self._source})")
-            values.append(json.loads(text))
+            try:
+                values.append(json.loads(self._open(f"{key}/{i}", text)))
+            except json.JSONDecodeError:
+                raise RoleError(f"the value under '{key}/{i}' in the role makers' store is no "
+                                f"JSON ({self._source})") from None
         return values
 
     def barrier(self, group: str) -> None:
