@@ -2669,4 +2669,11 @@ def test_ctc_align_lod_inferred_types(op_type, ins, attrs, outs):
 ])
 def test_ctc_align_bad_inputs_name_the_op(ins, message):
     test_bad_inputs_raise_shape_error("ctc_align", ins, {}, message)
+
+
+def test_lookup_table_refuses_ids_whose_only_dimension_is_the_batch():
+    # Paddle's build-time check as well (similarity_net's mmdnn declares its ids [None])
+    test_bad_inputs_raise_shape_error("lookup_table", {"W": t(100, 16), "Ids": i64(-1)}, {},
+                                      "Ids [-1] must end in a dimension of 1")
+    assert infer("lookup_table", {"W": t(100, 16), "Ids": i64(1)}) == {"Out": [t(16)]}
 # -- end ctc
