@@ -102,6 +102,21 @@ def test_random_lods_match_paddles_kernel(decoders, lengths, seed, blank):
            [ctc_align_ref(p, blank) for p in paths])
 
 
+def test_a_level_2_input_aligns_its_outer_sequences():
+    """Paddle aligns over the outermost level: an entry's sub-sequences run back to back (a
+    repeat across their border merges) and the result has one level."""
+    x = graphc.data("x2", [-1, CLASSES], "float32", lod_level=2)
+    out = layers.ctc_greedy_decoder(x, blank=0)
+    assert out.lod_level == 1
+    subs = [[1, 1], [1, 0, 2], [], [3], [0], [2, 2, 3]]  # entries of 3, 0, 1 and 2 subs
+    feed = _probs(subs, np.random.default_rng(5))
+    feed = create_lod_tensor(np.array(feed), [[3, 0, 1, 2], [len(s) for s in subs]])
+    main = graphc.default_main_program()
+    flat = [sum(subs[:3], []), [], subs[3], subs[4] + subs[5]]
+    _check(_both(main, graphc.Executor(), out, {"x2": feed}),
+           [ctc_align_ref(p, 0) for p in flat])
+
+
 def test_a_batch_that_decodes_to_nothing_has_no_tokens(decoders):
     """Paddle's kernel writes one -1 row when every sequence comes out empty (its tensors
     cannot be empty); graphc's result is what that row stands for: no tokens at all."""
@@ -125,6 +140,17 @@ def test_the_output_reuses_the_inputs_token_buffer():
         assert got.recursive_sequence_lengths() == [[len(ctc_align_ref(p, 0)) for p in paths]]
     (prep,) = exe._prepared[main][1].values()
     assert len(prep.steps) == 1  # lengths 16, 12, 16: bucket 16 each time
+
+
+def test_two_devices_decode_their_own_sequences_as_one_does(decoders):
+    """Split by whole sequences, each device's kept ids in its own block of the buffer."""
+    main, out, _ = decoders[0]
+    paths = [[1, 1, 0, 1, 2, 2], [0, 0, 0], [], [3, 3, 0, 3]]
+    prog = graphc.CompiledProgram(main).with_data_parallel(places=graphc.cpu_places(2))
+    (got,) = graphc.Executor().run(prog, feed={"x": _probs(paths, np.random.default_rng(4))},
+                                   fetch_list=[out], return_numpy=False)
+    _check([(np.array(got), got.recursive_sequence_lengths())],
+           [ctc_align_ref(p, 0) for p in paths])
 
 
 def test_a_dense_input_without_lengths_names_both_forms():

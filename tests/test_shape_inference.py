@@ -2650,6 +2650,8 @@ def test_shuffle_batch_needs_a_row_dimension():
 CTC_CASES = [
     case("ctc_align", {"Input": lod(-1, 1, dtype="int64")}, {"blank": 3},
          {"Output": lod(-1, 1, dtype="int64")}, "lod"),
+    case("ctc_align", {"Input": lod(-1, 1, level=2, dtype="int64")}, {},
+         {"Output": lod(-1, 1, dtype="int64")}, "lod2_outer_sequences"),
 ]
 CASES.extend(CTC_CASES)  # test_every_op_has_a_case reads CASES when it runs
 
@@ -2665,7 +2667,7 @@ def test_ctc_align_lod_inferred_types(op_type, ins, attrs, outs):
      "InputLength is for a padded [N, T] Input"),
     ({"Input": i64(-1, 9)}, "needs InputLength [N, 1]"),
     ({"Input": lod(-1, 1, dtype="float32")}, "Input must be an integer tensor"),
-    ({"Input": lod(-1, 1, level=2, dtype="int64")}, "must be level 1"),
+    ({"Input": lod(-1, 1, level=3, dtype="int64")}, "takes at most level 2"),
 ])
 def test_ctc_align_bad_inputs_name_the_op(ins, message):
     test_bad_inputs_raise_shape_error("ctc_align", ins, {}, message)

@@ -172,13 +172,13 @@ def _ctc_align(c):
     if x.lod_level:
         # Paddle's LoD form: [T, 1] arg-max ids per token in, the kept ids per sequence out;
         # the output's buffer is the input's (a sequence never grows), its lengths the counts
-        c.check(x.lod_level == 1, f"a LoD Input must be level 1 (one sequence of ids per "
-                                  f"row of the batch), got {x}")
         c.check(x.rank == 2 and x.shape[1] in (1, -1),
                 f"a LoD Input must hold one id per token ([T, 1]), got {x}")
         c.check(not c.has("InputLength"),
                 f"InputLength is for a padded [N, T] Input; the LoD Input {x} has its lengths")
-        return {"Output": x}
+        # Paddle aligns over the outermost level: a level-2 Input's sequences are its
+        # top-level entries (their sub-sequences back to back), and the Output has one level
+        return {"Output": x.with_lod(1)}
     c.check(x.rank == 2, f"Input must be padded [N, T] (with InputLength) or a LoD value "
                          f"[T, 1], got {list(x.shape)}")
     c.check(c.has("InputLength"), f"a padded Input {list(x.shape)} needs InputLength [N, 1]")

@@ -209,6 +209,10 @@ def _ctc_align_lod(x: LoDArray, blank: int, merge_repeated: bool) -> LoDArray:
     """The kept ids of each sequence packed in order into the input's buffer (kept tokens
     never outnumber the input's, so the capacity cannot overflow); lengths their counts."""
     lengths = x.lengths[0].astype(LENGTHS_DTYPE)
+    if x.lod_level == 2:  # the outer sequences' tokens: their sub-sequences' lengths summed
+        inner = x.lengths[1].astype(LENGTHS_DTYPE)
+        owner = token_segments(lengths, inner.shape[0])
+        lengths = jnp.zeros((lengths.shape[0] + 1,), LENGTHS_DTYPE).at[owner].add(inner)[:-1]
     n, cap = lengths.shape[0], x.capacity
     ids = x.data.reshape(cap)
     seg = token_segments(lengths, cap)
