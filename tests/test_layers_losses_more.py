@@ -235,9 +235,10 @@ def test_ctc_greedy_decoder_padded():
         np.testing.assert_array_equal(got[1][:, 0], [3, 1, 1])
 
 
-def test_ctc_greedy_decoder_lod_is_refused_with_the_padded_form():
-    with pytest.raises(ProgramError, match="data-dependent number of tokens.*input_length"):
-        layers.ctc_greedy_decoder(graphc.data("x", [-1, 4], lod_level=1), 0)
+def test_ctc_greedy_decoder_of_a_dense_input_needs_its_lengths():
+    # the LoD form is tests/test_ctc_lod.py's
+    with pytest.raises(ProgramError, match="is dense; give a LoD value.*with input_length"):
+        layers.ctc_greedy_decoder(graphc.data("x", [-1, 6, 4]), 0)
 
 
 @pytest.mark.parametrize("custom", [False, True])

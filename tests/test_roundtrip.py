@@ -1750,3 +1750,14 @@ def _basic_gru():
 def test_contrib_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end port24
+
+
+# -- ctc: ctc_greedy_decoder's LoD form (ctc_align of a LoD value) --------------------------------
+@case("ctc_greedy_decoder", "ctc_greedy_decoder-lod")
+def _ctc_greedy_decoder_lod():
+    layers.ctc_greedy_decoder(_ids("x", (-1, 5), "float32", 1), blank=4)
+
+
+def test_ctc_greedy_decoder_lod_round_trips():
+    test_layer_round_trips("ctc_greedy_decoder-lod")
+# -- end ctc

@@ -2644,3 +2644,38 @@ CASES.extend(PORT24_CASES)  # test_every_op_has_a_case reads CASES when it runs
 def test_shuffle_batch_needs_a_row_dimension():
     test_bad_inputs_raise_shape_error("shuffle_batch", {"X": t(4)}, {}, "at least one row")
 # -- end port24
+
+
+# -- ctc: ctc_align's LoD form (ctc_greedy_decoder of a LoD input) ------------------------------
+CTC_CASES = [
+    case("ctc_align", {"Input": lod(-1, 1, dtype="int64")}, {"blank": 3},
+         {"Output": lod(-1, 1, dtype="int64")}, "lod"),
+    case("ctc_align", {"Input": lod(-1, 1, level=2, dtype="int64")}, {},
+         {"Output": lod(-1, 1, dtype="int64")}, "lod2_outer_sequences"),
+]
+CASES.extend(CTC_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", CTC_CASES)
+def test_ctc_align_lod_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+
+
+@pytest.mark.parametrize("ins, message", [
+    ({"Input": lod(-1, 2, dtype="int64")}, "one id per token ([T, 1])"),
+    ({"Input": lod(-1, 1, dtype="int64"), "InputLength": i64(-1, 1)},
+     "InputLength is for a padded [N, T] Input"),
+    ({"Input": i64(-1, 9)}, "needs InputLength [N, 1]"),
+    ({"Input": lod(-1, 1, dtype="float32")}, "Input must be an integer tensor"),
+    ({"Input": lod(-1, 1, level=3, dtype="int64")}, "takes at most level 2"),
+])
+def test_ctc_align_bad_inputs_name_the_op(ins, message):
+    test_bad_inputs_raise_shape_error("ctc_align", ins, {}, message)
+
+
+def test_lookup_table_refuses_ids_whose_only_dimension_is_the_batch():
+    # Paddle's build-time check as well (similarity_net's mmdnn declares its ids [None])
+    test_bad_inputs_raise_shape_error("lookup_table", {"W": t(100, 16), "Ids": i64(-1)}, {},
+                                      "Ids [-1] must end in a dimension of 1")
+    assert infer("lookup_table", {"W": t(100, 16), "Ids": i64(1)}) == {"Out": [t(16)]}
+# -- end ctc

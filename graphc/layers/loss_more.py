@@ -152,17 +152,24 @@ def warpctc(input, label, blank=0, norm_by_times=False, input_length=None, label
 
 def ctc_greedy_decoder(input, blank, input_length=None, padding_value=0, name=None):
     """Best path decoding: the arg-max class per step, repeats merged and blanks removed.
-    Padded form only ([N, T, C + 1] with ``input_length`` [N, 1]): (ids [N, T] padded with
-    ``padding_value``, lengths [N, 1]). Paddle's LoD form has a data-dependent token count."""
+    A LoD ``input`` [T, C + 1] gives a LoD int64 [T', 1] of each sequence's kept ids (in the
+    input's token buffer: a sequence only shrinks); a padded [N, T, C + 1] with
+    ``input_length`` [N, 1] gives (ids [N, T] padded with ``padding_value``, lengths [N, 1])."""
     check_variable("ctc_greedy_decoder", "input", input)
+    helper = LayerHelper("ctc_greedy_decoder", name)
     if input_length is None:
-        raise ProgramError(
-            "ctc_greedy_decoder: the LoD form's output has a data-dependent number of tokens, "
-            "which XLA cannot compile; pad the input (layers.sequence_pad) and pass "
-            "input_length to get (ids [N, T] padded with padding_value, lengths [N, 1])")
+        if not getattr(input, "lod_level", 0):
+            raise ProgramError(
+                f"ctc_greedy_decoder: input {list(input.shape)} is dense; give a LoD value "
+                f"[T, num_classes + 1], or a padded [N, T, num_classes + 1] with input_length")
+        from .loss import topk
+        _, ids = topk(input, k=1)
+        out = helper.create_variable_for_type_inference("int64", stop_gradient=True)
+        helper.append_op("ctc_align", {"Input": ids}, {"Output": out},
+                         {"blank": int(blank), "merge_repeated": True})
+        return out
     from .manipulation import argmax
     ids = argmax(input, axis=-1)
-    helper = LayerHelper("ctc_greedy_decoder", name)
     out = helper.create_variable_for_type_inference(ids.dtype, stop_gradient=True)
     length = helper.create_variable_for_type_inference(input_length.dtype, stop_gradient=True)
     helper.append_op("ctc_align", {"Input": ids, "InputLength": input_length},

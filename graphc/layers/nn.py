@@ -39,7 +39,15 @@ def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=N
                 f"fc{f' at {source}' if source else ''}: input '{x.name}' is {x.dtype}; fc "
                 f"takes {', '.join(sorted(FLOAT_DTYPES))} (its weights take the input's "
                 "dtype): cast it first, e.g. layers.cast(x, 'float32')")
-        if not 0 < num_flatten_dims < x.ndim or any(d < 0 for d in x.shape[num_flatten_dims:]):
+        if not 0 < num_flatten_dims < x.ndim:
+            # Paddle's mul refuses it at build time too (X's rank must exceed x_num_col_dims)
+            raise ProgramError(
+                f"fc: input '{x.name}' of shape {list(x.shape)} has rank {x.ndim}: "
+                f"num_flatten_dims={num_flatten_dims} must be in [1, {x.ndim}) (the dimensions "
+                f"after it are flattened into the weight's rows)"
+                + ("; a rank-1 input has no batch dimension: give it one (layers.unsqueeze, "
+                   "or declare fed data [None, ...])" if x.ndim == 1 else ""))
+        if any(d < 0 for d in x.shape[num_flatten_dims:]):
             batchless = x.is_data and all(d >= 0 for d in x.shape)
             raise ProgramError(
                 f"fc: input '{x.name}' of shape {list(x.shape)}: num_flatten_dims="

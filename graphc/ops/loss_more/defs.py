@@ -169,7 +169,19 @@ register("warpctc", "Logits Label LogitsLength LabelLength", "Loss",
 
 def _ctc_align(c):
     x = _int(c, "Input")
-    c.check(x.rank == 2, f"Input must be padded [N, T], got {list(x.shape)}")
+    if x.lod_level:
+        # Paddle's LoD form: [T, 1] arg-max ids per token in, the kept ids per sequence out;
+        # the output's buffer is the input's (a sequence never grows), its lengths the counts
+        c.check(x.rank == 2 and x.shape[1] in (1, -1),
+                f"a LoD Input must hold one id per token ([T, 1]), got {x}")
+        c.check(not c.has("InputLength"),
+                f"InputLength is for a padded [N, T] Input; the LoD Input {x} has its lengths")
+        # Paddle aligns over the outermost level: a level-2 Input's sequences are its
+        # top-level entries (their sub-sequences back to back), and the Output has one level
+        return {"Output": x.with_lod(1)}
+    c.check(x.rank == 2, f"Input must be padded [N, T] (with InputLength) or a LoD value "
+                         f"[T, 1], got {list(x.shape)}")
+    c.check(c.has("InputLength"), f"a padded Input {list(x.shape)} needs InputLength [N, 1]")
     ln = _int(c, "InputLength")
     c.check(ln.rank == 2 and ln.shape[1] in (1, -1) and dims_compatible(ln.shape[:1],
                                                                        x.shape[:1]),
@@ -177,11 +189,12 @@ def _ctc_align(c):
     return {"Output": x, "OutputLength": TensorType((x.shape[0], 1), ln.dtype)}
 
 
-register("ctc_align", "Input InputLength", "Output OutputLength",
+register("ctc_align", "Input InputLength?", "Output OutputLength?",
          {"blank": ("int", 0), "merge_repeated": ("bool", True), "padding_value": ("int", 0)},
-         infer=_ctc_align, traits=(NO_GRAD,),
-         doc="each row's first InputLength tokens with repeats merged and blanks removed, "
-             "moved to the front, padding_value after; OutputLength the count kept")
+         infer=_ctc_align, traits=(NO_GRAD,), lod_inputs=("Input",), lod="aware",
+         doc="each sequence's tokens with repeats merged and blanks removed: a LoD Input gives "
+             "a LoD Output of the kept ids; a padded one (first InputLength tokens of a row) "
+             "the kept ids moved to the front, padding_value after, OutputLength their count")
 
 
 def _sampled_softmax(c):

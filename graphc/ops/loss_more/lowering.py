@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ...backends.lod import LENGTHS_DTYPE, LoDArray, token_segments
 from ...backends.lowering import lowering
 
 
@@ -189,6 +190,8 @@ def _warpctc(c, Logits, Label, LogitsLength, LabelLength):
 
 @lowering("ctc_align")
 def _ctc_align(c, Input, InputLength):
+    if isinstance(Input, LoDArray):
+        return {"Output": _ctc_align_lod(Input, c["blank"], c["merge_repeated"])}
     blank, pad = c["blank"], c["padding_value"]
     steps = jnp.arange(Input.shape[1])
     prev = jnp.concatenate([jnp.full_like(Input[:, :1], -1), Input[:, :-1]], axis=1)
@@ -200,6 +203,31 @@ def _ctc_align(c, Input, InputLength):
     count = jnp.sum(keep, axis=1, keepdims=True)
     out = jnp.where(steps < count, moved, jnp.asarray(pad, Input.dtype))
     return {"Output": out, "OutputLength": count.astype(InputLength.dtype)}
+
+
+def _ctc_align_lod(x: LoDArray, blank: int, merge_repeated: bool) -> LoDArray:
+    """The kept ids of each sequence packed in order into the input's buffer (kept tokens
+    never outnumber the input's, so the capacity cannot overflow); lengths their counts."""
+    lengths = x.lengths[0].astype(LENGTHS_DTYPE)
+    if x.lod_level == 2:  # the outer sequences' tokens: their sub-sequences' lengths summed
+        inner = x.lengths[1].astype(LENGTHS_DTYPE)
+        owner = token_segments(lengths, inner.shape[0])
+        lengths = jnp.zeros((lengths.shape[0] + 1,), LENGTHS_DTYPE).at[owner].add(inner)[:-1]
+    n, cap = lengths.shape[0], x.capacity
+    ids = x.data.reshape(cap)
+    seg = token_segments(lengths, cap)
+    rows = jnp.arange(cap, dtype=LENGTHS_DTYPE)
+    starts = jnp.cumsum(lengths) - lengths
+    first = rows == jnp.take(starts, jnp.clip(seg, 0, max(n - 1, 0))) if n else rows < 0
+    prev = jnp.concatenate([jnp.full((1,), -1, ids.dtype), ids[:-1]])
+    keep = (seg < n) & (ids != blank)
+    if merge_repeated:
+        # a sequence's first token has no predecessor (Paddle's prev_token starts at -1)
+        keep = keep & (first | (ids != prev))
+    dest = jnp.where(keep, jnp.cumsum(keep, dtype=LENGTHS_DTYPE) - 1, cap)
+    data = jnp.zeros((cap,), ids.dtype).at[dest].set(ids, mode="drop")
+    counts = jnp.zeros((n + 1,), LENGTHS_DTYPE).at[seg].add(keep.astype(LENGTHS_DTYPE))[:n]
+    return LoDArray(data.reshape(x.data.shape), (counts,))
 
 
 def _log_uniform_unique(key, k, count):

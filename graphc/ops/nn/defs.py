@@ -165,6 +165,14 @@ def _lookup_table(c):
     c.check(ids.dtype in INT_DTYPES, f"Ids must be integer, got {ids.dtype}")
     c.check(ids.rank >= 1 and ids.shape[-1] in (1, -1),
             f"Ids must end in a dimension of 1, got {list(ids.shape)}")
+    # Paddle's lookup_table checks the last dimension at build time too: ids declared [None]
+    # fail there (its only dimension is the batch, so the lookup would drop it); -1 is let
+    # through only where a further dimension may still be a 1 that graphc could not infer
+    c.check(ids.rank >= 2 or ids.shape[0] == 1,
+            f"Ids {list(ids.shape)} must end in a dimension of 1 (Paddle's lookup_table "
+            f"refuses it too): its only dimension is the batch. Declare the ids [None, 1] "
+            f"(layers.data(shape=[1]) prepends the batch), or use fluid.embedding, which "
+            f"takes ids of any shape")
     return {"Out": TensorType(ids.shape[:-1] + (w.shape[1],), w.dtype)}
 
 

@@ -156,6 +156,9 @@ register("gru_unit", "Input HiddenPrev Weight Bias?", "Gate ResetHiddenPrev Hidd
          {"activation": ("int", 2), "gate_activation": ("int", 1),
           "origin_mode": ("bool", False)},
          infer=_gru_unit,
+         # row by row, so a LoD batch (a beam search's live candidates) steps token by token;
+         # the outputs keep the LoD, graphc's form of Paddle's rows (its outputs drop it)
+         lod_inputs=("Input", "HiddenPrev"),
          doc="one GRU step: Gate = [u, r, m] activated, ResetHiddenPrev = r * h_prev, Hidden")
 
 
