@@ -15,7 +15,6 @@ every run (runtime/lod.py, with its checks); the dense feeds beside them are not
 from __future__ import annotations
 
 import threading
-from contextlib import nullcontext
 from operator import is_
 
 import jax
@@ -145,10 +144,15 @@ class Predictor:
         if last is not None and lods and tuple(feed) == last.key_names:
             # the last steady signature's names again: its tokens' checks decide all the
             # key would (see _Fast.key_names), so the key need not be built
-            with self._lock if last.updated else nullcontext():
+            if not last.updated:
                 got = last.stack.tokens(feed, lods, last.verdicts, last.dtypes)
                 if got is not None:
                     return self._run_stacked(last, feed, *got)
+            else:
+                with self._lock:
+                    got = last.stack.tokens(feed, lods, last.verdicts, last.dtypes)
+                    if got is not None:
+                        return self._run_stacked(last, feed, *got)
         key = self._key(feed, lods)
         fast = self._fast.get(key) if key is not None else None
         if fast is not None:
@@ -164,8 +168,8 @@ class Predictor:
             if name not in self._feed_vars:
                 raise FeedError(f"feed '{name}' is not an input of the inference model; its "
                                 f"inputs are {self.feed_names}")
-        if lods:
-            feed = self._with_lod_tensors(feed, lods)
+        # the caller's dict is left as it is (PaddlePredictor hands over its own)
+        feed = self._with_lod_tensors(feed, lods) if lods else dict(feed)
         out = self.executor.run(self.program, feed=feed, fetch_list=list(self.fetch_names),
                                 scope=self.scope, return_numpy=False)
         if key is not None:
@@ -279,16 +283,16 @@ class Predictor:
                               fast.stack.checked)
         exe, names, step = self.executor, fast.updated, fast.step
         updated = self.scope.gather(names) if names else ()
-        dense = tuple([feed[n] for n in fast.dense_names])
-        with nullcontext() if exe._on_default_device else jax.default_device(exe._device):
-            memo, cap = fast.stacked_ints, tokens.shape[1]
-            if memo is None or memo[1] != cap or not all(map(is_, seens, memo[0])):
-                memo = seens, cap, tuple([(jnp.asarray(s[4]),
-                                           jnp.asarray(host_segments(s[4], cap)))
-                                          for s in seens])
-                fast.stacked_ints = memo
+        dense = tuple([feed[n] for n in fast.dense_names]) if fast.dense_names else ()
+        if exe._on_default_device:
+            memo = _stacked_ints(fast, tokens.shape[1], seens)
             new, _, fetched, checks = step.call_stacked(updated, fast.readonly, dense,
-                                                        tokens, memo[2])
+                                                        tokens, memo)
+        else:
+            with jax.default_device(exe._device):
+                memo = _stacked_ints(fast, tokens.shape[1], seens)
+                new, _, fetched, checks = step.call_stacked(updated, fast.readonly, dense,
+                                                            tokens, memo)
         return self._finish(step, names, new, fetched, checks)
 
     def _call(self, fast: _Fast, step, args: tuple) -> list:
@@ -309,14 +313,25 @@ class Predictor:
         if step.check_sites and any(row[COUNT] for row in np.asarray(checks).tolist()):
             prep = self.executor._prepare(self.program, None, self.fetch_names)
             _raise_if_refused(step, prep, np.asarray(checks))
-        return [_host(unpack_fetch(a, 1, 1, False) if isinstance(a, LoDArray) else a)
-                for a in fetched]
+        return [np.asarray(a) if type(a) is not LoDArray else
+                _host(unpack_fetch(a, 1, 1, False)) for a in fetched]
 
     def clone(self) -> Predictor:
         """A predictor sharing this one's program, parameters and compiled steps."""
         twin = object.__new__(Predictor)
         twin.__dict__.update(self.__dict__)
         return twin
+
+
+def _stacked_ints(fast: _Fast, cap: int, seens: tuple) -> tuple:
+    """The stacked form's per-feed (lengths, segment ids) on the device for these verdicts
+    at ``cap``: the last call's when its verdicts are the same objects, else made now."""
+    memo = fast.stacked_ints
+    if memo is None or memo[1] != cap or not all(map(is_, seens, memo[0])):
+        memo = seens, cap, tuple([(jnp.asarray(s[4]), jnp.asarray(host_segments(s[4], cap)))
+                                  for s in seens])
+        fast.stacked_ints = memo
+    return memo[2]
 
 
 def _small(fast: _Fast, args: tuple) -> bool:
