@@ -185,3 +185,23 @@ def test_set_lod_keeps_equal_offsets_and_converts_or_refuses_the_rest(lod_model)
     for bad in ([[0, "x", 5]], [[0, None, 5]], 5, [5]):
         with pytest.raises(LoDError, match="set_lod of input 'a'"):
             h.set_lod(bad)
+
+
+def test_an_input_shape_is_the_last_reshape_or_copy(lod_model):
+    """copy_from_cpu no longer records the shape it copies: shape() reads the data unless a
+    reshape came after it, as before."""
+    predictor = _predictor(lod_model)
+    x = predictor.get_input_tensor("x")
+    assert x.shape() == []
+    x.reshape([2, 3])
+    assert x.shape() == [2, 3]
+    x.copy_from_cpu(np.zeros((4, 3), "float32"))
+    assert x.shape() == [4, 3]
+    x.reshape([3, 4])  # the same size: the data takes the shape
+    assert x.shape() == [3, 4] and x.copy_to_cpu().shape == (3, 4)
+    x.reshape([5, 3])  # another size: the shape the next copy must have; the data stays
+    assert x.shape() == [5, 3] and x.copy_to_cpu().shape == (3, 4)
+    x.copy_from_cpu(np.ones((6, 3), "float32"))
+    assert x.shape() == [6, 3]
+    with pytest.raises(Exception, match="only inputs are written"):
+        predictor.get_output_tensor(predictor.get_output_names()[0]).copy_from_cpu(x)
