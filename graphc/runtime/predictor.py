@@ -10,6 +10,9 @@ with the same key calls the step with those arrays and nothing else: no dict of 
 state guard. State a test-mode op rewrites unchanged (batch norm's statistics) is read from
 the scope and put back, as its buffers are donated. LoD feeds are packed into a size bucket
 every run (runtime/lod.py, with its checks); the dense feeds beside them are not checked again.
+The steady zero-copy case (every LoD feed's offsets, token shape and dtype equal to the last
+ones found valid) stacks them into one buffer and reuses their lengths and segment ids on the
+device (``_run_stacked``); for a signature of LoD feeds only it skips building the key.
 """
 
 from __future__ import annotations

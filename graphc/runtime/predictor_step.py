@@ -27,7 +27,8 @@ _UNSIGNED = {np.dtype(f"int{b}"): np.dtype(f"uint{b}") for b in (8, 16, 32, 64)}
 # LoD buffers of at most this many rows run the executor's own step (device segment ids
 # and checks): at 16 rows those cost XLA:CPU nothing measurable (the 4-slot CTR step took
 # the same 80 us either way) while the host's work would add ~15 us; from 32 rows on they
-# cost 50-100 us (the running sums become several kernels)
+# cost 50-100 us (the running sums become several kernels). The stacked form (steady
+# offsets) runs the own step at every size: its segment ids stay on the device between calls
 DEVICE_SEGMENTS_UP_TO = 16
 
 
@@ -155,8 +156,9 @@ def _ids(arg) -> np.ndarray:
 class StackPlan:
     """The steady zero-copy case, made cheap: every LoD feed given as tokens and offsets
     equal to its last valid ones (``Predictor``'s verdicts) is packed into one zeroed
-    buffer ``[feeds, bucket, ...]`` (one allocation) and its ids checked against every
-    table that reads them with one reduction. ``names``: the LoD feeds in the step's order;
+    buffer ``[feeds, bucket, ...]`` (one allocation, one host array for the step:
+    ``InferenceStep.call_stacked``) and its ids checked against every table that reads them
+    with one reduction. ``names``: the LoD feeds in the step's order;
     ``limits``: per feed, the fewest rows of a table it indexes (None: no host checks);
     ``checked``: their feed positions, which ``HostIdChecks.refused`` then skips."""
 
