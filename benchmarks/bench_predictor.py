@@ -27,17 +27,20 @@ repository or a parent folder, skipped with a note when absent; ``--no-paddle``)
 saved files and feeds in a subprocess of Paddle's interpreter (paddle_inference_side.py).
 ``--clock cpu`` times CPU time instead of wall time (steadier on a busy machine).
 
-Results (shared 2-core CPU box, load average 10-17, JAX 0.10.2, PaddlePaddle 3.3.1, ``--clock
-cpu``; us per call: predictor vs hand, ratio, Paddle Inference; the analysis is in
-benchmarks/README.md, "bench_predictor.py"):
+Results (shared 2-core CPU box, load average 12-14, JAX 0.10.2, PaddlePaddle 3.3.1, ``--clock
+cpu --seconds 8 --rounds 40``; us per call: predictor vs hand, ratio, Paddle Inference; the
+analysis and the before/after runs are in benchmarks/README.md, "bench_predictor.py"):
 
-    resnet batch 1:     754 vs     676  1.12   Paddle    868
-    resnet batch 64: 32,180 vs  31,694  1.02   Paddle 18,683
-    ctr    batch 1:     120 vs      82  1.47   Paddle    345
-    ctr    batch 64:    168 vs     100  1.68   Paddle    381   (2.79 before its own step)
+    resnet batch 1:     818 vs     765  1.07   Paddle    897
+    resnet batch 64: 32,936 vs  32,686  1.01   Paddle 16,381
+    ctr    batch 1:      91 vs      83  1.09   Paddle    244   (1.51 before the host pass)
+    ctr    batch 64:    115 vs     102  1.13   Paddle    331   (1.71 before; 2.79 before
+                                                                its own step)
+    ctr x26 batch 1:    271 vs     347  0.78   Paddle    550   (1.48 before)
+    ctr x26 batch 64:   363 vs     418  0.87   Paddle    907   (1.71 before)
 
-ResNet is at parity. CTR's compiled step is now within ~15% of the hand function's; the
-rest is Python host work around it (the zero-copy calls, packing, the host id check).
+The steady zero-copy call hands XLA one host array (the stacked tokens); the rest of the
+CTR gap is the zero-copy API's own copies and the x64 context.
 """
 
 from __future__ import annotations
