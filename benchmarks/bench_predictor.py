@@ -27,23 +27,27 @@ repository or a parent folder, skipped with a note when absent; ``--no-paddle``)
 saved files and feeds in a subprocess of Paddle's interpreter (paddle_inference_side.py).
 ``--clock cpu`` times CPU time instead of wall time (steadier on a busy machine).
 
-Results (shared 2-core CPU box, load average 10-17, JAX 0.10.2, PaddlePaddle 3.3.1, ``--clock
-cpu``; us per call: predictor vs hand, ratio, Paddle Inference; the analysis is in
-benchmarks/README.md, "bench_predictor.py"):
+Results (shared 2-core CPU box, load average 12-14, JAX 0.10.2, PaddlePaddle 3.3.1, ``--clock
+cpu --seconds 8 --rounds 40``; us per call: predictor vs hand, ratio, Paddle Inference; the
+analysis and the before/after runs are in benchmarks/README.md, "bench_predictor.py"):
 
-    resnet batch 1:     754 vs     676  1.12   Paddle    868
-    resnet batch 64: 32,180 vs  31,694  1.02   Paddle 18,683
-    ctr    batch 1:     120 vs      82  1.47   Paddle    345
-    ctr    batch 64:    168 vs     100  1.68   Paddle    381   (2.79 before its own step)
+    resnet batch 1:     818 vs     765  1.07   Paddle    897
+    resnet batch 64: 32,936 vs  32,686  1.01   Paddle 16,381
+    ctr    batch 1:      91 vs      83  1.09   Paddle    244   (1.51 before the host pass)
+    ctr    batch 64:    115 vs     102  1.13   Paddle    331   (1.71 before; 2.79 before
+                                                                its own step)
+    ctr x26 batch 1:    271 vs     347  0.78   Paddle    550   (1.48 before)
+    ctr x26 batch 64:   363 vs     418  0.87   Paddle    907   (1.71 before)
 
-ResNet is at parity. CTR's compiled step is now within ~15% of the hand function's; the
-rest is Python host work around it (the zero-copy calls, packing, the host id check).
+The steady zero-copy call hands XLA one host array (the stacked tokens); the rest of the
+CTR gap is the zero-copy API's own copies and the x64 context.
 """
 
 from __future__ import annotations
 
 import argparse
 import cProfile
+import functools
 import json
 import os
 import pstats
@@ -82,8 +86,8 @@ def build_resnet():
     return ["image"], out
 
 
-def build_ctr():
-    slots = [fluid.data(f"slot{i}", [-1, 1], "int64", lod_level=1) for i in range(SLOTS)]
+def build_ctr(n_slots: int = SLOTS):
+    slots = [fluid.data(f"slot{i}", [-1, 1], "int64", lod_level=1) for i in range(n_slots)]
     pooled = [layers.sequence_pool(layers.embedding(s, size=[VOCAB, EMB],
                                                     param_attr=f"emb{i}"), "sum")
               for i, s in enumerate(slots)]
@@ -132,19 +136,19 @@ def hand_resnet(params):
     return lambda feed: np.asarray(f(params, feed["image"]))
 
 
-def hand_ctr(params, batch: int):
+def hand_ctr(params, batch: int, n_slots: int = SLOTS):
     """The CTR model in plain JAX, the weights passed as a pytree argument."""
     @jax.jit
     def f(p, ids, segs):
         pooled = [jax.ops.segment_sum(jnp.take(p[f"emb{i}"], ids[i][:, 0], axis=0), segs[i],
-                                      num_segments=batch) for i in range(SLOTS)]
+                                      num_segments=batch) for i in range(n_slots)]
         h = jax.nn.relu(jnp.concatenate(pooled, axis=1) @ p["h.w"] + p["h.b"])
         return jax.nn.sigmoid(h @ p["o.w"] + p["o.b"])
 
     def run(feed):
-        ids = tuple(feed[f"slot{i}"][0] for i in range(SLOTS))
+        ids = tuple(feed[f"slot{i}"][0] for i in range(n_slots))
         segs = tuple(np.repeat(np.arange(batch, dtype=np.int32), feed[f"slot{i}"][1])
-                     for i in range(SLOTS))
+                     for i in range(n_slots))
         return np.asarray(f(params, ids, segs))
 
     return run
@@ -179,7 +183,7 @@ def params_of(predictor) -> dict:
     return {n: jnp.asarray(np.asarray(scope[n])) for n in scope.keys()}
 
 
-def feeds_for(model: str, batch: int, rng) -> list[dict]:
+def feeds_for(model: str, batch: int, rng, n_slots: int = SLOTS) -> list[dict]:
     if model == "resnet":
         return [{"image": rng.standard_normal((batch, 3, 32, 32)).astype("float32")}
                 for _ in range(4)]
@@ -187,15 +191,15 @@ def feeds_for(model: str, batch: int, rng) -> list[dict]:
     lengths = np.full(batch, IDS_PER_SAMPLE, np.int64)
     offsets = list(range(0, batch * IDS_PER_SAMPLE + 1, IDS_PER_SAMPLE))
     return [{f"slot{i}": (rng.integers(0, VOCAB, (batch * IDS_PER_SAMPLE, 1)), lengths,
-                          offsets) for i in range(SLOTS)} for _ in range(4)]
+                          offsets) for i in range(n_slots)} for _ in range(4)]
 
 
 def bench_one(model: str, dirname: str, batch: int, calls: int, rounds: int,
-              seconds: float = 20.0, clock=time.perf_counter) -> dict:
+              seconds: float = 20.0, clock=time.perf_counter, n_slots: int = SLOTS) -> dict:
     ours, predictor = predictor_runner(dirname, lod=model == "ctr")
     p = params_of(predictor)
-    hand = hand_resnet(p) if model == "resnet" else hand_ctr(p, batch)
-    feeds = feeds_for(model, batch, np.random.default_rng(batch))
+    hand = hand_resnet(p) if model == "resnet" else hand_ctr(p, batch, n_slots)
+    feeds = feeds_for(model, batch, np.random.default_rng(batch), n_slots)
     for feed in feeds:
         np.testing.assert_allclose(ours(feed), hand(feed), rtol=1e-5, atol=1e-5)
     start = time.perf_counter()
@@ -283,6 +287,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="about this many seconds of timed calls per contender and case")
     ap.add_argument("--batches", type=int, nargs="+", default=[1, 64])
     ap.add_argument("--models", nargs="+", default=["resnet", "ctr"])
+    ap.add_argument("--slots", type=int, default=SLOTS,
+                    help="the CTR model's LoD slots (26: Criteo's categorical features)")
     ap.add_argument("--profile", action="store_true", help="cProfile the predictor instead")
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
                     help="wall time, or this process's CPU time (steadier on a busy machine)")
@@ -308,11 +314,12 @@ def main(argv: list[str] | None = None) -> int:
         dirs = {}
         for model in args.models:
             dirs[model] = os.path.join(tmp, model)
-            save(build_resnet if model == "resnet" else build_ctr, dirs[model])
+            save(build_resnet if model == "resnet" else
+                 functools.partial(build_ctr, args.slots), dirs[model])
         if args.profile:
             for model in args.models:
                 ours, _ = predictor_runner(dirs[model], lod=model == "ctr")
-                feeds = feeds_for(model, 1, np.random.default_rng(0))
+                feeds = feeds_for(model, 1, np.random.default_rng(0), args.slots)
                 for i in range(50):
                     ours(feeds[i % 4])
                 prof = cProfile.Profile()
@@ -329,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         for model in args.models:
             for batch in args.batches:
                 r = bench_one(model, dirs[model], batch, args.calls, args.rounds, args.seconds,
-                              clock)
+                              clock, args.slots)
                 pd, why = (None, "skipped") if paddle is None else bench_paddle(
                     paddle, dirs[model], r["feeds"], r["per_round"], args.rounds,
                     args.paddle_threads, args.clock, tmp)
@@ -339,7 +346,8 @@ def main(argv: list[str] | None = None) -> int:
                 paddle_cols = (f"{pd['best'] * 1e6:10.1f} {pd['best'] / r['hand']:11.2f}"
                                if pd else f"{'-':>10} {'-':>11}")
                 paddle_median = f"; {pd['median'] * 1e6:.1f}" if pd else ""
-                print(f"{model:8} {batch:5d} {r['predictor'] * 1e6:13.1f} "
+                label = f"ctr x{args.slots}" if model == "ctr" and args.slots != SLOTS else model
+                print(f"{label:8} {batch:5d} {r['predictor'] * 1e6:13.1f} "
                       f"{r['hand'] * 1e6:16.1f} {r['ratio']:6.2f} {paddle_cols}   "
                       f"({r['predictor_median'] * 1e6:.1f}, {r['hand_median'] * 1e6:.1f}, "
                       f"{r['ratio_median']:.2f}{paddle_median})", flush=True)

@@ -93,7 +93,9 @@ def test_lod_fast_step_equals_exe_run_with_one_trace(tmp_path, batch_norm):
                                    _want(d, _exe_feed(batch, True)), rtol=1e-5, atol=1e-6)
     (fast,) = predictor.core._fast.values()
     assert isinstance(fast.step, InferenceStep) and fast.host_checks is not None
-    assert not fast.step.check_data and fast.step.traces == 1
+    # one trace per form whatever the offsets: per feed (offsets that change) and stacked
+    # (the last offsets again: StackPlan.tokens, InferenceStep.call_stacked)
+    assert not fast.step.check_data and fast.step.traces == 2
     assert fast.base.traces == 2  # its first run's bucket (32) and the small batch's (16)
     assert sorted(fast.segments) == ["a", "b"]
     # the last offsets again: the steady case packs both feeds into one buffer

@@ -351,7 +351,7 @@ class PaddlePredictor:
     def zero_copy_run(self) -> bool:
         """Run on the inputs set through the zero-copy tensors; outputs stay readable with
         ``get_output_tensor(name).copy_to_cpu()``."""
-        feed = dict(self._inputs)
+        feed = self._inputs  # read, never changed, by the core's run
         lods = {n: lod for n, lod in self._lods.items() if lod and n in feed}
         values = self.core.run(feed, lods or None)
         self._outputs = dict(zip(self.core.fetch_names, values))

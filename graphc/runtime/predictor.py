@@ -10,13 +10,18 @@ with the same key calls the step with those arrays and nothing else: no dict of 
 state guard. State a test-mode op rewrites unchanged (batch norm's statistics) is read from
 the scope and put back, as its buffers are donated. LoD feeds are packed into a size bucket
 every run (runtime/lod.py, with its checks); the dense feeds beside them are not checked again.
+The steady zero-copy case (every LoD feed's offsets, token shape and dtype equal to the last
+ones found valid) stacks them into one buffer and reuses their lengths and segment ids on the
+device (``_run_stacked``); for a signature of LoD feeds only it skips building the key.
 """
 
 from __future__ import annotations
 
 import threading
+from operator import is_
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from ..backends.data_checks import COUNT
@@ -52,7 +57,8 @@ class _Fast:
     """What a remembered run needs: the step, its parameter arrays, and the feed order."""
 
     __slots__ = ("step", "base", "host_checks", "segments", "updated", "readonly",
-                 "feed_names", "lod_feeds", "verdicts", "stack", "dtypes")
+                 "feed_names", "lod_feeds", "verdicts", "stack", "dtypes", "dense_names",
+                 "dense_checked", "stacked_ints", "key_names")
 
     def __init__(self, step, readonly: tuple, lod_feeds: dict, base=None, host_checks=None,
                  segments=frozenset()):
@@ -74,10 +80,23 @@ class _Fast:
         # lengths and bucket they gave: the same again needs no checks (see _pack_offsets)
         self.verdicts: dict[str, tuple] = {}
         # the steady zero-copy case's packing (predictor_step.StackPlan), for own steps
+        # that take their LoD feeds stacked (InferenceStep.call_stacked)
         self.stack = (StackPlan(self.feed_names, lod_feeds, host_checks,
-                                _lod.SHARED_BUCKET) if base is not None and lod_feeds
-                      else None)
+                                _lod.SHARED_BUCKET)
+                      if base is not None and getattr(step, "stacked_at", ()) else None)
         self.dtypes = {n: np.dtype(d) for n, (_, d) in lod_feeds.items()}
+        self.dense_names = tuple(n for n in self.feed_names if n not in lod_feeds)
+        # host checks left for the dense feeds once the stack has checked its tokens
+        self.dense_checked = self.stack is not None and host_checks is not None and any(
+            at not in self.stack.checked for at, _, _ in host_checks.sites)
+        # the stacked form's (verdicts, capacity, per-feed (lengths, segment ids) on the
+        # device) of the last steady call: the same verdicts again reuse them; replaced
+        # whole (clones run unlocked from several threads)
+        self.stacked_ints: tuple | None = None
+        # the feed names of its key, when every feed is a stacked LoD feed: then the
+        # StackPlan's checks (each feed's offsets, token shape and dtype equal to a verdict
+        # found under this key) imply the key (Predictor.run skips building it)
+        self.key_names = None
 
 
 class Predictor:
@@ -101,6 +120,7 @@ class Predictor:
         self.executor = Executor(place, check_data=check_data)
         self._feed_vars = {n: block.var(n) for n in self.feed_names}
         self._fast: dict[tuple, _Fast] = {}
+        self._last: _Fast | None = None  # the last one run stacked (see _Fast.key_names)
         # clones run from several threads: a step that rewrites state (batch norm's
         # statistics) donates the scope's buffers, and first runs go through the Executor,
         # so those runs take turns; a step of feeds and parameters only runs unlocked
@@ -123,6 +143,19 @@ class Predictor:
         if type(feed) is not dict:
             raise PredictorError(f"Predictor.run takes a dict of input arrays, got "
                                  f"{type(feed).__name__}")
+        last = self._last
+        if last is not None and lods and tuple(feed) == last.key_names:
+            # the last steady signature's names again: its tokens' checks decide all the
+            # key would (see _Fast.key_names), so the key need not be built
+            if not last.updated:
+                got = last.stack.tokens(feed, lods, last.verdicts, last.dtypes)
+                if got is not None:
+                    return self._run_stacked(last, feed, *got)
+            else:
+                with self._lock:
+                    got = last.stack.tokens(feed, lods, last.verdicts, last.dtypes)
+                    if got is not None:
+                        return self._run_stacked(last, feed, *got)
         key = self._key(feed, lods)
         fast = self._fast.get(key) if key is not None else None
         if fast is not None:
@@ -138,8 +171,8 @@ class Predictor:
             if name not in self._feed_vars:
                 raise FeedError(f"feed '{name}' is not an input of the inference model; its "
                                 f"inputs are {self.feed_names}")
-        if lods:
-            feed = self._with_lod_tensors(feed, lods)
+        # the caller's dict is left as it is (PaddlePredictor hands over its own)
+        feed = self._with_lod_tensors(feed, lods) if lods else dict(feed)
         out = self.executor.run(self.program, feed=feed, fetch_list=list(self.fetch_names),
                                 scope=self.scope, return_numpy=False)
         if key is not None:
@@ -202,15 +235,25 @@ class Predictor:
         if host is None and not segments:
             self._fast[key] = _Fast(step, readonly, lod_feeds)
             return
-        own = InferenceStep(step, check_data=step.check_data and host is None)
-        self._fast[key] = _Fast(own, readonly, lod_feeds, step, host, segments)
+        in_order = [n for n in step.feed_names if n in lod_feeds]
+        stacked_at = (tuple(step.feed_names.index(n) for n in in_order)
+                      if in_order and all(n in segments for n in in_order) else ())
+        own = InferenceStep(step, check_data=step.check_data and host is None,
+                            stacked_at=stacked_at)
+        fast = self._fast[key] = _Fast(own, readonly, lod_feeds, step, host, segments)
+        names = tuple(k[0] for k in key)
+        if (fast.stack is not None and not fast.dense_names
+                and sorted(names) == sorted(fast.stack.names)):
+            fast.key_names = names
 
     def _run_fast(self, fast: _Fast, feed: dict, lods: dict | None) -> list:
-        stacked = (fast.stack.pack(feed, lods, fast.verdicts, fast.dtypes)
-                   if fast.stack is not None and lods else None)
-        if stacked is not None:  # the steady zero-copy case (see StackPlan)
-            args = tuple([stacked.get(n) or feed[n] for n in fast.feed_names])
-        elif fast.lod_feeds:
+        if fast.stack is not None and lods:
+            got = fast.stack.tokens(feed, lods, fast.verdicts, fast.dtypes)
+            if got is not None:  # the steady zero-copy case (see StackPlan)
+                if fast.key_names is not None:
+                    self._last = fast
+                return self._run_stacked(fast, feed, *got)
+        if fast.lod_feeds:
             lod = fast.lod_feeds
             # the executor packs a step's LoD feeds into one shared bucket: so does this path
             cap = (bucket(max(np.shape(feed[n])[0] for n in lod))
@@ -226,12 +269,34 @@ class Predictor:
         if fast.segments:
             args = _with_segments(fast, args)
         if fast.host_checks is not None:
-            refused = fast.host_checks.refused(
-                args, fast.stack.checked if stacked is not None else frozenset())
-            if refused is not None:  # before the step runs: nothing changes
-                prep = self.executor._prepare(self.program, None, self.fetch_names)
-                _raise_if_refused(fast.base, prep, refused)
+            self._host_checks(fast, args)
         return self._call(fast, fast.step, args)
+
+    def _host_checks(self, fast: _Fast, args: tuple, skip=frozenset()) -> None:
+        refused = fast.host_checks.refused(args, skip)
+        if refused is not None:  # before the step runs: nothing changes
+            prep = self.executor._prepare(self.program, None, self.fetch_names)
+            _raise_if_refused(fast.base, prep, refused)
+
+    def _run_stacked(self, fast: _Fast, feed: dict, tokens: np.ndarray, seens: tuple) -> list:
+        """The steady case: ``tokens`` (StackPlan.tokens, its ids checked) and the lengths
+        and segment ids of the last call with the same verdicts, kept on the device."""
+        if fast.dense_checked:
+            self._host_checks(fast, tuple([feed.get(n) for n in fast.feed_names]),
+                              fast.stack.checked)
+        exe, names, step = self.executor, fast.updated, fast.step
+        updated = self.scope.gather(names) if names else ()
+        dense = tuple([feed[n] for n in fast.dense_names]) if fast.dense_names else ()
+        if exe._on_default_device:
+            memo = _stacked_ints(fast, tokens.shape[1], seens)
+            new, _, fetched, checks = step.call_stacked(updated, fast.readonly, dense,
+                                                        tokens, memo)
+        else:
+            with jax.default_device(exe._device):
+                memo = _stacked_ints(fast, tokens.shape[1], seens)
+                new, _, fetched, checks = step.call_stacked(updated, fast.readonly, dense,
+                                                            tokens, memo)
+        return self._finish(step, names, new, fetched, checks)
 
     def _call(self, fast: _Fast, step, args: tuple) -> list:
         """Run ``step`` on ``args`` with the remembered state; the fetches on the host."""
@@ -242,19 +307,34 @@ class Predictor:
         else:
             with jax.default_device(exe._device):
                 new, _, fetched, checks = step(updated, fast.readonly, args, None)
+        return self._finish(step, names, new, fetched, checks)
+
+    def _finish(self, step, names: tuple, new, fetched, checks) -> list:
+        """Commit the step's state, raise its refused checks, bring its fetches home."""
         if names:
             self.scope.commit(names, new)
         if step.check_sites and any(row[COUNT] for row in np.asarray(checks).tolist()):
             prep = self.executor._prepare(self.program, None, self.fetch_names)
             _raise_if_refused(step, prep, np.asarray(checks))
-        return [_host(unpack_fetch(a, 1, 1, False) if isinstance(a, LoDArray) else a)
-                for a in fetched]
+        return [np.asarray(a) if type(a) is not LoDArray else
+                _host(unpack_fetch(a, 1, 1, False)) for a in fetched]
 
     def clone(self) -> Predictor:
         """A predictor sharing this one's program, parameters and compiled steps."""
         twin = object.__new__(Predictor)
         twin.__dict__.update(self.__dict__)
         return twin
+
+
+def _stacked_ints(fast: _Fast, cap: int, seens: tuple) -> tuple:
+    """The stacked form's per-feed (lengths, segment ids) on the device for these verdicts
+    at ``cap``: the last call's when its verdicts are the same objects, else made now."""
+    memo = fast.stacked_ints
+    if memo is None or memo[1] != cap or not all(map(is_, seens, memo[0])):
+        memo = seens, cap, tuple([(jnp.asarray(s[4]), jnp.asarray(host_segments(s[4], cap)))
+                                  for s in seens])
+        fast.stacked_ints = memo
+    return memo[2]
 
 
 def _small(fast: _Fast, args: tuple) -> bool:

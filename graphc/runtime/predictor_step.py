@@ -17,6 +17,7 @@ import numpy as np
 from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE
 from ..backends.jax.step import CompiledStep
 from ..backends.lod import LoDArray, given_segments
+from ..backends.precision import with_graphc_x64
 from .lod import bucket
 
 __all__ = ["HostIdChecks", "InferenceStep", "StackPlan", "host_segments"]
@@ -26,7 +27,8 @@ _UNSIGNED = {np.dtype(f"int{b}"): np.dtype(f"uint{b}") for b in (8, 16, 32, 64)}
 # LoD buffers of at most this many rows run the executor's own step (device segment ids
 # and checks): at 16 rows those cost XLA:CPU nothing measurable (the 4-slot CTR step took
 # the same 80 us either way) while the host's work would add ~15 us; from 32 rows on they
-# cost 50-100 us (the running sums become several kernels)
+# cost 50-100 us (the running sums become several kernels). The stacked form (steady
+# offsets) runs the own step at every size: its segment ids stay on the device between calls
 DEVICE_SEGMENTS_UP_TO = 16
 
 
@@ -35,10 +37,34 @@ class InferenceStep(CompiledStep):
     LoDArray, its segment ids on the host, ``host_segments``), which the step's ops use
     instead of deriving them. ``check_data`` False when every check is made on the host."""
 
-    def __init__(self, base: CompiledStep, check_data: bool):
+    def __init__(self, base: CompiledStep, check_data: bool, stacked_at: tuple = ()):
         super().__init__(base.graph, base.fetch_values, donate=base.donate,
                          check_data=check_data, services=base.services)
         self.feed_shapes = base.feed_shapes
+        # the stacked form (``call_stacked``): the feed positions its token rows stand for
+        self.stacked_at = tuple(stacked_at)
+        self._stacked_jit = (self._jit(self._traced_with_services(self._stacked))
+                             if stacked_at else None)
+
+    @with_graphc_x64
+    def call_stacked(self, updated, readonly, dense: tuple, tokens, ints: tuple):
+        """The step on one-level LoD feeds given as one token buffer ``[k, capacity, ...]``
+        (row j: the feed at ``stacked_at[j]``) and ``ints[j]`` = (its lengths, its segment
+        ids on the host, ``host_segments``), the other feeds in ``dense`` in their order.
+        Why: each host array a call hands XLA costs a transfer (~2 us on XLA:CPU), while
+        device arrays kept from the last call and a slice inside the program cost nothing."""
+        return self._stacked_jit(tuple(updated), readonly, dense, None, tokens, ints)
+
+    def _stacked(self, updated, readonly, dense, step, tokens, ints):
+        feeds, rest, at = [], iter(dense), dict(zip(self.stacked_at, range(len(ints))))
+        for i in range(len(self.feed_inputs)):
+            j = at.get(i)
+            if j is None:
+                feeds.append(next(rest))
+            else:
+                lengths, segments = ints[j]
+                feeds.append((LoDArray(tokens[j], (lengths,)), segments))
+        return self._step(updated, readonly, tuple(feeds), step)
 
     def _step(self, updated, readonly, feeds, step):
         known, plain = {}, []
@@ -130,18 +156,20 @@ def _ids(arg) -> np.ndarray:
 class StackPlan:
     """The steady zero-copy case, made cheap: every LoD feed given as tokens and offsets
     equal to its last valid ones (``Predictor``'s verdicts) is packed into one zeroed
-    buffer ``[feeds, bucket, ...]`` (one allocation) and its ids checked against every
-    table that reads them with one reduction. ``names``: the LoD feeds in the step's order;
+    buffer ``[feeds, bucket, ...]`` (one allocation, one host array for the step:
+    ``InferenceStep.call_stacked``) and its ids checked against every table that reads them
+    with one reduction. ``names``: the LoD feeds in the step's order;
     ``limits``: per feed, the fewest rows of a table it indexes (None: no host checks);
     ``checked``: their feed positions, which ``HostIdChecks.refused`` then skips."""
 
-    __slots__ = ("names", "limits", "limit", "checked", "shared")
+    __slots__ = ("names", "limits", "limit", "checked", "shared", "dtype")
 
     def __init__(self, feed_names: tuple, lod_feeds: dict, host: HostIdChecks | None,
                  shared: bool):
         self.names = tuple(n for n in feed_names if n in lod_feeds)
         self.shared = shared or len(self.names) == 1
         self.limits, self.limit, self.checked = None, None, frozenset()
+        self.dtype = None  # the LoD feeds' one dtype, known on the first ``tokens``
         if host is not None:
             at = {n: feed_names.index(n) for n in self.names}
             limits = [min([rows for pos, rows, _ in host.sites if pos == at[n]],
@@ -151,39 +179,56 @@ class StackPlan:
             if len(set(limits)) == 1:
                 self.limit = limits[0]
 
-    def pack(self, feed: dict, lods: dict, verdicts: dict, dtypes: dict) -> dict | None:
-        """{name: LoDArray} for the LoD feeds, or None: not the steady case, or an id
+    def tokens(self, feed: dict, lods: dict, verdicts: dict, dtypes: dict) -> tuple | None:
+        """(one zeroed buffer ``[feeds, capacity, ...]`` holding the LoD feeds' tokens in
+        ``names`` order, the verdicts used per feed), or None: not the steady case, or an id
         outside a table (the full path then packs again and refuses it exactly)."""
         if not self.shared:
             return None
-        seen_all = []
+        dtype = self.dtype
+        if dtype is None:  # the first call: the feeds' declared dtypes, stacked only if one
+            kinds = {np.dtype(dtypes[n]) for n in self.names}
+            if len(kinds) != 1:
+                self.shared = False
+                return None
+            dtype = self.dtype = kinds.pop()
+        seens, datas = [], []
+        trail = None
         for n in self.names:
             seen, data, off = verdicts.get(n), feed.get(n), lods.get(n)
             if (seen is None or off is None or type(data) is not np.ndarray
-                    or data.shape != seen[1] or data.dtype != dtypes[n] or len(off) != 1
+                    or data.shape != seen[1] or data.dtype != dtype or len(off) != 1
                     or type(off[0]) is not list or off[0] != seen[0]):
                 return None
-            seen_all.append((data, seen))
-        first = seen_all[0][1]
-        trail, dtype = first[2][1:], seen_all[0][0].dtype
-        if any(s[2][1:] != trail or d.dtype != dtype for d, s in seen_all):
-            return None
-        cap = (bucket(max(s[2][0] for _, s in seen_all)) if len(seen_all) > 1
-               else first[3])
+            if trail is None:
+                trail = seen[2][1:]
+            elif seen[2][1:] != trail:
+                return None
+            seens.append(seen)
+            datas.append(data)
+        cap = (bucket(max([s[2][0] for s in seens])) if len(seens) > 1 else seens[0][3])
         # few numpy calls: each costs microseconds beside a step that has cooled the caches
-        buf = np.zeros((len(seen_all), cap, *trail), dtype)
-        for i, (data, seen) in enumerate(seen_all):
-            buf[i, :seen[2][0]] = data if data.shape == seen[2] else data.reshape(seen[2])
-        if cap <= DEVICE_SEGMENTS_UP_TO:
-            pass  # the executor's step runs, with its own checks (see DEVICE_SEGMENTS_UP_TO)
-        elif self.limits is not None and dtype in _UNSIGNED:
+        buf = np.zeros((len(seens), cap, *trail), dtype)
+        for i, data in enumerate(datas):
+            shape = seens[i][2]
+            buf[i, :shape[0]] = data if data.shape == shape else data.reshape(shape)
+        if self.limits is not None:
+            if dtype not in _UNSIGNED:
+                return None
             wide = buf.view(_UNSIGNED[dtype])
             if self.limit is not None:  # one table size for all: one reduction
-                if wide.max() >= self.limit:
+                flat = wide.reshape(-1)  # (argmax: a third of max's fixed cost in numpy)
+                if flat[flat.argmax()] >= self.limit:
                     return None
-            elif (wide.reshape(len(seen_all), -1).max(axis=1) >= self.limits).any():
+            elif (wide.reshape(len(seens), -1).max(axis=1) >= self.limits).any():
                 return None
-        elif self.limits is not None:
+        return buf, tuple(seens)
+
+    def pack(self, feed: dict, lods: dict, verdicts: dict, dtypes: dict) -> dict | None:
+        """``tokens`` as {name: LoDArray} (rows of its one buffer), or None."""
+        got = self.tokens(feed, lods, verdicts, dtypes)
+        if got is None:
             return None
-        return {n: LoDArray(buf[i], (seen[4],)) for i, (n, (_, seen)) in
-                enumerate(zip(self.names, seen_all))}
+        buf, seens = got
+        return {n: LoDArray(buf[i], (seen[4],)) for i, (n, seen) in
+                enumerate(zip(self.names, seens))}
