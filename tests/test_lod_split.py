@@ -256,3 +256,44 @@ def test_ifelse_argument_types_are_type_errors():
         with pytest.raises(ArgumentTypeError, match="outputs must be Variables"):
             with ie.true_block():
                 ie.output([])
+
+
+def test_merge_infer_with_the_mask_as_x():
+    """Paddle's IfElse merges with x=cond (only its rows matter); merge_lod_tensor_infer is
+    the gradient-free form Paddle's inference programs hold."""
+    from graphc.fluid.layer_helper import LayerHelper
+    rng = np.random.default_rng(3)
+    xv, mask = rng.standard_normal((5, 2)), np.array([[0], [1], [1], [0], [1]], bool)
+    main = graphc.Program()
+    with graphc.program_guard(main, graphc.Program()):
+        x, m = graphc.data("x", [-1, 2], "float64"), graphc.data("m", [-1, 1], "bool")
+        yes, no = layers.split_lod_tensor(x, m)
+        helper = LayerHelper("merge_lod_tensor_infer")
+        out = helper.create_variable_for_type_inference(dtype="float64")
+        helper.append_op(type="merge_lod_tensor_infer",
+                         inputs={"X": m, "Mask": m, "InTrue": layers.tanh(yes), "InFalse": no},
+                         outputs={"Out": out}, attrs={"level": 0})
+        plain = layers.merge_lod_tensor(layers.tanh(yes), no, m, m)
+    got = both(main, {"x": xv, "m": mask}, [out, plain])
+    ref = np.where(mask, np.tanh(xv), xv)
+    np.testing.assert_allclose(got[0], ref, rtol=1e-12)
+    np.testing.assert_allclose(got[1], ref, rtol=1e-12)
+
+
+def test_a_persistable_side_reads_back_from_the_scope():
+    """Paddle's split test marks the sides persistable and reads them from the scope: a LoD
+    value there reads as its tokens and lengths."""
+    main, start = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, start):
+        x = graphc.data("x", [-1, 1], "int32", lod_level=1)
+        m = graphc.data("m", [-1, 1], "bool")
+        yes, no = layers.split_lod_tensor(x, m)
+        yes.persistable = no.persistable = True
+    scope = graphc.Scope()
+    x = create_lod_tensor(np.arange(10).reshape(10, 1).astype("int32"), [[3, 6, 1]])
+    graphc.Executor().run(main, feed={"x": x, "m": np.array([[0], [1], [0]], bool)},
+                          scope=scope)
+    t = scope.find_var(yes.name).get_tensor()
+    assert np.array(t).ravel().tolist() == [3, 4, 5, 6, 7, 8] and t.shape() == [6, 1]
+    assert t.recursive_sequence_lengths() == [[6, 0, 0]] and t.lod() == [[0, 6, 6, 6]]
+    assert scope.find_var(no.name).get_tensor().recursive_sequence_lengths() == [[3, 1, 0]]

@@ -2656,6 +2656,9 @@ IFELSE26_CASES = [
                               "InFalse": t(-1, 4)}, None, {"Out": t(5, 4)}, "dense"),
     case("merge_lod_tensor", {"X": lod(-1, 2), "Mask": b(-1, 1), "InTrue": lod(-1, 4),
                               "InFalse": lod(-1, -1)}, None, {"Out": lod(-1, -1)}, "lod"),
+    case("merge_lod_tensor_infer", {"X": t(5, 1, dtype="bool"), "Mask": b(5, 1),
+                                    "InTrue": lod(-1, 4), "InFalse": lod(-1, 4)}, None,
+         {"Out": t(5, 4)}, "x-is-the-mask"),
 ]
 CASES.extend(IFELSE26_CASES)  # test_every_op_has_a_case reads CASES when it runs
 
@@ -2663,7 +2666,8 @@ CASES.extend(IFELSE26_CASES)  # test_every_op_has_a_case reads CASES when it run
 @pytest.mark.parametrize("op_type, ins, attrs, outs", IFELSE26_CASES)
 def test_ifelse26_inferred_types(op_type, ins, attrs, outs):
     assert infer(op_type, ins, attrs) == _as_lists(outs)
-    test_grad_op_types(op_type, ins, attrs, outs)
+    if has_op_def(grad_op_type(op_type)):  # merge_lod_tensor_infer has no gradient
+        test_grad_op_types(op_type, ins, attrs, outs)
 
 
 @pytest.mark.parametrize("op_type, ins, attrs, message", [

@@ -154,3 +154,6 @@ register("merge_lod_tensor", "X Mask InTrue InFalse", "Out", {"level": ("int", 0
          infer=_merge_lod_tensor, lod_inputs=("X", "InTrue", "InFalse"), lod="aware",
          doc="Out has X's rows and LoD: row (a LoD X: level-0 sequence) r is the next unused "
              "one of InTrue where Mask[r], else of InFalse (split_lod_tensor's inverse)")
+register("merge_lod_tensor_infer", "X Mask InTrue InFalse", "Out", {"level": ("int", 0)},
+         infer=_merge_lod_tensor, traits=(NO_GRAD,), lod_inputs=("X", "InTrue", "InFalse"),
+         lod="aware", doc="merge_lod_tensor without a gradient (Paddle's inference form)")

@@ -183,7 +183,7 @@ def _top_rows(X):
     return counts, rows
 
 
-@lowering("merge_lod_tensor")
+@lowering("merge_lod_tensor", "merge_lod_tensor_infer")
 def _merge_lod_tensor(c, X, Mask, InTrue, InFalse):
     counts, rows = _top_rows(X)
     n = counts.shape[0]
