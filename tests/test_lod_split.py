@@ -158,12 +158,13 @@ def test_ops_over_a_side_see_its_rows_only():
 
 
 def test_agrees_with_ifelse():
-    """Paddle 1.8's IfElse is split_lod_tensor, a block per side and merge_lod_tensor: both
-    graphc forms give the same rows with the same weights."""
+    """Paddle 1.8's IfElse is split_lod_tensor, a block per side and merge_lod_tensor: graphc's
+    IfElse, split/merge, and split/merge with a ConditionalBlock([mask]) per side (Paddle's
+    raw API, which runs in every step) give the same rows with the same weights."""
     rng = np.random.default_rng(2)
     xv, label = rng.standard_normal((6, 4)), rng.integers(0, 10, (6, 1))
     results = []
-    for form in ("split", "ifelse"):
+    for form in ("split", "ifelse", "raw"):
         main, start = graphc.Program(), graphc.Program()
         with graphc.program_guard(main, start):
             x, y = graphc.data("x", [-1, 4], "float64"), graphc.data("y", [-1, 1], "int64")
@@ -177,6 +178,13 @@ def test_agrees_with_ifelse():
             if form == "split":
                 yes, no = layers.split_lod_tensor(x, cond)
                 out = layers.merge_lod_tensor(block(yes, "t", 5), block(no, "f", 7), x, cond)
+            elif form == "raw":  # Paddle's test_if_else_op raw API: a ConditionalBlock per side
+                yes, no = layers.split_lod_tensor(x, cond)
+                sides = [layers.create_tensor("float64"), layers.create_tensor("float64")]
+                for rows, side, name, size in ((yes, sides[0], "t", 5), (no, sides[1], "f", 7)):
+                    with layers.ConditionalBlock([cond]).block():
+                        layers.assign(block(rows, name, size), side)
+                out = layers.merge_lod_tensor(sides[0], sides[1], x, cond)
             else:
                 ie = layers.IfElse(cond)
                 with ie.true_block():
@@ -196,6 +204,7 @@ def test_agrees_with_ifelse():
                        for n in ("t_w", "t_b", "t_w2", "t_b2", "f_w", "f_b", "f_w2", "f_b2")}
         results.append((got, weights))
     np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-10)
+    np.testing.assert_allclose(results[0][0], results[2][0], rtol=1e-10)
 
 
 # -- errors -----------------------------------------------------------------------------------
