@@ -1,5 +1,5 @@
-"""Definitions of the LoD-side control-flow ops (Paddle 1.8's slots and attributes): setting
-or appending a LoD level, and the rank table that orders sequences by length.
+"""Definitions of the LoD-side control-flow ops (Paddle 1.8's slots and attributes): LoD levels
+set or appended, the rank table ordering sequences by length, IfElse's split/merge of rows.
 
 The rank table is a graphc value, not a special variable type: an int64 ``[N, 2]`` tensor of
 rows (sequence index, length) sorted by length, longest first, ties in the batch's order

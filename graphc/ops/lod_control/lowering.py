@@ -1,8 +1,9 @@
 """Lowering rules of the LoD-side control-flow ops over LoDArrays: new lengths are device
 values (a LoD from a tensor is fine on XLA), buffers keep their static capacities.
 
-Gradients: lod_reset's and reorder_lod_tensor_by_rank's are the generic LoD vjp of these
-rules (identity on the tokens, and the inverse permutation).
+Gradients: lod_reset's, reorder_lod_tensor_by_rank's, split_lod_tensor's and
+merge_lod_tensor's are the generic LoD vjp of these rules (identity on the tokens, the
+inverse permutation, and scatters of the gathered rows back to their sides).
 """
 
 from __future__ import annotations
