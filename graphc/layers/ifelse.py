@@ -142,7 +142,9 @@ class IfElse:
                 raise ProgramError(f"IfElse: {op.where} in the {label} block would mix the rows "
                                    f"of the batch ({why}); graphc runs both blocks on every row "
                                    "and keeps each row from its own block, exact for row-wise "
-                                   "ops only. Move it after IfElse() (docs/control_flow.md)")
+                                   "ops only. Move it after IfElse(), or write the blocks with "
+                                   "split_lod_tensor / merge_lod_tensor, whose sides hold "
+                                   "only their own rows (docs/control_flow.md)")
             rows.update(op.output_arg_names)
         for o in branch.returns:
             if o.name not in rows:
