@@ -2127,6 +2127,39 @@ def create_lod_tensor_of(c, lengths, width):
 # -- end issue 26: LoD ops of control-flow programs
 
 
+# -- ifelse26: split_lod_tensor / merge_lod_tensor ------------------------------------------------
+@grad_case("split_lod_tensor", "merge_lod_tensor",
+           params=[{"x": "dense"}, {"x": "lod1"}, {"x": "lod2"}])
+def split_merge_route_each_row_through_its_side(c, x):
+    """Each side through a different nonlinearity: a row sent to the wrong side, or a
+    gradient sent back to the wrong row, changes the loss."""
+    if x == "dense":
+        xv = c.data("x", c.randn(5, 2))
+        mask = np.array([[1], [0], [0], [1], [1]], bool)
+    else:
+        lengths = _SEQ_LENGTHS if x == "lod1" else [[1, 2, 0], [2, 0, 3]]
+        xv, t = _seq_x(c, lengths=lengths)
+        mask = (np.arange(len(lengths[0])) % 2 == 0)[:, None]
+    m = graphc.data("m", list(mask.shape), "bool")
+    yes, no = layers.split_lod_tensor(xv, m)
+    out = layers.merge_lod_tensor(layers.tanh(yes), layers.square(no), xv, m)
+    if x == "dense":
+        c.feeds["m"] = mask
+        return [out]
+    _seq_check(c, out, {"x": t, "m": mask}, ["x"])
+
+
+@grad_case("merge_lod_tensor", params=[{}])
+def merge_takes_dense_sides_row_by_row(c):
+    """Sides that are not split_lod_tensor's (dense, as many rows as their flags)."""
+    x = c.data("x", c.randn(5, 2), grad=False)
+    a, b = c.data("a", c.randn(3, 2)), c.data("b", c.randn(2, 2))
+    c.feeds["m"] = np.array([[0], [1], [1], [0], [1]], bool)
+    m = graphc.data("m", [5, 1], "bool")
+    return [layers.merge_lod_tensor(layers.exp(a), b, x, m)]
+# -- end ifelse26
+
+
 # -- issue 28: fused_embedding_seq_pool (the fuse-embedding-seq-pool pass makes it) ----------
 @grad_case("fused_embedding_seq_pool", params=[{"is_sparse": False, "padding_idx": -1},
                                                {"is_sparse": False, "padding_idx": 1}])

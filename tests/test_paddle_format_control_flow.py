@@ -265,20 +265,54 @@ def test_paddles_models_resaved_by_graphc_keep_paddles_outputs(tmp_path, name):
         np.testing.assert_allclose(_paddle_check(tmp_path, xs), want, rtol=1e-5, atol=1e-6)
 
 
-def test_graphc_region_ops_without_a_paddle_form_are_refused_by_name(tmp_path):
+# -- ifelse26: IfElse in Paddle 1.8's layout (split_lod_tensor, conditional_blocks, merge)
+def test_graphc_writes_ifelse_in_paddle_18_layout_and_reads_it_back(tmp_path):
+    """IfElse saved by graphc as Paddle 1.8's IfElse writes it (Paddle 3.3.1 has no
+    split_lod_tensor to run it): split_lod_tensor of the rows, a conditional_block per side
+    (is_scalar_condition False) assigning its results, merge_lod_tensor with x = cond; graphc
+    reads it back (the blocks inline, on the sides' LoD values) with the same outputs."""
     x = fluid.data("x", [-1, 2], "float32")
     c = L.less_than(L.reduce_sum(x, dim=1, keep_dim=True), L.fill_constant([1], "float32", 0))
     ie = L.IfElse(c)
     with ie.true_block():
-        ie.output(L.scale(ie.input(x), 2.0))
+        ie.output(L.fc(L.scale(ie.input(x), 2.0), 3, act="tanh"))
     with ie.false_block():
-        ie.output(L.relu(ie.input(x)))
+        ie.output(L.fc(L.relu(ie.input(x)), 3))
     (y,) = ie()
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(fluid.default_startup_program())
-    with pytest.raises(ProgramError, match="'ifelse' has no form in Paddle's format"):
-        fluid.io.save_inference_model(str(tmp_path), ["x"], [y], exe)
-
+    xs = np.random.default_rng(4).standard_normal((6, 2)).astype("float32")
+    (want,) = exe.run(fluid.default_main_program(), feed={"x": xs}, fetch_list=[y])
+    fluid.io.save_inference_model(str(tmp_path), ["x"], [y], exe, params_filename="__params__")
+    desc = _desc((tmp_path / "__model__").read_bytes())
+    ops = [o for o in desc.blocks[0].ops if o.type not in ("feed", "fetch")]
+    types = [o.type for o in ops]
+    assert types.count("split_lod_tensor") == 1 and types.count("merge_lod_tensor") == 1
+    blocks = [o for o in ops if o.type == "conditional_block"]
+    assert len(blocks) == 2 and len(desc.blocks) == 3
+    for o in blocks:
+        scalar = [a.b for a in o.attrs if a.name == "is_scalar_condition"]
+        assert scalar == [False] and _slots(o.inputs)["Cond"] == [c.name]
+    split = ops[types.index("split_lod_tensor")]
+    merge = ops[types.index("merge_lod_tensor")]
+    assert _slots(split.inputs) == {"X": ["x"], "Mask": [c.name]}
+    assert _slots(merge.inputs)["X"] == [c.name] and _slots(merge.outputs)["Out"] == [y.name]
+    with fluid.scope_guard(fluid.Scope()):
+        exe2, again, feeds2, fetches2 = _load(tmp_path)
+        assert "ifelse" not in {op.type for op in again.global_block().ops}
+        got = _run_both(exe2, again, {feeds2[0]: xs}, fetches2)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    # as Paddle 1.8 declares them: the sides and their values without a LoD level
+    for b in desc.blocks:
+        for v in b.vars:
+            if v.type.HasField("lod_tensor"):
+                v.type.lod_tensor.lod_level = 0
+    (tmp_path / "__model__").write_bytes(desc.SerializeToString())
+    with fluid.scope_guard(fluid.Scope()):
+        exe3, paddles, feeds3, fetches3 = _load(tmp_path)
+        got = _run_both(exe3, paddles, {feeds3[0]: xs}, fetches3)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+# -- end ifelse26
 
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

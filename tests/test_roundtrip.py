@@ -1761,3 +1761,25 @@ def _ctc_greedy_decoder_lod():
 def test_ctc_greedy_decoder_lod_round_trips():
     test_layer_round_trips("ctc_greedy_decoder-lod")
 # -- end ctc
+
+
+# -- ifelse26: split_lod_tensor / merge_lod_tensor --------------------------------------------
+@case("split_lod_tensor")
+def _split_lod_tensor():
+    x = graphc.data("x", [-1, 3], lod_level=2)
+    m = graphc.data("m", [-1, 1], "bool")
+    yes, no = layers.split_lod_tensor(x, m)
+    layers.merge_lod_tensor(layers.tanh(yes), no, x, m)
+
+
+@case("merge_lod_tensor")
+def _merge_lod_tensor():
+    x, m = graphc.data("x", [-1, 3]), graphc.data("m", [-1, 1], "bool")
+    yes, no = layers.split_lod_tensor(x, m)
+    layers.merge_lod_tensor(layers.fc(yes, 2), layers.fc(no, 2), m, m)
+
+
+@pytest.mark.parametrize("case_id", ["split_lod_tensor", "merge_lod_tensor"])
+def test_split_merge_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end ifelse26

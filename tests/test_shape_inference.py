@@ -2679,3 +2679,42 @@ def test_lookup_table_refuses_ids_whose_only_dimension_is_the_batch():
                                       "Ids [-1] must end in a dimension of 1")
     assert infer("lookup_table", {"W": t(100, 16), "Ids": i64(1)}) == {"Out": [t(16)]}
 # -- end ctc
+
+
+# -- ifelse26: split_lod_tensor / merge_lod_tensor ------------------------------------------------
+IFELSE26_CASES = [
+    case("split_lod_tensor", {"X": t(-1, 3), "Mask": b(-1, 1)}, None,
+         {"OutTrue": lod(-1, 3), "OutFalse": lod(-1, 3)}, "dense"),
+    case("split_lod_tensor", {"X": lod(-1, 3, level=2), "Mask": b(-1, 1)}, None,
+         {"OutTrue": lod(-1, 3, level=2), "OutFalse": lod(-1, 3, level=2)}, "lod2"),
+    case("merge_lod_tensor", {"X": t(5, 2), "Mask": b(5, 1), "InTrue": lod(-1, 4),
+                              "InFalse": t(-1, 4)}, None, {"Out": t(5, 4)}, "dense"),
+    case("merge_lod_tensor", {"X": lod(-1, 2), "Mask": b(-1, 1), "InTrue": lod(-1, 4),
+                              "InFalse": lod(-1, -1)}, None, {"Out": lod(-1, -1)}, "lod"),
+    case("merge_lod_tensor_infer", {"X": t(5, 1, dtype="bool"), "Mask": b(5, 1),
+                                    "InTrue": lod(-1, 4), "InFalse": lod(-1, 4)}, None,
+         {"Out": t(5, 4)}, "x-is-the-mask"),
+]
+CASES.extend(IFELSE26_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", IFELSE26_CASES)
+def test_ifelse26_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    if has_op_def(grad_op_type(op_type)):  # merge_lod_tensor_infer has no gradient
+        test_grad_op_types(op_type, ins, attrs, outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("split_lod_tensor", {"X": t(4, 2), "Mask": b(3, 1)}, {}, "Mask bool[3,1] has 3 flags"),
+    ("split_lod_tensor", {"X": lod(-1, 2), "Mask": b(-1, 2)}, {}, "dense [N, 1] tensor"),
+    ("split_lod_tensor", {"X": lod(-1, 2, level=2), "Mask": b(-1, 1)}, {"level": 1},
+     "level 0 only"),
+    ("merge_lod_tensor", {"X": t(4, 2), "Mask": b(4, 1), "InTrue": t(-1, 2),
+                          "InFalse": t(-1, 2, dtype="float64")}, {}, "one dtype and one row"),
+    ("merge_lod_tensor", {"X": t(4, 2), "Mask": lod(-1, 1), "InTrue": t(-1, 2),
+                          "InFalse": t(-1, 2)}, {}, "input 'Mask' of op merge_lod_tensor is a LoD"),
+])
+def test_ifelse26_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end ifelse26

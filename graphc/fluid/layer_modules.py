@@ -55,6 +55,7 @@ _CONTROL_FLOW = (
     "ConditionalBlock",  # -- issue 26: a class of Paddle's module, out of its __all__
     # -- issue 26: module-level helpers outside Paddle's __all__ that programs import
     "lod_rank_table", "max_sequence_len",
+    "split_lod_tensor", "merge_lod_tensor",  # -- ifelse26: helpers out of __all__ as well
 )
 _IO = ("data", "read_file", "double_buffer", "py_reader", "create_py_reader_by_data", "load")
 _LOSS = (

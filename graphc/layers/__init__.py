@@ -501,6 +501,13 @@ __all__ += ["beam_search", "beam_search_decode", "lod_append", "lod_rank_table",
             "max_sequence_len", "reorder_lod_tensor_by_rank"]
 # -- end issue 26: LoD ops of control-flow programs
 
+
+# -- ifelse26: split_lod_tensor / merge_lod_tensor (Paddle's IfElse building blocks)
+from .lod_split import merge_lod_tensor, split_lod_tensor  # noqa: E402
+
+__all__ += ["merge_lod_tensor", "split_lod_tensor"]
+# -- end ifelse26
+
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing

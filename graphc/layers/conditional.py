@@ -35,8 +35,8 @@ def check_scalar(layer: str, arg: str, value, dtypes=("bool",)) -> Variable:
 def named_helper(layer: str, layer_type: str, name) -> LayerHelper:
     """The layer's helper; ``name`` must be a str or None, as Paddle checks."""
     if name is not None and not isinstance(name, str):
-        raise ProgramError(f"{layer}: name must be a str or None, got {type(name).__name__}"
-                           f"{where_at()}")
+        raise ArgumentTypeError(f"{layer}: name must be a str or None, got "
+                                f"{type(name).__name__}{where_at()}")
     return LayerHelper(layer_type, name)
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentTypeError, ProgramError
 from ..ir.program import Parameter, Variable
 from ..ir.regions import BlockMark, take
 from ..ops.cond.rowwise import row_wise_refusal
@@ -22,8 +22,8 @@ class IfElse:
 
     def __init__(self, cond, name=None):
         if not isinstance(cond, Variable):
-            raise ProgramError(f"IfElse: cond must be a Variable, got {type(cond).__name__}"
-                               f"{where_at()}")
+            raise ArgumentTypeError(f"IfElse: cond must be a Variable, got "
+                                    f"{type(cond).__name__}{where_at()}")
         shape = None if cond.shape is None else list(cond.shape)
         if cond.dtype != "bool" or shape is None or not (
                 len(shape) == 2 and shape[1] == 1 or len(shape) == 1):
@@ -73,8 +73,8 @@ class IfElse:
                                f"false_block{where_at()}")
         for o in outs:
             if not isinstance(o, Variable):
-                raise ProgramError(f"IfElse.output: outputs must be Variables, got "
-                                   f"{type(o).__name__}{where_at()}")
+                raise ArgumentTypeError(f"IfElse.output: outputs must be Variables, got "
+                                        f"{type(o).__name__}{where_at()}")
             self.outputs[self.status].append(o)
 
     def __call__(self):
@@ -142,7 +142,9 @@ class IfElse:
                 raise ProgramError(f"IfElse: {op.where} in the {label} block would mix the rows "
                                    f"of the batch ({why}); graphc runs both blocks on every row "
                                    "and keeps each row from its own block, exact for row-wise "
-                                   "ops only. Move it after IfElse() (docs/control_flow.md)")
+                                   "ops only. Move it after IfElse(), or write the blocks with "
+                                   "split_lod_tensor / merge_lod_tensor, whose sides hold "
+                                   "only their own rows (docs/control_flow.md)")
             rows.update(op.output_arg_names)
         for o in branch.returns:
             if o.name not in rows:

@@ -56,6 +56,13 @@ class ConditionalBlock:
 
     def _finish(self, branch: Branch) -> None:
         block = default_main_program().current_block()
+        if not self.is_scalar_condition and _split_masks(block, self.inputs):
+            # ifelse26: a side of Paddle 1.8's IfElse written by hand (split_lod_tensor, a
+            # ConditionalBlock([mask]) per side, merge_lod_tensor): Paddle runs it whenever the
+            # mask has rows, i.e. in every step, on the side's LoD value; its ops stay as they are
+            block.ops.extend(branch.captured.ops)
+            block.program._bump()
+            return
         _, writes = touches(block, branch.captured)
         if not writes:  # only local values: nothing outside can tell whether it ran
             drop_branch_locals(block, branch)
@@ -65,6 +72,12 @@ class ConditionalBlock:
                         {"Cond": self._predicate()}, [branch, keep],
                         lambda t: {"true_body": t[0], "false_body": t[1]})
 
+
+
+def _split_masks(block, inputs) -> bool:
+    """Whether every input is the Mask of a split_lod_tensor of ``block``."""
+    masks = {n for op in block.ops if op.type == "split_lod_tensor" for n in op.input("Mask")}
+    return bool(inputs) and all(x.name in masks for x in inputs)
 
 class _ConditionalGuard:
     def __init__(self, owner):

@@ -12,8 +12,11 @@ from weakref import WeakKeyDictionary
 import jax
 import numpy as np
 
+from ..backends.lod import LoDArray
 from ..backends.precision import with_graphc_x64
 from ..ir.errors import GraphcError
+from .lod import unpack
+from .lod_tensor import LoDTensor
 from .stacked_state import StateDict, prepare_for_step
 from .tensor_methods import TensorMethods
 
@@ -24,8 +27,8 @@ class ScopeError(GraphcError):
 
 class Tensor(TensorMethods):
     """A variable's value in a scope: ``np.array(t)``, ``t.set(array)``, ``t.shape()``, and
-    the rest of Paddle's Tensor methods (tensor_methods.py). A scope holds dense values: its
-    LoD is empty."""
+    the rest of Paddle's Tensor methods (tensor_methods.py). A dense value's LoD is empty; a
+    LoD value (a persistable LoD variable's) reads as its tokens and sequence lengths."""
 
     __slots__ = ("_scope", "_name")
 
@@ -35,7 +38,14 @@ class Tensor(TensorMethods):
     def _array(self):
         if self._name not in self._scope:
             raise ScopeError(f"variable '{self._name}' has no value yet")
-        return self._scope.whole(self._name)
+        value = self._scope.whole(self._name)
+        return self._unpacked(value) if isinstance(value, LoDArray) else value
+
+    @staticmethod
+    def _unpacked(value):
+        # ifelse26: a LoD value (Paddle's tests read a persistable split_lod_tensor side's
+        # tokens and lengths back from the scope): the LoDTensor its buffers pack
+        return unpack(value)
 
     def __array__(self, dtype=None, copy=None):
         arr = np.asarray(self._array())
@@ -48,10 +58,12 @@ class Tensor(TensorMethods):
         self._scope[self._name] = array
 
     def shape(self) -> list[int]:
-        return list(self._array().shape)
+        value = self._array()
+        return value.shape() if isinstance(value, LoDTensor) else list(value.shape)
 
     def _dtype(self):
-        return self._array().dtype
+        value = self._array()
+        return value._value().dtype if isinstance(value, LoDTensor) else value.dtype
 
     def _read(self):
         return np.asarray(self._array())
@@ -70,10 +82,13 @@ class Tensor(TensorMethods):
         return next(iter(devices())) if devices is not None else None
 
     def lod(self) -> list:
-        return []
+        value = self._scope.whole(self._name) if self._name in self._scope else None
+        return self._unpacked(value).lod() if isinstance(value, LoDArray) else []
 
     def recursive_sequence_lengths(self) -> list:
-        return []
+        value = self._scope.whole(self._name) if self._name in self._scope else None
+        return (self._unpacked(value).recursive_sequence_lengths()
+                if isinstance(value, LoDArray) else [])
 
     def has_valid_recursive_sequence_lengths(self) -> bool:
         return True

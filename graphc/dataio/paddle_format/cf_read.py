@@ -194,6 +194,9 @@ def append_conditional(ctx, op, rename: dict) -> None:
     from .program_desc import ProgramDescError
     desc, program, feeds, where = ctx
     block = program.global_block()
+    if _ifelse_side(desc, op):  # ifelse26: a side of Paddle's IfElse runs in every step
+        append_block(ctx, attr(op, "sub_block"), rename)
+        return
     conds = [block.var(rename.get(n, n)) for n in _slot(op, "Cond")]
     try:
         with ConditionalBlock(conds, bool(attr(op, "is_scalar_condition", False))).block():
@@ -205,6 +208,46 @@ def append_conditional(ctx, op, rename: dict) -> None:
                                f"{attr(op, 'sub_block')} does not build in graphc: {exc}") \
             from None
 
+
+
+def _ifelse_side(desc, op) -> bool:
+    """Whether ``op`` is a block of Paddle 1.8's IfElse: not a scalar condition, and every
+    condition the Mask of a split_lod_tensor. Paddle runs such a block whenever the condition
+    has rows (always, in a step), on the LoD values the split makes (empty when no row
+    goes that way), so its ops are read as they are, with no conditional around them."""
+    conds = _slot(op, "Cond")
+    if attr(op, "is_scalar_condition", False) or not conds:
+        return False
+    masks = {n for b in desc.blocks for o in b.ops if o.type == "split_lod_tensor"
+             for n in _slot(o, "Mask")}
+    return set(conds) <= masks
+
+
+def mark_ifelse_rows(desc) -> None:
+    """Declare the values of Paddle's IfElse sides as LoD values (``lod_level`` 1): the
+    split_lod_tensor outputs, what the sides' blocks compute from them and the outer
+    variables they assign to. Paddle declares them without a LoD level (its sides have a
+    run-time row count); graphc's sides are LoD values of static capacity."""
+    rows = {n for b in desc.blocks for o in b.ops if o.type == "split_lod_tensor"
+            for slot in ("OutTrue", "OutFalse") for n in _slot(o, slot, True)}
+    if not rows:
+        return
+    sides = [attr(o, "sub_block") for b in desc.blocks for o in b.ops
+             if o.type == "conditional_block" and _ifelse_side(desc, o)]
+    for index in sides:
+        for o in desc.blocks[index].ops:
+            if rows & {n for v in o.inputs for n in v.arguments}:
+                rows |= {n for v in o.outputs for n in v.arguments}
+    for b in [desc.blocks[0], *(desc.blocks[i] for i in sides)]:
+        for v in b.vars:
+            if v.name in rows and v.type.type == _lod_tensor_kind() \
+                    and not v.type.lod_tensor.lod_level:
+                v.type.lod_tensor.lod_level = 1
+
+
+def _lod_tensor_kind() -> int:
+    from .program_desc import _LOD_TENSOR
+    return _LOD_TENSOR
 
 def append_recurrent(ctx, op, rename: dict) -> None:
     """Paddle's recurrent op (StaticRNN) as graphc's: its step-input slices and memories

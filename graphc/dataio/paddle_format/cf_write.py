@@ -1,5 +1,5 @@
-"""graphc's cond / case / switch_case and recurrent ops written in Paddle's block structure:
-conditional_block sub-blocks merged by select_input, and Paddle 1.8's recurrent op."""
+"""graphc's cond / case / switch_case, ifelse and recurrent ops in Paddle's block structure:
+conditional_block sub-blocks (merged by select_input, or IfElse's merge_lod_tensor), recurrent."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ def _visible(desc, bd) -> set[str]:
     return names
 
 
-def _declare(desc, bd, stem: str, dtype: str, shape) -> str:
+def _declare(desc, bd, stem: str, dtype: str, shape, lod_level: int = 0) -> str:
     from .program_desc import _LOD_TENSOR
     from .tensor_stream import DTYPE_NUMBERS
     name = _fresh(desc, stem)
@@ -32,6 +32,8 @@ def _declare(desc, bd, stem: str, dtype: str, shape) -> str:
     v.type.type = _LOD_TENSOR
     v.type.lod_tensor.tensor.data_type = DTYPE_NUMBERS[dtype]
     v.type.lod_tensor.tensor.dims.extend(list(shape))
+    if lod_level:
+        v.type.lod_tensor.lod_level = lod_level
     return name
 
 
@@ -165,6 +167,59 @@ def write_branches(desc, bd, op, write_ops) -> None:
              {"Out": [out]}, {}, w.role)
 
 
+def write_ifelse(desc, bd, op, write_ops) -> None:
+    """graphc's ifelse as Paddle 1.8's IfElse writes it (ifelse26): split_lod_tensor of each
+    row input by the condition, one conditional_block per side (``is_scalar_condition``
+    False: it runs whenever the condition has rows) computing on its side's rows and copying
+    its results into variables of its own, then one merge_lod_tensor per result, with the
+    condition as ``x`` as Paddle's IfElse merges."""
+    from .program_desc import _write_op
+    w = _Writer(desc, bd, op)
+    cond = op.inputs["Cond"][0]
+    xs, consts = list(op.inputs.get("X", [])), list(op.inputs.get("Input", []))
+    outs = list(op.outputs.get("Out", []))
+    sides: dict[bool, list[str]] = {True: [], False: []}
+    for x in xs:
+        v = op.block.var(x)
+        for side in (True, False):
+            # a side is a LoD value: the rows taken, one per sequence (split_lod_tensor)
+            sides[side].append(_declare(desc, bd, f"{x}.{'true' if side else 'false'}",
+                                        v.dtype, v.shape or (), lod_level=1))
+        _write_op(bd, "split_lod_tensor", {"X": [x], "Mask": [cond]},
+                  {"OutTrue": [sides[True][-1]], "OutFalse": [sides[False][-1]]},
+                  {"level": 0}, w.role)
+    types = [op.block.var(n) for n in outs]
+    results = {}
+    for side, text in ((True, op.attrs["true_body"]), (False, op.attrs["false_body"])):
+        graph, _ = w.body(text, {})
+        rename = {v.var.name: n for v, n in zip(graph.inputs, [*sides[side], *consts])
+                  if v.var.name != n}
+        graph, block = w.body(text, rename)
+        sd = w.sub_block()
+        mine = [_declare(desc, bd, w.stem, t.dtype, t.shape or (), lod_level=1) for t in types]
+        w.fill(sd, block, rename, write_ops)
+        rows = set(sides[side])  # values computed from the side's rows are LoD values too
+        for o in block.ops:
+            if rows & set(o.input_arg_names):
+                rows |= set(o.output_arg_names)
+        for v in sd.vars:
+            if v.name in rows and v.type.type == _lod_tensor():
+                v.type.lod_tensor.lod_level = 1
+        for v, r in zip(graph.outputs, mine):
+            _write_op(sd, "assign", {"X": [rename.get(v.var.name, v.var.name)]},
+                      {"Out": [r]}, {}, w.role)
+        scope = _fresh(desc, f"{w.stem}.scope")
+        bd.vars.add(name=scope).type.type = _step_scopes()
+        _raw(bd, "conditional_block", {"Cond": [cond], "Input": [*sides[side], *consts]},
+             {"Out": mine, "Scope": [scope]},
+             {"sub_block": sd.idx, "is_scalar_condition": False}, w.role)
+        results[side] = mine
+    for j, out in enumerate(outs):
+        _write_op(bd, "merge_lod_tensor", {"X": [cond], "Mask": [cond],
+                                           "InTrue": [results[True][j]],
+                                           "InFalse": [results[False][j]]},
+                  {"Out": [out]}, {"level": 0}, w.role)
+
 def write_recurrent(desc, bd, op, write_ops) -> None:
     """graphc's recurrent op as Paddle 1.8's StaticRNN writes it: the step in a sub-block
     where each step input's slice has its sequence's name, each memory its ``ex_states``
@@ -216,6 +271,11 @@ def _declare_slice(sd, name: str, t) -> None:
     v.type.type = _LOD_TENSOR
     v.type.lod_tensor.tensor.data_type = DTYPE_NUMBERS[t.dtype]
     v.type.lod_tensor.tensor.dims.extend(list(t.shape))
+
+
+def _lod_tensor() -> int:
+    from .program_desc import _LOD_TENSOR
+    return _LOD_TENSOR
 
 
 def _step_scopes() -> int:

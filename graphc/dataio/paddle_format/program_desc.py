@@ -127,6 +127,7 @@ def to_program(data: bytes, where: str = "ProgramDesc") -> tuple[Program, list[s
     """(program, feed names by ``col``, fetch names by ``col``) of a serialized ProgramDesc:
     its global block, feed/fetch ops replaced by data variables and fetch names."""
     desc = parse(data, where)
+    cf_read.mark_ifelse_rows(desc)  # ifelse26
     holders = {op.type for b in desc.blocks for op in b.ops
                if any(a.type in (_T["BLOCK"], _T["BLOCKS"]) for a in op.attrs)}
     held = {a.block_idx for b in desc.blocks for op in b.ops for a in op.attrs
@@ -321,15 +322,17 @@ def _write_ops(desc, bd, ops) -> None:
         if op.type == "recurrent":
             cf_write.write_recurrent(desc, bd, op, _write_ops)
             continue
+        if op.type == "ifelse":  # ifelse26
+            cf_write.write_ifelse(desc, bd, op, _write_ops)
+            continue
         if op.type == "empty_array":
             empty.update(op.output("Out"))
             continue
         if get_op_def(op.type).regions:
             raise ProgramDescError(
                 f"{op.where}: '{op.type}' has no form in Paddle's format that graphc writes: "
-                "graphc writes while, cond, case, switch_case and recurrent (StaticRNN)"
-                + (" (IfElse runs both blocks on every row; Paddle's splits the batch with "
-                   "split_lod_tensor)" if op.type == "ifelse" else ""))
+                "graphc writes while, cond, case, switch_case, ifelse and recurrent "
+                "(StaticRNN)")
         inputs = dict(op.inputs)
         if op.type == "write_to_array":  # Paddle's op writes its array in place
             inputs.pop("Array", None)

@@ -1,5 +1,5 @@
-"""Definitions of the LoD-side control-flow ops (Paddle 1.8's slots and attributes): setting
-or appending a LoD level, and the rank table that orders sequences by length.
+"""Definitions of the LoD-side control-flow ops (Paddle 1.8's slots and attributes): LoD levels
+set or appended, the rank table ordering sequences by length, IfElse's split/merge of rows.
 
 The rank table is a graphc value, not a special variable type: an int64 ``[N, 2]`` tensor of
 rows (sequence index, length) sorted by length, longest first, ties in the batch's order
@@ -102,3 +102,58 @@ register("reorder_lod_tensor_by_rank", "X RankTable", "Out", infer=_reorder,
          lod_inputs=("X",), lod="aware",
          doc="X's sequences (dense: rows) in the rank table's order; the gradient takes "
              "them back")
+
+
+# -- split_lod_tensor / merge_lod_tensor (ifelse26) ---------------------------------------------
+# Paddle's split gives each side a data-dependent number of rows; graphc gives each side X's
+# static capacity as a LoD value: the rows (level-0 sequences) taken, in order, then empty
+# sequences (zero rows), so every output keeps one shape and fetches give Paddle's rows.
+
+def _split_mask(c: InferContext, op: str, rows: int) -> None:
+    m = c.x("Mask")
+    c.check(not m.lod_level and (m.rank == 1 or m.rank == 2 and m.shape[1] in (1, -1)),
+            f"Mask must be a dense [N, 1] tensor (one flag per {op}), got {m}")
+    c.check(rows < 0 or m.shape[0] < 0 or m.shape[0] == rows,
+            f"Mask {m} has {m.shape[0]} flags but X has {rows} {op}s")
+
+
+def _split_level(c: InferContext, x: TensorType) -> int:
+    c.check(x.rank >= 1, f"X needs a row dimension, got {x}")
+    c.check(c["level"] == 0, f"graphc splits level 0 only (rows of a dense X, top-level "
+                             f"sequences of a LoD X), got level {c['level']}")
+    return -1 if x.lod_level else x.shape[0]
+
+
+def _split_lod_tensor(c: InferContext):
+    x = c.x("X")
+    _split_mask(c, "row or sequence", _split_level(c, x))
+    side = TensorType((-1, *x.shape[1:]), x.dtype, False, max(x.lod_level, 1))
+    return {"OutTrue": side, "OutFalse": side}
+
+
+register("split_lod_tensor", "X Mask", "OutTrue OutFalse", {"level": ("int", 0)},
+         infer=_split_lod_tensor, lod_inputs=("X",), lod="aware",
+         doc="OutTrue = X's rows (a LoD X: level-0 sequences) whose Mask is true, in order, "
+             "OutFalse the others; each a LoD value of X's capacity whose trailing sequences "
+             "are empty (a dense X: one row per sequence)")
+
+
+def _merge_lod_tensor(c: InferContext):
+    x, t, f = c.x("X"), c.x("InTrue"), c.x("InFalse")
+    _split_mask(c, "row or sequence", _split_level(c, x))
+    c.check(t.dtype == f.dtype and t.rank == f.rank and all(
+        a == b or -1 in (a, b) for a, b in zip(t.shape[1:], f.shape[1:])),
+        f"InTrue {t} and InFalse {f} must have one dtype and one row shape")
+    c.check(t.rank >= 1, f"InTrue needs a row dimension, got {t}")
+    tail = tuple(a if a == b else -1 for a, b in zip(t.shape[1:], f.shape[1:]))
+    rows = -1 if x.lod_level else x.shape[0]
+    return {"Out": TensorType((rows, *tail), t.dtype, False, x.lod_level)}
+
+
+register("merge_lod_tensor", "X Mask InTrue InFalse", "Out", {"level": ("int", 0)},
+         infer=_merge_lod_tensor, lod_inputs=("X", "InTrue", "InFalse"), lod="aware",
+         doc="Out has X's rows and LoD: row (a LoD X: level-0 sequence) r is the next unused "
+             "one of InTrue where Mask[r], else of InFalse (split_lod_tensor's inverse)")
+register("merge_lod_tensor_infer", "X Mask InTrue InFalse", "Out", {"level": ("int", 0)},
+         infer=_merge_lod_tensor, traits=(NO_GRAD,), lod_inputs=("X", "InTrue", "InFalse"),
+         lod="aware", doc="merge_lod_tensor without a gradient (Paddle's inference form)")

@@ -1,17 +1,20 @@
 """Lowering rules of the LoD-side control-flow ops over LoDArrays: new lengths are device
 values (a LoD from a tensor is fine on XLA), buffers keep their static capacities.
 
-Gradients: lod_reset's and reorder_lod_tensor_by_rank's are the generic LoD vjp of these
-rules (identity on the tokens, and the inverse permutation).
+Gradients: lod_reset's, reorder_lod_tensor_by_rank's, split_lod_tensor's and
+merge_lod_tensor's are the generic LoD vjp of these rules (identity on the tokens, the
+inverse permutation, and scatters of the gathered rows back to their sides).
 """
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from ...backends.data_checks import report_invalid
 from ...backends.lod import LENGTHS_DTYPE, LoDArray, token_segments
 from ...backends.lowering import LoweringError, lowering
+from ...ir.errors import ShapeError
 
 
 def _fit_rows(data, capacity: int):
@@ -122,3 +125,90 @@ def _reorder(c, X, RankTable):
         index, keep, new = _permute(lengths, index, keep, capacity)
         new_lengths.append(new)
     return {"Out": LoDArray(_take(X.data, index), tuple(new_lengths)).masked()}
+
+
+# -- split_lod_tensor / merge_lod_tensor (ifelse26) ---------------------------------------------
+
+def _flags(c, Mask, n: int):
+    """Mask as ``[n]`` bools (non-zero is true: Paddle's kernels read the bytes as bools)."""
+    m = jnp.reshape(Mask, (-1,))
+    if m.shape[0] != n:
+        raise ShapeError(f"{c.where}: Mask holds {m.shape[0]} flags but X has {n} rows "
+                         "(a LoD X: level-0 sequences); give one flag per row (sequence)")
+    return m != 0
+
+
+def _side(X, keep_first, order):
+    """X's rows (sequences) ``order``, those past ``keep_first`` empty: a LoDArray of X's
+    capacity (a dense X: one row per sequence)."""
+    n = order.shape[0]
+    keep = jnp.arange(n) < keep_first
+    if not isinstance(X, LoDArray):
+        lengths = keep.astype(LENGTHS_DTYPE)
+        return LoDArray(_take(X, order), (lengths,)).masked()
+    index, new_lengths = order.astype(LENGTHS_DTYPE), []
+    for level, lengths in enumerate(X.lengths):
+        deeper = level + 1 < X.lod_level
+        capacity = X.lengths[level + 1].shape[0] if deeper else X.capacity
+        index, keep, new = _permute(lengths, index, keep, capacity)
+        new_lengths.append(new)
+    return LoDArray(_take(X.data, index), tuple(new_lengths)).masked()
+
+
+@lowering("split_lod_tensor")
+def _split_lod_tensor(c, X, Mask):
+    n = X.num_sequences if isinstance(X, LoDArray) else X.shape[0]
+    m = _flags(c, Mask, n)
+    count = jnp.sum(m.astype(LENGTHS_DTYPE))
+    # stable partitions: the flagged rows in order first (argsort of False < True is stable)
+    return {"OutTrue": _side(X, count, jnp.argsort(~m, stable=True)),
+            "OutFalse": _side(X, n - count, jnp.argsort(m, stable=True))}
+
+
+def _top_rows(X):
+    """Per level-0 entry its row count ``[n]`` and per row of the buffer its entry ``[cap]``
+    (padding rows: ``n``); a dense X's entries are its rows."""
+    if not isinstance(X, LoDArray):
+        n = X.shape[0]
+        return jnp.ones(n, LENGTHS_DTYPE), jnp.arange(n, dtype=LENGTHS_DTYPE)
+    n = X.num_sequences
+    counts, owner = X.lengths[0].astype(LENGTHS_DTYPE), None
+    for level in range(1, X.lod_level):  # entries of level `level` -> their level-0 entry
+        inner = X.lengths[level].astype(LENGTHS_DTYPE)
+        seg = token_segments(X.lengths[level - 1], inner.shape[0])
+        owner = seg if owner is None else jnp.append(owner, n)[seg]
+        counts = jax.ops.segment_sum(inner, owner, num_segments=n + 1)[:n]
+    rows = token_segments(X.lengths[-1], X.capacity)
+    if owner is not None:
+        rows = jnp.append(owner, n)[rows]
+    return counts, rows
+
+
+@lowering("merge_lod_tensor", "merge_lod_tensor_infer")
+def _merge_lod_tensor(c, X, Mask, InTrue, InFalse):
+    counts, rows = _top_rows(X)
+    n = counts.shape[0]
+    m = _flags(c, Mask, n)
+    r = jnp.clip(rows, 0, max(n - 1, 0))
+    pos = jnp.arange(rows.shape[0], dtype=LENGTHS_DTYPE) - (jnp.cumsum(counts) - counts)[r]
+    picked = []
+    for slot, src, own in (("InTrue", InTrue, m), ("InFalse", InFalse, ~m)):
+        taken = jnp.where(own, counts, 0)
+        start = jnp.cumsum(taken) - taken  # the next unused row of this side, per entry
+        data = src.data if isinstance(src, LoDArray) else src
+        have = src.token_count() if isinstance(src, LoDArray) else jnp.asarray(data.shape[0])
+        need = jnp.sum(taken)
+        which = "flagged" if slot == "InTrue" else "unflagged"
+        report_invalid(c, slot, jnp.reshape(need > have, (1,)), jnp.reshape(have, (1,)),
+                       f"{slot} rows (the count shown) for each of X's {which} rows, as "
+                       "split_lod_tensor's side has")
+        picked.append(_take(data, start[r] + pos))
+    t, f = picked
+    if t.shape[1:] != f.shape[1:]:
+        raise ShapeError(f"{c.where}: InTrue rows {t.shape[1:]} and InFalse rows "
+                         f"{f.shape[1:]} differ")
+    own_t = jnp.append(m, False)[rows].reshape((-1,) + (1,) * (t.ndim - 1))
+    out = jnp.where(own_t, t, f.astype(t.dtype))
+    if isinstance(X, LoDArray):
+        return {"Out": LoDArray(out, X.lengths).masked()}
+    return {"Out": out}

@@ -134,7 +134,8 @@ register("sum", "X*", "Out", infer=_sum, inplace={"Out": "X"}, sparse_inputs=("X
          lod_inputs=("X",),
          doc="Out = sum of all X; row-sparse X: their rows concatenated when all are, else "
              "added into the dense sum")
-register("assign", "X", "Out", infer=_same_as_x, doc="Out = X (a copy)")
+register("assign", "X", "Out", infer=_same_as_x, lod_inputs=("X",),  # ifelse26: LoD rows too
+         doc="Out = X (a copy; a LoD X keeps its LoD)")
 
 
 def _mul(c):
