@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from test_control_flow_cond import Both, _fd_check
+from test_control_flow_cond import Both, _fd_check, fresh_programs  # noqa: F401 (autouse fixture)
 
 import graphc
 import graphc.fluid as fluid
@@ -14,13 +14,6 @@ from graphc.ir.errors import ShapeError
 from graphc.layers.host_fold import host_value
 
 RNG = np.random.default_rng(2626)
-
-
-@pytest.fixture(autouse=True)
-def fresh_programs():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        yield main, startup
 
 
 def _const(value, dtype="int32"):
