@@ -1,0 +1,135 @@
+"""What porting Paddle 1.8's own book and unit tests (tests/book, test_optimizer.py,
+test_learning_rate_scheduler.py) by the rule needed: programs built op by op with Paddle's
+keywords, the optimisation pass's ops and accumulators as Paddle returns and names them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from porting import port
+
+import graphc
+import graphc.fluid as fluid
+from graphc.backends.interpreter import run_graph
+from graphc.fluid import framework, optimizer
+from graphc.fluid.backward import append_backward
+from graphc.ir.errors import ProgramError
+
+LR = 0.01
+
+
+def op_built_net(param_lr: float):
+    """Paddle's unit-test idiom: variables and ops appended to a block by hand; mul.x is a
+    parameter with its own learning-rate factor, mul.y a persistable the test sets."""
+    startup, main = framework.Program(), framework.Program()
+    block = main.global_block()
+    x = block.create_parameter(dtype="float32", shape=[5, 10], lod_level=0, name="mul.x",
+                               optimize_attr={"learning_rate": param_lr})
+    y = block.create_var(dtype="float32", shape=[10, 8], lod_level=0, name="mul.y",
+                         persistable=True)
+    out = block.create_var(dtype="float32", shape=[5, 8], lod_level=0, name="mul.out")
+    mean = block.create_var(dtype="float32", shape=[1], lod_level=0, name="mean.out")
+    block.append_op(type="mul", inputs={"X": x, "Y": y}, outputs={"Out": out},
+                    attrs={"x_num_col_dims": 1})
+    block.append_op(type="mean", inputs={"X": out}, outputs={"Out": mean})
+    return startup, main, x, mean
+
+
+def test_create_parameter_takes_paddles_keywords():
+    _, _, x, _ = op_built_net(1.1)
+    assert x.optimize_attr == {"learning_rate": 1.1} and x.lod_level == 0
+    block = framework.Program().global_block()
+    p = block.create_parameter(name="p", shape=[2], dtype="float32", do_model_average=True,
+                               gradient_clip_attr=None, error_clip=None)
+    assert p.do_model_average and p.persistable and not p.stop_gradient
+    with pytest.raises(ProgramError, match="'q': lod_level=1; a parameter is a dense"):
+        block.create_parameter(name="q", shape=[2], dtype="float32", lod_level=1)
+    with pytest.raises(ProgramError, match=r"'r': optimize_attr keys \['lr'\]"):
+        block.create_parameter(name="r", shape=[2], dtype="float32", optimize_attr={"lr": 2})
+
+
+@pytest.mark.parametrize("param_lr, types", [(1.1, ["scale", "sgd"]), (1.0, ["sgd"])])
+def test_minimize_returns_the_whole_optimisation_pass_and_it_updates(param_lr, types):
+    startup, main, x, mean = op_built_net(param_lr)
+    opts, params_grads = optimizer.SGDOptimizer(learning_rate=LR).minimize(mean, startup)
+    assert [op.type for op in opts] == types
+    assert [p.name for p, _ in params_grads] == ["mul.x"]
+
+    rng = np.random.RandomState(0)
+    x0 = rng.uniform(-1, 1, (5, 10)).astype("float32")
+    y = rng.uniform(-1, 1, (10, 8)).astype("float32")
+    # d mean(x @ y) / dx = ones(5, 8) / 40 @ y.T; the step is lr * param_lr * grad
+    want = x0 - LR * param_lr * (np.ones((5, 8), "float32") / 40) @ y.T
+
+    scope = graphc.Scope()
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(scope):
+        exe.run(startup)
+        scope["mul.x"], scope["mul.y"] = x0, y
+        (loss,) = exe.run(main, fetch_list=[mean])
+        np.testing.assert_allclose(loss, [np.mean(x0 @ y)], rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(np.asarray(scope["mul.x"]), want, rtol=1e-5, atol=1e-7)
+
+    state, _ = run_graph(graphc.lower(startup))
+    state["mul.x"], state["mul.y"] = x0, y
+    state, _ = run_graph(graphc.lower(main), state, {}, [mean.name])
+    np.testing.assert_allclose(np.asarray(state["mul.x"]), want, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("make, update, acc_strs", [
+    (lambda: optimizer.MomentumOptimizer(learning_rate=LR, momentum=0.2), ["momentum"],
+     ["_velocity_acc_str"]),
+    (lambda: optimizer.AdagradOptimizer(learning_rate=LR, epsilon=1e-6), ["adagrad"],
+     ["_moment_acc_str"]),
+    (lambda: optimizer.AdamOptimizer(learning_rate=LR), ["adam"],
+     ["_moment1_acc_str", "_moment2_acc_str", "_beta1_pow_acc_str", "_beta2_pow_acc_str"]),
+    # Adamax advances its beta1 power after the update (a scale), as Paddle 1.8 does
+    (lambda: optimizer.AdamaxOptimizer(learning_rate=LR), ["adamax", "scale"],
+     ["_moment_acc_str", "_inf_norm_acc_str", "_beta1_pow_acc_str"]),
+    (lambda: optimizer.RMSPropOptimizer(learning_rate=LR), ["rmsprop"],
+     ["_momentum_acc_str", "_mean_square_acc_str", "_mean_grad_acc_str"]),
+    (lambda: optimizer.FtrlOptimizer(learning_rate=LR), ["ftrl"],
+     ["_squared_acc_str", "_linear_acc_str"]),
+])
+def test_accumulators_by_paddles_names_and_the_learning_rate_initialised_last(make, update,
+                                                                              acc_strs):
+    startup, main, x, mean = op_built_net(1.1)
+    opt = make()
+    params_grads = append_backward(mean)
+    assert opt._accumulators == {}
+    with framework.program_guard(main, startup):
+        opts = opt.apply_gradients(params_grads)
+    assert [op.type for op in opts] == ["scale", *update]
+    assert sorted(opt._accumulators) == sorted(getattr(opt, s) for s in acc_strs)
+    for s in acc_strs:
+        assert list(opt._accumulators[getattr(opt, s)]) == ["mul.x"]
+    init = startup.global_block().ops
+    assert [op.type for op in init] == ["fill_constant"] * (len(acc_strs) + 1)
+    assert init[-1].attr("value") == pytest.approx(LR)  # the learning rate comes last
+    lr_name = init[-1].output("Out")[0]
+    assert lr_name.startswith("learning_rate")
+    acc_names = {v.name for acc in opt._accumulators.values() for v in acc.values()}
+    assert {op.output("Out")[0] for op in init[:-1]} == acc_names
+
+
+def test_a_second_minimize_reuses_the_learning_rate_and_returns_its_own_ops():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32")
+        a = fluid.layers.fc(x, 2, param_attr=fluid.ParamAttr(learning_rate=0.5))
+        loss = fluid.layers.mean(a)
+        opts, _ = optimizer.SGD(learning_rate=0.1).minimize(loss)
+    # fc's weight has lr 0.5 (a scale, then sgd), its bias 1.0 (sgd only)
+    assert [op.type for op in opts] == ["scale", "sgd", "sgd"]
+    assert all(op.attr("op_role") == "optimize" for op in opts
+               if "op_role" in getattr(op, "attrs", {}))
+    assert startup.global_block().ops[-1].type == "fill_constant"
+    assert startup.global_block().ops[-1].attr("value") == pytest.approx(0.1)
+
+
+def test_the_rule_keeps_the_alias_of_an_aliased_import():
+    # PaddlePaddle/book's chapter 04 spells `import paddle as paddle`
+    assert port("import paddle as paddle\nimport paddle.fluid as fluid\n") == (
+        "import graphc as paddle\nimport graphc.fluid as fluid\n")
+    assert port("import paddle.fluid.layers as layers\n") == (
+        "import graphc.fluid.layers as layers\n")
