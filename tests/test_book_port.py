@@ -133,3 +133,40 @@ def test_the_rule_keeps_the_alias_of_an_aliased_import():
         "import graphc as paddle\nimport graphc.fluid as fluid\n")
     assert port("import paddle.fluid.layers as layers\n") == (
         "import graphc.fluid.layers as layers\n")
+
+
+def test_a_dynamic_rnn_inference_model_saves_in_graphcs_format_and_reloads(tmp_path):
+    # Paddle's test_rnn_encoder_decoder saves a DynamicRNN decoder with save_inference_model
+    # and loads it back; Paddle's format has no dynamic_rnn op, graphc's own format keeps it
+    main, startup, hidden = fluid.Program(), fluid.Program(), 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data(name="x", shape=[2], dtype="float32", lod_level=1)
+        rnn = fluid.layers.DynamicRNN()
+        with rnn.block():
+            x_t = rnn.step_input(x)
+            h_prev = rnn.memory(value=0.0, shape=[hidden])
+            h = fluid.layers.fc(input=[x_t, h_prev], size=hidden, act="tanh")
+            rnn.update_memory(h_prev, h)
+            rnn.output(h)
+        out = rnn()
+    exe = fluid.Executor(fluid.CPUPlace())
+    rng = np.random.RandomState(1)
+    xs = rng.uniform(-1, 1, (5, 2)).astype("float32")
+    feed = fluid.create_lod_tensor(xs, [[2, 3]], fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        w0, w1, b = (np.asarray(fluid.global_scope()[n]) for n in
+                     ("fc_0.w_0", "fc_0.w_1", "fc_0.b_0"))
+        with pytest.warns(UserWarning, match="'dynamic_rnn' has no form in Paddle's format"):
+            fluid.io.save_inference_model(str(tmp_path), ["x"], [out], exe, main_program=main)
+    want = []
+    for seq in (xs[:2], xs[2:]):
+        h = np.zeros(hidden, "float32")
+        for row in seq:
+            h = np.tanh(row @ w0 + h @ w1 + b)
+            want.append(h)
+    with fluid.scope_guard(fluid.Scope()):
+        program, feeds, fetch = fluid.io.load_inference_model(str(tmp_path), exe)
+        (got,) = exe.run(program, feed={feeds[0]: feed}, fetch_list=fetch, return_numpy=False)
+    assert got.recursive_sequence_lengths() == [[2, 3]]
+    np.testing.assert_allclose(np.array(got), np.stack(want), rtol=1e-5, atol=1e-6)

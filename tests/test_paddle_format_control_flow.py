@@ -265,7 +265,7 @@ def test_paddles_models_resaved_by_graphc_keep_paddles_outputs(tmp_path, name):
         np.testing.assert_allclose(_paddle_check(tmp_path, xs), want, rtol=1e-5, atol=1e-6)
 
 
-def test_graphc_region_ops_without_a_paddle_form_are_refused_by_name(tmp_path):
+def test_graphc_region_ops_without_a_paddle_form_save_graphcs_format_and_say_so(tmp_path):
     x = fluid.data("x", [-1, 2], "float32")
     c = L.less_than(L.reduce_sum(x, dim=1, keep_dim=True), L.fill_constant([1], "float32", 0))
     ie = L.IfElse(c)
@@ -276,8 +276,20 @@ def test_graphc_region_ops_without_a_paddle_form_are_refused_by_name(tmp_path):
     (y,) = ie()
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(fluid.default_startup_program())
-    with pytest.raises(ProgramError, match="'ifelse' has no form in Paddle's format"):
+    xs = np.array([[1.0, 2.0], [-3.0, 1.0]], "float32")
+    (want,) = exe.run(feed={"x": xs}, fetch_list=[y])
+    # -- book: Paddle's book tests save a DynamicRNN/IfElse model, then load it back in graphc
+    with pytest.warns(UserWarning, match="'ifelse' has no form in Paddle's format.*graphc's "
+                                         "own inference format instead"):
         fluid.io.save_inference_model(str(tmp_path), ["x"], [y], exe)
+    assert (tmp_path / "__model__.json").is_file()
+    with fluid.scope_guard(fluid.Scope()):
+        program, feeds, fetch = fluid.io.load_inference_model(str(tmp_path), exe)
+        (got,) = exe.run(program, feed={feeds[0]: xs}, fetch_list=fetch)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    np.testing.assert_allclose(want, np.where(xs.sum(1, keepdims=True) < 0, 2 * xs,
+                                              np.maximum(xs, 0)), rtol=1e-6)
+    # -- end book
 
 
 if __name__ == "__main__":
