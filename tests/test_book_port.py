@@ -170,3 +170,74 @@ def test_a_dynamic_rnn_inference_model_saves_in_graphcs_format_and_reloads(tmp_p
         (got,) = exe.run(program, feed={feeds[0]: feed}, fetch_list=fetch, return_numpy=False)
     assert got.recursive_sequence_lengths() == [[2, 3]]
     np.testing.assert_allclose(np.array(got), np.stack(want), rtol=1e-5, atol=1e-6)
+
+
+def test_hsigmoid_refuses_a_label_of_several_ids_per_row_at_build_time():
+    # Paddle's TestBook.make_hsigmoid feeds a [N, 2] label; Paddle's kernel reads the first N
+    # ids of it and drops the rest, graphc names the label instead of failing inside XLA
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[2], dtype="float32")
+        y = fluid.layers.data(name="y", shape=[2], dtype="int64")
+        with pytest.raises(graphc.ShapeError, match=r"Label must be int \[N\] or \[N, 1\] with "
+                                                    r"X's N, got int64 \[-1, 2\]"):
+            fluid.layers.hsigmoid(input=x, label=y, num_classes=2)
+        y1 = fluid.layers.data(name="y1", shape=[1], dtype="int64")
+        out = fluid.layers.hsigmoid(input=x, label=y1, num_classes=2)
+    assert list(out.shape) == [-1, 1]
+
+
+def np_bpr(x, label):
+    """Paddle's bpr_loss per row: -mean over j != label of log sigmoid(x[label] - x[j])."""
+    rows, classes = x.reshape(-1, x.shape[-1]), x.shape[-1]
+    out = []
+    for r, lab in zip(rows, label.reshape(-1)):
+        d = r[lab] - np.delete(r, lab)
+        out.append(-np.sum(-np.log1p(np.exp(-d))) / (classes - 1))
+    return np.array(out).reshape(*x.shape[:-1], 1)
+
+
+def run_both(main, startup, feed, fetch):
+    """The fetched values from the jitted Executor and from the interpreter."""
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        jitted = exe.run(main, feed=feed, fetch_list=fetch)
+    state, _ = run_graph(graphc.lower(startup))
+    _, interp = run_graph(graphc.lower(main), state, feed, [v.name for v in fetch])
+    return jitted, interp
+
+
+def test_bpr_loss_of_scores_with_leading_dims_is_one_loss_per_row():
+    # Paddle's shape rule: X [..., C], Label [..., 1], Y [..., 1] (test_layers: [N, 30, 10])
+    rng = np.random.RandomState(3)
+    x = rng.randn(2, 3, 5)
+    label = rng.randint(0, 5, (2, 3, 1)).astype("int64")
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data(name="x", shape=[3, 5], dtype="float64")
+        lv = fluid.layers.data(name="label", shape=[3, 1], dtype="int64")
+        y = fluid.layers.bpr_loss(xv, lv)
+        with pytest.raises(graphc.ShapeError, match=r"Label must be \[N, 1\] for X \[-1, 3, 5\]"):
+            fluid.layers.bpr_loss(xv, fluid.layers.data(name="l2", shape=[1], dtype="int64"))
+    assert list(y.shape) == [-1, 3, 1]
+    for (got,) in run_both(main, startup, {"x": x, "label": label}, [y]):
+        np.testing.assert_allclose(got, np_bpr(x, label), rtol=1e-10)
+
+
+def test_pad2d_takes_paddings_from_a_variable_the_build_knows():
+    rng = np.random.RandomState(4)
+    x = rng.randn(2, 3, 4, 5).astype("float32")
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        xv = fluid.layers.data(name="x", shape=[3, 4, 5], dtype="float32")
+        paddings = fluid.layers.fill_constant(shape=[4], dtype="int32", value=2)
+        out = fluid.layers.pad2d(xv, paddings=paddings, mode="reflect")
+        fed = fluid.layers.data(name="p", shape=[4], dtype="int32", append_batch_size=False)
+        with pytest.raises(graphc.ShapeError, match=r"pad2d: argument paddings \('p'\) is "
+                                                    r"computed from data values"):
+            fluid.layers.pad2d(xv, paddings=fed)
+    assert list(out.shape) == [-1, 3, 8, 9]
+    want = np.pad(x, [(0, 0), (0, 0), (2, 2), (2, 2)], mode="reflect")
+    for (got,) in run_both(main, startup, {"x": x}, [out]):
+        np.testing.assert_allclose(got, want, rtol=1e-6)
