@@ -241,3 +241,33 @@ def test_pad2d_takes_paddings_from_a_variable_the_build_knows():
     want = np.pad(x, [(0, 0), (0, 0), (2, 2), (2, 2)], mode="reflect")
     for (got,) in run_both(main, startup, {"x": x}, [out]):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_a_plain_variable_no_op_writes_is_fed_as_paddle_feeds_any_variable():
+    # Paddle's unit tests build inputs with block.create_var and feed them (its executor
+    # prepends a feed op for any name); graphc makes such a variable a feed when fed
+    main, startup = framework.Program(), framework.Program()
+    block = main.global_block()
+    x = block.create_var(dtype="float32", shape=[2, 3], name="plain.x")
+    y = block.create_var(dtype="float32", shape=[2, 3], name="plain.y")
+    block.append_op(type="scale", inputs={"X": x}, outputs={"Out": y},
+                    attrs={"scale": 2.0, "bias": 1.0})
+    xs = np.arange(6, dtype="float32").reshape(2, 3)
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        (got,) = exe.run(main, feed={"plain.x": xs}, fetch_list=[y])
+        np.testing.assert_allclose(got, xs * 2 + 1)
+        with pytest.raises(graphc.GraphcError, match="plain.x"):  # its declared shape holds
+            exe.run(main, feed={"plain.x": xs[:1]}, fetch_list=[y])
+    assert x.is_data
+    _, (interp,) = run_graph(graphc.lower(main), {}, {"plain.x": xs}, ["plain.y"])
+    np.testing.assert_allclose(interp, xs * 2 + 1)
+    # not fed: the lowering's error, naming the variable, as before
+    main2 = framework.Program()
+    b2 = main2.global_block()
+    z = b2.create_var(dtype="float32", shape=[1], name="plain.z")
+    b2.append_op(type="scale", inputs={"X": z}, outputs={"Out": b2.create_var(
+        dtype="float32", shape=[1], name="plain.w")}, attrs={"scale": 1.0})
+    with pytest.raises(ProgramError, match="reads 'plain.z' before any op writes it"):
+        exe.run(main2, fetch_list=["plain.w"])
