@@ -19,6 +19,11 @@ def port(script: str) -> str:
         if _IMPORT.match(line):
             if re.fullmatch(r"\s*import\s+paddle\s*", line):
                 line = line.replace("import paddle", "import graphc as paddle")
+            elif " as " in line:
+                # the module changes, the name it is bound to stays (`import paddle as
+                # paddle`, book chapter 04, keeps binding `paddle`)
+                module, alias = line.split(" as ", 1)
+                line = re.sub(r"\bpaddle\b", "graphc", module) + " as " + alias
             else:
                 line = re.sub(r"\bpaddle\b", "graphc", line)
         lines.append(line)

@@ -2234,3 +2234,19 @@ def test_a_constant_marked_trainable_takes_a_gradient():
     for got_a, got_c in ((ga, gc), (ia, ic)):
         np.testing.assert_allclose(got_a, [np.mean(value ** 2)], rtol=1e-12)  # a's branch
         np.testing.assert_allclose(got_c, [0.0])
+
+
+# -- book: layers as Paddle 1.8's test_layers builds them (bpr_loss of [N, T, C] scores,
+# pad2d whose paddings are a fill_constant Variable)
+@grad_case("bpr_loss")
+def loss_bpr_rank3(c):
+    x = c.data("x", c.randn(2, 3, 4))
+    return layers.bpr_loss(x, c.data("label", c.rng.integers(0, 4, (2, 3, 1)), grad=False,
+                                     dtype="int64"))
+
+
+@grad_case("pad2d")
+def pad2d_variable_paddings(c):
+    paddings = layers.fill_constant(shape=[4], dtype="int32", value=1)
+    return layers.pad2d(c.data("x", c.randn(1, 2, 3, 3)), paddings=paddings, mode="reflect")
+# -- end book

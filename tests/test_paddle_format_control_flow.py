@@ -314,5 +314,33 @@ def test_graphc_writes_ifelse_in_paddle_18_layout_and_reads_it_back(tmp_path):
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 # -- end ifelse26
 
+
+# -- book: Paddle's book tests save a DynamicRNN model, then load it back in graphc
+def test_a_dynamic_rnn_program_saves_graphcs_own_format_and_says_so(tmp_path):
+    words = fluid.data("w", [-1, 1], "int64", lod_level=1)
+    emb = L.embedding(words, size=[20, 4])
+    drnn = L.DynamicRNN()
+    with drnn.block():
+        word = drnn.step_input(emb)
+        mem = drnn.memory(shape=[3], value=0.0)
+        hidden = L.fc([word, mem], 3, act="tanh")
+        drnn.update_memory(mem, hidden)
+        drnn.output(hidden)
+    y = L.sequence_last_step(drnn())
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(fluid.default_startup_program())
+    ids = fluid.create_lod_tensor(np.array([[1], [4], [7], [2], [3]], "int64"), [[2, 3]],
+                                  fluid.CPUPlace())
+    (want,) = exe.run(feed={"w": ids}, fetch_list=[y])
+    with pytest.warns(UserWarning, match="'dynamic_rnn' has no form in Paddle's format.*"
+                                         "graphc's own inference format instead"):
+        fluid.io.save_inference_model(str(tmp_path), ["w"], [y], exe)
+    assert (tmp_path / "__model__.json").is_file()
+    with fluid.scope_guard(fluid.Scope()):
+        program, feeds, fetch = fluid.io.load_inference_model(str(tmp_path), exe)
+        (got,) = exe.run(program, feed={feeds[0]: ids}, fetch_list=fetch)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+# -- end book
+
 if __name__ == "__main__":
     sys.exit(pytest.main([__file__, "-q"]))

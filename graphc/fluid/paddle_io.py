@@ -4,10 +4,11 @@ LoDTensor files, ``__model__`` as a ProgramDesc; loads also read graphc's own ch
 from __future__ import annotations
 
 import os
+import warnings
 
 from ..dataio import saving as _graphc
 from ..dataio.paddle_format import files, inference_model
-from ..dataio.paddle_format.program_desc import from_program
+from ..dataio.paddle_format.program_desc import NoPaddleFormError, from_program
 from ..dataio.saving import is_parameter, is_persistable
 from ..ir.program import Program, Variable
 from ..runtime.checkpoint import CheckpointError
@@ -94,7 +95,17 @@ def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_
     if not all(isinstance(f, str) for f in fetch):
         raise CheckpointError("save_inference_model: target_vars must be Variables or names")
     pruned = _graphc.prune_for_inference(program, feeds, fetch)
-    model = from_program(pruned, feeds, fetch)
+    try:
+        model = from_program(pruned, feeds, fetch)
+    except NoPaddleFormError as exc:
+        # Paddle's book tests save a DynamicRNN model and load it back in the same script:
+        # graphc's own format keeps that working; only Paddle itself cannot read the result
+        warnings.warn(f"save_inference_model: {exc}; '{dirname}' holds graphc's own inference "
+                      "format instead (graphc's load_inference_model and predictors read it, "
+                      "Paddle cannot)", stacklevel=2)
+        return _graphc.save_inference_model(dirname, feeds, fetch, executor, program,
+                                            model_filename, params_filename, True,
+                                            program_only)
     persistables = _graphc.get_program_persistable_vars(pruned)
     values = {} if program_only else _values(persistables)
     if values:

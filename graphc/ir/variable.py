@@ -145,9 +145,23 @@ class Parameter(Variable):
 
     def __init__(self, block: Block, name: str, shape, dtype="float32", trainable: bool = True,
                  learning_rate: float = 1.0, regularizer=None, initializer=None,
-                 need_clip: bool = True):
-        super().__init__(block, name=name, shape=shape, dtype=dtype, persistable=True,
-                         stop_gradient=not trainable)
+                 need_clip: bool = True, optimize_attr: dict | None = None,
+                 lod_level=None, error_clip=None, do_model_average=None,
+                 gradient_clip_attr=None, type="lod_tensor", is_distributed=False):
+        # Block.create_parameter takes a Parameter's keywords as Paddle spells them too:
+        # optimize_attr={'learning_rate': ...}, lod_level (0 for a parameter),
+        # do_model_average, gradient_clip_attr (Paddle's own tests build programs so)
+        if lod_level:
+            raise ProgramError(f"parameter '{name}': lod_level={lod_level}; a parameter is a "
+                               "dense tensor (lod_level 0)")
+        if optimize_attr is not None:
+            unknown = set(optimize_attr) - {"learning_rate"}
+            if unknown:
+                raise ProgramError(f"parameter '{name}': optimize_attr keys {sorted(unknown)}; "
+                                   "Paddle's optimize_attr holds 'learning_rate' only")
+            learning_rate = optimize_attr.get("learning_rate", learning_rate)
+        super().__init__(block, type=type, name=name, shape=shape, dtype=dtype,
+                         persistable=True, error_clip=error_clip, stop_gradient=not trainable)
         if self.shape is None or any(d < 0 for d in self.shape):
             raise ProgramError(f"parameter '{name}' needs a fully known shape, got {shape}")
         self.trainable = trainable
@@ -155,6 +169,9 @@ class Parameter(Variable):
         self.regularizer = regularizer
         self.initializer = initializer
         self.need_clip = need_clip
+        self.do_model_average = do_model_average
+        self.gradient_clip_attr = gradient_clip_attr
+        self.is_distributed = bool(is_distributed)
 
     @property
     def is_parameter(self) -> bool:

@@ -3,8 +3,9 @@ pad_constant_like, crop(_tensor), label_smooth, multiplex, scatter_nd(_add), rev
 
 from __future__ import annotations
 
-from ..ir.errors import ProgramError
+from ..ir.errors import ProgramError, ShapeError
 from ..ir.program import Variable
+from ..ir.shape_values import static_value
 from .helper import LayerHelper, check_variable
 from .manipulation import _ints, _one
 
@@ -18,7 +19,15 @@ def pad(x, paddings, pad_value: float = 0.0, name=None):
 def pad2d(input, paddings=(0, 0, 0, 0), mode: str = "constant", pad_value: float = 0.0,
           data_format: str = "NCHW", name=None):
     """input padded in height and width: [top, bottom, left, right]; mode constant
-    (pad_value), reflect or edge."""
+    (pad_value), reflect or edge. ``paddings`` may be a Variable (Paddle's Paddings input)
+    whose value the build knows (fill_constant, shapes): XLA needs the padded shape."""
+    if isinstance(paddings, Variable):
+        value, known = static_value(paddings, "pad2d", "paddings")
+        if value.shape != (4,) or not known.all():
+            raise ShapeError(f"pad2d: paddings ('{paddings.name}') must be 4 ints known when "
+                             f"the program is built, got {value.tolist()} (known: "
+                             f"{known.tolist()})")
+        paddings = [int(v) for v in value]
     return _one("pad2d", "pad2d", {"X": input},
                 {"paddings": _ints("pad2d", "paddings", paddings), "mode": mode,
                  "pad_value": float(pad_value), "data_format": data_format}, name=name)

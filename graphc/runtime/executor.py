@@ -43,12 +43,12 @@ from ..backends.data_checks import DataError
 from ..backends.jax import CompiledStep, DataParallelStep
 from ..backends.precision import with_graphc_x64
 from ..ir.default_programs import default_main_program
-from ..ir.errors import GraphcError
+from ..ir.errors import GraphcError, ProgramError
 from ..ir.graph import Graph
 from ..ir.program import Program
 from .compile_cache import ensure_compilation_cache
 from .data_refusal import raise_if_refused
-from .fed_state import restore_state, write_fed_state
+from .fed_state import feed_plain_variables, restore_state, write_fed_state
 from .feed_plan import FeedPlan, feed_key
 from .feeds import FeedError
 from .fetches import FetchError, fetch_name
@@ -267,7 +267,13 @@ class Executor:
                                                      not feed):
             if run_grouped_startup(self, program, scope):  # initialisers by kind (startup.py)
                 return []
-        prep = self._prepare(program, compiled, fetch_names)
+        try:
+            prep = self._prepare(program, compiled, fetch_names)
+        except ProgramError:
+            # a fed variable that is neither data nor state (Paddle feeds any): a feed now
+            if not feed_plain_variables(program, feed):
+                raise
+            prep = self._prepare(program, compiled, fetch_names)
         iterations = 1 if compiled is None else compiled.exec_strategy.num_iteration_per_run
         plan = prep.feed
         key = None

@@ -9,7 +9,7 @@ import numpy as np
 
 from .feeds import FeedError
 
-__all__ = ["restore_state", "write_fed_state"]
+__all__ = ["feed_plain_variables", "restore_state", "write_fed_state"]
 
 
 def write_fed_state(program, feed: dict, scope) -> tuple[dict, dict]:
@@ -46,3 +46,25 @@ def restore_state(scope, old: dict) -> None:
             del scope[name]
         else:
             scope[name] = value
+
+
+def feed_plain_variables(program, feed) -> bool:
+    """Paddle feeds any variable (its executor prepends a feed op): a plain variable of the
+    global block (not data, not persistable) that no op writes becomes a feed when a run
+    feeds it, as its unit tests build programs with ``block.create_var`` inputs. Returns
+    whether one changed (the caller lowers again)."""
+    if type(feed) is not dict or not feed:
+        return False
+    block = program.global_block()
+    written = {n for op in block.ops for n in op.output_arg_names}
+    changed = False
+    for name in feed:
+        var = block.vars.get(name) if isinstance(name, str) else None
+        if var is None or var.is_data or var.persistable or var.shape is None \
+                or name in written or getattr(var, "is_array", False):
+            continue
+        var.is_data = True
+        changed = True
+    if changed:
+        program._bump()
+    return changed

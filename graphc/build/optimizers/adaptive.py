@@ -21,6 +21,8 @@ class Adagrad(Optimizer):
 
     type = "adagrad"
 
+    _moment_acc_str = "moment"
+
     def __init__(self, learning_rate, epsilon=1.0e-6, parameter_list=None, regularization=None,
                  grad_clip=None, name=None, initial_accumulator_value=0.0):
         super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
@@ -38,6 +40,8 @@ class DecayedAdagrad(Optimizer):
     """moment = decay*moment + (1-decay)*g*g; param -= lr * g / (sqrt(moment) + epsilon)."""
 
     type = "decayed_adagrad"
+
+    _moment_acc_str = "moment"
 
     def __init__(self, learning_rate, decay=0.95, epsilon=1.0e-6, parameter_list=None,
                  regularization=None, grad_clip=None, name=None):
@@ -57,6 +61,10 @@ class Adamax(Optimizer):
     ``beta1_pow_acc``, the last advanced by a ``scale`` op after the update (as Paddle)."""
 
     type = "adamax"
+
+    _moment_acc_str = "moment"
+    _inf_norm_acc_str = "inf_norm"
+    _beta1_pow_acc_str = "beta1_pow_acc"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  parameter_list=None, regularization=None, grad_clip=None, name=None):
@@ -85,6 +93,9 @@ class Adadelta(Optimizer):
 
     type = "adadelta"
 
+    _avg_squared_grad_acc_str = "_avg_squared_grad"
+    _avg_squared_update_acc_str = "_avg_squared_update"
+
     def __init__(self, learning_rate, epsilon=1.0e-6, rho=0.95, parameter_list=None,
                  regularization=None, grad_clip=None, name=None):
         super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
@@ -110,6 +121,10 @@ class RMSProp(Optimizer):
     ``momentum``, ``mean_square``, ``mean_grad``."""
 
     type = "rmsprop"
+
+    _momentum_acc_str = "momentum"
+    _mean_square_acc_str = "mean_square"
+    _mean_grad_acc_str = "mean_grad"
 
     def __init__(self, learning_rate, rho=0.95, epsilon=1.0e-6, momentum=0.0, centered=False,
                  parameter_list=None, regularization=None, grad_clip=None, name=None):
@@ -138,6 +153,11 @@ class Lamb(Optimizer):
     |param|/|r|. ``exclude_from_weight_decay_fn(param)`` -> True: no decay for that one."""
 
     type = "lamb"
+
+    _moment1_acc_str = "moment1"
+    _moment2_acc_str = "moment2"
+    _beta1_pow_acc_str = "beta1_pow_acc"
+    _beta2_pow_acc_str = "beta2_pow_acc"
 
     def __init__(self, learning_rate=0.001, lamb_weight_decay=0.01, beta1=0.9, beta2=0.999,
                  epsilon=1e-6, parameter_list=None, regularization=None, grad_clip=None,
@@ -169,6 +189,8 @@ class LarsMomentum(Optimizer):
 
     type = "lars_momentum"
 
+    _velocity_acc_str = "velocity"
+
     def __init__(self, learning_rate, momentum, lars_coeff=0.001, lars_weight_decay=0.0005,
                  parameter_list=None, regularization=None, grad_clip=None, name=None):
         super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
@@ -190,6 +212,9 @@ class Ftrl(Optimizer):
     Python passed ``l1`` as the op's ``l2`` (fixed in 2.0), ``l2`` is used as given."""
 
     type = "ftrl"
+
+    _squared_acc_str = "squared"
+    _linear_acc_str = "linear"
 
     def __init__(self, learning_rate, l1=0.0, l2=0.0, lr_power=-0.5, parameter_list=None,
                  regularization=None, grad_clip=None, name=None):

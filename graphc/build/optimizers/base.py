@@ -63,7 +63,9 @@ class Optimizer:
         self._grad_clip = grad_clip
         self._parameter_list = _parameter_list(self, parameter_list)
         self._lr_var: Variable | None = None
-        self._accumulators: dict[tuple[str, str], Variable] = {}
+        # Paddle's layout, which its unit tests and scripts read: {accumulator name (the
+        # class's _*_acc_str): {parameter name: Variable}}
+        self._accumulators: dict[str, dict[str, Variable]] = {}
         self._opti_name_list: list[str] = []  # Paddle's get_opti_var_name_list()
 
     # -- state -----------------------------------------------------------------------
@@ -111,15 +113,15 @@ class Optimizer:
 
     def _add_accumulator(self, block, startup, name: str, param: Parameter, value: float = 0.0,
                          shape=None) -> Variable:
-        key = (name, param.name)
-        if key not in self._accumulators:
+        per_param = self._accumulators.setdefault(name, {})
+        if param.name not in per_param:
             var_name = unique_name.generate(f"{param.name}_{name}")
-            self._accumulators[key] = self._global_var(
+            per_param[param.name] = self._global_var(
                 block, startup, var_name, shape or list(param.shape), param.dtype, value)
-        return self._accumulators[key]
+        return per_param[param.name]
 
     def get_accumulator(self, name: str, param) -> Variable:
-        return self._accumulators[(name, getattr(param, "name", param))]
+        return self._accumulators[name][getattr(param, "name", param)]
 
     def get_opti_var_name_list(self) -> list[str]:
         """The names of the variables this optimizer created (learning rate, accumulators)."""
@@ -129,7 +131,7 @@ class Optimizer:
         """{accumulator name (Paddle's, e.g. ``fc_0.w_0_moment1_0``): its value} read from
         ``scope`` (default: the global scope); names not yet initialised are left out."""
         scope = _scope(scope)
-        names = [v.name for v in self._accumulators.values()]
+        names = [v.name for acc in self._accumulators.values() for v in acc.values()]
         if self._lr_var is not None:
             names.append(self._lr_var.name)
         return {n: scope[n] for n in names if n in scope}
@@ -137,7 +139,7 @@ class Optimizer:
     def set_dict(self, state_dict, scope=None) -> None:
         """Write ``state_dict`` (``state_dict()``'s form) back into ``scope`` (default: the
         global scope); a name this optimizer does not own is an error."""
-        own = {v.name: v for v in self._accumulators.values()}
+        own = {v.name: v for acc in self._accumulators.values() for v in acc.values()}
         if self._lr_var is not None:
             own[self._lr_var.name] = self._lr_var
         scope = _scope(scope)
@@ -183,10 +185,23 @@ class Optimizer:
                 reg = param.regularizer if param.regularizer is not None else self.regularization
                 if reg is not None:
                     grad = reg.append(block, param, grad)
+            # Paddle initialises the accumulators before the learning rate: the startup
+            # program's learning-rate fill_constant goes last (Paddle's tests index it)
+            sblock = startup.global_block()
+            mark = len(sblock.ops)
             lr = self._create_lr(block, startup)
+            lr_init = sblock.ops[mark:]
+            del sblock.ops[mark:]
+            start = len(block.ops)
             for param, grad in params_grads:
-                ops.append(self._append_update(block, startup, param, grad,
-                                               self._param_lr(block, param, lr)))
+                self._append_update(block, startup, param, grad,
+                                    self._param_lr(block, param, lr))
+            sblock.ops.extend(lr_init)
+            startup._bump()
+            block.program._bump()
+            # Paddle returns every op of the optimisation pass: a parameter's own
+            # learning-rate scale, then its update op
+            ops = block.ops[start:]
         return ops
 
     @gc_paused
@@ -214,6 +229,8 @@ class Momentum(Optimizer):
 
     type = "momentum"
 
+    _velocity_acc_str = "velocity"
+
     def __init__(self, learning_rate, momentum: float, parameter_list=None,
                  use_nesterov: bool = False, regularization=None, grad_clip=None, name=None):
         super().__init__(learning_rate, parameter_list, regularization, grad_clip, name)
@@ -229,6 +246,11 @@ class Momentum(Optimizer):
 
 class Adam(Optimizer):
     type = "adam"
+
+    _moment1_acc_str = "moment1"
+    _moment2_acc_str = "moment2"
+    _beta1_pow_acc_str = "beta1_pow_acc"
+    _beta2_pow_acc_str = "beta2_pow_acc"
 
     def __init__(self, learning_rate=0.001, beta1: float = 0.9, beta2: float = 0.999,
                  epsilon: float = 1e-8, parameter_list=None, regularization=None,

@@ -35,6 +35,9 @@ class DGCMomentum(Optimizer):
 
     type = "dgc_momentum"
 
+    _u_velocity_acc_str = "_dgc_u_"
+    _v_velocity_acc_str = "_dgc_v_"
+
     def __init__(self, learning_rate, momentum, rampup_begin_step, rampup_step=1,
                  sparsity=[0.999], parameter_list=None, use_nesterov=False,  # noqa: B006
                  num_trainers=None, regularization=None, grad_clip=None, name=None):

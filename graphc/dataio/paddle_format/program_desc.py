@@ -43,6 +43,11 @@ class ProgramDescError(ProgramError):
     """A ProgramDesc graphc cannot read: malformed bytes, an op graphc lacks, control flow."""
 
 
+class NoPaddleFormError(ProgramDescError):
+    """A program graphc cannot write as a ProgramDesc: an op with regions (DynamicRNN,
+    IfElse) that Paddle expresses with ops graphc does not emit."""
+
+
 def parse(data: bytes, where: str = "ProgramDesc"):
     """The ProgramDesc message of ``data``; ``where`` (a file name) heads the error."""
     desc = messages().ProgramDesc()
@@ -329,7 +334,7 @@ def _write_ops(desc, bd, ops) -> None:
             empty.update(op.output("Out"))
             continue
         if get_op_def(op.type).regions:
-            raise ProgramDescError(
+            raise NoPaddleFormError(
                 f"{op.where}: '{op.type}' has no form in Paddle's format that graphc writes: "
                 "graphc writes while, cond, case, switch_case, ifelse and recurrent "
                 "(StaticRNN)")

@@ -93,13 +93,15 @@ register("smooth_l1_loss", "X Y InsideWeight? OutsideWeight?", "Diff Out",
 
 
 def _bpr(c):
+    # Paddle's shape rule: X [..., C] and Label [..., 1] of the same leading dims, Y [..., 1]
+    # (its test_layers builds a [N, 30, 10] X); each leading index is one row
     x, label = _float(c, "X"), c.x("Label")
-    c.check(x.rank == 2, f"X must be [N, C], got {list(x.shape)}")
+    c.check(x.rank >= 2, f"X must be [N, C] (or [..., C]), got {list(x.shape)}")
     c.check(label.dtype in INT_DTYPES, f"Label must be integer, got {label.dtype}")
-    c.check(label.rank == 2 and label.shape[1] in (1, -1)
-            and dims_compatible(label.shape[:1], x.shape[:1]),
+    c.check(label.rank == x.rank and label.shape[-1] in (1, -1)
+            and dims_compatible(label.shape[:-1], x.shape[:-1]),
             f"Label must be [N, 1] for X {list(x.shape)}, got {list(label.shape)}")
-    return {"Y": TensorType((x.shape[0], 1), x.dtype)}
+    return {"Y": TensorType((*x.shape[:-1], 1), x.dtype)}
 
 
 register("bpr_loss", "X Label", "Y", infer=_bpr, traits=(LOSS,), lod_inputs=("X", "Label"),

@@ -65,14 +65,15 @@ def _smooth_l1(c, X, Y, InsideWeight, OutsideWeight):
 
 @lowering("bpr_loss")
 def _bpr(c, X, Label):
-    classes = X.shape[1]
+    lead, classes = X.shape[:-1], X.shape[-1]
+    X = X.reshape(-1, classes)  # [..., C]: one row per leading index, as Paddle's Y [..., 1]
     label = Label.reshape(-1).astype(jnp.int32)
     positive = jnp.take_along_axis(X, label[:, None], axis=1)
     # log sigmoid(x_label - x_j) summed over j != label
     terms = jax.nn.log_sigmoid(positive - X)
     others = jnp.arange(classes)[None, :] != label[:, None]
     total = jnp.sum(jnp.where(others, terms, jnp.zeros((), X.dtype)), axis=1, keepdims=True)
-    return {"Y": -total / jnp.asarray(max(classes - 1, 1), X.dtype)}
+    return {"Y": (-total / jnp.asarray(max(classes - 1, 1), X.dtype)).reshape(*lead, 1)}
 
 
 @lowering("margin_rank_loss")

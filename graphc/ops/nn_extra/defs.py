@@ -24,8 +24,11 @@ def _hsigmoid(c):
     c.check(w.rank == 2 and dims_compatible(w.shape[1:], x.shape[1:]),
             f"W must be [nodes, D={x.shape[1]}], got {list(w.shape)}")
     lab = c.x("Label")
+    # one class per row: Paddle's kernel reads the first N ids of a wider label and ignores
+    # the rest (its TestBook feeds [N, 2]); graphc refuses it rather than drop labels
     c.check(lab.dtype in INT_DTYPES and lab.rank in (1, 2)
-            and dims_compatible(lab.shape[:1], x.shape[:1]),
+            and dims_compatible(lab.shape[:1], x.shape[:1])
+            and dims_compatible(lab.shape[1:], (1,) * (lab.rank - 1)),
             f"Label must be int [N] or [N, 1] with X's N, got {lab.dtype} {list(lab.shape)}")
     c.check(c["num_classes"] >= 2, f"num_classes must be >= 2, got {c['num_classes']}")
     width = code_length(c["num_classes"])
