@@ -17,6 +17,7 @@ from graphc import layers, optimizer
 from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph
 from graphc.ir.errors import GraphcError
+from graphc.runtime.fetches import FetchError
 from graphc.runtime.run_plan import RunPlan
 
 
@@ -196,6 +197,8 @@ def test_a_freed_program_leaves_the_fast_path():
         exe.run(main, feed=_feed(), fetch_list=[loss], scope=scope)
     key = id(main)
     assert key in exe._repeats
+    with pytest.raises(FetchError, match="must be Variables or names"):  # not a cached key
+        exe.run(main, feed=_feed(), fetch_list=[loss, 3], scope=scope)
     del main, loss
     gc.collect()
     assert key not in exe._repeats

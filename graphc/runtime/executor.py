@@ -72,20 +72,14 @@ __all__ = ["DataError", "Executor", "FeedError", "FetchError", "HostServices"]
 
 _REPEATS_PER_PROGRAM = 64  # fast-path entries per program (cleared when exceeded)
 _SEQUENCES = (list, tuple, type(None))  # fetch lists the fast path takes
+_NOT_A_NAME = object()
 
 
-def _fetch_key(fetch_list) -> tuple | None:
-    """A fetch list as the fast path keys it: its names (None for an entry that is neither
-    a name nor a Variable: the checked path then names the error)."""
-    key = []
-    for f in fetch_list or ():
-        if type(f) is str:
-            key.append(f)
-        elif isinstance(f, Variable):
-            key.append(f.name)
-        else:
-            return None
-    return tuple(key)
+def _fetch_key(fetch_list) -> tuple:
+    """A fetch list as the fast path keys it: its names (an entry that is neither a name nor
+    a Variable becomes a key no run registers, so the checked path names the error)."""
+    return tuple([f if type(f) is str else f.name if isinstance(f, Variable) else _NOT_A_NAME
+                  for f in fetch_list]) if fetch_list else ()
 
 
 @dataclass
