@@ -25,8 +25,8 @@ itself: runtime/run_plan.py; the state checks: runtime/state_guard.py). A plain 
 repeated run (same fetch names and feed key) looks its plan up first thing in ``run`` and
 runs its steady function (``RunPlan.steady``); the range checks of fed numpy arrays are
 made on the host before the dispatch (backends/data_checks.py's HostChecks), not in the
-step. LoD feeds are
-checked and packed every run, many slots in one vectorised pass (runtime/lod_pack.py).
+step. LoD feeds are checked and packed every run, many slots in one vectorised pass
+(runtime/lod_pack.py).
 What other layers provide comes in through the Executor's host services
 (runtime/host_services.py, ``Executor(services=...)``, by default the process's): feeds
 for a run given ``feed=None`` (graphc.io's non-iterable DataLoaders), a context every run
@@ -148,9 +148,9 @@ class Executor:
         # alive), so entries are per fetch list there: {key: (version, {fetch: _Prepared})}.
         self._prepared: WeakKeyDictionary = WeakKeyDictionary()
         # A plain Program's repeated runs: {id(program): {(_fetch_key, feed_key): [version,
-        # run plan, its steady function]}}, filled by _run once a key is
-        # accepted, so such a run looks one plan up and runs it (run's fast path). By id, a
-        # plain dict lookup; an entry leaves when its program is freed (``_repeat``).
+        # run plan, its steady function]}}, filled by _run once a key is accepted, so such a
+        # run looks one plan up and runs it (run's fast path). By id, a plain dict lookup;
+        # an entry leaves when its program is freed (``_repeat``).
         self._repeats: dict[int, dict] = {}
         self._pruner = Pruner()  # use_prune=True's programs (runtime/prune.py)
         # -- tier28: tiered compilation (runtime/tiered.py): opt-in, GRAPHC_TIERED=1
