@@ -128,7 +128,7 @@ class RunPlan:
                 or step.created_names:
             return False
         names, split, feed_names = tuple(self.state_names), self.split, tuple(self.feed_names)
-        updated_names, jitted, host = tuple(self.updated_names), step._jitted, self.host
+        updated_names, host = tuple(self.updated_names), self.host
         counted, checked, is_not = step.uses_step_counter, bool(step.check_sites), operator.is_not
         matched = guard.outputs_match
 
@@ -149,8 +149,8 @@ class RunPlan:
                 host(feeds)
             count = counters.get(program, 0)
             readonly = tuple(inputs[split:])
-            new, _, fetched, checks = jitted(tuple(inputs[:split]), readonly, fed,
-                                             count if counted else None)
+            new, _, fetched, checks = step._jitted(tuple(inputs[:split]), readonly, fed,
+                                                   count if counted else None)
             # (the donated buffers are gone; no stacked rows: steady_state said so)
             dict.update(arrays, zip(updated_names, new))
             if matched:  # guard.ran, inline
