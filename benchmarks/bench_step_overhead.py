@@ -2,10 +2,13 @@
 written by hand, interleaved in one process (issue 18, "Per-step host overhead").
 
 Run ``python benchmarks/bench_step_overhead.py [--calls 2000] [--rounds 20] [--clock cpu]
-[--profile]``.
+[--profile] [--baseline DIR]``.
 The model is an MLP 32-32-10 (relu), softmax cross-entropy, Momentum, batch 16, int64
 labels (so the label data check is in the step); both sides feed the same numpy batch and
 bring the loss to host. Prints the median per-call times and their ratio (target <= 1.2).
+``--baseline DIR``: another checkout's ``graphc`` package (say ``git worktree add /tmp/base
+HEAD~3``) runs as a third contender in the same process and rounds, imported under another
+name (graphc's own imports are relative), so before and after meet the same machine load.
 ``--profile`` prints a cProfile of Executor.run instead, by cumulative time; ``--breakdown``
 times each part of one run alone (feed checks, state gather and guard, the jitted call,
 the data-check read-back, the commit, the fetch conversion, the x64 context).
@@ -15,9 +18,13 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import importlib
+import os
 import pstats
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 
 import jax
@@ -25,16 +32,17 @@ import jax.numpy as jnp
 import numpy as np
 
 import graphc
-from graphc import layers, optimizer
-from graphc.ir.default_programs import program_guard
 
 BATCH, IN, HIDDEN, CLASSES = 16, 32, 32, 10
 LR, MU = 0.01, 0.9
 
 
-def build():
-    main, startup = graphc.Program(), graphc.Program()
-    with program_guard(main, startup), graphc.unique_name.guard():
+def build(g=graphc):
+    """The model, built with ``g`` (graphc, or a baseline checkout's package)."""
+    layers, optimizer = g.layers, g.optimizer
+    program_guard = importlib.import_module(g.__name__ + ".ir.default_programs").program_guard
+    main, startup = g.Program(), g.Program()
+    with program_guard(main, startup), g.unique_name.guard():
         x = layers.data("x", [-1, IN], "float32")
         label = layers.data("label", [-1, 1], "int64")
         h = layers.fc(x, HIDDEN, act="relu")
@@ -72,35 +80,53 @@ def hand_written(scope):
     return run
 
 
-def setup():
-    main, startup, loss = build()
-    scope, exe = graphc.Scope(), graphc.Executor()  # data checks on (the default)
+def baseline_package(checkout: str):
+    """The ``graphc`` package of another checkout, imported as ``graphc_baseline``."""
+    tmp = tempfile.mkdtemp(prefix="graphc-baseline-")
+    shutil.copytree(os.path.join(checkout, "graphc"), os.path.join(tmp, "graphc_baseline"),
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    sys.path.insert(0, tmp)
+    return importlib.import_module("graphc_baseline")
+
+
+def runner(g=graphc):
+    """``fn(feed)``: one Executor.run of the model built with package ``g``, and its scope."""
+    main, startup, loss = build(g)
+    scope, exe = g.Scope(), g.Executor()  # data checks on (the default)
     exe.run(startup, scope=scope)
-    rng = np.random.default_rng(0)
-    feeds = [{"x": rng.standard_normal((BATCH, IN), dtype=np.float32),
-              "label": rng.integers(0, CLASSES, (BATCH, 1), dtype=np.int64)}
-             for _ in range(4)]
-    hand = hand_written(scope)
 
     def ours(feed):
         (out,) = exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
         return out
 
-    return ours, hand, feeds
+    return ours, scope
 
 
-def bench(calls: int, rounds: int, clock: str = "wall") -> dict:
+def setup():
+    ours, scope = runner()
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.standard_normal((BATCH, IN), dtype=np.float32),
+              "label": rng.integers(0, CLASSES, (BATCH, 1), dtype=np.int64)}
+             for _ in range(4)]
+    return ours, hand_written(scope), feeds
+
+
+def bench(calls: int, rounds: int, clock: str = "wall", baseline: str | None = None) -> dict:
     """Median per-call time of each contender. ``clock="wall"`` times each call alone
     (perf_counter); ``"cpu"`` times each round's calls together in this process's CPU time
-    (all threads: XLA's too), steadier on a machine shared with other jobs."""
+    (all threads: XLA's too), steadier on a machine shared with other jobs. ``baseline``:
+    a checkout whose graphc runs as a third contender (see the module doc)."""
     ours, hand, feeds = setup()
+    contenders = {"graphc": ours, "hand": hand}
+    if baseline:
+        contenders["baseline"] = runner(baseline_package(baseline))[0]
     for i in range(200):
-        ours(feeds[i % 4])
-        hand(feeds[i % 4])
-    samples = {"graphc": [], "hand": []}
+        for fn in contenders.values():
+            fn(feeds[i % 4])
+    samples = {name: [] for name in contenders}
     per_round = max(1, calls // rounds)
     for _ in range(rounds):  # interleaved, so load changes hit both alike
-        for name, fn in (("graphc", ours), ("hand", hand)):
+        for name, fn in contenders.items():
             if clock == "cpu":
                 start = time.process_time()
                 for i in range(per_round):
@@ -114,6 +140,8 @@ def bench(calls: int, rounds: int, clock: str = "wall") -> dict:
                 samples[name].append(time.perf_counter() - start)
     out = {k: statistics.median(v) for k, v in samples.items()}
     out["ratio"] = out["graphc"] / out["hand"]
+    if baseline:
+        out["baseline_ratio"] = out["baseline"] / out["hand"]
     return out
 
 
@@ -210,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--profile", action="store_true", help="cProfile Executor.run instead")
     ap.add_argument("--breakdown", action="store_true",
                     help="time each part of one run alone instead")
+    ap.add_argument("--baseline", metavar="DIR",
+                    help="another checkout whose graphc runs beside this one (before/after)")
     args = ap.parse_args(argv)
     if args.profile:
         profile(args.calls)
@@ -218,12 +248,15 @@ def main(argv: list[str] | None = None) -> int:
         for part, us in breakdown().items():
             print(f"  {part:44s} {us:7.2f} us")
         return 0
-    r = bench(args.calls, args.rounds, args.clock)
+    r = bench(args.calls, args.rounds, args.clock, args.baseline)
     print(f"MLP {IN}-{HIDDEN}-{CLASSES}, batch {BATCH}, Momentum, jax {jax.__version__} "
           f"({jax.devices()[0].device_kind}); median per call over {args.calls} calls, "
           f"{args.clock} clock:")
     print(f"  Executor.run {r['graphc'] * 1e6:7.1f} us   hand-written jit "
           f"{r['hand'] * 1e6:7.1f} us   ratio {r['ratio']:.2f}")
+    if args.baseline:
+        print(f"  baseline ({args.baseline}) {r['baseline'] * 1e6:7.1f} us   ratio "
+              f"{r['baseline_ratio']:.2f}")
     return 0
 
 

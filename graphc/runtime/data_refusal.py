@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE, DataError
+from ..backends.data_checks import COUNT, ITERATION, POSITION, VALUE, refusal
 from ..backends.jax import CompiledStep, DataParallelStep
 
-__all__ = ["raise_if_refused"]
+__all__ = ["raise_if_refused", "refusal"]
 
 
 def raise_if_refused(step: CompiledStep, prep, checks: np.ndarray) -> None:
@@ -33,10 +33,7 @@ def raise_if_refused(step: CompiledStep, prep, checks: np.ndarray) -> None:
     else:
         culprit = f"input {site.slot} of {site.where}"
     where = f" in iteration {int(row[ITERATION])}" if step.num_iterations > 1 else ""
-    more = f" ({int(row[COUNT])} such values)" if row[COUNT] > 1 else ""
-    raise DataError(f"{culprit} holds {int(row[VALUE])} at {index}{where}{more}: "
-                    f"{site.where} expects {site.expected}. The step was "
-                    "refused: nothing in the scope changed")
+    raise refusal(culprit, site, row[VALUE], index, int(row[COUNT]), where)
 
 
 def _checked_input(op, slot: str, index: list) -> tuple:

@@ -21,8 +21,12 @@ Per-step cost: a run whose feed dict holds arrays of a (names, types, dtypes, sh
 accepted for the program's current version takes a cached plan: the feed checks are
 functions of exactly that key, so their verdict and the step's run plan are looked up, not
 recomputed (benchmarks/bench_step_overhead.py; the feed plan: runtime/feed_plan.py; the run
-itself: runtime/run_plan.py; the state checks: runtime/state_guard.py). LoD feeds are
-checked and packed every run, many slots in one vectorised pass (runtime/lod_pack.py).
+itself: runtime/run_plan.py; the state checks: runtime/state_guard.py). A plain Program's
+repeated run (same fetch names and feed key) looks its plan up first thing in ``run`` and
+runs its steady function (``RunPlan.steady``); the range checks of fed numpy arrays are
+made on the host before the dispatch (backends/data_checks.py's HostChecks), not in the
+step. LoD feeds are checked and packed every run, many slots in one vectorised pass
+(runtime/lod_pack.py).
 What other layers provide comes in through the Executor's host services
 (runtime/host_services.py, ``Executor(services=...)``, by default the process's): feeds
 for a run given ``feed=None`` (graphc.io's non-iterable DataLoaders), a context every run
@@ -33,6 +37,7 @@ it builds hand the same services to their lowering rules.
 from __future__ import annotations
 
 import os
+import weakref
 from dataclasses import dataclass, field
 from weakref import WeakKeyDictionary, WeakSet
 
@@ -45,7 +50,7 @@ from ..backends.precision import with_graphc_x64
 from ..ir.default_programs import default_main_program
 from ..ir.errors import GraphcError, ProgramError
 from ..ir.graph import Graph
-from ..ir.program import Program
+from ..ir.program import Program, Variable
 from .compile_cache import ensure_compilation_cache
 from .data_refusal import raise_if_refused
 from .fed_state import feed_plain_variables, restore_state, write_fed_state
@@ -64,6 +69,17 @@ from .state_guard import StateGuard
 from .tiered import tier, tiered_from_env  # -- tier28
 
 __all__ = ["DataError", "Executor", "FeedError", "FetchError", "HostServices"]
+
+_REPEATS_PER_PROGRAM = 64  # fast-path entries per program (cleared when exceeded)
+_SEQUENCES = (list, tuple, type(None))  # fetch lists the fast path takes
+_NOT_A_NAME = object()
+
+
+def _fetch_key(fetch_list) -> tuple:
+    """A fetch list as the fast path keys it: its names (an entry that is neither a name nor
+    a Variable becomes a key no run registers, so the checked path names the error)."""
+    return tuple([f if type(f) is str else f.name if isinstance(f, Variable) else _NOT_A_NAME
+                  for f in fetch_list]) if fetch_list else ()
 
 
 @dataclass
@@ -94,6 +110,15 @@ def _raise_if_refused(step: CompiledStep, prep: _Prepared, checks: np.ndarray) -
     raise_if_refused(step, prep, checks)
 
 
+def _host_feeds(prep: _Prepared, arrays: dict) -> frozenset:
+    """The feeds of a one-device step whose range checks the host makes (CompiledStep's
+    ``host_feeds``) when every feed is a numpy array; none when one is a jax array (whose
+    checks stay on its device) or a LoD feed (the predictor takes those steps as they are)."""
+    if prep.devices or any(type(a) is not np.ndarray for a in arrays.values()):
+        return frozenset()
+    return frozenset(arrays)
+
+
 def _one_device(program: Program):
     """The CompiledProgram a plain Program runs as: the default strategies, one device."""
     from .compiled_program import CompiledProgram
@@ -122,6 +147,11 @@ class Executor:
         # CompiledProgram the passes depend on the fetch list (fetched values are kept
         # alive), so entries are per fetch list there: {key: (version, {fetch: _Prepared})}.
         self._prepared: WeakKeyDictionary = WeakKeyDictionary()
+        # A plain Program's repeated runs: {id(program): {(_fetch_key, feed_key): [version,
+        # run plan, its steady function]}}, filled by _run once a key is accepted, so such a
+        # run looks one plan up and runs it (run's fast path). By id, a plain dict lookup;
+        # an entry leaves when its program is freed (``_repeat``).
+        self._repeats: dict[int, dict] = {}
         self._pruner = Pruner()  # use_prune=True's programs (runtime/prune.py)
         # -- tier28: tiered compilation (runtime/tiered.py): opt-in, GRAPHC_TIERED=1
         self.tiered = tiered_from_env()
@@ -153,8 +183,10 @@ class Executor:
         return prep
 
     def _step(self, prep: _Prepared, fetch_names: tuple, feed_sig: tuple,
-              iterations: int = 1) -> CompiledStep:
-        key = (fetch_names, feed_sig) if iterations == 1 else (fetch_names, feed_sig, iterations)
+              iterations: int = 1, host_feeds: frozenset = frozenset()) -> CompiledStep:
+        # (one step a call, fed no numpy arrays: the key the predictor looks steps up by)
+        key = (fetch_names, feed_sig) if iterations == 1 and not host_feeds else \
+            (fetch_names, feed_sig, iterations, host_feeds)
         step = prep.steps.get(key)
         if step is None:
             ensure_compilation_cache()  # graphc's one global JAX setting (compile_cache.py)
@@ -179,7 +211,7 @@ class Executor:
             else:
                 step = CompiledStep(prep.graph, fetch_names, donate=True,
                                     num_iterations=iterations, check_data=self.check_data,
-                                    services=self.services)
+                                    services=self.services, host_feeds=host_feeds)
             step.feed_shapes = dict(feed_sig)
             if self.tiered and (call := tier(step, self.tiered)) is not None:  # -- tier28
                 self._tiered_calls.add(call)
@@ -210,6 +242,26 @@ class Executor:
         minimize()'s result) in ``fetch_list`` and what they need; ops computing a fed
         variable are cut off (runtime/prune.py). Without it every op runs, as Paddle.
         """
+        services = self.services
+        if type(feed) is dict and type(program) is Program and not use_prune and \
+                return_merged and services.collective_wait is None and \
+                services.run_timer is None and type(fetch_list) in _SEQUENCES:
+            # A repeated run: the program, fetch entries and feed key of an accepted run
+            # (same version, not bound to a CompiledProgram) take its plan at once.
+            repeats = self._repeats.get(id(program))
+            if repeats is not None:
+                hit = repeats.get((_fetch_key(fetch_list), feed_key(feed)))
+                if hit is not None and hit[0] == program.version and \
+                        id(program) not in DATA_PARALLEL.by_id:
+                    scope = global_scope() if scope is None else scope
+                    steady = hit[2]
+                    if steady is None:  # known once the plan ran (RunPlan.steady)
+                        steady = hit[2] = hit[1].steady()
+                    if steady and return_numpy and self._run_device is None:
+                        out = steady(program, feed, scope)
+                        if out is not None:
+                            return out
+                    return hit[1].execute(program, feed, scope, return_numpy, self._run_device)
         if use_prune:
             fetch_list, keep_ops = split_fetch_list(fetch_list)
             if program is None:
@@ -225,7 +277,6 @@ class Executor:
             # a program that is a loop of its own: exe.run(pserver_program) serves until the
             # trainers complete (the loop runs the same program with feeds: its update step)
             return program.run_loop(self, scope)
-        services = self.services
         if feed is None and services.feed_providers:
             feed = services.provided_feed(program)
         if services.collective_wait is None and services.run_timer is None:
@@ -288,6 +339,8 @@ class Executor:
                 except (KeyError, TypeError):  # new key, or an unhashable one
                     run = None
                 if run is not None:
+                    if compiled is None and feed and type(fetch_list) in _SEQUENCES:
+                        self._repeat(program, fetch_list, key[1], run)
                     return run.execute(program, feed, scope, return_numpy, self._run_device)
             if not all(n in plan.feeds for n in feed):
                 rest, old = write_fed_state(program, feed, scope)
@@ -299,13 +352,25 @@ class Executor:
                         raise
         if key is not None:
             arrays, sig = plan.check_dict(program, feed, None)
-            step = self._step(prep, fetch_names, sig)
+            step = self._step(prep, fetch_names, sig, 1, _host_feeds(prep, arrays))
             run = prep.runs[step]
             plan.remember(key, feed, arrays, (sig, step, run))
         else:
             arrays, sig = plan.check(program, feed, iterations)
             run = prep.runs[self._step(prep, fetch_names, sig, iterations)]
         return run.execute(program, arrays, scope, return_numpy, self._run_device)
+
+    def _repeat(self, program: Program, fetch_list, feed_sig: tuple, run: RunPlan) -> None:
+        """Remember an accepted run for run's fast path. Nothing in the entry refers to the
+        program (a fetched Variable would), so the program can still be freed."""
+        key = id(program)
+        repeats = self._repeats.get(key)
+        if repeats is None or len(repeats) >= _REPEATS_PER_PROGRAM:
+            if repeats is None:  # (the callback holds the dict, not the executor)
+                weakref.finalize(program, self._repeats.pop, key, None)
+            repeats = self._repeats[key] = {}
+        # [version, run plan, its steady function (None: not known yet)]
+        repeats[(_fetch_key(fetch_list), feed_sig)] = [program.version, run, None]
 
     @staticmethod
     def _unpack(program):
@@ -330,11 +395,15 @@ class Executor:
         fetch_names = tuple(fetch_name(f) for f in (fetch_list or []))
         prep = self._prepare(program, compiled, fetch_names)
         iterations = _iterations(compiled)
-        _, sig = prep.feed.check(program, feed, iterations)
-        return self._step(prep, fetch_names, sig, iterations)
+        arrays, sig = prep.feed.check(program, feed, iterations)
+        # the step run() takes for the same feeds (a dict of arrays: its host checks too)
+        host = _host_feeds(prep, arrays) if type(feed) is dict and iterations == 1 else \
+            frozenset()
+        return self._step(prep, fetch_names, sig, iterations, host)
 
     def close(self) -> None:
         self._prepared.clear()
+        self._repeats.clear()
         for call in list(self._tiered_calls):  # -- tier28: no compile thread outlives it
             call.close()
 

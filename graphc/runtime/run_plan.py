@@ -9,11 +9,13 @@ run counter and created state are committed only after the checks passed (docs/e
 
 from __future__ import annotations
 
+import operator
+
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..backends.data_checks import COUNT
+from ..backends.data_checks import COUNT, HostChecks
 from ..backends.jax import CompiledStep
 from ..ir.errors import GraphcError
 from .data_refusal import raise_if_refused
@@ -23,12 +25,14 @@ from .state_guard import StateGuard
 
 __all__ = ["RunPlan"]
 
+_UNTRACED = object()  # a RunPlan's host checks before its step is traced
+
 
 class RunPlan:
     """Runs one compiled ``step`` of a prepared program whose lowered graph is ``graph``."""
 
     __slots__ = ("step", "graph", "guard", "state_names", "updated_names", "feed_names",
-                 "split", "iterations", "dense")
+                 "split", "iterations", "dense", "host", "direct")
 
     def __init__(self, step: CompiledStep, graph):
         self.step, self.graph = step, graph
@@ -41,10 +45,14 @@ class RunPlan:
         # whether every fetch is a whole dense array (one type per compiled step: None until
         # its first run shows it), so a numpy fetch is one np.asarray
         self.dense: bool | None = None
+        # the checks of fed arrays made here (data_checks.HostChecks): known once the step is
+        # traced, which its first run does before calling it
+        self.host: HostChecks | None | object = _UNTRACED if step.host_feeds else None
+        self.direct = type(step) is CompiledStep  # called as its jitted function (see execute)
 
     def execute(self, program, feeds: dict, scope, return_numpy: bool, device=None) -> list:
         """One run with checked ``feeds`` ({name: array}); ``device``: the jax device to run
-        on when it is not the default one."""
+        on when it is not the default one. Called inside ``graphc_x64`` (Executor.run)."""
         step, guard = self.step, self.guard
         names = self.state_names
         # (a variable held as a Reduce-mode step's rows comes whole if this step wants that)
@@ -63,7 +71,17 @@ class RunPlan:
         except KeyError as exc:  # a feed that no op reads but the fetch list names
             raise FeedError(f"missing feed {exc}; it is fetched") from None
         count = scope.run_count(program)
-        if device is None:
+        host = self.host
+        if host is not None:  # before the call: a refused feed changes nothing
+            if host is _UNTRACED:
+                step.trace(updated, readonly, feed_arrays, count)
+                host = self.host = step.host_checker
+            if host is not None:
+                host(feeds)
+        if device is None and self.direct:  # its jitted function (run() holds x64 on)
+            new_updated, created, fetched, checks = step._jitted(
+                updated, readonly, feed_arrays, count if step.uses_step_counter else None)
+        elif device is None:
             new_updated, created, fetched, checks = step(updated, readonly, feed_arrays, count)
         else:
             with jax.default_device(device):
@@ -90,6 +108,63 @@ class RunPlan:
                 r is None and isinstance(a, jax.Array) for a, r in zip(fetched, guard.fetch_rows))
         return convert_fetches(fetched, guard.fetch_rows, guard.blocks, self.iterations,
                                return_numpy)
+
+    def steady(self):
+        """``execute`` for repeated runs with fewer calls: ``fn(program, feeds, scope)`` runs
+        the same steps (state gathered and guarded, host checks, one call, the data
+        checks read before anything is committed) for a plain one-device step whose state
+        and fetches are whole dense arrays, with numpy fetches. ``fn`` returns None where
+        the scope needs ``execute`` (stacked or sharded state, a variable it lacks). This
+        returns None while its first run has not shown the fetches, False for a plan that
+        always takes ``execute``.
+
+        Why: in a training loop each Python call beside the step's dispatch costs two to
+        three times what it costs alone (measured with benchmarks/bench_step_overhead.py),
+        so the steady path is one function over local names."""
+        step, guard = self.step, self.guard
+        if self.dense is None or self.host is _UNTRACED:
+            return None
+        if not (self.direct and self.dense and self.iterations == 1) or guard.any_sharded \
+                or step.created_names:
+            return False
+        names, split, feed_names = tuple(self.state_names), self.split, tuple(self.feed_names)
+        updated_names, host = tuple(self.updated_names), self.host
+        counted, checked, is_not = step.uses_step_counter, bool(step.check_sites), operator.is_not
+        matched = guard.outputs_match
+
+        def run(program, feeds: dict, scope):
+            held = scope.steady_state()
+            if held is None:
+                return None
+            arrays, counters = held
+            try:
+                inputs = [arrays[n] for n in names]
+                fed = tuple([feeds[n] for n in feed_names])
+            except KeyError:
+                return None
+            last = guard.last_scope
+            if last is None or last() is not scope or any(map(is_not, inputs, guard.last)):
+                guard.check(scope, inputs)
+            if host is not None:
+                host(feeds)
+            count = counters.get(program, 0)
+            readonly = tuple(inputs[split:])
+            new, _, fetched, checks = step._jitted(tuple(inputs[:split]), readonly, fed,
+                                                   count if counted else None)
+            # (the donated buffers are gone; no stacked rows: steady_state said so)
+            dict.update(arrays, zip(updated_names, new))
+            if matched:  # guard.ran, inline
+                guard.last = new + readonly
+            else:
+                guard.last_scope = None
+            if checked:
+                summary = np.asarray(checks)
+                if any(summary[:, COUNT].tolist()):
+                    raise_if_refused(step, self, summary)
+            counters[program] = count + 1
+            return [np.asarray(a) for a in fetched]
+
+        return run
 
     def _gather_first(self, scope) -> list:
         """The state of a first run: state a pass created starts at its recorded value, and

@@ -166,6 +166,14 @@ class Scope:
         """The array held under ``name``, as held (KeyError when it has none of its own)."""
         return self._vars[name]
 
+    def steady_state(self):
+        """(the name -> array dict, the run counters) for the runtime's steady runs
+        (run_plan.RunPlan.steady), or None while a variable is held as a stack's row or a
+        data-parallel step's rows: those runs take the general path."""
+        if self._shards or self._stacked.rows:
+            return None
+        return self._vars, self._run_counters
+
     def has_shards(self) -> bool:
         """Whether some variable is held as a Reduce-mode data-parallel step's rows."""
         return bool(self._shards)

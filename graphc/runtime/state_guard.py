@@ -37,8 +37,8 @@ class StateGuard:
         # A persistable whose last version has another type than its input is checked anew.
         self.outputs_match = all(out.type == v.type for out, v in
                                  zip(step.updated_outputs, step.updated_inputs))
-        self._scope_ref: weakref.ref | None = None  # the scope of the last run
-        self._last: tuple = ()  # the arrays it ran with (or the step left there)
+        self.last_scope: weakref.ref | None = None  # the scope of the last run
+        self.last: tuple = ()  # the arrays it ran with (or the step left there)
         # Per-compile facts the commit and the fetches need, so a run does not walk Values:
         # the updated variables held as a Reduce-mode step's rows, and how fetches convert.
         self.updated_shards = [(v.var.name, v.var.shard) for v in step.updated_inputs]
@@ -52,9 +52,9 @@ class StateGuard:
 
     def check(self, scope, arrays: list) -> list:
         """The arrays to run with (placed, for a data-parallel step), after checking."""
-        ref = self._scope_ref
+        ref = self.last_scope
         if ref is not None and ref() is scope and not any(map(operator.is_not, arrays,
-                                                              self._last)):
+                                                              self.last)):
             return arrays
         if isinstance(self.step, DataParallelStep):
             arrays = self.step.place_state(self.values, arrays)
@@ -63,12 +63,12 @@ class StateGuard:
                 raise GraphcError(
                     f"scope variable '{v.var.name}' holds {arr.dtype}{list(arr.shape)} but "
                     f"the program declares {v.type}")
-        self._scope_ref, self._last = weakref.ref(scope), tuple(arrays)
+        self.last_scope, self.last = weakref.ref(scope), tuple(arrays)
         return arrays
 
     def ran(self, new_updated: tuple, readonly: tuple) -> None:
         """After a call with the arrays ``check`` passed: remember what the scope now holds."""
         if self.outputs_match:
-            self._last = new_updated + readonly
+            self.last = new_updated + readonly
         else:
-            self._scope_ref = None
+            self.last_scope = None

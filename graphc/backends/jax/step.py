@@ -22,7 +22,7 @@ from ...ir.errors import GraphcError
 from ...ir.grad_defs import forward_type
 from ...ir.graph import Graph, Op
 from ...ir.opdef import RANDOM, get_op_def
-from ..data_checks import InvalidReport, collecting, ok, over_iterations, summarise
+from ..data_checks import HostChecks, InvalidReport, collecting, ok, over_iterations, summarise
 from ..evaluate import evaluate, evaluate_op, step_keys
 from ..interpreter import resolve_fetch
 from ..lod import LoDArray
@@ -50,10 +50,17 @@ class CompiledStep:
     ``check_data=False`` builds the step without them (``checks`` is then ``[0, 4]``).
     ``services``: the runtime's HostServices, which the rules see (``c.services``) whenever
     the step is traced (a parameter server's channel, a collective deadline).
+    ``host_feeds``: feeds given as numpy arrays, checked on the host: a range check of one
+    of them as fed (``report_invalid(within=...)``) leaves the program and is listed in
+    ``host_checks`` as (feed name, its check site) once the step is traced (``trace``);
+    ``host_checker`` (data_checks.HostChecks, None when none left) makes them, which a call
+    does before it dispatches (the runtime's steady path calls ``_jitted`` after making
+    them itself).
     """
 
     def __init__(self, graph: Graph, fetch: Sequence, donate: bool = True,
-                 num_iterations: int = 1, check_data: bool = True, services=None):
+                 num_iterations: int = 1, check_data: bool = True, services=None,
+                 host_feeds: frozenset = frozenset()):
         self.graph = graph
         self.services = services
         self.fetch_values = [resolve_fetch(graph, f) for f in fetch]
@@ -85,6 +92,11 @@ class CompiledStep:
         self.donate = donate
         self.check_data = check_data
         self.check_sites: list[InvalidReport] = []
+        # one step a call (K per call and data-parallel steps keep every check in XLA)
+        self.host_feeds = host_feeds if num_iterations == 1 else frozenset()
+        self.host_checks: list[tuple[str, InvalidReport]] = []
+        self.host_checker: HostChecks | None = None
+        self._host_traced = False  # whether host_checks are known (the step was traced)
         self.feed_shapes: dict[str, tuple] = {}  # set by the runtime for inspection
         # how many times JAX traced this step (its first call, each retrace, ``lower``):
         # what a test of "no retrace" reads. ``_jitted._cache_size()`` is no trace count: it
@@ -104,6 +116,7 @@ class CompiledStep:
                         "the next iteration could not read it")
         self._jitted = self._jit(self._traced_with_services(
             self._step if num_iterations == 1 else self._steps))
+        self._traceable = self._jitted  # jax's own jit (tiering may wrap ``_jitted``)
 
     # what collective ops see: None on one device (data_parallel.py maps steps over several)
     replicas = None
@@ -174,6 +187,8 @@ class CompiledStep:
                     reports[seen:] = [r for r in reports[seen:] if r.own]
                 for r in reports[seen:]:
                     r.op = op
+        if self.host_feeds:
+            reports[:] = self._hoist(reports, env)
         self.check_sites = [InvalidReport(r.op_type, r.where, r.slot, r.expected,
                                           tuple(r.bad.shape), None, r.op) for r in reports]
         if not reports:
@@ -206,6 +221,33 @@ class CompiledStep:
                     if out not in made and _same_type(env[out], env[old])})
         return (*self._outputs(env), checks)
 
+    def _hoist(self, reports: list, env: dict) -> list:
+        """The reports left for the program: when every one is a range check of a
+        host-checked feed's array as fed (the very array the step was given), they are
+        listed in ``host_checks`` instead and none is left. All or none: a step keeps a
+        summary and its conditional for one check anyway, and a caller that takes the
+        step's remaining checks on itself (the predictor's) then sees them all."""
+        feeds, hoisted = set(self.feed_inputs), []
+        for r in reports:
+            value = r.op.input(r.slot) if r.within is not None and r.op is not None else None
+            if value is None or value not in feeds or value.var.name not in self.host_feeds \
+                    or env.get(value) is not r.values or np.shape(r.bad) != np.shape(r.values):
+                hoisted = None
+                break
+            hoisted.append((value.var.name, InvalidReport(
+                r.op_type, r.where, r.slot, r.expected, tuple(np.shape(r.bad)), None, r.op,
+                within=r.within)))
+        self.host_checks = hoisted or []
+        self.host_checker = HostChecks(hoisted) if hoisted else None
+        self._host_traced = True
+        return reports if hoisted is None else []
+
+    @with_graphc_x64
+    def trace(self, updated, readonly, feeds, step) -> None:
+        """Trace the step for these arguments without running it (a later call reuses the
+        trace): ``check_sites`` and ``host_checks`` are then known."""
+        self._traceable.trace(*self._args(updated, readonly, feeds, step))
+
     def _outputs(self, env) -> tuple:
         return (tuple(env[v] for v in self.updated_outputs),
                 tuple(env[v] for v in self.created_outputs),
@@ -237,6 +279,11 @@ class CompiledStep:
 
     @with_graphc_x64  # traced, compiled and called with 64-bit types (int64 labels)
     def __call__(self, updated, readonly, feeds, step):
+        if self.host_feeds:  # the checks taken out of the program, before it runs
+            if not self._host_traced:
+                self.trace(updated, readonly, feeds, step)
+            if self.host_checker is not None:
+                self.host_checker(dict(zip(self.feed_names, feeds)))
         return self._jitted(*self._args(updated, readonly, feeds, step))
 
     def global_type_shape(self, value) -> tuple:

@@ -146,8 +146,9 @@ def _one_hot(c, X):
     if not c["allow_out_of_range"]:
         # Paddle raises for an id outside [0, depth); jax.nn.one_hot would give a row of
         # zeros, so the step is refused instead (backends/data_checks.py)
-        report_invalid(c, "X", (X < 0) | (X >= depth), X, f"ids in [0, {depth}) (depth; "
-                       "allow_out_of_range=True gives rows of zeros instead)")
+        report_invalid(c, "X", None, X, f"ids in [0, {depth}) (depth; "
+                       "allow_out_of_range=True gives rows of zeros instead)",
+                       within=(0, depth, None))
     return {"Out": jax.nn.one_hot(ids, depth, dtype=c["dtype"])}
 
 

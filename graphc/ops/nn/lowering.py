@@ -165,6 +165,8 @@ def _lookup_table(c, W, Ids):
     ids = Ids.reshape(Ids.shape[:-1])
     # Paddle raises for an id outside the table; jnp.take would read NaN (or, for -1, the
     # last row). padding_idx (-1: none) is legal wherever it points.
+    # (its check stays in the step: the predictor makes fed ids' checks on the host itself,
+    # predictor_step.py's HostIdChecks, from the step's check sites)
     bad = (ids < 0) | (ids >= W.shape[0])
     pad = c["padding_idx"]
     if pad != -1:
@@ -182,9 +184,9 @@ def _hard_label_loss(c, logp, label, axis, ignore_index):
     # Paddle raises for a label outside [0, classes) that is not ignore_index; here it would
     # give a NaN loss (or, for -1, silently pick the last class).
     classes = logp.shape[axis]
-    bad = ((label < 0) | (label >= classes)) & (label != ignore_index)
-    report_invalid(c, "Label", bad, label,
-                   f"labels in [0, {classes}) or ignore_index {ignore_index}")
+    report_invalid(c, "Label", None, label,
+                   f"labels in [0, {classes}) or ignore_index {ignore_index}",
+                   within=(0, classes, ignore_index))
     label = jnp.squeeze(label, axis)
     picked = jnp.take_along_axis(logp, jnp.expand_dims(label, axis).astype(jnp.int32), axis)
     keep = jnp.expand_dims(label != ignore_index, axis)
