@@ -127,8 +127,10 @@ def test_zero_copy_run_and_handles_and_clone(dense_model):
     twin = predictor.clone()
     twin.get_input_tensor("x").copy_from_cpu(X[:1])
     twin.zero_copy_run()
-    np.testing.assert_array_equal(
-        twin.get_output_tensor(twin.get_output_names()[0]).copy_to_cpu(), want[:1])
+    # one row: XLA may pick another kernel than for five, which rounds differently
+    np.testing.assert_allclose(
+        twin.get_output_tensor(twin.get_output_names()[0]).copy_to_cpu(), want[:1],
+        rtol=1e-6, atol=1e-7)
     np.testing.assert_array_equal(out.copy_to_cpu(), want)  # the original's output stays
     assert twin.core.scope is predictor.core.scope
 
@@ -175,8 +177,8 @@ def test_clones_run_from_several_threads(dense_model):
         t.join()
     assert not errors, errors
     assert len(results) == 80
-    for rows, out in results:
-        np.testing.assert_array_equal(out, want[:rows])
+    for rows, out in results:  # other row counts may round differently (another kernel)
+        np.testing.assert_allclose(out, want[:rows], rtol=1e-6, atol=1e-7)
 
 
 def test_book_flow_compiled_program_with_inference_optimize(tmp_path):
