@@ -211,3 +211,27 @@ def test_with_other_passes(others):
     report = check_pass(pipeline_for(graphc.BuildStrategy(roll_repeated_layers=True,
                                                           **others)), gen)
     assert report.stats()[ROLL]["rolled runs"] >= 2
+
+
+# -- hlo28: how XLA is given a scan_layers (issue 28) ----------------------------------------
+@pytest.mark.parametrize("budget", [0, None])
+def test_scans_lower_to_loops_only_past_the_unroll_budget(budget, monkeypatch):
+    """Adam's rolled updates (no carry) run batched with no loop; the forward and backward
+    scans are unrolled within UNROLL_BUDGET body ops (the default here) and stay while loops
+    past it (budget 0); the steps equal the unrolled program's either way."""
+    from graphc.ops.scan import lowering as scan_lowering
+    if budget is not None:
+        monkeypatch.setattr(scan_lowering, "UNROLL_BUDGET", budget)
+    main, startup, loss = deep(6, opt="adam")
+    want_losses, want_params, _ = _train(main, startup, loss, roll=False)
+    got_losses, got_params, cp = _train(main, startup, loss, roll=True)
+    assert cp.last_report.stats()[ROLL]["rolled runs"] == 3
+    np.testing.assert_allclose(got_losses, want_losses, rtol=1e-6, atol=1e-6)
+    for name in want_params:
+        np.testing.assert_allclose(got_params[name], want_params[name], rtol=1e-6, atol=1e-6,
+                                   err_msg=name)
+    scope, exe = graphc.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    text = exe.compile(cp, feed={"x": np.ones((8, 4), "float32")},
+                       fetch_list=[loss]).compiled_text({"x": (8, 4)})
+    assert text.count(" while(") == (2 if budget == 0 else 0), text.count(" while(")

@@ -151,3 +151,16 @@ def test_dropout_draws_float32_uniforms(dropouts):
         want = np.asarray(jax.random.uniform(random_key(op_seed(graph, op), 0), (6, 16),
                                              jnp.float32) >= 0.5)
     np.testing.assert_array_equal(masks[0], want)
+
+
+# -- hlo28: each mask hashed once (issue 28) ------------------------------------------------
+def test_each_dropout_mask_is_hashed_once(dropouts):
+    """The backward reads each dropout's Mask instead of XLA copying its threefry hash (20
+    xors) into every fusion that uses it: 3 masks and their keys are 4 hashes' worth, where
+    the copies into the backward made 7."""
+    main, startup, loss, _ = dropouts
+    exe, scope = graphc.Executor(), graphc.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": np.ones((6, 16), np.float32)}
+    text = exe.compile(main, feed=feed, fetch_list=[loss]).compiled_text({"x": (6, 16)})
+    assert text.count(" xor(") < 5 * 20, text.count(" xor(")

@@ -64,6 +64,10 @@ def _while_loops(off, on):
     return on["while_loops"] > off["while_loops"]
 
 
+def _stacked_state(off, on):  # -- hlo28: fewer, stacked state arrays; no loop when short
+    return on["aliased_outputs"] < off["aliased_outputs"] and on["while_loops"] == 0
+
+
 def _scatter_and_gather(off, on):
     return on["collectives"].get("reduce-scatter", 0) > 0 and \
         on["collectives"].get("all-gather", 0) > 0 and "reduce-scatter" not in off["collectives"]
@@ -91,8 +95,10 @@ XLA_EFFECT: dict[str, Claim] = {
                                        BOTH),
     "fuse_elewise_add_act_ops": _on("fuse_elewise_add_act_ops", True, IR_ONLY, where=BOTH),
     # on by default: the claim compares it off against on
+    # -- hlo28: a short rolled stack compiles unrolled (no loop), its state stacked
     "roll_repeated_layers": Claim(CHANGES, "deep_mlp", {"roll_repeated_layers": False},
-                                  {"roll_repeated_layers": True}, (("sgd", 1),), _while_loops),
+                                  {"roll_repeated_layers": True}, (("sgd", 1),),
+                                  _stacked_state),
     # -- issue 28 (on by default: off against on; the slots' scatters become one)
     "fuse_embedding_seq_pool": Claim(CHANGES, "ctr", {"fuse_embedding_seq_pool": False},
                                      {"fuse_embedding_seq_pool": True}, (("sgd", 1),),

@@ -16,6 +16,20 @@ def _reverse(c, X):
     return {"Out": jnp.flip(X, axis=tuple(c["axis"]))}
 
 
+# How XLA runs a scan_layers (measured on the BERT-style encoder, benchmarks/bench_encoder.py,
+# issue 28). A carry-free body (the rolled optimizer updates of stacked parameters) is the
+# same elementwise work for every layer, so it runs as one batched body (``vmap``) over the
+# stack: no loop, one fusion per update instead of a while loop that slices and writes back
+# each layer. A body with carries (the layers' forward and backward passes) is a while loop,
+# which XLA cannot fuse across and runs one kernel at a time: on the 4-layer encoder that
+# loop cost 6-10% of the step against the same layers unrolled. It saves compile time only
+# where the unrolled layers would be many ops, so a scan of at most UNROLL_BUDGET body ops
+# in all (k layers x ops per layer) is unrolled into straight-line code (``unroll=True``)
+# and a longer one (the 1,250-layer stack) stays one loop. The pass still rolls both: the
+# graph stays small and the parameters stacked; this only picks what XLA is given.
+UNROLL_BUDGET = 512
+
+
 @lowering("scan_layers")
 def _scan_layers(c, Init, Xs, Consts):
     from ...backends.evaluate import evaluate  # evaluate imports the rules package
@@ -34,7 +48,11 @@ def _scan_layers(c, Init, Xs, Consts):
 
     arrays = (*Init, *Xs, *Consts)
     if any(isinstance(a, jax.core.Tracer) for a in arrays):
-        carry, ys = lax.scan(step, tuple(Init), tuple(Xs), length=k)
+        if not n_carry and Xs:  # independent layers (optimizer updates): one batch
+            ys = jax.vmap(lambda *xs: step((), xs)[1])(*Xs)
+            return {"Out": [], "Ys": list(ys)}
+        carry, ys = lax.scan(step, tuple(Init), tuple(Xs), length=k,
+                             unroll=k * len(ops) <= UNROLL_BUDGET)
         return {"Out": list(carry), "Ys": list(ys)}
     # The interpreter runs the body k times, op by op, as it runs every graph.
     carry, stacked = tuple(Init), []
