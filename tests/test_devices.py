@@ -13,6 +13,7 @@ import jax
 import pytest
 
 import graphc
+from graphc.runtime.places import PlaceError, node_local_gpu
 
 
 def run(code: str, **env) -> subprocess.CompletedProcess:
@@ -72,3 +73,21 @@ def test_bad_values_are_errors():
     n = len(jax.devices("cpu"))  # the test session has 8 (conftest)
     with pytest.raises(graphc.GraphcError, match=f"only {n} cpu device"):
         graphc.Executor(graphc.CPUPlace(n))
+
+
+# -- FLAGS_selected_gpus names the node-local device (launched ranks on GPUs) --------------
+
+@pytest.mark.parametrize("device_id, visible, flag, index", [
+    (2, 1, "2", 0),      # the launcher narrowed CUDA_VISIBLE_DEVICES to GPU 2: device 0
+    (3, 2, "2,3", 1),    # two GPUs per rank
+    (0, 2, "2,3", 0),    # an id not selected is an index as is
+    (1, 4, "1", 1),      # every GPU visible: ids are indexes
+    (1, 2, "", 1),       # no launcher
+])
+def test_selected_gpus_are_the_ranks_own_devices(device_id, visible, flag, index):
+    assert node_local_gpu(device_id, visible, {"FLAGS_selected_gpus": flag}) == index
+
+
+def test_a_bad_selected_gpus_is_named():
+    with pytest.raises(PlaceError, match="FLAGS_selected_gpus='gpu0'"):
+        node_local_gpu(0, 1, {"FLAGS_selected_gpus": "gpu0"})

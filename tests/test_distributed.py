@@ -262,11 +262,15 @@ def test_launch_command_line(tmp_path, monkeypatch):
     hostfile = tmp_path / "hosts"
     hostfile.write_text("a slots=2\nb slots=2\n")
     monkeypatch.setenv("CPU_NUM", "2")
+    monkeypatch.setenv("NCCL_SOCKET_IFNAME", "eth1")
+    monkeypatch.setenv("FLAGS_rpc_deadline", "5000")
     cmd, env = build_command(_args("--mpirun", "mpirun", "--nproc_per_node", "2", "--hosts",
                                    "a, b", str(script), "--lr", "0.1"))
     assert cmd[cmd.index("--host") + 1] == "a:2,b:2" and cmd[cmd.index("-n") + 1] == "4"
     assert cmd[-5:] == ["-m", "graphc.distributed.rank", str(script), "--lr", "0.1"]
     assert cmd[cmd.index("-x") + 1] == "CPU_NUM"  # forwarded to the other nodes
+    forwarded = {cmd[i + 1] for i, a in enumerate(cmd) if a == "-x"}
+    assert {"NCCL_SOCKET_IFNAME", "FLAGS_rpc_deadline"} <= forwarded
     cmd, env = build_command(_args("--mpirun", "mpirun", "--nproc_per_node", "2",
                                    "--hostfile", str(hostfile), "--devices", "0,1",
                                    "--log_dir", str(tmp_path / "l"), str(script)))

@@ -152,3 +152,4 @@ def test_predictor_on_the_gpu_equals_the_cpu_predictor(tmp_path):
         (result,) = predictor.run([fluid.core.PaddleTensor(xs)])
         got[gpu] = result.as_ndarray()
     np.testing.assert_allclose(got[True], got[False], rtol=1e-5, atol=1e-6)
+

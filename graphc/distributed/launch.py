@@ -45,6 +45,9 @@ class LaunchError(GraphcError):
 # variables every rank needs (mpirun forwards only the ones it is told to, to other nodes)
 FORWARDED = ("CPU_NUM", "CUDA_VISIBLE_DEVICES", "PYTHONPATH", "XLA_FLAGS", "JAX_PLATFORMS",
              "JAX_ENABLE_X64", "GRAPHC_LOG_LEVEL", "OMP_NUM_THREADS")
+# and every variable with these prefixes: NCCL's settings (NCCL_SOCKET_IFNAME, NCCL_IB_HCA, ...
+# tune XLA's GPU collectives) and Paddle's FLAGS_* that graphc reads (FLAGS_rpc_deadline, ...)
+FORWARDED_PREFIXES = ("NCCL_", "FLAGS_")
 LAUNCH_VARS = ("GRAPHC_LAUNCH_DEVICES", "GRAPHC_LAUNCH_LOG_DIR", "GRAPHC_LAUNCH_CONTROL",
                watchdog.ENV, "GRAPHC_PS_SERVER_NUM", "GRAPHC_PS_WORKER_NUM",
                "GRAPHC_LAUNCH_ENDPOINTS")
@@ -271,6 +274,9 @@ def build_command(args) -> tuple[list[str], dict[str, str]]:
     env[watchdog.ENV] = f"{args.collective_timeout:g}"
     for name in FORWARDED + LAUNCH_VARS:
         if name in env or name == "GRAPHC_LAUNCH_CONTROL":
+            cmd += ["-x", name]
+    for name in sorted(env):
+        if name.startswith(FORWARDED_PREFIXES) and name not in FORWARDED + LAUNCH_VARS:
             cmd += ["-x", name]
     cmd += [sys.executable, "-m", "graphc.distributed.rank", args.script, *args.script_args]
     return cmd, env

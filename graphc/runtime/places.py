@@ -29,9 +29,12 @@ class Place:
         except RuntimeError:
             raise PlaceError(f"{self!r}: no {self.kind.upper()} devices are available "
                              f"(JAX backends: {jax.default_backend()})") from None
-        if not 0 <= self.device_id < len(devices):
+        index = self.device_id
+        if self.kind == "gpu":
+            index = node_local_gpu(self.device_id, len(devices), os.environ)
+        if not 0 <= index < len(devices):
             raise PlaceError(f"{self!r}: only {len(devices)} {self.kind} device(s) visible")
-        return devices[self.device_id]
+        return devices[index]
 
     def __eq__(self, other) -> bool:
         return type(self) is type(other) and self.device_id == other.device_id
@@ -42,6 +45,23 @@ class Place:
     def __repr__(self) -> str:
         shown = "" if self.kind == "cpu" and self.device_id == 0 else self.device_id
         return f"{type(self).__name__}({shown})"
+
+
+def node_local_gpu(device_id: int, visible: int, environ) -> int:
+    """The index among this process's ``visible`` GPUs that ``CUDAPlace(device_id)`` names.
+    A launcher (Paddle's, fleetrun, graphc launch) gives each rank its GPUs in
+    ``FLAGS_selected_gpus`` and scripts write ``CUDAPlace(int(FLAGS_selected_gpus))``; where
+    the launcher also narrowed CUDA_VISIBLE_DEVICES to those GPUs, the selected ids are the
+    process's devices in order (GPU 2 is its device 0). Any other id is an index as is."""
+    listed = str(environ.get("FLAGS_selected_gpus", "")).split(",")
+    try:
+        selected = [int(x) for x in listed if x.strip()]
+    except ValueError:
+        raise PlaceError(f"FLAGS_selected_gpus={environ.get('FLAGS_selected_gpus')!r}: "
+                         "expected comma-separated GPU ids") from None
+    if device_id in selected and len(selected) == visible:
+        return selected.index(device_id)
+    return device_id
 
 
 class CPUPlace(Place):
