@@ -45,8 +45,11 @@ def fc(input, size: int, num_flatten_dims: int = 1, param_attr=None, bias_attr=N
                 f"fc: input '{x.name}' of shape {list(x.shape)} has rank {x.ndim}: "
                 f"num_flatten_dims={num_flatten_dims} must be in [1, {x.ndim}) (the dimensions "
                 f"after it are flattened into the weight's rows)"
-                + ("; a rank-1 input has no batch dimension: give it one (layers.unsqueeze, "
-                   "or declare fed data [None, ...])" if x.ndim == 1 else ""))
+                + ((f"; '{x.name}' is fed data declared without a -1 batch dimension: "
+                    f"declare it as {[-1, *x.shape]} (or layers.data(shape="
+                    f"{list(x.shape)}), which prepends it)" if x.is_data else
+                    "; a rank-1 input has no batch dimension: give it one (layers.unsqueeze)")
+                   if x.ndim == 1 else ""))
         if any(d < 0 for d in x.shape[num_flatten_dims:]):
             batchless = x.is_data and all(d >= 0 for d in x.shape)
             raise ProgramError(
