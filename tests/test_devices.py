@@ -91,3 +91,24 @@ def test_selected_gpus_are_the_ranks_own_devices(device_id, visible, flag, index
 def test_a_bad_selected_gpus_is_named():
     with pytest.raises(PlaceError, match="FLAGS_selected_gpus='gpu0'"):
         node_local_gpu(0, 1, {"FLAGS_selected_gpus": "gpu0"})
+
+
+def test_a_bad_matmul_precision_is_named_when_a_step_is_traced(monkeypatch):
+    """GRAPHC_MATMUL_PRECISION is read when graphc traces: a bad value is a GraphcError that
+    names it, raised by the run that would have compiled, with the scope untouched."""
+    import numpy as np
+
+    from graphc.ir.errors import GraphcError
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        y = graphc.layers.fc(graphc.data("x", [-1, 3], "float32"), 2)
+    exe, scope = graphc.Executor(), graphc.Scope()
+    exe.run(startup, scope=scope)
+    before = {n: np.array(scope[n]) for n in scope.keys()}
+    monkeypatch.setenv("GRAPHC_MATMUL_PRECISION", "fast")
+    with pytest.raises(GraphcError, match="GRAPHC_MATMUL_PRECISION='fast': expected one of"):
+        exe.run(main, feed={"x": np.ones((2, 3), "float32")}, fetch_list=[y], scope=scope)
+    assert all(np.array_equal(scope[n], v) for n, v in before.items())
+    monkeypatch.setenv("GRAPHC_MATMUL_PRECISION", "highest")
+    (out,) = exe.run(main, feed={"x": np.ones((2, 3), "float32")}, fetch_list=[y], scope=scope)
+    assert out.shape == (2, 2)
