@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ...backends.arrays import TensorArray
+from ...backends.arrays import TensorArray, grow_stacked, rows_as_sequences
 from ...backends.data_checks import InnerChecks, ignored, report_invalid
 from ...backends.lod import LoDArray
 from ...backends.lowering import lowering
@@ -29,6 +29,9 @@ def _index(i):
 @lowering("write_to_array")
 def _write(c, X, I, Array=None):
     i = _index(I)
+    level = c.out_types["Out"][0].element_lod
+    if level and not isinstance(X, LoDArray):  # dense rows into an array of LoD values
+        X = rows_as_sequences(X, level)
     if isinstance(X, LoDArray):
         return _write_lod(c, X, i, Array)
     if Array is None:
@@ -77,6 +80,7 @@ def _write_lod(c, X: LoDArray, i, Array):
         raise ShapeError(f"{c.where}: X holds {X.num_sequences} sequences of rows "
                          f"{list(X.data.shape[1:])} but the array's elements hold "
                          f"{stacked.lengths[0].shape[1]} of {list(stacked.data.shape[2:])}")
+    stacked = grow_stacked(stacked, X)
     rows = stacked.data.shape[1]
     report_invalid(c, "X", jnp.reshape(X.token_count() > rows, (1,)),
                    jnp.reshape(X.token_count(), (1,)),
@@ -115,15 +119,53 @@ def _unsized(v) -> bool:
         v.data.size == 0 and v.data.shape[0] > 0
 
 
+def _lod_array(v) -> bool:
+    return isinstance(v, TensorArray) and isinstance(v.data, LoDArray)
+
+
 def _size_arrays(step, state):
     """``state`` with each empty array whose element shape is unknown sized as one step of
-    the body writes it (traced abstractly, checks dropped)."""
-    if not any(_unsized(v) for v in state):
-        return tuple(state)
-    with ignored():
-        shapes = jax.eval_shape(step, tuple(state))
-    return tuple(TensorArray(jnp.zeros(s.data.shape, s.data.dtype), v.length)
-                 if _unsized(v) else v for v, s in zip(state, shapes))
+    the body writes it, and each array of LoD values widened to the buffers the body's
+    writes need (a boot state of N rows, then N * beam_size candidates): traced abstractly,
+    checks dropped, until one step keeps every carried shape (a loop's carry cannot grow)."""
+    state = tuple(state)
+    if not any(_unsized(v) or _lod_array(v) for v in state):
+        return state
+    for _ in range(_SIZING_ROUNDS):
+        token = _SIZING.set(True)
+        try:
+            with ignored():
+                shapes = jax.eval_shape(step, state)
+        finally:
+            _SIZING.reset(token)
+        new = tuple(TensorArray(jnp.zeros(s.data.shape, s.data.dtype), v.length)
+                    if _unsized(v) else _widened(v, s) for v, s in zip(state, shapes))
+        if all(jax.tree.structure(a) == jax.tree.structure(b) and all(
+                x.shape == y.shape for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+               for a, b in zip(new, state)):
+            return new
+        state = new
+    return state
+
+
+# True while _size_arrays traces a body: arrays of LoD values may widen then
+_SIZING: ContextVar[bool] = ContextVar("graphc_sizing_arrays", default=False)
+# widening rounds before a loop: each lets a value written from a carried array's element
+# (a beam search's picks, then the state expanded by them) widen the next array
+_SIZING_ROUNDS = 8
+
+
+def _widened(v, s):
+    """The carried array ``v`` padded to the buffers of ``s`` (its value after one step)
+    where those are bigger; anything else unchanged."""
+    if not (_lod_array(v) and isinstance(s, TensorArray) and isinstance(s.data, LoDArray)):
+        return v
+
+    def pad(buf, shape):
+        if tuple(buf.shape) == tuple(shape.shape) or buf.ndim != len(shape.shape):
+            return buf
+        return jnp.pad(buf, [(0, max(t - b, 0)) for b, t in zip(buf.shape, shape.shape)])
+    return TensorArray(jax.tree.map(pad, v.data, s.data), v.length)
 
 
 @lowering("tensor_array_to_tensor")
@@ -175,7 +217,8 @@ def _body_step(c, consts):
         new = []
         for v, old in zip(body.outputs, state):
             val = env[v]
-            if tuple(val.shape) != tuple(old.shape) and not _unsized(old):
+            if tuple(val.shape) != tuple(old.shape) and not _unsized(old) and not (
+                    _SIZING.get() and _lod_array(old)):
                 raise ShapeError(f"{c.where}: the loop body changes carried value "
                                  f"'{body.inputs[len(new)].name}' from shape "
                                  f"{list(old.shape)} to {list(val.shape)}; a loop must keep "
