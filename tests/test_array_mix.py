@@ -195,3 +195,82 @@ def test_sequence_expand_of_two_level_x_reads_its_tokens_as_rows():
     with pytest.raises(DataError, match="as many rows"):
         graphc.Executor().run(main, feed={"x": x_val, "y": create_lod_tensor(
             np.zeros((4, 1)), [[1, 1], [1, 3]])}, fetch_list=[out])
+
+
+def _fd_check(build, feed):
+    """Every parameter's gradient equals central finite differences (float64)."""
+    main, start = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, start):
+        loss = build()
+        pairs = fluid.backward.append_backward(loss)
+    scope = graphc.Scope()
+    with graphc.scope_guard(scope):
+        exe = graphc.Executor()
+        exe.run(start)
+        for p, g in pairs:
+            w = np.array(scope.find_var(p.name).get_tensor())
+            grad = np.asarray(exe.run(main, feed=feed, fetch_list=[g])[0])
+            fd = np.zeros_like(w)
+            for idx in np.ndindex(w.shape):
+                vals = []
+                for e in (1e-6, -1e-6):
+                    moved = w.copy()
+                    moved[idx] += e
+                    scope.var(p.name).get_tensor().set(moved, graphc.CPUPlace())
+                    vals.append(exe.run(main, feed=feed, fetch_list=[loss])[0].item())
+                fd[idx] = (vals[0] - vals[1]) / 2e-6
+            scope.var(p.name).get_tensor().set(w, graphc.CPUPlace())
+            np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-7, err_msg=p.name)
+            assert np.abs(fd).max() > 0.1, p.name
+
+
+def test_gradients_through_a_mixed_array_and_a_loop_reading_lod_values():
+    rng = np.random.default_rng(0)
+
+    def mixed():  # dense element 0, LoD element 1, both read back
+        a = layers.array_write(layers.fc(layers.data("d", [2], "float64"), 2),
+                               layers.fill_constant([1], "int64", 0))
+        a = layers.array_write(layers.fc(lod_data("l", 2, level=2), 2),
+                               layers.fill_constant([1], "int64", 1), array=a)
+        reads = [layers.array_read(a, layers.fill_constant([1], "int64", k)) for k in (0, 1)]
+        return layers.elementwise_add(*[layers.reduce_sum(layers.square(r)) for r in reads])
+
+    _fd_check(mixed, {"d": rng.standard_normal((3, 2)), "l": create_lod_tensor(
+        rng.standard_normal((4, 2)), [[1, 2, 0], [2, 1, 1]])})
+
+    def loop():  # a While body reading an outer LoD value (an encoder's sequences)
+        enc = layers.fc(lod_data("s", 2), 2, act="tanh")
+        i, n = layers.fill_constant([1], "int64", 0), layers.fill_constant([1], "int64", 3)
+        acc = layers.fill_constant([1], "float64", 0.)
+        acc.stop_gradient = False
+        cond = layers.less_than(i, n)
+        with layers.While(cond).block():
+            pooled = layers.sequence_pool(enc, "sum")
+            layers.assign(acc + layers.reduce_sum(layers.square(pooled)), acc)
+            layers.increment(i, in_place=True)
+            layers.less_than(i, n, cond=cond)
+        return layers.reduce_sum(acc)
+
+    _fd_check(loop, {"s": create_lod_tensor(rng.standard_normal((3, 2)), [[1, 2]])})
+
+
+def test_backward_through_a_loop_carrying_lod_values_is_refused():
+    main, start = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, start):
+        i, n = layers.fill_constant([1], "int64", 0), layers.fill_constant([1], "int64", 2)
+        a = layers.array_write(layers.fc(layers.data("d", [2], "float64"), 2), i)
+        y = lod_data("y", 1, "float64", 2)
+        cond = layers.less_than(i, n)
+        with layers.While(cond).block():
+            r = layers.array_read(a, i)
+            nxt = layers.sequence_expand(r, y)
+            layers.increment(i, in_place=True)
+            layers.array_write(layers.fc(nxt, 2), i, array=a)
+            layers.less_than(i, n, cond=cond)
+        loss = layers.reduce_sum(layers.array_read(a, layers.fill_constant([1], "int64", 0)))
+        grads = [g for _, g in fluid.backward.append_backward(loss)]
+    exe = graphc.Executor()
+    exe.run(start)
+    y = create_lod_tensor(np.zeros((3, 1)), [[1, 1, 1], [1, 1, 1]])
+    with pytest.raises(ShapeError, match="loop that carries an array of LoD values"):
+        exe.run(main, feed={"d": np.ones((3, 2)), "y": y}, fetch_list=[loss, *grads])

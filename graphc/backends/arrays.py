@@ -40,7 +40,12 @@ class TensorArray:
     def __add__(self, other: TensorArray) -> TensorArray:
         """Elementwise sum (gradients of an array read twice add up)."""
         import jax.numpy as jnp
-        return TensorArray(self.data + other.data, jnp.maximum(self.length, other.length))
+
+        from .lod import LoDArray
+        length = jnp.maximum(self.length, other.length)
+        if isinstance(self.data, LoDArray):  # the token rows add up; the LoD is the array's
+            return TensorArray(self.data.with_data(self.data.data + other.data.data), length)
+        return TensorArray(self.data + other.data, length)
 
     def astype(self, dtype) -> TensorArray:
         return TensorArray(self.data.astype(dtype), self.length)

@@ -324,6 +324,12 @@ def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=Non
     changing the state once the condition is false, differentiated by ``jax.vjp`` (exact: the
     same body, the same trip count). A loop that ran longer than the bound is refused."""
     carry, aux, xs, xaux = (list(v or ()) for v in (Carry, Aux, X, XAux))
+    lod_carried = [str(k) for k, v in enumerate(carry) if _lod_array(v)]
+    if lod_carried:  # their buffers widen and their LoDs change: no replay keeps them
+        raise ShapeError(f"{c.where}: gradients through a loop that carries an array of LoD "
+                         f"values (Carry {', '.join(lod_carried)}: {carry[int(lod_carried[0])]})"
+                         " are not supported; decoding loops run without backward "
+                         "(docs/control_flow.md)")
     bound = c["max_iterations"] or DEFAULT_MAX_ITERATIONS
     douts = kw.get("Out" + GRAD_SUFFIX) or [None] * len(carry)
     cond = _cond_of(c, len(carry))
@@ -382,6 +388,8 @@ def _write_grad(c, X, I, Array=None, **kw):
     gets the rest (the write replaced element I)."""
     dout = kw["Out" + GRAD_SUFFIX]
     j = jnp.clip(_index(I), 0, dout.capacity - 1)
+    if isinstance(dout.data, LoDArray):
+        return _write_grad_lod(c, X, j, Array, dout)
     out = {}
     if "X" + GRAD_SUFFIX in c.out_types:
         elem = lax.dynamic_index_in_dim(dout.data, j, 0, keepdims=False)
@@ -393,11 +401,34 @@ def _write_grad(c, X, I, Array=None, **kw):
     return out
 
 
+def _write_grad_lod(c, X, j, Array, dout):
+    """``_write_grad`` for an array of LoD values: the element's token rows go to X (a
+    LoD value, or the dense rows a mixed array stored as one-row sequences)."""
+    stacked, out = dout.data, {}
+    if "X" + GRAD_SUFFIX in c.out_types:
+        rows = lax.dynamic_index_in_dim(stacked.data, j, 0, keepdims=False)
+        if isinstance(X, LoDArray):
+            out["X" + GRAD_SUFFIX] = X.masked(_fit(rows, X.data.shape[0]).astype(X.dtype))
+        else:
+            out["X" + GRAD_SUFFIX] = _fit(rows, X.shape[0]).astype(X.dtype)
+    if "Array" + GRAD_SUFFIX in c.out_types:
+        zero = jnp.zeros(stacked.data.shape[1:], stacked.data.dtype)
+        out["Array" + GRAD_SUFFIX] = TensorArray(
+            stacked.with_data(lax.dynamic_update_index_in_dim(stacked.data, zero, j, 0)),
+            Array.length)
+    return out
+
+
 @lowering("read_from_array_grad")
 def _read_grad(c, X, I, **kw):
     """An array of zeros but for element I, which takes the read value's gradient."""
     dout = kw["Out" + GRAD_SUFFIX]
     j = jnp.clip(_index(I), 0, X.capacity - 1)
+    if isinstance(X.data, LoDArray):  # the element's token rows, in the array's buffer
+        rows = _fit(dout.data if isinstance(dout, LoDArray) else dout, X.data.data.shape[1])
+        data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data.data),
+                                               rows.astype(X.dtype), j, 0)
+        return {"X" + GRAD_SUFFIX: TensorArray(X.data.with_data(data), X.length)}
     data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data), dout.astype(X.dtype), j, 0)
     return {"X" + GRAD_SUFFIX: TensorArray(data, X.length)}
 
