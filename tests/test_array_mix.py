@@ -274,3 +274,29 @@ def test_backward_through_a_loop_carrying_lod_values_is_refused():
     y = create_lod_tensor(np.zeros((3, 1)), [[1, 1, 1], [1, 1, 1]])
     with pytest.raises(ShapeError, match="loop that carries an array of LoD values"):
         exe.run(main, feed={"d": np.ones((3, 2)), "y": y}, fetch_list=[loss, *grads])
+
+
+def test_saved_decoder_with_a_mixed_array_loads_and_decodes_the_same(decoder, tmp_path):
+    """save_inference_model writes the mixed array in Paddle's format; loading it retypes the
+    array where a read is declared a LoD value (before the loop's LoD write is read back)."""
+    main, outs = decoder
+    rng = np.random.default_rng(2)
+    params = {k: rng.standard_normal(s) for k, s in PARAMS.items()}
+    init = [[1] * N, [1] * N]
+    feeds = {"boot": rng.standard_normal((N, HID)),
+             "init_ids": create_lod_tensor(np.array([[1], [2], [3]]), init),
+             "init_scores": create_lod_tensor(np.zeros((N, 1)), init)}
+    with graphc.scope_guard(graphc.Scope()):
+        for k, v in params.items():
+            graphc.global_scope().var(k).get_tensor().set(v, graphc.CPUPlace())
+        exe = graphc.Executor()
+        want = exe.run(main, feed=feeds, fetch_list=outs[:2], return_numpy=False)
+        fluid.io.save_inference_model(str(tmp_path), list(feeds), outs[:2], exe,
+                                      main_program=main)
+    with graphc.scope_guard(graphc.Scope()):
+        exe = graphc.Executor()
+        prog, _, targets = fluid.io.load_inference_model(str(tmp_path), exe)
+        got = exe.run(prog, feed=feeds, fetch_list=targets, return_numpy=False)
+    for w, g in zip(want, got):
+        assert g.recursive_sequence_lengths() == w.recursive_sequence_lengths()
+        np.testing.assert_array_equal(np.array(g), np.array(w))

@@ -23,15 +23,17 @@ def mixes(array, x) -> bool:
 
 
 def _family(program, name: str) -> set[str]:
-    """``name`` and the variables holding the same array before or after a write (an array
-    written outside a region gets a new name per value, control_flow.py _rename_before)."""
+    """``name`` and the variables holding the same array before or after a write or a copy
+    (an array written outside a region gets a new name per value, control_flow.py
+    _rename_before; Paddle's format copies a loop's carried arrays)."""
     family, grew = {name}, True
     while grew:
         grew = False
         for block in program.blocks:
             for op in block.ops:
-                if op.type in _ARRAY_WRITERS:
-                    linked = set(op.input("Array")) | set(op.output("Out"))
+                if op.type in _ARRAY_WRITERS or op.type == "assign":  # a copy: one array
+                    linked = set(op.input("Array") if op.type in _ARRAY_WRITERS else
+                                 op.input("X")) | set(op.output("Out"))
                     if linked & family and not linked <= family:
                         family |= linked
                         grew = True
