@@ -253,6 +253,14 @@ def test_gradients_through_a_mixed_array_and_a_loop_reading_lod_values():
 
     _fd_check(loop, {"s": create_lod_tensor(rng.standard_normal((3, 2)), [[1, 2]])})
 
+    def expand():  # sequence_expand of a 2-level X (its tokens as rows)
+        x = layers.fc(lod_data("x", 2, "float64", 2), 2)
+        out = layers.sequence_expand(x, lod_data("y", 1, "float64", 2))
+        return layers.reduce_sum(layers.square(out))
+
+    _fd_check(expand, {"x": create_lod_tensor(rng.standard_normal((3, 2)), [[1, 1], [2, 1]]),
+                       "y": create_lod_tensor(np.zeros((4, 1)), [[2, 1], [1, 0, 3]])})
+
 
 def test_backward_through_a_loop_carrying_lod_values_is_refused():
     main, start = graphc.Program(), graphc.Program()
