@@ -195,6 +195,19 @@ def test_sequence_expand_of_two_level_x_reads_its_tokens_as_rows():
     with pytest.raises(DataError, match="as many rows"):
         graphc.Executor().run(main, feed={"x": x_val, "y": create_lod_tensor(
             np.zeros((4, 1)), [[1, 1], [1, 3]])}, fetch_list=[out])
+    # level 0 of a 1-level Y (the OCR decoder's attention over its encoder sequences)
+    main = graphc.Program()
+    with graphc.program_guard(main, graphc.Program()):
+        out = layers.sequence_expand(lod_data("x", 2, "float64", 2),
+                                     lod_data("y", 1, "float64", 1))
+    got, = graphc.Executor().run(main, feed={"x": x_val, "y": create_lod_tensor(
+        np.zeros((5, 1)), [[2, 0, 3]])}, fetch_list=[out], return_numpy=False)
+    np.testing.assert_array_equal(np.array(got), np.repeat(np.arange(6.).reshape(3, 2),
+                                                           [2, 0, 3], axis=0))
+    assert got.recursive_sequence_lengths() == [[2, 0, 3]]
+    with pytest.raises(DataError, match="as many rows"):
+        graphc.Executor().run(main, feed={"x": x_val, "y": create_lod_tensor(
+            np.zeros((5, 1)), [[2, 3]])}, fetch_list=[out])
 
 
 def _fd_check(build, feed):
