@@ -330,15 +330,21 @@ def test_run_time_checks_raise_data_errors():
         run(lambda: layers.reorder_lod_tensor_by_rank(graphc.data("r", [3, 2], "float64"),
                                                       layers.lod_rank_table(lod_data("x", 2))),
             {"x": x, "r": np.zeros((3, 2))})
-    # an array of LoD values keeps its first element's buffers: a bigger element is refused
-    def overflow():
+    # an array of LoD values widens its buffers for a bigger element (arrmix: was refused)
+    def bigger():
         i = layers.fill_constant([1], "int64", 0)
         a = layers.array_write(lod_data("small", 1), i)
         return layers.array_write(lod_data("big", 1), layers.increment(i), array=a)
 
-    with pytest.raises(DataError, match="at most 16 tokens: the buffer of the array's first"):
-        run(overflow, {"small": create_lod_tensor(np.ones((2, 1)), [[2]]),
-                       "big": create_lod_tensor(np.ones((20, 1)), [[20]])})
+    main = graphc.Program()
+    with graphc.program_guard(main, graphc.Program()):
+        out = bigger()
+    elements, = graphc.Executor().run(
+        main, feed={"small": create_lod_tensor(np.ones((2, 1)), [[2]]),
+                    "big": create_lod_tensor(np.full((20, 1), 3.), [[20]])},
+        fetch_list=[out], return_numpy=False)
+    assert [e.recursive_sequence_lengths() for e in elements] == [[[2]], [[20]]]
+    np.testing.assert_array_equal(np.asarray(elements[1]), np.full((20, 1), 3.))
     with pytest.raises(ShapeError, match="an array's elements share one type"):
         layers.array_write(lod_data("l2", 1, level=2), layers.fill_constant([1], "int64", 1),
                            array=layers.array_write(lod_data("l1", 1),

@@ -40,7 +40,12 @@ class TensorArray:
     def __add__(self, other: TensorArray) -> TensorArray:
         """Elementwise sum (gradients of an array read twice add up)."""
         import jax.numpy as jnp
-        return TensorArray(self.data + other.data, jnp.maximum(self.length, other.length))
+
+        from .lod import LoDArray
+        length = jnp.maximum(self.length, other.length)
+        if isinstance(self.data, LoDArray):  # the token rows add up; the LoD is the array's
+            return TensorArray(self.data.with_data(self.data.data + other.data.data), length)
+        return TensorArray(self.data + other.data, length)
 
     def astype(self, dtype) -> TensorArray:
         return TensorArray(self.data.astype(dtype), self.length)
@@ -55,3 +60,33 @@ class TensorArray:
 
     def __repr__(self) -> str:
         return f"TensorArray(capacity={self.capacity}, element={list(self.shape[1:])})"
+
+
+def rows_as_sequences(x, level: int):
+    """Dense rows ``[N, ...]`` as a LoD value of ``level`` levels holding N one-row
+    sequences (each level N entries of 1): how an array of LoD values stores a dense write
+    (docs/control_flow.md "Arrays that mix dense rows and LoD values")."""
+    import jax.numpy as jnp
+
+    from .lod import LENGTHS_DTYPE, LoDArray
+    ones = jnp.ones((x.shape[0],), LENGTHS_DTYPE)
+    return LoDArray(x, (ones,) * level)
+
+
+def grow_stacked(stacked, x):
+    """The stacked LoDArray of an array of LoD values with its token and sub-sequence
+    buffers widened to hold ``x``'s (static sizes: a later element with bigger buffers, e.g.
+    a beam search's ``N * beam_size`` rows after a boot state of ``N``). The number of
+    sequences (level 0) is never changed."""
+    import jax.numpy as jnp
+
+    from .lod import LoDArray
+
+    def wide(buf, size):
+        if buf.shape[1] >= size:
+            return buf
+        pad = [(0, 0), (0, size - buf.shape[1])] + [(0, 0)] * (buf.ndim - 2)
+        return jnp.pad(buf, pad)
+    lengths = (stacked.lengths[0],) + tuple(
+        wide(s, v.shape[0]) for s, v in zip(stacked.lengths[1:], x.lengths[1:]))
+    return LoDArray(wide(stacked.data, x.data.shape[0]), lengths)

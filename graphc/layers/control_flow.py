@@ -16,6 +16,7 @@ from ..ir.program import Variable
 from ..ir.regions import BlockMark, body_text, drop_locals, take
 from ..ir.source import user_source
 from ..ir.types import FLOAT_DTYPES, normalize_dtype
+from . import array_mix
 from .helper import LayerHelper, check_variable
 
 _COMPARES = {"less_than": (lambda a, b, s: math.ceil((b - a) / s)),
@@ -353,6 +354,10 @@ def array_write(x, i, array=None):
     _check_array("array_write", array)
     ins = {"X": x, "I": i}
     attrs = {}
+    if array_mix.mixes(array, x):  # dense elements so far, now a LoD value of their rows
+        source = user_source()
+        array_mix.promote(helper.main_program.current_block(), array, x.lod_level,
+                          "array_write" + (f" at {source}" if source else ""))
     if array.shape is not None:
         # backward follows one writer per variable: outside a region the array's value
         # before this write takes a name of its own (inside one, the body is SSA already)

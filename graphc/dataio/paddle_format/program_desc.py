@@ -204,9 +204,15 @@ def _append_ops(desc, program, ops, feeds: set, where: str, rename: dict | None 
         role_bits = next((a.i for a in op.attrs if a.name == "op_role"), 0)
         inputs = _renamed(_slots(op.inputs), rename)
         outputs = _renamed(_slots(op.outputs), rename)
+        if op.type == "read_from_array":  # a read declared a LoD value: a mixed array
+            _promote_for_read(block, inputs["X"][0], outputs["Out"][0], where)
         if op.type == "write_to_array":  # Paddle writes the array in place: graphc's op
             out = block.var(outputs["Out"][0])  # takes its value before
             if out.shape is not None:
+                from ...layers import array_mix
+                x = block._find_var(inputs["X"][0])
+                if x is not None and array_mix.mixes(out, x):  # dense rows, then LoD values
+                    array_mix.promote(block, out, x.lod_level, where)
                 inputs["Array"] = [out.name]
         try:
             with program.op_role_guard(_ROLES.get(role_bits & 0xFF, "forward")):
@@ -216,6 +222,17 @@ def _append_ops(desc, program, ops, feeds: set, where: str, rename: dict | None 
         except GraphcError as exc:
             raise ProgramDescError(f"{where}: op #{i} '{op.type}' does not build in graphc: "
                                    f"{exc}") from None
+
+
+def _promote_for_read(block, array: str, out: str, where: str) -> None:
+    """A read whose output the file declares a LoD value, of an array whose elements are
+    dense so far: graphc saved an array mixing dense rows and LoD values (its later LoD
+    writes come after this read), so the array holds LoD values from here on."""
+    from ...layers import array_mix
+    a, o = block._find_var(array), block._find_var(out)
+    if a is not None and a.shape is not None and a.is_array and not a.element_lod and \
+            o is not None and o.shape is not None and o.lod_level:
+        array_mix.promote(block, a, o.lod_level, where)
 
 
 def _append_while(desc, program, op, feeds: set, where: str, rename: dict) -> None:

@@ -6,7 +6,7 @@ writing past it, or reading at or past the length, is refused when run (DataErro
 from __future__ import annotations
 
 from ...ir.opdef import NO_GRAD, InferContext, register
-from ...ir.types import INT_DTYPES, TensorType, array_type, types_compatible
+from ...ir.types import INT_DTYPES, TensorType, array_type, dims_compatible, types_compatible
 
 # the capacity of an array nothing bounds (docs/control_flow.md)
 DEFAULT_ARRAY_CAPACITY = 128
@@ -26,10 +26,15 @@ def _write(c: InferContext):
     if c.has("Array"):
         a = c.x("Array")
         c.check(a.array, f"Array must be a tensor array, got {a}")
-        # an array of LoD values holds LoD values of its level: every element has a LoD
-        c.check(types_compatible(a.element, x) and a.dtype == x.dtype
-                and a.element_lod == x.lod_level,
-                f"X is {x} but the array holds {a.element}: an array's elements share one type")
+        # an array of LoD values holds LoD values of its level; a dense X of the same rows
+        # is stored as that many one-row sequences (a mixed array, docs/control_flow.md)
+        dense_into_lod = a.element_lod and not x.lod_level and x.rank == a.element.rank \
+            and dims_compatible(x.shape[1:], a.element.shape[1:])
+        c.check((types_compatible(a.element, x) or dense_into_lod) and a.dtype == x.dtype
+                and (a.element_lod == x.lod_level or dense_into_lod),
+                f"X is {x} but the array holds {a.element}: an array's elements share one type "
+                "(dense rows and LoD values of the same rows may mix: the array then holds "
+                "LoD values)")
         return {"Out": a}
     return {"Out": array_type(x, c["capacity"] or DEFAULT_ARRAY_CAPACITY)}
 

@@ -47,6 +47,9 @@ def _while(c: InferContext):
 register("while", "Carry*? Aux*? X*? XAux*?", "Out*? AuxOut*?",
          {"body": "str", "cond_index": "int", "max_iterations": ("int", 0)},
          infer=_while, regions=("body",),
+         # the body may read LoD values from outside (an attention decoder's encoder
+         # sequences); carried values keep one shape, so they are never LoD values
+         lod_inputs=("X", "XAux"), lod="aware",
          doc="repeat the body while Aux[cond_index] is true (tested before each iteration): "
              "its inputs are the carried values (Carry: floating-point tensors and arrays, "
              "then Aux: integer and bool ones), then the read-only X and XAux; its outputs "

@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from ...backends.arrays import TensorArray
+from ...backends.arrays import TensorArray, grow_stacked, rows_as_sequences
 from ...backends.data_checks import InnerChecks, ignored, report_invalid
 from ...backends.lod import LoDArray
 from ...backends.lowering import lowering
@@ -29,6 +29,9 @@ def _index(i):
 @lowering("write_to_array")
 def _write(c, X, I, Array=None):
     i = _index(I)
+    level = c.out_types["Out"][0].element_lod
+    if level and not isinstance(X, LoDArray):  # dense rows into an array of LoD values
+        X = rows_as_sequences(X, level)
     if isinstance(X, LoDArray):
         return _write_lod(c, X, i, Array)
     if Array is None:
@@ -77,6 +80,7 @@ def _write_lod(c, X: LoDArray, i, Array):
         raise ShapeError(f"{c.where}: X holds {X.num_sequences} sequences of rows "
                          f"{list(X.data.shape[1:])} but the array's elements hold "
                          f"{stacked.lengths[0].shape[1]} of {list(stacked.data.shape[2:])}")
+    stacked = grow_stacked(stacked, X)
     rows = stacked.data.shape[1]
     report_invalid(c, "X", jnp.reshape(X.token_count() > rows, (1,)),
                    jnp.reshape(X.token_count(), (1,)),
@@ -115,15 +119,53 @@ def _unsized(v) -> bool:
         v.data.size == 0 and v.data.shape[0] > 0
 
 
+def _lod_array(v) -> bool:
+    return isinstance(v, TensorArray) and isinstance(v.data, LoDArray)
+
+
 def _size_arrays(step, state):
     """``state`` with each empty array whose element shape is unknown sized as one step of
-    the body writes it (traced abstractly, checks dropped)."""
-    if not any(_unsized(v) for v in state):
-        return tuple(state)
-    with ignored():
-        shapes = jax.eval_shape(step, tuple(state))
-    return tuple(TensorArray(jnp.zeros(s.data.shape, s.data.dtype), v.length)
-                 if _unsized(v) else v for v, s in zip(state, shapes))
+    the body writes it, and each array of LoD values widened to the buffers the body's
+    writes need (a boot state of N rows, then N * beam_size candidates): traced abstractly,
+    checks dropped, until one step keeps every carried shape (a loop's carry cannot grow)."""
+    state = tuple(state)
+    if not any(_unsized(v) or _lod_array(v) for v in state):
+        return state
+    for _ in range(_SIZING_ROUNDS):
+        token = _SIZING.set(True)
+        try:
+            with ignored():
+                shapes = jax.eval_shape(step, state)
+        finally:
+            _SIZING.reset(token)
+        new = tuple(TensorArray(jnp.zeros(s.data.shape, s.data.dtype), v.length)
+                    if _unsized(v) else _widened(v, s) for v, s in zip(state, shapes))
+        if all(jax.tree.structure(a) == jax.tree.structure(b) and all(
+                x.shape == y.shape for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
+               for a, b in zip(new, state)):
+            return new
+        state = new
+    return state
+
+
+# True while _size_arrays traces a body: arrays of LoD values may widen then
+_SIZING: ContextVar[bool] = ContextVar("graphc_sizing_arrays", default=False)
+# widening rounds before a loop: each lets a value written from a carried array's element
+# (a beam search's picks, then the state expanded by them) widen the next array
+_SIZING_ROUNDS = 8
+
+
+def _widened(v, s):
+    """The carried array ``v`` padded to the buffers of ``s`` (its value after one step)
+    where those are bigger; anything else unchanged."""
+    if not (_lod_array(v) and isinstance(s, TensorArray) and isinstance(s.data, LoDArray)):
+        return v
+
+    def pad(buf, shape):
+        if tuple(buf.shape) == tuple(shape.shape) or buf.ndim != len(shape.shape):
+            return buf
+        return jnp.pad(buf, [(0, max(t - b, 0)) for b, t in zip(buf.shape, shape.shape)])
+    return TensorArray(jax.tree.map(pad, v.data, s.data), v.length)
 
 
 @lowering("tensor_array_to_tensor")
@@ -175,7 +217,8 @@ def _body_step(c, consts):
         new = []
         for v, old in zip(body.outputs, state):
             val = env[v]
-            if tuple(val.shape) != tuple(old.shape) and not _unsized(old):
+            if tuple(val.shape) != tuple(old.shape) and not _unsized(old) and not (
+                    _SIZING.get() and _lod_array(old)):
                 raise ShapeError(f"{c.where}: the loop body changes carried value "
                                  f"'{body.inputs[len(new)].name}' from shape "
                                  f"{list(old.shape)} to {list(val.shape)}; a loop must keep "
@@ -281,6 +324,12 @@ def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=Non
     changing the state once the condition is false, differentiated by ``jax.vjp`` (exact: the
     same body, the same trip count). A loop that ran longer than the bound is refused."""
     carry, aux, xs, xaux = (list(v or ()) for v in (Carry, Aux, X, XAux))
+    lod_carried = [str(k) for k, v in enumerate(carry) if _lod_array(v)]
+    if lod_carried:  # their buffers widen and their LoDs change: no replay keeps them
+        raise ShapeError(f"{c.where}: gradients through a loop that carries an array of LoD "
+                         f"values (Carry {', '.join(lod_carried)}: {carry[int(lod_carried[0])]})"
+                         " are not supported; decoding loops run without backward "
+                         "(docs/control_flow.md)")
     bound = c["max_iterations"] or DEFAULT_MAX_ITERATIONS
     douts = kw.get("Out" + GRAD_SUFFIX) or [None] * len(carry)
     cond = _cond_of(c, len(carry))
@@ -339,6 +388,8 @@ def _write_grad(c, X, I, Array=None, **kw):
     gets the rest (the write replaced element I)."""
     dout = kw["Out" + GRAD_SUFFIX]
     j = jnp.clip(_index(I), 0, dout.capacity - 1)
+    if isinstance(dout.data, LoDArray):
+        return _write_grad_lod(c, X, j, Array, dout)
     out = {}
     if "X" + GRAD_SUFFIX in c.out_types:
         elem = lax.dynamic_index_in_dim(dout.data, j, 0, keepdims=False)
@@ -350,11 +401,34 @@ def _write_grad(c, X, I, Array=None, **kw):
     return out
 
 
+def _write_grad_lod(c, X, j, Array, dout):
+    """``_write_grad`` for an array of LoD values: the element's token rows go to X (a
+    LoD value, or the dense rows a mixed array stored as one-row sequences)."""
+    stacked, out = dout.data, {}
+    if "X" + GRAD_SUFFIX in c.out_types:
+        rows = lax.dynamic_index_in_dim(stacked.data, j, 0, keepdims=False)
+        if isinstance(X, LoDArray):
+            out["X" + GRAD_SUFFIX] = X.masked(_fit(rows, X.data.shape[0]).astype(X.dtype))
+        else:
+            out["X" + GRAD_SUFFIX] = _fit(rows, X.shape[0]).astype(X.dtype)
+    if "Array" + GRAD_SUFFIX in c.out_types:
+        zero = jnp.zeros(stacked.data.shape[1:], stacked.data.dtype)
+        out["Array" + GRAD_SUFFIX] = TensorArray(
+            stacked.with_data(lax.dynamic_update_index_in_dim(stacked.data, zero, j, 0)),
+            Array.length)
+    return out
+
+
 @lowering("read_from_array_grad")
 def _read_grad(c, X, I, **kw):
     """An array of zeros but for element I, which takes the read value's gradient."""
     dout = kw["Out" + GRAD_SUFFIX]
     j = jnp.clip(_index(I), 0, X.capacity - 1)
+    if isinstance(X.data, LoDArray):  # the element's token rows, in the array's buffer
+        rows = _fit(dout.data if isinstance(dout, LoDArray) else dout, X.data.data.shape[1])
+        data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data.data),
+                                               rows.astype(X.dtype), j, 0)
+        return {"X" + GRAD_SUFFIX: TensorArray(X.data.with_data(data), X.length)}
     data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data), dout.astype(X.dtype), j, 0)
     return {"X" + GRAD_SUFFIX: TensorArray(data, X.length)}
 

@@ -78,7 +78,9 @@ def _sequence_expand(c):
     ref = c["ref_level"]
     c.check(-1 <= ref < y.lod_level, f"ref_level {ref} is not a level of Y ({y}): expected "
                                      f"-1 or 0..{y.lod_level - 1}")
-    c.check(not x.lod_level,
+    # Paddle refuses an X of two LoD levels: such an X is graphc's LoD form of Paddle's
+    # plain rows (an expanded state, an element of a mixed array), expanded as rows
+    c.check(x.lod_level != 1,
             f"X is the LoD value {x}; repeating LoD sequences makes a number of sequences "
             "that depends on the data, which graphc's LoD values cannot hold. Expand a dense "
             "X (one row per sequence of Y's ref_level), e.g. a pooled sequence")
@@ -90,7 +92,7 @@ def _sequence_expand(c):
 register("sequence_expand", "X Y", "Out", {"ref_level": ("int", -1)},
          infer=_sequence_expand, lod_inputs=("X", "Y"), lod="aware",  # X: to explain
          doc="repeat row i of X as often as sequence i of Y's ref_level is long; Out takes "
-             "Y's LoD down to ref_level")
+             "Y's LoD down to ref_level (an X of 2+ LoD levels: its tokens are the rows)")
 
 
 def _sequence_expand_as(c):

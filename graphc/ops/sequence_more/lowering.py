@@ -84,10 +84,18 @@ def _expand(c, x, y: LoDArray, level: int, expected: str):
     ``level``: the buffer is y's buffer at that level (no new capacity)."""
     repeats = y.lengths[level]
     capacity = y.capacity if level == y.lod_level - 1 else y.lengths[level + 1].shape[0]
-    if level == 0 and x.shape[0] != repeats.shape[0]:
+    if isinstance(x, LoDArray):  # graphc's LoD form of rows (defs.py): a run-time count
+        rows = x.token_count()
+        report_invalid(c, "X", jnp.reshape(rows != repeats.shape[0] if level == 0 else
+                                           rows != jnp.sum(y.lengths[level - 1]), (1,)),
+                       jnp.reshape(rows, (1,)),
+                       f"as many rows (tokens) in X as Y has entries at its ref_level; "
+                       f"{expected}")
+        x = x.data
+    elif level == 0 and x.shape[0] != repeats.shape[0]:
         raise LoweringError(f"{c.where}: X has {x.shape[0]} rows but Y has "
                             f"{repeats.shape[0]} sequences; {expected}")
-    if level > 0:  # the number of sub-sequences is data: a run-time check
+    elif level > 0:  # the number of sub-sequences is data: a run-time check
         count = jnp.sum(y.lengths[0])
         report_invalid(c, "X", jnp.reshape(count != x.shape[0], (1,)), jnp.reshape(count, (1,)),
                        f"as many sub-sequences in Y as X has rows ({x.shape[0]}); {expected}")
