@@ -143,7 +143,7 @@ class RunPlan:
         names, split, feed_names = tuple(self.state_names), self.split, tuple(self.feed_names)
         updated_names, host = tuple(self.updated_names), self.host
         counted, checked, is_not = step.uses_step_counter, bool(step.check_sites), operator.is_not
-        matched, jitted = guard.outputs_match, step._jitted
+        matched = guard.outputs_match
         version, nfetch, nfeed = program.version, len(fetch_names), len(feed_spec)
         fetch_pairs = tuple(enumerate(fetch_names))
         one_fetch = fetch_names[0] if nfetch == 1 else None
@@ -198,8 +198,8 @@ class RunPlan:
                 host(feeds)
             readonly = tuple(inputs[split:])
             with x64(True):
-                new, _, fetched, checks = jitted(tuple(inputs[:split]), readonly, fed,
-                                                 count if counted else None)
+                new, _, fetched, checks = step._jitted(tuple(inputs[:split]), readonly, fed,
+                                                       count if counted else None)
             # (the donated buffers are gone; no stacked rows: steady_state said so)
             dict.update(arrays, zip(updated_names, new))
             if matched:  # guard.ran, inline
