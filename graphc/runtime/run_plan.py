@@ -19,11 +19,13 @@ import numpy as np
 
 from ..backends.data_checks import COUNT, HostChecks
 from ..backends.jax import CompiledStep
+from ..backends.lod import LoDArray
 from ..ir.errors import GraphcError
 from ..ir.variable import Variable
 from .data_refusal import raise_if_refused
 from .feeds import FeedError
 from .fetches import convert_fetches
+from .lod_pack import PackedFeeds
 from .run_as import DATA_PARALLEL
 from .state_guard import StateGuard
 
@@ -84,7 +86,12 @@ class RunPlan:
                 host = self.host = step.host_checker
             if host is not None:
                 host(feeds)
-        if device is None and self.direct:  # its jitted function (run() holds x64 on)
+        rows = self._rows(feeds) if type(feeds) is PackedFeeds and device is None and \
+            self.direct and self.iterations == 1 and step._jitted is step._traceable else None
+        if rows is not None:  # the LoD feeds as one token buffer (lod_pack.PackedFeeds)
+            new_updated, created, fetched, checks = step.call_lod_rows(
+                updated, readonly, *rows, count)
+        elif device is None and self.direct:  # its jitted function (run() holds x64 on)
             new_updated, created, fetched, checks = step._jitted(
                 updated, readonly, feed_arrays, count if step.uses_step_counter else None)
         elif device is None:
@@ -214,6 +221,22 @@ class RunPlan:
             return [np.asarray(a) for a in fetched]
 
         return run
+
+    def _rows(self, feeds: PackedFeeds) -> tuple | None:
+        """(the other feeds, tokens, lengths, layout) for ``CompiledStep.call_lod_rows``
+        when every LoD feed of the step is a row of ``feeds.stack``; None otherwise."""
+        names, tokens, lengths = feeds.stack
+        row = {n: i for i, n in enumerate(names)}
+        layout, dense = [], []
+        for i, name in enumerate(self.feed_names):
+            j = row.get(name)
+            if j is not None:
+                layout.append((i, j))
+            elif type(feeds[name]) is LoDArray:  # (a LoD feed packed on its own)
+                return None
+            else:
+                dense.append(feeds[name])
+        return (tuple(dense), tokens, lengths, tuple(layout)) if layout else None
 
     def _gather_first(self, scope) -> list:
         """The state of a first run: state a pass created starts at its recorded value, and
