@@ -33,7 +33,6 @@ __all__ = ["RunPlan"]
 
 _UNTRACED = object()  # a RunPlan's host checks before its step is traced
 _LISTS = (list, tuple)
-enable_x64 = jax.enable_x64  # JAX's thread-local x64 setting (backends/precision.py)
 
 
 class RunPlan:
@@ -157,7 +156,10 @@ class RunPlan:
         if host is not None and all(kind is np.ndarray for _, kind, _, _ in feed_spec):
             host = host.for_sizes({n: math.prod(shape) for n, _, _, shape in feed_spec})
         ref, bound = weakref.ref(program), DATA_PARALLEL
-        x64 = enable_x64
+        # x64 for the call alone (backends/precision.py), set and put back directly: JAX's
+        # context manager is three Python calls around the same two
+        x64 = jax.enable_x64
+        swap, put_back = getattr(x64, "swap_local", None), getattr(x64, "set_local", None)
 
         def run(program, feeds: dict, fetch_list, scope):
             # the key this plan was accepted for, matched field by field
@@ -204,9 +206,17 @@ class RunPlan:
             if host is not None:
                 host(feeds)
             readonly = tuple(inputs[split:])
-            with x64(True):
-                new, _, fetched, checks = step._jitted(tuple(inputs[:split]), readonly, fed,
-                                                       count if counted else None)
+            if swap is None:
+                with x64(True):
+                    new, _, fetched, checks = step._jitted(tuple(inputs[:split]), readonly,
+                                                           fed, count if counted else None)
+            else:
+                before = swap(True)
+                try:
+                    new, _, fetched, checks = step._jitted(tuple(inputs[:split]), readonly,
+                                                           fed, count if counted else None)
+                finally:
+                    put_back(before)
             # (the donated buffers are gone; no stacked rows: steady_state said so)
             dict.update(arrays, zip(updated_names, new))
             if matched:  # guard.ran, inline
