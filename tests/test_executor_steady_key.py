@@ -146,3 +146,24 @@ def test_default_scope_and_a_freed_program():
     del main, loss, startup
     gc.collect()
     assert key not in exe._fast and key not in exe._repeats
+
+
+def test_x64_is_graphcs_for_the_call_alone(steady):
+    """The steady run sets x64 around its call only: the caller's JAX keeps 32-bit types
+    after runs and after a refused run, and the int64 label reaches the step as int64."""
+    import jax
+    import jax.numpy as jnp
+    main, _, loss, scope, exe = steady
+    for s in range(3):
+        exe.run(main, feed=good_feed(seed=s), fetch_list=[loss], scope=scope)
+        assert jnp.asarray(np.int64(1)).dtype == np.int32 and not jax.config.jax_enable_x64
+    bad = good_feed()
+    bad["label"][0, 0] = 7
+    with pytest.raises(DataError):
+        exe.run(main, feed=bad, fetch_list=[loss], scope=scope)
+    assert jnp.asarray(np.int64(1)).dtype == np.int32
+    with jax.enable_x64(True):  # a caller in x64 stays there
+        exe.run(main, feed=good_feed(), fetch_list=[loss], scope=scope)
+        assert jnp.asarray(np.int64(1)).dtype == np.int64
+    (step,) = exe._prepare(main, None, (loss.name,)).steps.values()
+    assert step.traces == 1  # (every run took the one int64 trace)
