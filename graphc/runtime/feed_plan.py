@@ -222,8 +222,13 @@ class FeedPlan:
             if name not in arrays and name not in elsewhere:  # (LoD feeds of a feed list)
                 raise FeedError(f"missing feed '{name}' ({self.feeds[name].type}); the "
                                 "program reads it")
-        sig = tuple((n, feed_signature(a)) for n, a in sorted(arrays.items()))
-        return (arrays if stack is None else PackedFeeds(arrays, stack)), sig
+        if stack is None:
+            return arrays, tuple((n, feed_signature(a)) for n, a in sorted(arrays.items()))
+        rows = frozenset(stack[0])  # rows of one buffer: one signature for them all
+        one = feed_signature(arrays[stack[0][0]])
+        sig = tuple((n, one if n in rows else feed_signature(a))
+                    for n, a in sorted(arrays.items()))
+        return PackedFeeds(arrays, stack), sig
 
     def _lod_feeds(self, values: dict, iterations: int | None = None) -> dict:
         """The LoD feeds of one step ({name: value}) as the step's LoDArrays, packed into

@@ -52,11 +52,13 @@ def pack_level1(items: dict) -> dict | None:
         names.append(name)
         datas.append(data)
         levels.append(value._lengths[0])
-        groups.setdefault((data.dtype, shape[1:]), []).append(len(names) - 1)
+        # (by the dtype object's id: numpy hashes a dtype anew each time; equal dtypes that
+        # are distinct objects only make two buffers)
+        groups.setdefault((id(data.dtype), shape[1:]), []).append(len(names) - 1)
     n = levels[0].size
     if n == 0 or any(level.size != n for level in levels):
         return None  # (different sequence counts: packed one by one)
-    lengths = np.stack(levels)  # [feeds, sequences] int64, set by LoDTensor
+    lengths = np.concatenate(levels).reshape(len(levels), n)  # [feeds, sequences] int64
     if lengths.min() < 0:
         return None
     tokens = lengths.sum(axis=1).tolist()
@@ -65,8 +67,8 @@ def pack_level1(items: dict) -> dict | None:
     cap = bucket(max(tokens))
     short = lengths.astype(np.int32)  # as pack_feeds packs them
     out = {}
-    for (dtype, tail), members in groups.items():
-        buffer = np.zeros((len(members), cap, *tail), dtype)
+    for (_, tail), members in groups.items():
+        buffer = np.zeros((len(members), cap, *tail), datas[members[0]].dtype)
         for row, i in enumerate(members):
             buffer[row, :tokens[i]] = datas[i]
             out[names[i]] = LoDArray(buffer[row], (short[i],))
