@@ -22,11 +22,12 @@ accepted for the program's current version takes a cached plan: the feed checks 
 functions of exactly that key, so their verdict and the step's run plan are looked up, not
 recomputed (benchmarks/bench_step_overhead.py; the feed plan: runtime/feed_plan.py; the run
 itself: runtime/run_plan.py; the state checks: runtime/state_guard.py). A plain Program's
-repeated run (same fetch names and feed key) looks its plan up first thing in ``run`` and
-runs its steady function (``RunPlan.steady``); the range checks of fed numpy arrays are
-made on the host before the dispatch (backends/data_checks.py's HostChecks), not in the
-step. LoD feeds are checked and packed every run, many slots in one vectorised pass
-(runtime/lod_pack.py).
+repeated run (same fetch names and feed key) runs its steady function (``RunPlan.steady``),
+which ``run`` tries first for the program's last repeated key (the function matches the key
+itself); the range checks of fed numpy arrays are made on the host before the dispatch
+(backends/data_checks.py's HostChecks), not in the step. LoD feeds are checked and packed
+every run, many slots in one vectorised pass (runtime/lod_pack.py) into one buffer that the
+step takes as two host arrays (CompiledStep.call_lod_rows).
 What other layers provide comes in through the Executor's host services
 (runtime/host_services.py, ``Executor(services=...)``, by default the process's): feeds
 for a run given ``feed=None`` (graphc.io's non-iterable DataLoaders), a context every run
