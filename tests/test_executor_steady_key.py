@@ -167,3 +167,31 @@ def test_x64_is_graphcs_for_the_call_alone(steady):
         assert jnp.asarray(np.int64(1)).dtype == np.int64
     (step,) = exe._prepare(main, None, (loss.name,)).steps.values()
     assert step.traces == 1  # (every run took the one int64 trace)
+
+
+def test_jax_array_feeds_keep_the_device_checks_on_the_first_try():
+    """jax array feeds keep their checks in the step: the first try reads the step's check
+    summary before committing, so a bad label is refused there with the scope's values as
+    they were (the donated buffers replaced by equal ones) and the counter unchanged."""
+    import jax.numpy as jnp
+    main, startup, loss = classifier()
+    scope, exe = graphc.Scope(), Executor()
+    exe.run(startup, scope=scope)
+
+    with graphc.backends.precision.graphc_x64():
+        feeds = [{"x": jnp.asarray(good_feed(seed=s)["x"]),
+                  "label": jnp.asarray(good_feed(seed=s)["label"])} for s in range(4)]
+        bad = {"x": feeds[0]["x"], "label": jnp.asarray(np.full((5, 1), 5, np.int64))}
+    got = [exe.run(main, feed=f, fetch_list=[loss], scope=scope)[0] for f in feeds[:3]]
+    assert id(main) in exe._fast
+    (step,) = exe._prepare(main, None, (loss.name,)).steps.values()
+    assert step.check_sites and not step.host_checks  # the check stayed in the step
+    before = snapshot(scope)
+    with pytest.raises(DataError, match="label"):
+        exe.run(main, feed=bad, fetch_list=[loss], scope=scope)
+    after = snapshot(scope)
+    assert all(np.array_equal(before[n], after[n]) for n in before)
+    assert graphc.Scope.run_count(scope, main) == 3
+    got.append(exe.run(main, feed=feeds[3], fetch_list=[loss], scope=scope)[0])
+    want = reference_losses([{k: np.asarray(v) for k, v in f.items()} for f in feeds])
+    np.testing.assert_allclose(np.concatenate(got), want, rtol=1e-6)
