@@ -195,3 +195,22 @@ def test_jax_array_feeds_keep_the_device_checks_on_the_first_try():
     got.append(exe.run(main, feed=feeds[3], fetch_list=[loss], scope=scope)[0])
     want = reference_losses([{k: np.asarray(v) for k, v in f.items()} for f in feeds])
     np.testing.assert_allclose(np.concatenate(got), want, rtol=1e-6)
+
+
+def test_a_forward_only_program_on_the_first_try():
+    """No state the step updates (an inference program): the first try passes no updated
+    arrays, reads the parameters it only reads, and equals a fresh executor's runs."""
+    main, startup = graphc.Program(), graphc.Program()
+    with graphc.program_guard(main, startup), graphc.unique_name.guard():
+        x = graphc.data("x", [-1, 3], "float32")
+        y = layers.fc(x, 2, act="tanh")
+    scope, exe = graphc.Scope(), Executor()
+    exe.run(startup, scope=scope)
+    feeds = [{"x": good_feed(seed=s)["x"]} for s in range(4)]
+    got = [exe.run(main, feed=f, fetch_list=[y], scope=scope)[0] for f in feeds]
+    assert id(main) in exe._fast
+    (step,) = exe._prepare(main, None, (y.name,)).steps.values()
+    assert step.updated_names == [] and step.readonly_names
+    for f, ours in zip(feeds, got):
+        np.testing.assert_array_equal(ours, Executor().run(main, feed=f, fetch_list=[y],
+                                                           scope=scope)[0])

@@ -35,6 +35,17 @@ _UNTRACED = object()  # a RunPlan's host checks before its step is traced
 _LISTS = (list, tuple)
 
 
+def _taker(names) -> object:
+    """``fn(mapping)``: the values of ``names`` as a tuple (KeyError for a missing one)."""
+    names = tuple(names)
+    if len(names) > 1:
+        return operator.itemgetter(*names)
+    if names:
+        one = operator.itemgetter(names[0])
+        return lambda mapping: (one(mapping),)
+    return lambda mapping: ()
+
+
 class RunPlan:
     """Runs one compiled ``step`` of a prepared program whose lowered graph is ``graph``."""
 
@@ -146,8 +157,10 @@ class RunPlan:
         if not (self.direct and self.dense and self.iterations == 1) or guard.any_sharded \
                 or step.created_names:
             return False
-        names, split, feed_names = tuple(self.state_names), self.split, tuple(self.feed_names)
-        updated_names, host = tuple(self.updated_names), self.host
+        split, updated_names, host = self.split, tuple(self.updated_names), self.host
+        # each a tuple in one C call (operator.itemgetter), not a comprehension and slices
+        take_updated, take_readonly = _taker(updated_names), _taker(self.state_names[split:])
+        take_fed = _taker(self.feed_names)
         counted, checked, is_not = step.uses_step_counter, bool(step.check_sites), operator.is_not
         matched = guard.outputs_match
         version, nfetch, nfeed = program.version, len(fetch_names), len(feed_spec)
@@ -196,25 +209,25 @@ class RunPlan:
             if count is None:
                 return None
             try:
-                inputs = [arrays[n] for n in names]
+                updated, readonly = take_updated(arrays), take_readonly(arrays)
             except KeyError:
                 return None
-            fed = tuple([feeds[n] for n in feed_names])
+            fed = take_fed(feeds)  # (the names matched the key: all there)
+            inputs = updated + readonly
             last = guard.last_scope
             if last is None or last() is not scope or any(map(is_not, inputs, guard.last)):
                 guard.check(scope, inputs)
             if host is not None:
                 host(feeds)
-            readonly = tuple(inputs[split:])
             if swap is None:
                 with x64(True):
-                    new, _, fetched, checks = step._jitted(tuple(inputs[:split]), readonly,
-                                                           fed, count if counted else None)
+                    new, _, fetched, checks = step._jitted(updated, readonly, fed,
+                                                           count if counted else None)
             else:
                 before = swap(True)
                 try:
-                    new, _, fetched, checks = step._jitted(tuple(inputs[:split]), readonly,
-                                                           fed, count if counted else None)
+                    new, _, fetched, checks = step._jitted(updated, readonly, fed,
+                                                           count if counted else None)
                 finally:
                     put_back(before)
             # (the donated buffers are gone; no stacked rows: steady_state said so)
