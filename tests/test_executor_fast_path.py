@@ -134,7 +134,8 @@ def test_state_checked_per_scope(trained):
 def test_run_is_not_wrapped_by_other_modules():
     # graphc.io and graphc.distributed use the host services, not wrappers of run()
     assert Executor.run.__module__ == "graphc.runtime.executor"
-    assert Executor.run.__wrapped__.__qualname__ == "Executor.run"
+    assert Executor.run.__qualname__ == "Executor.run"  # (x64 is entered inside it)
+    assert not hasattr(Executor.run, "__wrapped__")
     assert graphc.io._feed_from_bound_loaders in process_services().feed_providers
     assert Executor().services is process_services()
 

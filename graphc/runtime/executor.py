@@ -22,11 +22,12 @@ accepted for the program's current version takes a cached plan: the feed checks 
 functions of exactly that key, so their verdict and the step's run plan are looked up, not
 recomputed (benchmarks/bench_step_overhead.py; the feed plan: runtime/feed_plan.py; the run
 itself: runtime/run_plan.py; the state checks: runtime/state_guard.py). A plain Program's
-repeated run (same fetch names and feed key) looks its plan up first thing in ``run`` and
-runs its steady function (``RunPlan.steady``); the range checks of fed numpy arrays are
-made on the host before the dispatch (backends/data_checks.py's HostChecks), not in the
-step. LoD feeds are checked and packed every run, many slots in one vectorised pass
-(runtime/lod_pack.py).
+repeated run (same fetch names and feed key) runs its steady function (``RunPlan.steady``),
+which ``run`` tries first for the program's last repeated key (the function matches the key
+itself); the range checks of fed numpy arrays are made on the host before the dispatch
+(backends/data_checks.py's HostChecks), not in the step. LoD feeds are checked and packed
+every run, many slots in one vectorised pass (runtime/lod_pack.py) into one buffer that the
+step takes as two host arrays (CompiledStep.call_lod_rows).
 What other layers provide comes in through the Executor's host services
 (runtime/host_services.py, ``Executor(services=...)``, by default the process's): feeds
 for a run given ``feed=None`` (graphc.io's non-iterable DataLoaders), a context every run
@@ -80,6 +81,12 @@ def _fetch_key(fetch_list) -> tuple:
     a Variable becomes a key no run registers, so the checked path names the error)."""
     return tuple([f if type(f) is str else f.name if isinstance(f, Variable) else _NOT_A_NAME
                   for f in fetch_list]) if fetch_list else ()
+
+
+def _forget(repeats: dict, fast: dict, key: int) -> None:
+    """A freed program's fast-path entries leave (weakref.finalize's callback)."""
+    repeats.pop(key, None)
+    fast.pop(key, None)
 
 
 @dataclass
@@ -152,6 +159,9 @@ class Executor:
         # run looks one plan up and runs it (run's fast path). By id, a plain dict lookup;
         # an entry leaves when its program is freed (``_repeat``).
         self._repeats: dict[int, dict] = {}
+        # {id(program): the steady function of its last repeated run}: run tries it first
+        # (RunPlan.steady checks the key itself); leaves with the program, as _repeats
+        self._fast: dict[int, object] = {}
         self._pruner = Pruner()  # use_prune=True's programs (runtime/prune.py)
         # -- tier28: tiered compilation (runtime/tiered.py): opt-in, GRAPHC_TIERED=1
         self.tiered = tiered_from_env()
@@ -221,7 +231,6 @@ class Executor:
         return step
 
     # -- run -------------------------------------------------------------------------------
-    @with_graphc_x64  # graphc's 64-bit types, in graphc's own work only (backends/precision)
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
             fetch_var_name="fetch", scope: Scope | None = None, return_numpy: bool = True,
             use_program_cache: bool = True, return_merged: bool = True,
@@ -242,6 +251,23 @@ class Executor:
         minimize()'s result) in ``fetch_list`` and what they need; ops computing a fed
         variable are cut off (runtime/prune.py). Without it every op runs, as Paddle.
         """
+        fast = self._fast.get(id(program))
+        if fast is not None and type(feed) is dict and return_numpy and return_merged and \
+                not use_prune:
+            # The steady run of this program's last repeated key (RunPlan.steady): it
+            # matches the key itself and enters x64 for the call alone; None: not this key
+            services = self.services
+            if services.collective_wait is None and services.run_timer is None:
+                out = fast(program, feed, fetch_list, global_scope() if scope is None else scope)
+                if out is not None:
+                    return out
+        return self._run_any(program, feed, fetch_list, scope, return_numpy, return_merged,
+                             use_prune)
+
+    @with_graphc_x64  # graphc's 64-bit types, in graphc's own work only (backends/precision)
+    def _run_any(self, program, feed, fetch_list, scope, return_numpy, return_merged,
+                 use_prune):
+        """``run`` for every run its steady function did not take."""
         services = self.services
         if type(feed) is dict and type(program) is Program and not use_prune and \
                 return_merged and services.collective_wait is None and \
@@ -250,16 +276,18 @@ class Executor:
             # (same version, not bound to a CompiledProgram) take its plan at once.
             repeats = self._repeats.get(id(program))
             if repeats is not None:
-                hit = repeats.get((_fetch_key(fetch_list), feed_key(feed)))
+                key = (_fetch_key(fetch_list), feed_key(feed))
+                hit = repeats.get(key)
                 if hit is not None and hit[0] == program.version and \
                         id(program) not in DATA_PARALLEL.by_id:
                     scope = global_scope() if scope is None else scope
                     steady = hit[2]
                     if steady is None:  # known once the plan ran (RunPlan.steady)
-                        steady = hit[2] = hit[1].steady()
+                        steady = hit[2] = hit[1].steady(program, *key)
                     if steady and return_numpy and self._run_device is None:
-                        out = steady(program, feed, scope)
+                        out = steady(program, feed, fetch_list, scope)
                         if out is not None:
+                            self._fast[id(program)] = steady  # run's first try next time
                             return out
                     return hit[1].execute(program, feed, scope, return_numpy, self._run_device)
         if use_prune:
@@ -269,8 +297,8 @@ class Executor:
             feeds = feed[0] if isinstance(feed, list | tuple) and feed else feed
             program = self._pruner.prune(program, list(feeds or ()), fetch_list, keep_ops)
         if not return_merged:
-            return self._unmerged(program, self.run(program, feed, fetch_list, feed_var_name,
-                                                    fetch_var_name, scope, return_numpy))
+            return self._unmerged(program, self.run(program, feed, fetch_list, scope=scope,
+                                                    return_numpy=return_numpy))
         if type(program) is not Program and getattr(program, "_is_inference", False):
             return program._run_inference(feed)  # issue 25: CompiledProgram + a predictor
         if isinstance(program, LoopProgram) and feed is None and not fetch_list:
@@ -366,8 +394,8 @@ class Executor:
         key = id(program)
         repeats = self._repeats.get(key)
         if repeats is None or len(repeats) >= _REPEATS_PER_PROGRAM:
-            if repeats is None:  # (the callback holds the dict, not the executor)
-                weakref.finalize(program, self._repeats.pop, key, None)
+            if repeats is None:  # (the callback holds the dicts, not the executor)
+                weakref.finalize(program, _forget, self._repeats, self._fast, key)
             repeats = self._repeats[key] = {}
         # [version, run plan, its steady function (None: not known yet)]
         repeats[(_fetch_key(fetch_list), feed_sig)] = [program.version, run, None]
@@ -404,6 +432,7 @@ class Executor:
     def close(self) -> None:
         self._prepared.clear()
         self._repeats.clear()
+        self._fast.clear()
         for call in list(self._tiered_calls):  # -- tier28: no compile thread outlives it
             call.close()
 

@@ -21,7 +21,7 @@ from ..ir.graph import Graph
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
 from .lod import PackedLoD, concat_lod, feed_signature, pack_feeds
-from .lod_pack import pack_level1
+from .lod_pack import PackedFeeds, pack_level1
 
 __all__ = ["FeedPlan", "feed_key"]
 
@@ -213,14 +213,22 @@ class FeedPlan:
                 raise FeedError(f"feed '{name}' has shape {list(shape)}: an empty batch; a step "
                                 "needs at least one sample (skip empty batches)")
             arrays[name] = arr
+        stack = None
         if lod:
-            arrays.update(self._lod_feeds(lod, iterations))
+            packed = self._lod_feeds(lod, iterations)
+            arrays.update(packed)
+            stack = packed.stack if type(packed) is PackedFeeds else None
         for name in self.read_feeds:
             if name not in arrays and name not in elsewhere:  # (LoD feeds of a feed list)
                 raise FeedError(f"missing feed '{name}' ({self.feeds[name].type}); the "
                                 "program reads it")
-        sig = tuple((n, feed_signature(a)) for n, a in sorted(arrays.items()))
-        return arrays, sig
+        if stack is None:
+            return arrays, tuple((n, feed_signature(a)) for n, a in sorted(arrays.items()))
+        rows = frozenset(stack[0])  # rows of one buffer: one signature for them all
+        one = feed_signature(arrays[stack[0][0]])
+        sig = tuple((n, one if n in rows else feed_signature(a))
+                    for n, a in sorted(arrays.items()))
+        return PackedFeeds(arrays, stack), sig
 
     def _lod_feeds(self, values: dict, iterations: int | None = None) -> dict:
         """The LoD feeds of one step ({name: value}) as the step's LoDArrays, packed into
@@ -251,5 +259,7 @@ class FeedPlan:
         if items:
             # the common case (one device, one iteration, lod_level 1) in one vectorised pass
             fast = pack_level1(items) if parts == 1 and not iterations else None
+            if fast is not None and not out:
+                return fast  # (a PackedFeeds when its feeds share one buffer)
             out.update(fast if fast is not None else pack_feeds(items, parts, iterations or None))
         return out

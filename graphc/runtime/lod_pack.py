@@ -15,14 +15,27 @@ from ..backends.lod import LoDArray
 from . import lod
 from .lod import LoDTensor, bucket
 
-__all__ = ["pack_level1"]
+__all__ = ["PackedFeeds", "pack_level1"]
+
+
+class PackedFeeds(dict):
+    """{name: LoDArray} (or a whole run's checked feeds) whose LoD feeds are rows of one
+    buffer: ``stack`` = (their names in row order, the tokens ``[feeds, bucket, ...]``, the
+    int32 lengths ``[feeds, sequences]``), so a step can take them as two host arrays
+    (CompiledStep.call_lod_rows) instead of two per feed."""
+
+    __slots__ = ("stack",)
+
+    def __init__(self, items, stack: tuple):
+        super().__init__(items)
+        self.stack = stack
 
 
 def pack_level1(items: dict) -> dict | None:
     """``{name: (LoDTensor, want TensorType, dtype)}`` packed as ``pack_feeds(items)`` would
     pack them on one device, or None (see the module doc). All feeds' tokens share one
     bucket; feeds of one dtype and token shape share one zero-filled buffer (one allocation,
-    one copy per feed)."""
+    one copy per feed). With one such buffer the result is a ``PackedFeeds``."""
     if not lod.SHARED_BUCKET or not items:
         return None
     names, datas, levels, groups = [], [], [], {}
@@ -39,11 +52,13 @@ def pack_level1(items: dict) -> dict | None:
         names.append(name)
         datas.append(data)
         levels.append(value._lengths[0])
-        groups.setdefault((data.dtype, shape[1:]), []).append(len(names) - 1)
+        # (by the dtype object's id: numpy hashes a dtype anew each time; equal dtypes that
+        # are distinct objects only make two buffers)
+        groups.setdefault((id(data.dtype), shape[1:]), []).append(len(names) - 1)
     n = levels[0].size
     if n == 0 or any(level.size != n for level in levels):
         return None  # (different sequence counts: packed one by one)
-    lengths = np.stack(levels)  # [feeds, sequences] int64, set by LoDTensor
+    lengths = np.concatenate(levels).reshape(len(levels), n)  # [feeds, sequences] int64
     if lengths.min() < 0:
         return None
     tokens = lengths.sum(axis=1).tolist()
@@ -52,9 +67,12 @@ def pack_level1(items: dict) -> dict | None:
     cap = bucket(max(tokens))
     short = lengths.astype(np.int32)  # as pack_feeds packs them
     out = {}
-    for (dtype, tail), members in groups.items():
-        buffer = np.zeros((len(members), cap, *tail), dtype)
+    for (_, tail), members in groups.items():
+        buffer = np.zeros((len(members), cap, *tail), datas[members[0]].dtype)
         for row, i in enumerate(members):
             buffer[row, :tokens[i]] = datas[i]
             out[names[i]] = LoDArray(buffer[row], (short[i],))
-    return {name: out[name] for name in names}
+    ordered = {name: out[name] for name in names}
+    if len(groups) != 1:
+        return ordered
+    return PackedFeeds(ordered, (tuple(names), buffer, short))

@@ -167,12 +167,13 @@ class Scope:
         return self._vars[name]
 
     def steady_state(self):
-        """(the name -> array dict, the run counters) for the runtime's steady runs
+        """(the name -> array dict, the run counters' dict keyed by weak references to
+        programs: the WeakKeyDictionary's own ``data``) for the runtime's steady runs
         (run_plan.RunPlan.steady), or None while a variable is held as a stack's row or a
         data-parallel step's rows: those runs take the general path."""
         if self._shards or self._stacked.rows:
             return None
-        return self._vars, self._run_counters
+        return self._vars, self._run_counters.data
 
     def has_shards(self) -> bool:
         """Whether some variable is held as a Reduce-mode data-parallel step's rows."""

@@ -117,6 +117,7 @@ class CompiledStep:
         self._jitted = self._jit(self._traced_with_services(
             self._step if num_iterations == 1 else self._steps))
         self._traceable = self._jitted  # jax's own jit (tiering may wrap ``_jitted``)
+        self._rows_jit = None  # call_lod_rows's, made on its first use
 
     # what collective ops see: None on one device (data_parallel.py maps steps over several)
     replicas = None
@@ -285,6 +286,28 @@ class CompiledStep:
             if self.host_checker is not None:
                 self.host_checker(dict(zip(self.feed_names, feeds)))
         return self._jitted(*self._args(updated, readonly, feeds, step))
+
+    def call_lod_rows(self, updated, readonly, dense: tuple, tokens, lengths, layout: tuple,
+                     step):
+        """The step (one iteration) with its one-level LoD feeds given as rows of one token
+        buffer ``tokens`` ``[k, bucket, ...]`` and one lengths array ``[k, sequences]``:
+        ``layout`` ((feed position, row), ...) in position order, the other feeds in
+        ``dense`` in their order. Equals the call with each feed as its own LoDArray (the
+        rows are sliced inside the program). Why: every host array a call hands XLA costs a
+        transfer and a pytree node; a CTR step with 26 slots took 52 of them. Called
+        inside graphc_x64 (the runtime's run); compiles once per layout, on first use."""
+        jitted = self._rows_jit
+        if jitted is None:
+            jitted = self._rows_jit = jax.jit(self._traced_with_services(self._unstack),
+                                                 donate_argnums=(0,), static_argnums=(6,))
+        return jitted(tuple(updated), tuple(readonly), dense,
+                      step if self.uses_step_counter else None, tokens, lengths, layout)
+
+    def _unstack(self, updated, readonly, dense, step, tokens, lengths, layout):
+        feeds = list(dense)
+        for position, row in layout:  # (ascending positions: each lands where it belongs)
+            feeds.insert(position, LoDArray(tokens[row], (lengths[row],)))
+        return self._step(updated, readonly, tuple(feeds), step)
 
     def global_type_shape(self, value) -> tuple:
         """The shape the runtime holds for ``value`` (one device: its type's shape)."""
