@@ -59,7 +59,11 @@ def get_program_persistable_vars(program: Program) -> list[Variable]:
 
 
 def _program(main_program, who: str) -> Program:
+    from ..runtime.compiled_program import CompiledProgram
     program = main_program if main_program is not None else default_main_program()
+    if isinstance(program, CompiledProgram):
+        # Paddle saves the Program a CompiledProgram holds (the variables are the same)
+        program = program.program
     if not isinstance(program, Program):
         raise GraphcError(f"{who}: main_program must be a Program, got "
                           f"{type(program).__name__}")
