@@ -250,3 +250,21 @@ def test_fetch_var_dtype_conversion_and_redeclaration():
     assert got.dtype == np.int32 and got.tolist() == [1, 3, 5]
     with pytest.raises(graphc.GraphcError, match="no variable 'nope'"):
         _fetch_var("nope", scope)
+
+
+def test_parameter_list_and_compiled_program_arguments_are_type_checked():
+    main, startup, y, label, loss = _fc_program()
+    before = len(main.global_block().ops)
+    with fluid.program_guard(main, startup):
+        for bad in ("fc_0.w_0", ["fc_0.w_0", 3]):
+            with pytest.raises(TypeError, match="parameter_list"):
+                fluid.optimizer.SGD(0.1).minimize(loss, parameter_list=bad)
+    assert len(main.global_block().ops) == before  # refused before any op is appended
+    with pytest.raises(TypeError, match="expects a Program, got str"):
+        fluid.CompiledProgram("program")
+    compiled = fluid.CompiledProgram(main)
+    scope = fluid.global_scope()
+    assert compiled._compile(scope, fluid.CPUPlace()) is compiled
+    compiled._compile(scope, fluid.CPUPlace())  # the same binding again is fine
+    with pytest.raises(ValueError, match="another scope"):
+        compiled._compile(fluid.core.Scope(), fluid.CPUPlace())
