@@ -31,9 +31,14 @@ class _ProgramDesc:
         self._program = program
 
     def serialize_to_string(self) -> bytes:
-        # the protobuf writer sits in dataio (it needs protobuf); ir only reaches it here
-        from ..dataio.paddle_format.program_desc import from_program
-        return from_program(self._program, [], [])
+        # the protobuf writer sits in dataio (it needs protobuf), which registers it here
+        from .errors import GraphcError
+        from .program_serial import BINARY_WRITERS
+        writer = BINARY_WRITERS.get("ProgramDesc")
+        if writer is None:
+            raise GraphcError("program.desc.serialize_to_string needs graphc.dataio "
+                              "(import graphc): no ProgramDesc writer is registered")
+        return writer(self._program)
 
     def num_blocks(self) -> int:
         return self._program.num_blocks
