@@ -268,3 +268,33 @@ def test_parameter_list_and_compiled_program_arguments_are_type_checked():
     compiled._compile(scope, fluid.CPUPlace())  # the same binding again is fine
     with pytest.raises(ValueError, match="another scope"):
         compiled._compile(fluid.core.Scope(), fluid.CPUPlace())
+
+
+def test_an_inference_model_saved_and_loaded_in_memory():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.layers.data("x", shape=[2], dtype="float32")
+        y = fluid.layers.fc(x, 1)
+        loss = fluid.layers.mean(y)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    exe = fluid.Executor()
+    xv = np.array([[1.0, 2.0], [3.0, -1.0]], "float32")
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        scope = fluid.global_scope()
+        w, b = (np.array(scope[p.name]) for p in main.global_block().all_parameters())
+        pruned = main.clone()._prune_with_input(["x"], [y])
+        # the pruned program keeps what its ops use: no learning rate, no loss
+        assert sorted(v.name for v in pruned.global_block().vars.values() if v.persistable) \
+            == sorted(p.name for p in main.global_block().all_parameters())
+        params = fluid.io.save_persistables(exe, None, pruned)
+        model = pruned.desc.serialize_to_string()
+    assert isinstance(params, bytes)
+    with fluid.scope_guard(fluid.Scope()):
+        prog, feeds, fetch = fluid.io.load_inference_model(None, exe, model, params)
+        (got,) = exe.run(prog, feed={"x": xv}, fetch_list=[y.name])
+        with pytest.raises(ValueError, match="params_filename must be the saved bytes"):
+            fluid.io.load_inference_model(None, exe, model, None)
+    np.testing.assert_allclose(got, xv @ w + b, rtol=1e-6)
+    with pytest.raises(graphc.CheckpointError, match="bytes after the 2 variables"):
+        fluid.io.load_inference_model(None, exe, model, params + params[:8])

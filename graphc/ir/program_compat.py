@@ -121,6 +121,11 @@ class ProgramCompat:
             var = pblock.vars.get(name)
             if var is not None and not var.is_data:
                 var.is_data = var.need_check_feed = True
+        # as Paddle's prune, the variables no kept op uses go too (saving the pruned
+        # program's persistables saves what it reads, not the optimizer's state)
+        used = feeds | names | {n for op in pblock.ops
+                                for n in op.input_arg_names + op.output_arg_names}
+        pblock.vars = {n: v for n, v in pblock.vars.items() if n in used}
         pruned._bump()
         return pruned
 
