@@ -298,3 +298,18 @@ def test_an_inference_model_saved_and_loaded_in_memory():
     np.testing.assert_allclose(got, xv @ w + b, rtol=1e-6)
     with pytest.raises(graphc.CheckpointError, match="bytes after the 2 variables"):
         fluid.io.load_inference_model(None, exe, model, params + params[:8])
+
+
+def test_saving_a_program_with_auc_warns_about_its_state(tmp_path):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[2], dtype="float32")
+        y = fluid.layers.data("y", shape=[1], dtype="int64")
+        predict = fluid.layers.fc(x, 2, act="softmax")
+        fluid.layers.auc(input=predict, label=y)
+        cost = fluid.layers.mean(fluid.layers.cross_entropy(predict, y))
+    exe = fluid.Executor()
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        with pytest.warns(UserWarning, match="auc op whose statistics"):
+            fluid.io.save_inference_model(str(tmp_path), ["x", "y"], [cost], exe, main)

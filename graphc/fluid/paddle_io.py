@@ -99,6 +99,7 @@ def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_
                               "export_for_deployment=False saves a program without targets)")
     if not all(isinstance(f, str) for f in fetch):
         raise CheckpointError("save_inference_model: target_vars must be Variables or names")
+    _graphc.warn_auc_states(program)
     pruned = _graphc.prune_for_inference(program, feeds, fetch)
     try:
         model = from_program(pruned, feeds, fetch)
