@@ -313,3 +313,17 @@ def test_saving_a_program_with_auc_warns_about_its_state(tmp_path):
         exe.run(startup)
         with pytest.warns(UserWarning, match="auc op whose statistics"):
             fluid.io.save_inference_model(str(tmp_path), ["x", "y"], [cost], exe, main)
+
+
+def test_a_dense_lod_tensor_or_list_feed_of_a_sample():
+    main, startup, fetch = _sample_program()
+    x = np.arange(5, dtype="float32")
+    t = fluid.core.LoDTensor()
+    t.set(x, fluid.CPUPlace())
+    exe = fluid.Executor()
+    for value in (t, x.tolist()):
+        y, _, shape = exe.run(main, feed={"x": value}, fetch_list=fetch)
+        np.testing.assert_array_equal(y, x * 2 + 1)
+        np.testing.assert_array_equal(shape, [5])
+    with pytest.raises(graphc.FeedError, match="feed 'x'"):
+        exe.run(main, feed={"x": [[1.0, 2.0], [3.0]]}, fetch_list=fetch)  # ragged

@@ -16,13 +16,17 @@ _COPIES_PER_PROGRAM = 8  # re-typed copies kept per program (cleared when exceed
 
 
 def _fed_shape(value):
-    shape = getattr(value, "shape", None)
-    if shape is None and isinstance(value, list | tuple):
-        try:
+    """The shape of a fed value (an array, a LoDTensor, nested lists), None when it has
+    none the feed checks would take (they then name what is wrong)."""
+    try:
+        shape = getattr(value, "shape", None)
+        if callable(shape):  # a LoDTensor's shape()
+            shape = shape()
+        if shape is None and isinstance(value, list | tuple):
             shape = np.shape(value)
-        except ValueError:  # ragged: the feed checks say so
-            return None
-    return None if shape is None else tuple(int(d) for d in shape)
+        return None if shape is None else tuple(int(d) for d in shape)
+    except (TypeError, ValueError):  # ragged lists, odd objects
+        return None
 
 
 def unchecked_feeds(program, feed: dict):
