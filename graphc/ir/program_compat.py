@@ -3,6 +3,8 @@ pruning, ``desc``, parameter-info copies); mixed into ir/program.py's Program.""
 
 from __future__ import annotations
 
+import numbers
+
 from .errors import ArgumentTypeError, ArgumentValueError
 
 __all__ = ["ProgramCompat", "kept_op_indices"]
@@ -55,9 +57,9 @@ class ProgramCompat:
 
     @random_seed.setter
     def random_seed(self, seed) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
             raise ArgumentValueError(f"Program.random_seed must be an int, got {seed!r}")
-        self._random_seed = seed
+        self._random_seed = int(seed)  # numpy's integers too
 
     # -- blocks --------------------------------------------------------------------------
     def current_block(self):
