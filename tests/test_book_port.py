@@ -258,8 +258,10 @@ def test_a_plain_variable_no_op_writes_is_fed_as_paddle_feeds_any_variable():
         exe.run(startup)
         (got,) = exe.run(main, feed={"plain.x": xs}, fetch_list=[y])
         np.testing.assert_allclose(got, xs * 2 + 1)
-        with pytest.raises(graphc.GraphcError, match="plain.x"):  # its declared shape holds
-            exe.run(main, feed={"plain.x": xs[:1]}, fetch_list=[y])
+        # another shape: Paddle checks no feed of a variable without need_check_feed, and
+        # graphc re-types the program for it (runtime/feed_shapes.py)
+        (got,) = exe.run(main, feed={"plain.x": xs[:1]}, fetch_list=[y])
+        np.testing.assert_allclose(got, xs[:1] * 2 + 1)
     assert x.is_data
     _, (interp,) = run_graph(graphc.lower(main), {}, {"plain.x": xs}, ["plain.y"])
     np.testing.assert_allclose(interp, xs * 2 + 1)

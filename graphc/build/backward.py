@@ -8,7 +8,7 @@ contributions under ``@RENAME@`` names, summed before use. Linear in program siz
 
 from __future__ import annotations
 
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentTypeError, ProgramError
 from ..ir.grad_defs import GRAD_SUFFIX, is_differentiable
 from ..ir.graph import gc_paused
 from ..ir.opdef import get_op_def
@@ -38,6 +38,16 @@ def append_backward(loss: Variable, parameter_list=None, no_grad_set=None,
         raise ProgramError(f"append_backward: loss '{loss.name}' must be floating point")
     if checkpoints is not None:
         block.program._recompute_checkpoints = _checkpoint_names(block, checkpoints)
+    if parameter_list is not None:
+        # checked before any op is appended, as Paddle 1.8 checks it (a TypeError)
+        if not isinstance(parameter_list, list | tuple | set):
+            raise ArgumentTypeError("append_backward: parameter_list must be a list of "
+                                    f"parameters or names, got {type(parameter_list).__name__}")
+        bad = [p for p in parameter_list if not isinstance(p, str | Variable)]
+        if bad:
+            raise ArgumentTypeError("append_backward: parameter_list holds a "
+                                    f"{type(bad[0]).__name__} ({bad[0]!r:.40}); give "
+                                    "parameters or their names")
     no_grad = _names(no_grad_set)
     finalize = _backward(block, [loss], None, no_grad, callbacks)
     params = block.all_parameters() if parameter_list is None else [

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import warnings
 
 from ..ir.default_programs import default_main_program
 from ..ir.errors import GraphcError
@@ -59,7 +60,11 @@ def get_program_persistable_vars(program: Program) -> list[Variable]:
 
 
 def _program(main_program, who: str) -> Program:
+    from ..runtime.compiled_program import CompiledProgram
     program = main_program if main_program is not None else default_main_program()
+    if isinstance(program, CompiledProgram):
+        # Paddle saves the Program a CompiledProgram holds (the variables are the same)
+        program = program.program
     if not isinstance(program, Program):
         raise GraphcError(f"{who}: main_program must be a Program, got "
                           f"{type(program).__name__}")
@@ -166,6 +171,15 @@ def load_persistables(executor, dirname, main_program=None, filename=None) -> No
 
 
 # -- inference models --------------------------------------------------------------------------
+def warn_auc_states(program: Program) -> None:
+    """An auc op keeps its counts in persistable state, which an inference model saves as
+    they are: say so (Paddle warns too), since a reloaded model would go on from them."""
+    if any(op.type == "auc" for op in program.global_block().ops):
+        warnings.warn("save_inference_model: the program has an auc op whose statistics "
+                      "are saved as they are now; reset them to zeros first if the saved "
+                      "model should start counting afresh", stacklevel=3)
+
+
 def prune_for_inference(program: Program, feed_names: list[str],
                         target_names: list[str]) -> Program:
     """The test-mode program (``clone(for_test=True)``) cut to the ops the targets need,
@@ -246,6 +260,7 @@ def save_inference_model(dirname: str, feeded_var_names, target_vars, executor,
         raise GraphcError("save_inference_model: target_vars is empty; name the Variables "
                           "the inference model computes (as in Paddle, only "
                           "export_for_deployment=False saves a program without targets)")
+    warn_auc_states(program)
     pruned = prune_for_inference(program, feeds, fetch)
     if not program_only:
         _require_values(get_program_persistable_vars(pruned))

@@ -98,5 +98,26 @@ def _set_eager_deletion_mode(threshold: float, fraction: float, fast_mode: bool)
 # -- end issue 25: framework surface
 
 
+# -- unitfw
+def set_feed_variable(scope, tensor, var_name: str, index: int) -> None:
+    """Put ``tensor`` at ``index`` of the feed list ``var_name`` of ``scope`` (Paddle's
+    feed-op input; graphc's Executor takes feeds as a dict, this serves code that sets
+    the list itself)."""
+    items = scope.tensor_list(var_name)
+    items.extend([None] * (index + 1 - len(items)))
+    items[index] = tensor
+
+
+def get_fetch_variable(scope, var_name: str, index: int):
+    """The tensor at ``index`` of the fetch list ``var_name`` of ``scope``."""
+    from ..ir.errors import ArgumentValueError
+    items = scope.tensor_list(var_name)
+    if not 0 <= index < len(items) or items[index] is None:
+        raise ArgumentValueError(f"get_fetch_variable: '{var_name}' holds {len(items)} "
+                                 f"tensors, none at index {index}")
+    return items[index]
+# -- end unitfw
+
+
 def __getattr__(name: str):
     raise missing(__name__, name)

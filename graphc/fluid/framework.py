@@ -138,5 +138,14 @@ def grad_var_name(var_name: str) -> str:
 # -- end issue 25: framework surface
 
 
+# -- unitfw
+def convert_np_dtype_to_dtype_(np_dtype) -> str:
+    """A numpy dtype (or its name) as the dtype variables carry: graphc's dtype name, which
+    ``core.VarDesc.VarType``'s members are (FP32 is 'float32')."""
+    from ..ir.types import normalize_dtype
+    return normalize_dtype(np_dtype)
+# -- end unitfw
+
+
 def __getattr__(name: str):
     raise missing(__name__, name)

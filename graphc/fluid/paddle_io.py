@@ -37,9 +37,13 @@ def save_vars(executor, dirname, main_program=None, vars=None, predicate=None, f
     ``predicate`` holds) as one LoDTensor file each in ``dirname``, or all in
     ``dirname/filename`` sorted by name (Paddle's save_combine)."""
     program = _graphc._program(main_program, "save_vars")
+    if dirname is None and filename is None:
+        # Paddle 1.8 saves to memory then: the combined stream comes back as bytes
+        return files.encode_combined(_values(_graphc._resolve(program, vars, predicate)))
     dirname = _graphc._path(dirname, "save_vars")
     variables = _graphc._resolve(program, vars, predicate)
     files.write(_values(variables), dirname, filename)
+    return None
 
 
 def load_vars(executor, dirname, main_program=None, vars=None, predicate=None, filename=None):
@@ -54,7 +58,7 @@ def load_vars(executor, dirname, main_program=None, vars=None, predicate=None, f
 
 
 def save_params(executor, dirname, main_program=None, filename=None):
-    save_vars(executor, dirname, main_program, predicate=is_parameter, filename=filename)
+    return save_vars(executor, dirname, main_program, predicate=is_parameter, filename=filename)
 
 
 def load_params(executor, dirname, main_program=None, filename=None):
@@ -62,7 +66,8 @@ def load_params(executor, dirname, main_program=None, filename=None):
 
 
 def save_persistables(executor, dirname, main_program=None, filename=None):
-    save_vars(executor, dirname, main_program, predicate=is_persistable, filename=filename)
+    return save_vars(executor, dirname, main_program, predicate=is_persistable,
+                     filename=filename)
 
 
 def load_persistables(executor, dirname, main_program=None, filename=None):
@@ -94,6 +99,7 @@ def save_inference_model(dirname, feeded_var_names, target_vars, executor, main_
                               "export_for_deployment=False saves a program without targets)")
     if not all(isinstance(f, str) for f in fetch):
         raise CheckpointError("save_inference_model: target_vars must be Variables or names")
+    _graphc.warn_auc_states(program)
     pruned = _graphc.prune_for_inference(program, feeds, fetch)
     try:
         model = from_program(pruned, feeds, fetch)

@@ -11,8 +11,9 @@ import weakref
 from collections.abc import Iterable
 from typing import Any
 
-from .errors import OpDefinitionError, ProgramError, ShapeError
+from .errors import ArgumentValueError, OpDefinitionError, ProgramError, ShapeError
 from .opdef import get_op_def
+from .program_compat import ProgramCompat
 from .source import user_source
 from .types import normalize_dtype, normalize_shape, types_compatible
 from .variable import Parameter, Variable, check_name
@@ -64,6 +65,18 @@ class Operator:
 
     def has_attr(self, name: str) -> bool:
         return name in self.attrs
+
+    @property
+    def attr_names(self) -> list[str]:
+        return list(self.attrs)
+
+    @property
+    def idx(self) -> int:
+        """This op's position in its block (Paddle's ``op.idx``)."""
+        for i, op in enumerate(self.block.ops):
+            if op is self:
+                return i
+        raise ProgramError(f"{self.where}: the op is no longer in block {self.block.idx}")
 
     def all_attrs(self) -> dict[str, Any]:
         return dict(self.attrs)
@@ -136,8 +149,8 @@ class Block:
             var = self.vars[name]
             if shape is not None and var.shape is not None and \
                     tuple(var.shape) != normalize_shape(shape):
-                raise ProgramError(f"variable '{name}' exists with shape {list(var.shape)}, "
-                                   f"not {list(shape)}")
+                raise ArgumentValueError(f"variable '{name}' exists with shape "
+                                         f"{list(var.shape)}, not {list(shape)}")
             return var
         var = Variable(self, name=name, shape=shape, dtype=dtype, **kwargs)
         self.vars[name] = var
@@ -177,8 +190,10 @@ class Block:
         return [v for v in self.vars.values() if isinstance(v, Parameter)]
 
     # -- ops -------------------------------------------------------------------------
-    def append_op(self, type: str, inputs=None, outputs=None, attrs=None,
+    def append_op(self, type: str | None = None, inputs=None, outputs=None, attrs=None,
                   source: str | None = None) -> Operator:
+        if type is None:
+            raise ArgumentValueError("Block.append_op: the op's type is required (type=...)")
         op = self._make_op(type, inputs, outputs, attrs, source)
         self.ops.append(op)
         return op
@@ -281,7 +296,7 @@ class Block:
         return op
 
 
-class Program:
+class Program(ProgramCompat):
     """A static program: blocks of ops; block 0 is the global block."""
 
     # Paddle's process-wide global_seed(): the random_seed of Programs made afterwards
@@ -310,9 +325,6 @@ class Program:
 
     def block(self, index: int) -> Block:
         return self.blocks[index]
-
-    def current_block(self) -> Block:
-        return self.blocks[0]
 
     @property
     def num_blocks(self) -> int:
@@ -415,7 +427,13 @@ class Program:
         return lower(self).to_text(**kwargs)
 
     def __str__(self) -> str:
-        return self.to_text()
+        try:
+            return self.to_text()
+        except ProgramError:
+            # a program graphc cannot lower (an op reading a plain variable no op writes,
+            # as Paddle's unit tests build by hand) still prints: its ops, one a line
+            return "\n".join(f"block {b.idx}:\n" + "\n".join(f"  {op!r}" for op in b.ops)
+                             for b in self.blocks)
 
     def __repr__(self) -> str:
         return f"<Program {self.num_ops} ops, {len(self.all_parameters())} parameters>"

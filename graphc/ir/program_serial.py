@@ -29,6 +29,8 @@ def program_to_string(program, throw_on_error: bool, with_details: bool = False)
 # registry: readers of foreign binary program formats, (first byte, reader) pairs filled at
 # import by graphc.dataio.paddle_format (the IR may not import the data layer)
 BINARY_READERS: dict = {}
+# and its writer: program -> Paddle ProgramDesc bytes (``program.desc.serialize_to_string``)
+BINARY_WRITERS: dict = {}
 
 
 def program_from_string(binary_str):

@@ -87,6 +87,12 @@ class Variable:
             self._lod_level = int(lod_level)
 
     @property
+    def op(self):
+        """The op of its block that writes this variable last (None: no op does)."""
+        ops = self.block.ops if self.block is not None else ()
+        return next((op for op in reversed(ops) if self._name in op.output_arg_names), None)
+
+    @property
     def name(self) -> str:
         return self._name
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 
 from ..backends.interpreter import resolve_fetch
-from ..ir.errors import GraphcError
+from ..ir.errors import ArgumentTypeError, ArgumentValueError, GraphcError
 from ..ir.graph import Graph, lower
 from ..ir.program import Program
 from ..passes import PassManager, PipelineReport, pipeline_for
@@ -37,8 +37,8 @@ class CompiledProgram:
                  pass_manager: PassManager | None = None,
                  exec_strategy: ExecutionStrategy | None = None):
         if not isinstance(program_or_graph, Program):
-            raise GraphcError("CompiledProgram expects a Program, got "
-                              f"{type(program_or_graph).__name__}")
+            raise ArgumentTypeError("CompiledProgram expects a Program, got "
+                                    f"{type(program_or_graph).__name__}")
         if build_strategy is not None and not isinstance(build_strategy, BuildStrategy):
             raise GraphcError("build_strategy must be a graphc.BuildStrategy, got "
                               f"{type(build_strategy).__name__}")
@@ -167,6 +167,19 @@ class CompiledProgram:
             raise GraphcError("bucket_plan needs a data-parallel training program: call "
                               "with_data_parallel(loss_name=...) with more than one place")
         return buckets_in(self.graph(fetch_list))
+
+    def _compile(self, scope, place) -> CompiledProgram:
+        """Paddle's: bind this program to ``scope`` and ``place`` (graphc compiles when it
+        first runs); binding it again to another scope or place is an ArgumentValueError."""
+        bound = getattr(self, "_bound", None)
+        if bound is not None and bound[0] is not scope:
+            raise ArgumentValueError("CompiledProgram._compile: the program is bound to "
+                                     "another scope; a CompiledProgram runs in one scope")
+        if bound is not None and bound[1] != place:
+            raise ArgumentValueError(f"CompiledProgram._compile: the program is bound to "
+                                     f"{bound[1]}, not {place}")
+        self._bound = (scope, place)
+        return self
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.program!r} pipeline='{self.pass_manager}'>"

@@ -56,6 +56,7 @@ from .compile_cache import ensure_compilation_cache
 from .data_refusal import raise_if_refused
 from .fed_state import feed_plain_variables, restore_state, write_fed_state
 from .feed_plan import FeedPlan, feed_key
+from .feed_shapes import unchecked_feeds
 from .feeds import FeedError
 from .fetches import FetchError, fetch_name
 from .host_services import HostServices, process_services
@@ -290,6 +291,9 @@ class Executor:
                             self._fast[id(program)] = steady  # run's first try next time
                             return out
                     return hit[1].execute(program, feed, scope, return_numpy, self._run_device)
+        if type(fetch_list) in (list, tuple) and any(type(f) is list for f in fetch_list):
+            # Paddle takes a list entry (gradients() returns one) as its items, in order
+            fetch_list = [g for f in fetch_list for g in (f if type(f) is list else (f,))]
         if use_prune:
             fetch_list, keep_ops = split_fetch_list(fetch_list)
             if program is None:
@@ -340,6 +344,8 @@ class Executor:
     def _run(self, program, feed, fetch_list, scope, return_numpy):
         given = program
         program, compiled = self._unpack(program)
+        if compiled is None and type(feed) is dict and feed:
+            program, feed = unchecked_feeds(program, feed)  # layers.data feeds: Paddle's rule
         scope = global_scope() if scope is None else scope
         fetch_names = tuple([fetch_name(f) for f in fetch_list]) if fetch_list else ()
         if compiled is None and not fetch_names and (feed is None or type(feed) is dict and

@@ -38,12 +38,23 @@ def lengths_problem(lengths, rows: int | None) -> str | None:
     return None
 
 
+def _is_lengths(value) -> bool:
+    """A Python list of lists of ints (Paddle's ``LoDTensor([[2, 2]])``), not an array."""
+    return isinstance(value, list) and bool(value) and all(
+        isinstance(level, list) and all(isinstance(n, int) and not isinstance(n, bool)
+                                        for n in level) for level in value)
+
+
 class LoDTensor(TensorMethods):
     """A host tensor and its recursive sequence lengths (Paddle's LoDTensor): what a LoD
     feed takes and a fetch returns with ``return_numpy=False`` (a dense one with an empty
     LoD). ``np.array(t)`` is the packed tokens ``[T, ...]``."""
 
     def __init__(self, array=None, recursive_seq_lens=None):
+        if recursive_seq_lens is None and _is_lengths(array):
+            # Paddle's one-argument constructor: LoDTensor(recursive_sequence_lengths), the
+            # value set later (graphc's own calls give an array first)
+            array, recursive_seq_lens = None, array
         self._host = None if array is None else np.asarray(array)
         self._device = None  # a fetched device array, read back when first asked for
         self._lengths: list[np.ndarray] = []  # int64 per level: packing reads them as is

@@ -3,10 +3,12 @@ the optimizer ops named in fetch_list; ops computing a fed variable are cut off 
 
 from __future__ import annotations
 
+import copy
 from weakref import WeakKeyDictionary
 
 from ..ir.errors import GraphcError
 from ..ir.program import Operator, Program, Variable
+from ..ir.program_compat import kept_op_indices
 
 
 def split_fetch_list(fetch_list) -> tuple[list, list[Operator]]:
@@ -28,17 +30,6 @@ def split_fetch_list(fetch_list) -> tuple[list, list[Operator]]:
     return fetch, ops
 
 
-def _kept_indices(block, feeds: set[str], targets: set[str], ops: list[Operator]) -> tuple:
-    chosen = {id(op) for op in ops}
-    needed, kept = set(targets) - feeds, []
-    for i in range(len(block.ops) - 1, -1, -1):
-        op = block.ops[i]
-        if id(op) in chosen or needed.intersection(op.output_arg_names):
-            kept.append(i)
-            needed.update(n for n in op.input_arg_names if n not in feeds)
-    return tuple(reversed(kept))
-
-
 class Pruner:
     """The pruned programs an Executor made, per program (held weakly) and per
     (program version, feeds, targets, kept ops): a pruned program is built and compiled once."""
@@ -46,10 +37,24 @@ class Pruner:
     def __init__(self):
         self._cache: WeakKeyDictionary = WeakKeyDictionary()
 
-    def prune(self, program: Program, feed_names, fetch, ops: list[Operator]) -> Program:
+    def prune(self, program, feed_names, fetch, ops: list[Operator]):
+        from .compiled_program import CompiledProgram
+        if isinstance(program, CompiledProgram):
+            # Paddle prunes the program a CompiledProgram holds: a copy holding the pruned
+            # one is compiled (kept per pruned program, as the pruned programs are)
+            pruned = self.prune(program.program, feed_names, fetch, ops)
+            copies = self._cache.setdefault(program, {})
+            hit = copies.get(id(pruned))
+            if hit is None or hit.program is not pruned:
+                hit = copy.copy(program)
+                hit.program, hit._pass_manager = pruned, (
+                    program._pass_manager if program._custom_pass_manager else None)
+                copies.clear()
+                copies[id(pruned)] = hit
+            return hit
         if not isinstance(program, Program):
-            raise GraphcError("Executor.run(use_prune=True) prunes a Program; prune before "
-                              "compiling a CompiledProgram (graphc compiles the pruned one)")
+            raise GraphcError("Executor.run(use_prune=True) prunes a Program or a "
+                              f"CompiledProgram, got {type(program).__name__}")
         if program.num_blocks > 1:
             raise GraphcError("Executor.run(use_prune=True): a program with sub-blocks "
                               "(control flow) is not pruned by graphc; run it unpruned")
@@ -63,8 +68,10 @@ class Pruner:
         if unknown:
             raise GraphcError(f"Executor.run(use_prune=True): fetch {unknown} is not a "
                               "variable of the program")
+        if not ops:  # Paddle's rule: no optimizer op named, every one of the program runs
+            ops = [op for op in block.ops if op.role == "optimize"]
         feeds = set(feed_names)
-        kept = _kept_indices(block, feeds, targets, ops)
+        kept = kept_op_indices(block, feeds, targets, ops)
         key = (program.version, tuple(sorted(feeds)), tuple(sorted(targets)), kept)
         entries = self._cache.setdefault(program, {})
         pruned = entries.get(key)

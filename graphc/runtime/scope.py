@@ -106,6 +106,11 @@ class ScopeVar:
     def get_tensor(self) -> Tensor:
         return self._tensor
 
+    def get_fetch_list(self) -> list:
+        """Paddle's FEED_MINIBATCH / FETCH_LIST variable: a list of tensors the scope keeps
+        under this name, apart from its arrays (core.set_feed_variable fills it too)."""
+        return self._tensor._scope.tensor_list(self._tensor._name)
+
 
 class Scope:
     """Named arrays. ``scope.find_var(n).get_tensor()`` (Paddle) or ``scope[n]`` (dict)."""
@@ -208,6 +213,10 @@ class Scope:
 
     def set_run_count(self, program, count: int) -> None:
         self._run_counters[program] = count
+
+    def tensor_list(self, name: str) -> list:
+        """The list of tensors held under ``name`` (Paddle's feed/fetch list variables)."""
+        return self.__dict__.setdefault("_tensor_lists", {}).setdefault(name, [])
 
     def find_var(self, name: str) -> ScopeVar | None:
         return ScopeVar(Tensor(self, name)) if name in self else None

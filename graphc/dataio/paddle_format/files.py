@@ -84,6 +84,31 @@ def _decode(data: bytes, pos: int, path: str, name: str):
                               f"{exc}") from None
 
 
+def encode_combined(arrays: dict) -> bytes:
+    """``{name: array}`` as one combined stream (sorted by name, Paddle's save_combine)."""
+    try:
+        return b"".join(tensor_stream.encode(np.asarray(arrays[n])) for n in sorted(arrays))
+    except TensorStreamError as exc:
+        raise CheckpointError(f"cannot save in Paddle's format: {exc}") from None
+
+
+def read_combined(variables, data: bytes, path: str) -> dict:
+    """``{name: array}`` for ``variables`` from a combined stream ``data`` (``path`` names
+    it in errors), each checked against its variable; the stream must hold exactly them."""
+    out, pos = {}, 0
+    for var in sorted(variables, key=lambda v: v.name):
+        if pos >= len(data):
+            raise CheckpointError(f"'{path}' ends before variable '{var.name}' (it holds "
+                                  f"fewer than the {len(variables)} variables asked for)")
+        array, _, pos = _decode(data, pos, path, var.name)
+        out[var.name] = _check(var, array, path)
+    if pos != len(data):
+        raise CheckpointError(f"'{path}' has {len(data) - pos} bytes after the "
+                              f"{len(variables)} variables asked for (another variable "
+                              "set, or corrupted)")
+    return out
+
+
 def read(variables, dirname: str, filename: str | None = None) -> dict:
     """``{name: array}`` for ``variables`` read from Paddle's files, every one checked
     against the program (CheckpointError names the file and variable)."""
@@ -92,18 +117,7 @@ def read(variables, dirname: str, filename: str | None = None) -> dict:
     out = {}
     if filename is not None:
         path = os.path.join(dirname, filename)
-        data, pos = _read_file(path), 0
-        for var in sorted(variables, key=lambda v: v.name):
-            if pos >= len(data):
-                raise CheckpointError(f"'{path}' ends before variable '{var.name}' (it holds "
-                                      f"fewer than the {len(variables)} variables asked for)")
-            array, _, pos = _decode(data, pos, path, var.name)
-            out[var.name] = _check(var, array, path)
-        if pos != len(data):
-            raise CheckpointError(f"'{path}' has {len(data) - pos} bytes after the "
-                                  f"{len(variables)} variables asked for (another variable "
-                                  "set, or corrupted)")
-        return out
+        return read_combined(variables, _read_file(path), path)
     for var in variables:
         path = os.path.join(dirname, var.name)
         data = _read_file(path)

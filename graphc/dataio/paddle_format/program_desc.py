@@ -417,3 +417,4 @@ def _parse_from_string(data: bytes) -> Program:
 
 # field 1 (blocks), length-delimited: the first byte of every ProgramDesc
 program_serial.BINARY_READERS[b"\x0a"] = _parse_from_string
+program_serial.BINARY_WRITERS["ProgramDesc"] = lambda program: from_program(program, [], [])
