@@ -1,0 +1,80 @@
+"""What stopped PaddleNLP/PaddleRec 1.8 programs ported by the rule alone (nlpport block of
+docs/porting_from_paddle.md), each checked against Paddle's documented behaviour."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphc
+import graphc.fluid as fluid
+from graphc.backends.interpreter import run_graph
+from graphc.ir.errors import ProgramError
+
+pytestmark = pytest.mark.timeout(120)
+
+
+# -- BeamSearchDecoder.tile_beam_merge_with_batch of a tensor with a second unknown dim ----
+@pytest.mark.parametrize("shape,feed_shape", [([-1, -1, 4], (2, 3, 4)),
+                                              ([-1, 3, -1, 2], (2, 3, 5, 2)),
+                                              ([-1, 3, 4], (3, 3, 4))])
+def test_tile_beam_merge_with_batch_keeps_unknown_inner_dims(shape, feed_shape):
+    """seq2seq's attention decoder tiles its encoder output ``[batch, -1, hidden]``: each
+    entry repeated beam_size times in a row, whatever the dimensions after the batch."""
+    beam = 3
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", shape, "float32")
+        out = fluid.layers.BeamSearchDecoder.tile_beam_merge_with_batch(x, beam)
+    assert list(out.shape) == [-1, *shape[1:]]
+    xv = np.random.default_rng(0).standard_normal(feed_shape).astype("float32")
+    want = np.repeat(xv, beam, axis=0)
+    (got,) = graphc.Executor().run(main, feed={"x": xv}, fetch_list=[out])
+    np.testing.assert_array_equal(got, want)
+    _, (ref,) = run_graph(graphc.lower(main), {}, {"x": xv}, [out.name])
+    np.testing.assert_array_equal(ref, want)
+
+
+# -- Program._lr_schedule_guard / _optimized_guard ------------------------------------------
+def _noam(step, d_model, warmup):
+    return d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def test_lr_schedule_guard_marks_the_schedule_and_the_rate_is_noams():
+    """The Transformer's and BERT's train scripts compute their warmup rate inside
+    ``program._lr_schedule_guard()``; the ops are the schedule's, the rate Paddle's noam."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 3], "float32")
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        before = {id(op) for op in main.global_block().ops}
+        with main._lr_schedule_guard():
+            lr = fluid.layers.learning_rate_scheduler.noam_decay(16, 4) * 2.0
+        # the step counter's increment goes first in the block, as Paddle places it
+        guarded = [op for op in main.global_block().ops if id(op) not in before]
+        fluid.optimizer.Adam(learning_rate=lr).minimize(loss)
+    assert guarded and {op.role for op in guarded} == {"lr_sched"}
+    assert main.global_block().ops[-1].role == "optimize"
+    exe = graphc.Executor()
+    exe.run(startup)
+    xv = np.ones((2, 3), "float32")
+    got = [float(np.asarray(exe.run(main, feed={"x": xv}, fetch_list=[lr])[0]).item())
+           for _ in range(6)]
+    np.testing.assert_allclose(got, [2.0 * _noam(s, 16, 4) for s in range(1, 7)], rtol=1e-6)
+
+
+def test_optimized_guard_gives_the_optimize_role_and_names_a_bad_argument():
+    """BERT's weight decay appends its update ops inside ``_optimized_guard([param, grad])``."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 3], "float32")
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1, param_attr="w"))
+        _, grads = zip(*fluid.optimizer.SGD(0.1).minimize(loss)[1])
+        w = main.global_block().var("w")
+        before = len(main.global_block().ops)
+        with main._optimized_guard([w, grads[0]]):
+            fluid.layers.assign(w * 0.5, w)
+        assert {op.role for op in main.global_block().ops[before:]} == {"optimize"}
+        with pytest.raises(ProgramError, match="_optimized_guard.*int"):
+            with main._optimized_guard([w, 3]):
+                pass
