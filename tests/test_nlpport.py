@@ -78,3 +78,55 @@ def test_optimized_guard_gives_the_optimize_role_and_names_a_bad_argument():
         with pytest.raises(ProgramError, match="_optimized_guard.*int"):
             with main._optimized_guard([w, 3]):
                 pass
+
+
+# -- clipping a row-sparse gradient (auto_dialogue_evaluation: is_sparse + ByValue) ---------
+_C = np.array([[0.4, -0.7]] * 3, "float32")
+_IDS = np.array([[1], [1], [3]], "int64")  # row 1 twice: its gradient rows sum to 2 * c
+
+
+def _sparse_clip_step(clip):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        ids = fluid.data("ids", [-1, 1], "int64")
+        c = fluid.data("c", [-1, 2], "float32")
+        emb = fluid.layers.embedding(ids, [5, 2], is_sparse=True, param_attr=fluid.ParamAttr(
+            name="emb", initializer=fluid.initializer.Constant(0.0)))
+        loss = fluid.layers.reduce_sum(emb * c)
+        fluid.optimizer.SGD(1.0, grad_clip=clip).minimize(loss)
+    assert main.global_block().var("emb@GRAD").selected_rows
+    scope = fluid.Scope()
+    exe = graphc.Executor()
+    exe.run(startup, scope=scope)
+    feed = {"ids": _IDS, "c": _C}
+    state = {v.name: np.asarray(scope[v.name]) for v in startup.list_vars() if v.persistable}
+    exe.run(main, feed=feed, scope=scope)
+    new_state, _ = run_graph(graphc.lower(main), state, feed, [])
+    return np.asarray(scope["emb"]), np.asarray(new_state["emb"])
+
+
+def _dense_grad():
+    g = np.zeros((5, 2), "float32")
+    np.add.at(g, _IDS[:, 0], _C)
+    return g
+
+
+@pytest.mark.parametrize("kind", ["value", "norm"])
+def test_clipping_a_row_sparse_gradient_merges_its_rows_first(kind):
+    """Paddle's clip and clip_by_norm kernels sum a SelectedRows' repeated rows, then clip:
+    row 1's summed gradient [0.8, -1.4] clips to [0.5, -0.5] (clipping each copy first would
+    give [0.8, -1.0]); by norm, the dense gradient's norm scales every row."""
+    g = _dense_grad()
+    if kind == "value":
+        clip, want = fluid.clip.GradientClipByValue(0.5), -np.clip(g, -0.5, 0.5)
+    else:
+        clip = fluid.clip.GradientClipByNorm(1.0)
+        want = -g / np.sqrt(np.sum(g * g))
+    got, ref = _sparse_clip_step(clip)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ref, want, rtol=1e-6, atol=1e-7)
+
+
+def test_clipping_a_row_sparse_gradient_by_global_norm_is_refused_by_name():
+    with pytest.raises(ProgramError, match="GradientClipByGlobalNorm.*'emb'.*row-sparse"):
+        _sparse_clip_step(fluid.clip.GradientClipByGlobalNorm(1.0))
