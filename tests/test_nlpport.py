@@ -130,3 +130,44 @@ def test_clipping_a_row_sparse_gradient_merges_its_rows_first(kind):
 def test_clipping_a_row_sparse_gradient_by_global_norm_is_refused_by_name():
     with pytest.raises(ProgramError, match="GradientClipByGlobalNorm.*'emb'.*row-sparse"):
         _sparse_clip_step(fluid.clip.GradientClipByGlobalNorm(1.0))
+
+
+# -- paddle.version (ELMo's train.py logs paddle.version.commit) ----------------------------
+def test_paddle_version_module_names_the_followed_release(capsys):
+    import subprocess
+    import sys
+    # `import paddle` alone binds paddle.version, as Paddle's package imports it
+    code = "import graphc as paddle; print(paddle.version.full_version)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=60)
+    assert out.stdout.strip() == "1.8.0", out.stderr[-2000:]
+    import graphc.version as version
+    assert graphc.version is version
+    assert version.full_version == "1.8.0"
+    assert (version.major, version.minor, version.patch) == ("1", "8", "0")
+    assert isinstance(version.commit, str) and version.commit
+    fluid.require_version(version.full_version)  # the same release require_version checks
+    version.show()
+    assert capsys.readouterr().out.splitlines()[0] == "full_version: 1.8.0"
+    assert version.mkl() == "OFF"
+
+
+# -- one_hot of a LoD X (ELMo's next-word labels) -------------------------------------------
+@pytest.mark.parametrize("v2", [False, True])
+def test_one_hot_of_lod_ids_keeps_the_lod(v2):
+    """Paddle's one_hot shares X's LoD with Out: one row per token."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        y = fluid.data("y", [-1, 1], "int64", lod_level=1)
+        out = fluid.one_hot(y, depth=5) if v2 else fluid.layers.one_hot(y, depth=5)
+        pooled = fluid.layers.sequence_pool(fluid.layers.reshape(out, [-1, 5]), "sum")
+    assert out.lod_level == 1
+    ids = np.array([[1], [4], [4], [0], [2]], "int64")
+    feed = {"y": fluid.create_lod_tensor(ids, [[2, 3]], fluid.CPUPlace())}
+    eye = np.eye(5, dtype="float32")[ids[:, 0]]
+    want = eye[:, None, :] if v2 else eye
+    got_out, got_pool = graphc.Executor().run(main, feed=feed, fetch_list=[out, pooled],
+                                              return_numpy=False)
+    assert got_out.lod() == [[0, 2, 5]]
+    np.testing.assert_array_equal(np.array(got_out), want)
+    np.testing.assert_array_equal(np.array(got_pool), [eye[:2].sum(0), eye[2:].sum(0)])
