@@ -352,7 +352,7 @@ class Program:
         ``optimize`` role. Paddle also records the (parameter, gradient) names as the ops'
         ``op_role_var``; graphc finds a parameter's gradient from the graph instead."""
         for v in param_and_grads or ():
-            if not isinstance(v, str | Variable):
+            if v is not None and not isinstance(v, str | Variable):
                 raise ProgramError(f"_optimized_guard takes parameters and gradients "
                                    f"(Variables or names), got {type(v).__name__}")
         return self.op_role_guard("optimize")
