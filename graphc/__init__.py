@@ -60,7 +60,8 @@ if os.environ.get("CPU_NUM", "").strip().isdigit() and int(os.environ["CPU_NUM"]
 # ``import graphc as paddle`` gives paddle.fluid, paddle.batch, paddle.reader.* and
 # paddle.enable_static(); ``graphc.reader`` is an alias of the reader decorators' module,
 # so ``import graphc.reader`` works too.
-from . import fluid  # noqa: E402
+# version: paddle.version, which scripts read after a bare `import paddle`
+from . import fluid, version  # noqa: E402
 from .dataio import dataset, io  # noqa: E402
 from .dataio.dataset import DatasetFactory  # noqa: E402
 from .fluid import reader_decorators as reader  # noqa: E402
@@ -82,7 +83,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DatasetFactory", "dataset", "io", "batch", "disable_static", "enable_static", "fluid",
-    "reader", "DataFeeder",
+    "reader", "DataFeeder", "version",
     "DeviceError", "configure_cpu_devices", "cpu_places", "cuda_places",
     "compilation_cache_dir", "set_compilation_cache",
     "BuildStrategy", "CompiledProgram", "DistributedStrategy", "ExecutionStrategy",

@@ -41,14 +41,18 @@ class GradientClipBase:
         params_grads = list(params_grads)
         chosen = [(p, g) for p, g in params_grads if g is not None and self._needs_clip(p)]
         for p, g in chosen:
-            if g.selected_rows:
+            if g.selected_rows and not self._takes_sparse:
                 raise ProgramError(
                     f"{type(self).__name__}: the gradient of '{p.name}' is row-sparse (an "
-                    "is_sparse embedding's); graphc does not clip row-sparse gradients. Build "
-                    "the embedding with is_sparse=False, or leave it out with need_clip")
+                    "is_sparse embedding's); graphc clips those by value or by norm only. "
+                    "Build the embedding with is_sparse=False, or leave it out with need_clip")
         if chosen:
             self._clip(chosen[0][0].block, chosen)
         return params_grads
+
+    # whether _clip's ops take a row-sparse gradient (clip and clip_by_norm merge its rows
+    # first, as Paddle's SelectedRows kernels do)
+    _takes_sparse = False
 
     def _clip(self, block, params_grads) -> None:
         raise NotImplementedError
@@ -60,6 +64,8 @@ class GradientClipBase:
 
 class GradientClipByValue(GradientClipBase):
     """Clamp every gradient element to [min, max]; ``min`` defaults to ``-max``."""
+
+    _takes_sparse = True
 
     def __init__(self, max, min=None, need_clip=None):
         super().__init__(need_clip)
@@ -81,6 +87,8 @@ class GradientClipByValue(GradientClipBase):
 
 class GradientClipByNorm(GradientClipBase):
     """Scale each gradient down to L2 norm ``clip_norm`` when its own norm exceeds it."""
+
+    _takes_sparse = True
 
     def __init__(self, clip_norm, need_clip=None):
         super().__init__(need_clip)

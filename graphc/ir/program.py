@@ -352,6 +352,23 @@ class Program(ProgramCompat):
         finally:
             self._current_role = old
 
+    def _lr_schedule_guard(self, is_with_opt: bool = False):
+        """Paddle's private guard that programs use around their learning-rate arithmetic
+        (BERT's and the Transformer's warmup): the ops get the ``lr_sched`` role. Paddle's
+        ``is_with_opt`` also marks them Optimize; graphc's roles are exclusive and
+        ``lr_sched`` is what its passes read as both (pserver, pipeline)."""
+        return self.op_role_guard("lr_sched")
+
+    def _optimized_guard(self, param_and_grads):
+        """Paddle's private guard around hand-written update ops (BERT's weight decay):
+        ``optimize`` role. Paddle also records the (parameter, gradient) names as the ops'
+        ``op_role_var``; graphc finds a parameter's gradient from the graph instead."""
+        for v in param_and_grads or ():
+            if v is not None and not isinstance(v, str | Variable):
+                raise ProgramError(f"_optimized_guard takes parameters and gradients "
+                                   f"(Variables or names), got {type(v).__name__}")
+        return self.op_role_guard("optimize")
+
     @contextlib.contextmanager
     def source_guard(self, source: str | None):
         """Ops appended inside record ``source`` (e.g. the user's ``minimize`` line) instead of

@@ -95,7 +95,16 @@ class BeamSearchDecoder(Decoder):
         times in a row (the layout the cell sees)."""
         check_variable("BeamSearchDecoder.tile_beam_merge_with_batch", "x", x)
         tiled = _tile_beams(x, beam_size)
-        return _t.reshape(tiled, [-1, *x.shape[1:]])
+        rest = list(x.shape[1:])
+        if all(d is not None and d >= 0 for d in rest):
+            return _t.reshape(tiled, [-1, *rest])
+        # a second unknown dimension (an encoder output's [batch, -1, hidden]) cannot be
+        # spelled in one reshape: move batch and beam last, merge them there (0 keeps each
+        # other dimension as it is at run time), and bring the merged axis back to the front
+        n = len(tiled.shape)
+        moved = _t.transpose(tiled, list(range(2, n)) + [0, 1])
+        merged = _t.reshape(moved, [0] * (n - 2) + [-1])
+        return _t.transpose(merged, [n - 2] + list(range(n - 2)))
 
     def _split_batch_beams(self, x):
         """``[batch * beam, ...]`` -> ``[batch, beam, ...]``."""

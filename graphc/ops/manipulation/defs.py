@@ -303,9 +303,13 @@ def _one_hot(c):
 
 _ONE_HOT_ATTRS = {"depth": "int", "dtype": ("dtype", "float32"),
                   "allow_out_of_range": ("bool", False)}
+# a LoD X is one-hot encoded token by token and Out keeps its LoD (Paddle shares X's LoD
+# with Out; ELMo one-hots its LoD next-word labels)
 register("one_hot", "X", "Out", _ONE_HOT_ATTRS, infer=_one_hot, traits=(NO_GRAD,),
+         lod_inputs=("X",),
          doc="Out = one-hot rows of depth for ids X [..., 1]; out-of-range ids give zeros")
 register("one_hot_v2", "X", "Out", _ONE_HOT_ATTRS, infer=_one_hot, traits=(NO_GRAD,),
+         lod_inputs=("X",),
          doc="Out = one-hot vectors of depth appended to X's shape")
 
 

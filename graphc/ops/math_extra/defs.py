@@ -34,7 +34,10 @@ def _clip(c):
 
 
 register("clip", "X", "Out", {"min": "float", "max": "float"}, infer=_clip, lod_inputs=("X",),
-         doc="Out = min(max(X, min), max); the gradient passes where min < X < max")
+         sparse_inputs=("X",),
+         doc="Out = min(max(X, min), max); the gradient passes where min < X < max. A "
+             "row-sparse X (an is_sparse embedding's gradient) has its repeated rows summed "
+             "first, then its values clipped (Paddle's SelectedRows kernel)")
 
 
 def _clip_by_norm(c):
@@ -43,7 +46,9 @@ def _clip_by_norm(c):
 
 
 register("clip_by_norm", "X", "Out", {"max_norm": "float"}, infer=_clip_by_norm,
-         doc="Out = X * max_norm / ||X||_2 when ||X||_2 > max_norm, else X")
+         sparse_inputs=("X",),
+         doc="Out = X * max_norm / ||X||_2 when ||X||_2 > max_norm, else X. A row-sparse X "
+             "has its repeated rows summed first: the norm is the dense tensor's")
 
 
 def _ranked_x(c) -> TensorType:

@@ -8,6 +8,7 @@ import jax
 import jax.numpy as jnp
 
 from ...backends.lowering import lowering
+from ...backends.selected_rows import SelectedRows
 from ..math.lowering import broadcast_y
 
 
@@ -28,12 +29,24 @@ def _pow(c, X):
 
 @lowering("clip")
 def _clip(c, X):
+    if isinstance(X, SelectedRows):
+        # a repeated row's values are clipped after summing them, as Paddle merges first
+        merged = X.merged()
+        real = (merged.rows < merged.height).reshape((-1,) + (1,) * (merged.values.ndim - 1))
+        # padding rows (row = height) keep zero values, whatever the bounds
+        clipped = jnp.where(real, _clip(c, merged.values)["Out"], 0).astype(X.dtype)
+        return {"Out": merged.with_values(clipped)}
     lo, hi = jnp.asarray(c["min"], X.dtype), jnp.asarray(c["max"], X.dtype)
     return {"Out": jnp.minimum(jnp.maximum(X, lo), hi)}
 
 
 @lowering("clip_by_norm")
 def _clip_by_norm(c, X):
+    if isinstance(X, SelectedRows):
+        # merged rows hold the dense tensor's nonzero rows once (padding rows are zeros), so
+        # their norm is the dense norm
+        merged = X.merged()
+        return {"Out": merged.with_values(_clip_by_norm(c, merged.values)["Out"])}
     norm = jnp.sqrt(jnp.sum(jnp.square(X)))
     max_norm = jnp.asarray(c["max_norm"], X.dtype)
     # the untaken branch divides by a safe norm, so its gradient is finite too
