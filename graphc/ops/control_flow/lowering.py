@@ -93,7 +93,8 @@ def _write_lod(c, X: LoDArray, i, Array):
     j = jnp.clip(i, 0, cap - 1)
     stacked = jax.tree.map(lambda buf, e: lax.dynamic_update_index_in_dim(buf, e, j, 0),
                            stacked, element)
-    return {"Out": TensorArray(stacked, jnp.maximum(length, i + 1).astype(jnp.int32))}
+    ranked = Array is not None and Array.ranked  # a loop carries one pytree structure
+    return {"Out": TensorArray(stacked, jnp.maximum(length, i + 1).astype(jnp.int32), ranked)}
 
 
 @lowering("empty_array")
@@ -339,6 +340,8 @@ def _write_grad(c, X, I, Array=None, **kw):
     gets the rest (the write replaced element I)."""
     dout = kw["Out" + GRAD_SUFFIX]
     j = jnp.clip(_index(I), 0, dout.capacity - 1)
+    if isinstance(dout.data, LoDArray):  # arr2lod: an array of LoD values
+        return _write_lod_grad(c, X, j, Array, dout)
     out = {}
     if "X" + GRAD_SUFFIX in c.out_types:
         elem = lax.dynamic_index_in_dim(dout.data, j, 0, keepdims=False)
@@ -350,11 +353,33 @@ def _write_grad(c, X, I, Array=None, **kw):
     return out
 
 
+def _write_lod_grad(c, X: LoDArray, j, Array, dout: TensorArray) -> dict:
+    """write_to_array_grad over the buffers of an array of LoD values (arr2lod): X's rows
+    take element I's, fitted back to X's buffer; the array before the write the rest."""
+    out = {}
+    buf = dout.data.data
+    if "X" + GRAD_SUFFIX in c.out_types:
+        elem = lax.dynamic_index_in_dim(buf, j, 0, keepdims=False)
+        out["X" + GRAD_SUFFIX] = X.masked(_fit(elem, X.capacity).astype(X.dtype))
+    if "Array" + GRAD_SUFFIX in c.out_types:
+        zero = jnp.zeros(buf.shape[1:], buf.dtype)
+        out["Array" + GRAD_SUFFIX] = TensorArray(
+            Array.data.with_data(lax.dynamic_update_index_in_dim(buf, zero, j, 0)),
+            Array.length, Array.ranked)
+    return out
+
+
 @lowering("read_from_array_grad")
 def _read_grad(c, X, I, **kw):
     """An array of zeros but for element I, which takes the read value's gradient."""
     dout = kw["Out" + GRAD_SUFFIX]
     j = jnp.clip(_index(I), 0, X.capacity - 1)
+    if isinstance(X.data, LoDArray):  # arr2lod: the element's rows in the stacked buffer
+        d = dout.data if isinstance(dout, LoDArray) else dout
+        buf = X.data.data
+        d = _fit(d, buf.shape[1]).astype(buf.dtype)
+        data = lax.dynamic_update_index_in_dim(jnp.zeros_like(buf), d, j, 0)
+        return {"X" + GRAD_SUFFIX: TensorArray(X.data.with_data(data), X.length, X.ranked)}
     data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data), dout.astype(X.dtype), j, 0)
     return {"X" + GRAD_SUFFIX: TensorArray(data, X.length)}
 
