@@ -304,7 +304,7 @@ def test_build_time_errors_name_the_layer():
             layers.lod_tensor_to_array(np.zeros(3), table)
         with pytest.raises(ArgumentTypeError, match="'table'"):
             layers.lod_tensor_to_array(x, [table])
-        with pytest.raises(ProgramError, match="rank table"):
+        with pytest.raises(ArgumentTypeError, match="rank table"):
             layers.lod_tensor_to_array(x, dense)
         with pytest.raises(ShapeError, match="must be a LoD value"):
             layers.lod_tensor_to_array(dense, table)

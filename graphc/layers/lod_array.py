@@ -5,13 +5,7 @@ from __future__ import annotations
 
 from ..ir.errors import ProgramError
 from .helper import LayerHelper, check_variable
-
-
-def _check_table(layer: str, table) -> None:
-    check_variable(layer, "table", table)
-    if table.dtype not in ("int32", "int64") or len(table.shape) != 2:
-        raise ProgramError(f"{layer}: 'table' ({table.name}) must be a rank table "
-                           f"(lod_rank_table's int64 [N, 2]), got {table.dtype} {table.shape}")
+from .lod_control import check_rank_table
 
 
 def lod_tensor_to_array(x, table, capacity=None):
@@ -20,7 +14,7 @@ def lod_tensor_to_array(x, table, capacity=None):
     ``capacity`` (graphc's) bounds the steps, 128 when not given (XLA's static shapes);
     fetched, the array is Paddle's list of LoDTensors (docs/control_flow.md)."""
     check_variable("lod_tensor_to_array", "x", x)
-    _check_table("lod_tensor_to_array", table)
+    check_rank_table("lod_tensor_to_array", "table", table)
     if capacity is not None and not (isinstance(capacity, int) and capacity >= 1):
         raise ProgramError(f"lod_tensor_to_array: capacity must be a positive int, got "
                            f"{capacity!r}")
@@ -36,7 +30,7 @@ def array_to_lod_tensor(x, table):
     """The LoD value whose steps the array ``x`` holds, sequences back in batch order with the
     lengths of the rank ``table``: ``lod_tensor_to_array``'s inverse."""
     check_variable("array_to_lod_tensor", "x", x)
-    _check_table("array_to_lod_tensor", table)
+    check_rank_table("array_to_lod_tensor", "table", table)
     helper = LayerHelper("array_to_lod_tensor")
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("array_to_lod_tensor", {"X": x, "RankTable": table}, {"Out": out})
@@ -49,7 +43,7 @@ def shrink_memory(x, i, table):
     last. A LoD value whose other entries are empty (docs/control_flow.md)."""
     check_variable("shrink_memory", "x", x)
     check_variable("shrink_memory", "i", i)
-    _check_table("shrink_memory", table)
+    check_rank_table("shrink_memory", "table", table)
     helper = LayerHelper("shrink_memory")
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("shrink_rnn_memory", {"X": x, "RankTable": table, "I": i}, {"Out": out})

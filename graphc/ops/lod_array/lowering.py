@@ -16,7 +16,7 @@ from ...backends.data_checks import ignored, report_invalid
 from ...backends.lod import LENGTHS_DTYPE, LoDArray, token_segments
 from ...backends.lowering import LoweringError, lowering
 from ...ir.grad_defs import GRAD_SUFFIX
-from ..lod_control.lowering import _fit_rows, _permute, _take
+from ..lod_control.lowering import _permute, _take
 
 
 def _rank_table(c, RankTable, n: int | None = None):
@@ -59,13 +59,14 @@ def _to_array(c, X: LoDArray, RankTable, cap: int) -> TensorArray:
             size = X.lengths[level + 1].shape[0] if deeper else X.capacity
             index, keep, new = _permute(X.lengths[level], index, keep, size)
             lengths.append(new)
-        # at most min(N, tokens) rows last at level 1: x's own buffer holds them
-        rows = _fit_rows(_masked_rows(_take(X.data, index), keep), X.capacity)
-        return LoDArray(rows, tuple(lengths))
+        # a level-1 x: N rows, one per sequence, so a step lines up with an [N, ...] memory
+        # (shrink_memory's); deeper: x's own token buffer, which holds any step's tokens
+        return LoDArray(_masked_rows(_take(X.data, index), keep), tuple(lengths))
 
     if n == 0:  # no sequences: nothing to gather, every element empty
         sizes = [0] * min(X.lod_level, 2) + [v.shape[0] for v in X.lengths[2:]]
-        stacked = LoDArray(jnp.zeros((cap, *X.data.shape), X.data.dtype),
+        rows = X.capacity if X.lod_level > 1 else 0
+        stacked = LoDArray(jnp.zeros((cap, rows, *X.data.shape[1:]), X.data.dtype),
                            tuple(jnp.zeros((cap, s), LENGTHS_DTYPE) for s in sizes))
     else:
         stacked = jax.vmap(element)(jnp.arange(cap, dtype=LENGTHS_DTYPE))
@@ -105,8 +106,7 @@ def _to_tensor(c, X: TensorArray, RankTable) -> LoDArray:
     dense = not isinstance(elems, LoDArray)
     rows = elems.shape[1] if dense else elems.data.shape[1]
     # slots of level 1: (sequence i, step t), i.e. element t's entry rank(i)
-    size = cap * rows if dense else (rows if elems.lod_level == 1 else
-                                     cap * elems.lengths[1].shape[1])
+    size = cap * rows if dense or elems.lod_level == 1 else cap * elems.lengths[1].shape[1]
     _fits(c, out_lengths[0], size, "steps")
     seg = token_segments(out_lengths[0], size)
     i = jnp.clip(seg, 0, max(n - 1, 0))
