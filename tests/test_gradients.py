@@ -2286,4 +2286,34 @@ def shrink_memory_passes_the_kept_rows(c, x):
     i = layers.fill_constant([1], "int64", 1)
     out = layers.shrink_memory(layers.tanh(xv), i, table)
     _seq_check(c, layers.sequence_pool(out, "sqrt"), feeds, wrt)  # entries dropped: zeros
+
+
+@grad_case("while", "lod_tensor_to_array", "array_to_lod_tensor")
+def plain_while_rnn_over_lod_steps(c):
+    """Paddle's DynamicRNN written by hand (test_dyn_rnn's plain While): x's steps read in a
+    While, the memory shrunk to the sequences that last, the outputs gathered back."""
+    lengths = [[2, 0, 3, 1]]
+    x, t = _seq_x(c, lengths=lengths)
+    table = layers.lod_rank_table(x)
+    steps = layers.lod_tensor_to_array(x, table, capacity=4)
+    longest = layers.max_sequence_len(table)
+    i = layers.fill_constant([1], "int64", 0)
+    boot = layers.fill_constant_batch_size_like(layers.array_read(steps, i), [-1, 2],
+                                                "float64", 0.5)
+    mems = layers.array_write(boot, i)
+    cond = layers.less_than(i, longest)
+    loop = layers.While(cond, max_iterations=4)
+    outs = layers.create_array("float64", capacity=4)
+    with loop.block():
+        mem = layers.shrink_memory(layers.array_read(mems, i), i, table)
+        hidden = layers.tanh(layers.elementwise_mul(mem, layers.array_read(steps, i)) + mem)
+        layers.array_write(hidden, i, array=outs)
+        layers.increment(i, in_place=True)
+        layers.array_write(hidden, i, array=mems)
+        layers.less_than(i, longest, cond=cond)
+    out = layers.array_to_lod_tensor(outs, table)
+    rows = sum(lengths[-1])
+    out, _ = layers.sequence_pad(layers.lod_reset(out, target_lod=[0, rows]),
+                                 layers.fill_constant([1], "float64", 0.0), maxlen=rows)
+    _seq_check(c, layers.reshape(out, [1, 2 * rows]), {"x": t}, ["x"])
 # -- end arr2lod

@@ -61,7 +61,7 @@ def _write_lod(c, X: LoDArray, i, Array):
     """An array of LoD values holds one stacked LoDArray (data ``[capacity, T_cap, ...]``,
     lengths ``[capacity, n]`` per level): every element in buffers of the first write's sizes
     (docs/control_flow.md); a later element must fit them."""
-    if Array is None:
+    if Array is None or _unsized(Array):  # arr2lod: an empty_array's first write sizes it
         cap = c.out_types["Out"][0].capacity
         stacked = LoDArray(jnp.zeros((cap, *X.data.shape), X.data.dtype),
                            tuple(jnp.zeros((cap, *v.shape), v.dtype) for v in X.lengths))
@@ -107,13 +107,19 @@ def _empty(c, Input=None):
     if Input is not None:
         shape[1] = Input.shape[c["input_dim_idx"]]
     shape = tuple(max(d, 0) for d in shape)
-    return {"Out": TensorArray(jnp.zeros(shape, t.dtype), jnp.zeros((), jnp.int32))}
+    length = jnp.zeros((), jnp.int32)
+    if t.element_lod:  # arr2lod: no rows, no entries until the loop sizes it
+        cap = shape[0]
+        return {"Out": TensorArray(LoDArray(jnp.zeros((cap, 0, *shape[2:]), t.dtype), tuple(
+            jnp.zeros((cap, 0), jnp.int32) for _ in range(t.element_lod))), length)}
+    return {"Out": TensorArray(jnp.zeros(shape, t.dtype), length)}
 
 
 def _unsized(v) -> bool:
-    # an array of LoD values is sized by its first write: never unsized
-    return isinstance(v, TensorArray) and not isinstance(v.data, LoDArray) and \
-        v.data.size == 0 and v.data.shape[0] > 0
+    # an array of LoD values is sized by its first write; empty_array's has no rows yet
+    if isinstance(v, TensorArray) and isinstance(v.data, LoDArray):
+        return v.data.data.shape[1] == 0 and v.data.lengths[0].shape[1] == 0
+    return isinstance(v, TensorArray) and v.data.size == 0 and v.data.shape[0] > 0
 
 
 def _size_arrays(step, state):
@@ -123,7 +129,8 @@ def _size_arrays(step, state):
         return tuple(state)
     with ignored():
         shapes = jax.eval_shape(step, tuple(state))
-    return tuple(TensorArray(jnp.zeros(s.data.shape, s.data.dtype), v.length)
+    return tuple(TensorArray(jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), s.data),
+                             v.length, v.ranked)
                  if _unsized(v) else v for v, s in zip(state, shapes))
 
 
@@ -322,15 +329,26 @@ def _bound_message(c) -> str:
 
 
 def _length_of(v):
+    if isinstance(v, TensorArray) and isinstance(v.data, LoDArray):
+        # arr2lod: an array of LoD steps rides along with its elements' lengths too
+        return v.length, v.data.lengths, v.ranked
     return v.length if isinstance(v, TensorArray) else None
 
 
 def _data_of(v):
-    return v.data if isinstance(v, TensorArray) else v
+    if isinstance(v, TensorArray):
+        return v.data.data if isinstance(v.data, LoDArray) else v.data
+    return v
 
 
 def _rebuild(datas, lengths) -> list:
-    return [d if n is None else TensorArray(d, n) for d, n in zip(datas, lengths)]
+    out = []
+    for d, n in zip(datas, lengths):
+        if isinstance(n, tuple):  # an array of LoD steps: its buffer back in its LoD
+            out.append(TensorArray(LoDArray(d, n[1]), n[0], n[2]))
+        else:
+            out.append(d if n is None else TensorArray(d, n))
+    return out
 
 
 # -- gradients of the array ops ----------------------------------------------------------

@@ -45,7 +45,10 @@ def _to_tensor(c: InferContext):
     return {"Out": TensorType((-1, *e.shape[1:]), a.dtype, False, max(e.lod_level, 1))}
 
 
-register("array_to_lod_tensor", "X RankTable", "Out", infer=_to_tensor,
+# X (an array, lod_level 0 as a type) is named a LoD input so that the gradient op takes
+# Out's LoD gradient (grad ops treat LoD values as their forward op does)
+register("array_to_lod_tensor", "X RankTable", "Out", infer=_to_tensor, lod_inputs=("X",),
+         lod="aware", max_lod_level=3,
          doc="lod_tensor_to_array's inverse: sequence i (in batch order) gathers, for each "
              "step t below its rank-table length, entry rank(i) of element t (a dense "
              "element: its row rank(i)); Out's level 0 lengths are the table's")
