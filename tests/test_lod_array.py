@@ -14,6 +14,7 @@ import graphc
 from graphc import layers
 from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph
+from graphc.backends.lowering import LoweringError
 from graphc.build.backward import append_backward
 from graphc.ir.errors import ArgumentTypeError, ProgramError, ShapeError
 from graphc.runtime.fetches import fetched
@@ -330,3 +331,16 @@ def test_run_time_errors():
              "o": create_lod_tensor(np.zeros((3, 2)), [[2, 1]])}
     with pytest.raises(DataError, match="lod_rank_table"):
         graphc.Executor().run(main, feed=feeds, fetch_list=[array])
+
+
+def test_an_array_turned_back_with_another_table_is_refused():
+    main = graphc.Program()
+    with graphc.program_guard(main, graphc.Program()):
+        x = graphc.data("x", [-1, 2], "float64", lod_level=1)
+        other = graphc.data("o", [-1, 2], "float64", lod_level=1)
+        out = layers.array_to_lod_tensor(layers.lod_tensor_to_array(x, layers.lod_rank_table(x)),
+                                         layers.lod_rank_table(other))
+    feeds = {"x": create_lod_tensor(np.zeros((3, 2)), [[1, 2]]),
+             "o": create_lod_tensor(np.zeros((3, 2)), [[1, 1, 1]])}
+    with pytest.raises(LoweringError, match="rank table holds 3 sequences but the array"):
+        graphc.Executor().run(main, feed=feeds, fetch_list=[out])

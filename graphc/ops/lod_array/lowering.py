@@ -105,6 +105,11 @@ def _to_tensor(c, X: TensorArray, RankTable) -> LoDArray:
     out_lengths = [_take(length, rank)]  # sequence i lasts as long as the table says
     dense = not isinstance(elems, LoDArray)
     rows = elems.shape[1] if dense else elems.data.shape[1]
+    entries = rows if dense else elems.lengths[0].shape[1]
+    if (entries < n) if dense else (entries != n):
+        raise LoweringError(f"{c.where}: the rank table holds {n} sequences but the array's "
+                            f"elements hold {entries} {'rows' if dense else 'entries'}; turn "
+                            "an array back with the rank table that split it")
     # slots of level 1: (sequence i, step t), i.e. element t's entry rank(i)
     size = cap * rows if dense or elems.lod_level == 1 else cap * elems.lengths[1].shape[1]
     _fits(c, out_lengths[0], size, "steps")
