@@ -2250,3 +2250,70 @@ def pad2d_variable_paddings(c):
     paddings = layers.fill_constant(shape=[4], dtype="int32", value=1)
     return layers.pad2d(c.data("x", c.randn(1, 2, 3, 3)), paddings=paddings, mode="reflect")
 # -- end book
+
+
+# -- arr2lod: lod_tensor_to_array / array_to_lod_tensor / shrink_memory ---------------------------
+@grad_case("lod_tensor_to_array", "array_to_lod_tensor", "read_from_array",
+           params=[{"level": 1}, {"level": 2}])
+def lod_to_array_steps_and_back(c, level):
+    """x split into steps, steps 0 and 1 through different nonlinearities, written back and
+    gathered into a LoD value: a row taken from the wrong step or sequence changes the loss."""
+    lengths = [[2, 0, 3, 1]] if level == 1 else [[1, 2, 0], [2, 0, 3]]
+    x, t = _seq_x(c, lengths=lengths)
+    table = layers.lod_rank_table(x)
+    array = layers.lod_tensor_to_array(x, table, capacity=4)
+    for step, act in ((0, layers.tanh), (1, layers.sigmoid)):
+        i = layers.fill_constant([1], "int64", step)
+        layers.array_write(act(layers.array_read(array, i)), i, array=array)
+    out = layers.array_to_lod_tensor(array, table)
+    rows = sum(lengths[-1])
+    out, _ = layers.sequence_pad(layers.lod_reset(out, target_lod=[0, rows]),
+                                 layers.fill_constant([1], "float64", 0.0), maxlen=rows)
+    _seq_check(c, layers.reshape(out, [1, 2 * rows]), {"x": t}, ["x"])
+
+
+@grad_case("shrink_rnn_memory", params=[{"x": "dense"}, {"x": "lod"}])
+def shrink_memory_passes_the_kept_rows(c, x):
+    table = layers.lod_rank_table(graphc.data("k", [-1, 1], "float64", lod_level=1))
+    feeds = {"k": create_lod_tensor_of(c, [[1, 3, 2]], 1)}
+    if x == "dense":
+        xv = graphc.data("d", [3, 2], "float64")
+        xv.stop_gradient = False
+        feeds["d"], wrt = c.randn(3, 2), ["d"]
+    else:
+        xv, feeds["x"] = _seq_x(c, lengths=[[2, 1, 0, 3]])
+        wrt = ["x"]
+    i = layers.fill_constant([1], "int64", 1)
+    out = layers.shrink_memory(layers.tanh(xv), i, table)
+    _seq_check(c, layers.sequence_pool(out, "sqrt"), feeds, wrt)  # entries dropped: zeros
+
+
+@grad_case("while", "lod_tensor_to_array", "array_to_lod_tensor")
+def plain_while_rnn_over_lod_steps(c):
+    """Paddle's DynamicRNN written by hand (test_dyn_rnn's plain While): x's steps read in a
+    While, the memory shrunk to the sequences that last, the outputs gathered back."""
+    lengths = [[2, 0, 3, 1]]
+    x, t = _seq_x(c, lengths=lengths)
+    table = layers.lod_rank_table(x)
+    steps = layers.lod_tensor_to_array(x, table, capacity=4)
+    longest = layers.max_sequence_len(table)
+    i = layers.fill_constant([1], "int64", 0)
+    boot = layers.fill_constant_batch_size_like(layers.array_read(steps, i), [-1, 2],
+                                                "float64", 0.5)
+    mems = layers.array_write(boot, i)
+    cond = layers.less_than(i, longest)
+    loop = layers.While(cond, max_iterations=4)
+    outs = layers.create_array("float64", capacity=4)
+    with loop.block():
+        mem = layers.shrink_memory(layers.array_read(mems, i), i, table)
+        hidden = layers.tanh(layers.elementwise_mul(mem, layers.array_read(steps, i)) + mem)
+        layers.array_write(hidden, i, array=outs)
+        layers.increment(i, in_place=True)
+        layers.array_write(hidden, i, array=mems)
+        layers.less_than(i, longest, cond=cond)
+    out = layers.array_to_lod_tensor(outs, table)
+    rows = sum(lengths[-1])
+    out, _ = layers.sequence_pad(layers.lod_reset(out, target_lod=[0, rows]),
+                                 layers.fill_constant([1], "float64", 0.0), maxlen=rows)
+    _seq_check(c, layers.reshape(out, [1, 2 * rows]), {"x": t}, ["x"])
+# -- end arr2lod

@@ -1783,3 +1783,35 @@ def _merge_lod_tensor():
 def test_split_merge_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end ifelse26
+
+
+# -- arr2lod: lod_tensor_to_array / array_to_lod_tensor / shrink_memory ------------------------
+@case("lod_tensor_to_array")
+def _lod_tensor_to_array():
+    x = graphc.data("x", [-1, 3], lod_level=2)
+    table = layers.lod_rank_table(x)
+    layers.array_to_lod_tensor(layers.lod_tensor_to_array(x, table, capacity=8), table)
+
+
+@case("array_to_lod_tensor")
+def _array_to_lod_tensor():
+    x = graphc.data("x", [-1, 3], lod_level=1)
+    table = layers.lod_rank_table(x)
+    steps = layers.lod_tensor_to_array(x, table)
+    i = layers.fill_constant([1], "int64", 0)
+    layers.array_write(layers.tanh(layers.array_read(steps, i)), i, array=steps)
+    layers.array_to_lod_tensor(steps, table)
+
+
+@case("shrink_memory")
+def _shrink_memory():
+    table = layers.lod_rank_table(graphc.data("k", [-1, 1], lod_level=1))
+    i = layers.fill_constant([1], "int64", 1)
+    layers.shrink_memory(layers.shrink_memory(graphc.data("m", [4, 3]), i, table), i, table)
+
+
+@pytest.mark.parametrize("case_id", ["lod_tensor_to_array", "array_to_lod_tensor",
+                                     "shrink_memory"])
+def test_arr2lod_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end arr2lod

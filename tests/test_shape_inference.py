@@ -2718,3 +2718,41 @@ def test_ifelse26_inferred_types(op_type, ins, attrs, outs):
 def test_ifelse26_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end ifelse26
+
+
+# -- arr2lod: lod_tensor_to_array / array_to_lod_tensor / shrink_rnn_memory -----------------------
+_TABLE = i64(-1, 2)
+ARR2LOD_CASES = [
+    case("lod_tensor_to_array", {"X": lod(-1, 3), "RankTable": _TABLE}, {"capacity": 8},
+         {"Out": array_type(lod(-1, 3), 8)}, "lod1"),
+    case("lod_tensor_to_array", {"X": lod(-1, 3, level=2), "RankTable": _TABLE}, None,
+         {"Out": array_type(lod(-1, 3, level=2), 128)}, "lod2-default-capacity"),
+    case("array_to_lod_tensor", {"X": array_type(lod(-1, 3, level=2), 8),
+                                 "RankTable": _TABLE}, None, {"Out": lod(-1, 3, level=2)},
+         "lod2"),
+    case("array_to_lod_tensor", {"X": array_type(t(4, 3), 8), "RankTable": _TABLE}, None,
+         {"Out": lod(-1, 3)}, "dense-elements"),
+    case("shrink_rnn_memory", {"X": t(4, 3), "RankTable": _TABLE, "I": i64(1)}, None,
+         {"Out": lod(-1, 3)}, "dense"),
+    case("shrink_rnn_memory", {"X": lod(-1, 3, level=2), "RankTable": _TABLE, "I": i64(1)},
+         None, {"Out": lod(-1, 3, level=2)}, "lod2"),
+]
+CASES.extend(ARR2LOD_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", ARR2LOD_CASES)
+def test_arr2lod_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    test_grad_op_types(op_type, ins, attrs, outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("lod_tensor_to_array", {"X": t(4, 2), "RankTable": _TABLE}, {}, "must be a LoD value"),
+    ("lod_tensor_to_array", {"X": lod(-1, 2), "RankTable": i64(-1, 3)}, {}, "rank table"),
+    ("array_to_lod_tensor", {"X": lod(-1, 2), "RankTable": _TABLE}, {}, "must be a tensor array"),
+    ("array_to_lod_tensor", {"X": t(4, 2), "RankTable": _TABLE}, {}, "tensor array"),
+    ("shrink_rnn_memory", {"X": t(4, 2), "RankTable": _TABLE, "I": i64(2)}, {}, "one element"),
+])
+def test_arr2lod_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end arr2lod

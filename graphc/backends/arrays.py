@@ -10,20 +10,22 @@ import jax
 class TensorArray:
     """``data`` ``[capacity, *element]`` and an int32 scalar ``length`` (one past the highest
     index written). Elements past ``length`` are zeros. Arrays are jax arrays inside a step
-    and numpy arrays on the host."""
+    and numpy arrays on the host. ``ranked`` (static): an array of lod_tensor_to_array's LoD
+    elements, whose level 0 (one entry per sequence in rank order) a fetch drops to give
+    Paddle's elements (ops/lod_array/, docs/control_flow.md)."""
 
-    __slots__ = ("data", "length")
+    __slots__ = ("data", "length", "ranked")
 
-    def __init__(self, data, length):
+    def __init__(self, data, length, ranked: bool = False):
         # no checks: JAX rebuilds pytrees from tracers and placeholders
-        self.data, self.length = data, length
+        self.data, self.length, self.ranked = data, length, ranked
 
     def tree_flatten(self):
-        return (self.data, self.length), None
+        return (self.data, self.length), self.ranked
 
     @classmethod
     def tree_unflatten(cls, aux, children):
-        return cls(*children)
+        return cls(*children, ranked=bool(aux))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -40,15 +42,15 @@ class TensorArray:
     def __add__(self, other: TensorArray) -> TensorArray:
         """Elementwise sum (gradients of an array read twice add up)."""
         import jax.numpy as jnp
-
-        from .lod import LoDArray
-        length = jnp.maximum(self.length, other.length)
-        if isinstance(self.data, LoDArray):  # the token rows add up; the LoD is the array's
-            return TensorArray(self.data.with_data(self.data.data + other.data.data), length)
-        return TensorArray(self.data + other.data, length)
+        if hasattr(self.data, "lengths"):  # stacked LoD values: one array's, so one LoD
+            data = self.data.with_data(self.data.data + other.data.data)
+        else:
+            data = self.data + other.data
+        return TensorArray(data, jnp.maximum(self.length, other.length),
+                           self.ranked or other.ranked)
 
     def astype(self, dtype) -> TensorArray:
-        return TensorArray(self.data.astype(dtype), self.length)
+        return TensorArray(self.data.astype(dtype), self.length, self.ranked)
 
     def to_list(self) -> list:
         """The written elements as host arrays (what a fetch of an array gives, as Paddle's

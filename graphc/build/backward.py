@@ -208,7 +208,7 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
         # a LoD value's gradient has its LoD (docs/lod.md)
         grad = block.create_var(grad_name, var.shape, var.dtype, lod_level=var.lod_level)
         grad.selected_rows = sparse
-        grad.is_array = var.is_array
+        grad.is_array, grad.element_lod = var.is_array, var.element_lod  # arr2lod: LoD steps
         if sparse:
             sparse_grads.add(grad_name)
         return grad_name

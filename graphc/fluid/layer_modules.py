@@ -56,6 +56,8 @@ _CONTROL_FLOW = (
     # -- issue 26: module-level helpers outside Paddle's __all__ that programs import
     "lod_rank_table", "max_sequence_len",
     "split_lod_tensor", "merge_lod_tensor",  # -- ifelse26: helpers out of __all__ as well
+    # -- arr2lod: DynamicRNN's low-level helpers, out of Paddle's __all__ too
+    "lod_tensor_to_array", "array_to_lod_tensor", "shrink_memory",
 )
 _IO = ("data", "read_file", "double_buffer", "py_reader", "create_py_reader_by_data", "load")
 _LOSS = (

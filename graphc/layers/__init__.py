@@ -508,6 +508,13 @@ from .lod_split import merge_lod_tensor, split_lod_tensor  # noqa: E402
 __all__ += ["merge_lod_tensor", "split_lod_tensor"]
 # -- end ifelse26
 
+
+# -- arr2lod: lod_tensor_to_array / array_to_lod_tensor / shrink_memory (DynamicRNN's parts)
+from .lod_array import array_to_lod_tensor, lod_tensor_to_array, shrink_memory  # noqa: E402
+
+__all__ += ["array_to_lod_tensor", "lod_tensor_to_array", "shrink_memory"]
+# -- end arr2lod
+
 def __getattr__(name: str):
     # a Fluid layer graphc lacks: a graphc error with advice (still an AttributeError)
     from ..fluid._missing import missing

@@ -185,8 +185,10 @@ def _zeros_into(helper, var, source) -> None:
         # (dynamic_decode: the decoder's `finished`), as fill_constant_batch_size_like does
         like = getattr(var, "_batch_like", None)
         ins = {"Input": like} if like is not None and var.shape[1:2] == (-1,) else {}
-        helper.append_op("empty_array", ins, {"Out": var},
-                         {"shape": list(var.shape), "dtype": var.dtype})
+        attrs = {"shape": list(var.shape), "dtype": var.dtype}
+        if var.element_lod:  # arr2lod: LoD steps written in the body
+            attrs["element_lod"] = var.element_lod
+        helper.append_op("empty_array", ins, {"Out": var}, attrs)
         return
     if var.shape is None or any(d < 0 for d in var.shape):
         raise ProgramError(f"While at {source}: '{var.name}' is written in the body but has "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentTypeError, ProgramError
 from ..ir.program import Variable
 from .helper import LayerHelper, check_variable
 
@@ -59,9 +59,23 @@ def lod_append(x, level):
     return out
 
 
+def check_rank_table(layer: str, arg: str, table) -> None:
+    """A rank table is an int ``[N, 2]`` value; anything else is refused as the wrong type
+    of argument (a TypeError, as Paddle's LOD_RANK_TABLE variable type check)."""
+    check_variable(layer, arg, table)
+    if table.dtype not in ("int32", "int64") or len(table.shape) != 2 or \
+            table.shape[1] not in (2, -1):
+        raise ArgumentTypeError(f"{layer}: '{arg}' ({table.name}) must be a rank table "
+                                f"(lod_rank_table's int64 [N, 2]), got {table.dtype} "
+                                f"{list(table.shape)}")
+
+
 def lod_rank_table(x, level=0):
     """The rank table of ``x``'s sequences at ``level`` (0): an int64 ``[N, 2]`` value of
-    rows (sequence index, length), longest first, ties in batch order."""
+    rows (sequence index, length), longest first, ties in batch order. ``x`` may be given
+    as a list of one Variable, as Paddle's layer takes it."""
+    if isinstance(x, list | tuple) and len(x) == 1:  # arr2lod: Paddle's list form
+        x = x[0]
     check_variable("lod_rank_table", "x", x)
     helper = LayerHelper("lod_rank_table")
     table = helper.create_variable_for_type_inference("int64", stop_gradient=True)
@@ -82,7 +96,7 @@ def reorder_lod_tensor_by_rank(x, rank_table):
     """``x``'s sequences (rows for a dense ``x``) in ``rank_table``'s order; the gradient
     puts them back."""
     check_variable("reorder_lod_tensor_by_rank", "x", x)
-    check_variable("reorder_lod_tensor_by_rank", "rank_table", rank_table)
+    check_rank_table("reorder_lod_tensor_by_rank", "rank_table", rank_table)
     helper = LayerHelper("reorder_lod_tensor_by_rank")
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("reorder_lod_tensor_by_rank", {"X": x, "RankTable": rank_table},

@@ -57,9 +57,10 @@ def fetched(value, iterations: int, numpy: bool):
     tensor array is the list of its written elements, as Paddle's LoDTensorArray."""
     if isinstance(value, TensorArray):
         if iterations > 1:  # stacked per iteration
-            return [fetched(TensorArray(value.data[k], value.length[k]), 1, numpy)
-                    for k in range(iterations)]
-        elements = [_array_element(e, numpy) for e in value.to_list()]
+            return [fetched(TensorArray(value.data[k], value.length[k], value.ranked), 1,
+                            numpy) for k in range(iterations)]
+        elements = [_array_element(_paddle_element(e) if value.ranked else e, numpy)
+                    for e in value.to_list()]
         return elements if numpy else LoDTensorArray(elements)
     if not isinstance(value, SelectedRows):
         # return_numpy=False: a LoDTensor with an empty LoD, as Paddle (read back lazily)
@@ -70,6 +71,16 @@ def fetched(value, iterations: int, numpy: bool):
         return [SelectedRows(value.rows[k], value.values[k], value.height)
                 for k in range(iterations)]
     return value
+
+
+def _paddle_element(e: LoDArray):
+    """An element of lod_tensor_to_array's array as Paddle holds it: without graphc's level 0
+    (one entry per sequence, 1 while it lasts), so the rows of the sequences that last (a
+    level-1 x: dense rows) with x's deeper levels (arr2lod, docs/control_flow.md)."""
+    k = int(np.sum(np.asarray(e.lengths[0])))
+    if e.lod_level == 1:
+        return np.asarray(e.data)[:k]
+    return LoDArray(e.data, (np.asarray(e.lengths[1])[:k], *e.lengths[2:]))
 
 
 def _array_element(e, numpy: bool):

@@ -111,6 +111,17 @@ class ScopeVar:
         under this name, apart from its arrays (core.set_feed_variable fills it too)."""
         return self._tensor._scope.tensor_list(self._tensor._name)
 
+    def get_lod_tensor_array(self):
+        """A persistable tensor array's written elements as Paddle's LoDTensorArray (arr2lod:
+        Paddle's tests read lod_tensor_to_array's array back from the scope)."""
+        from ..backends.arrays import TensorArray
+        from .fetches import fetched
+        t = self._tensor
+        value = t._scope.whole(t._name) if t._name in t._scope else None
+        if not isinstance(value, TensorArray):
+            raise ScopeError(f"variable '{t._name}' holds no tensor array")
+        return fetched(value, 1, False)
+
 
 class Scope:
     """Named arrays. ``scope.find_var(n).get_tensor()`` (Paddle) or ``scope[n]`` (dict)."""

@@ -70,11 +70,14 @@ def _empty(c: InferContext):
     c.check(len(shape) >= 1 and all(d >= -1 for d in shape) and shape[0] >= 1,
             f"shape must be [capacity >= 1, *element dims (-1: known once written)], got "
             f"{c['shape']}")
-    return {"Out": array_type(TensorType(tuple(shape[1:]), c["dtype"]), shape[0])}
+    # arr2lod: an array of LoD values (a loop writes them), its buffers sized by the loop
+    element = TensorType(tuple(shape[1:]), c["dtype"], False, c["element_lod"])
+    return {"Out": array_type(element, shape[0])}
 
 
 register("empty_array", "Input?", "Out",
-         {"shape": "ints", "dtype": "dtype", "input_dim_idx": ("int", 0)}, infer=_empty,
+         {"shape": "ints", "dtype": "dtype", "input_dim_idx": ("int", 0),
+          "element_lod": ("int", 0)}, infer=_empty,
          traits=(NO_GRAD,), doc="a tensor array of shape[0] zero elements of shape[1:], "
                                 "none written (length 0); with Input, the elements' first "
                                 "dimension is Input's input_dim_idx one (a batch size); a "

@@ -64,7 +64,7 @@ def _write_lod(c, X: LoDArray, i, Array):
     """An array of LoD values holds one stacked LoDArray (data ``[capacity, T_cap, ...]``,
     lengths ``[capacity, n]`` per level): every element in buffers of the first write's sizes
     (docs/control_flow.md); a later element must fit them."""
-    if Array is None:
+    if Array is None or _unsized(Array):  # arr2lod: an empty_array's first write sizes it
         cap = c.out_types["Out"][0].capacity
         stacked = LoDArray(jnp.zeros((cap, *X.data.shape), X.data.dtype),
                            tuple(jnp.zeros((cap, *v.shape), v.dtype) for v in X.lengths))
@@ -97,7 +97,8 @@ def _write_lod(c, X: LoDArray, i, Array):
     j = jnp.clip(i, 0, cap - 1)
     stacked = jax.tree.map(lambda buf, e: lax.dynamic_update_index_in_dim(buf, e, j, 0),
                            stacked, element)
-    return {"Out": TensorArray(stacked, jnp.maximum(length, i + 1).astype(jnp.int32))}
+    ranked = Array is not None and Array.ranked  # a loop carries one pytree structure
+    return {"Out": TensorArray(stacked, jnp.maximum(length, i + 1).astype(jnp.int32), ranked)}
 
 
 @lowering("empty_array")
@@ -110,13 +111,19 @@ def _empty(c, Input=None):
     if Input is not None:
         shape[1] = Input.shape[c["input_dim_idx"]]
     shape = tuple(max(d, 0) for d in shape)
-    return {"Out": TensorArray(jnp.zeros(shape, t.dtype), jnp.zeros((), jnp.int32))}
+    length = jnp.zeros((), jnp.int32)
+    if t.element_lod:  # arr2lod: no rows, no entries until the loop sizes it
+        cap = shape[0]
+        return {"Out": TensorArray(LoDArray(jnp.zeros((cap, 0, *shape[2:]), t.dtype), tuple(
+            jnp.zeros((cap, 0), jnp.int32) for _ in range(t.element_lod))), length)}
+    return {"Out": TensorArray(jnp.zeros(shape, t.dtype), length)}
 
 
 def _unsized(v) -> bool:
-    # an array of LoD values is sized by its first write: never unsized
-    return isinstance(v, TensorArray) and not isinstance(v.data, LoDArray) and \
-        v.data.size == 0 and v.data.shape[0] > 0
+    # an array of LoD values is sized by its first write; empty_array's has no rows yet
+    if isinstance(v, TensorArray) and isinstance(v.data, LoDArray):
+        return v.data.data.shape[1] == 0 and v.data.lengths[0].shape[1] == 0
+    return isinstance(v, TensorArray) and v.data.size == 0 and v.data.shape[0] > 0
 
 
 def _lod_array(v) -> bool:
@@ -138,7 +145,8 @@ def _size_arrays(step, state):
                 shapes = jax.eval_shape(step, state)
         finally:
             _SIZING.reset(token)
-        new = tuple(TensorArray(jnp.zeros(s.data.shape, s.data.dtype), v.length)
+        new = tuple(TensorArray(jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), s.data),
+                                v.length, v.ranked)
                     if _unsized(v) else _widened(v, s) for v, s in zip(state, shapes))
         if all(jax.tree.structure(a) == jax.tree.structure(b) and all(
                 x.shape == y.shape for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)))
@@ -165,7 +173,7 @@ def _widened(v, s):
         if tuple(buf.shape) == tuple(shape.shape) or buf.ndim != len(shape.shape):
             return buf
         return jnp.pad(buf, [(0, max(t - b, 0)) for b, t in zip(buf.shape, shape.shape)])
-    return TensorArray(jax.tree.map(pad, v.data, s.data), v.length)
+    return TensorArray(jax.tree.map(pad, v.data, s.data), v.length, v.ranked)
 
 
 @lowering("tensor_array_to_tensor")
@@ -370,15 +378,26 @@ def _bound_message(c) -> str:
 
 
 def _length_of(v):
+    if isinstance(v, TensorArray) and isinstance(v.data, LoDArray):
+        # arr2lod: an array of LoD steps rides along with its elements' lengths too
+        return v.length, v.data.lengths, v.ranked
     return v.length if isinstance(v, TensorArray) else None
 
 
 def _data_of(v):
-    return v.data if isinstance(v, TensorArray) else v
+    if isinstance(v, TensorArray):
+        return v.data.data if isinstance(v.data, LoDArray) else v.data
+    return v
 
 
 def _rebuild(datas, lengths) -> list:
-    return [d if n is None else TensorArray(d, n) for d, n in zip(datas, lengths)]
+    out = []
+    for d, n in zip(datas, lengths):
+        if isinstance(n, tuple):  # an array of LoD steps: its buffer back in its LoD
+            out.append(TensorArray(LoDArray(d, n[1]), n[0], n[2]))
+        else:
+            out.append(d if n is None else TensorArray(d, n))
+    return out
 
 
 # -- gradients of the array ops ----------------------------------------------------------
@@ -415,7 +434,7 @@ def _write_grad_lod(c, X, j, Array, dout):
         zero = jnp.zeros(stacked.data.shape[1:], stacked.data.dtype)
         out["Array" + GRAD_SUFFIX] = TensorArray(
             stacked.with_data(lax.dynamic_update_index_in_dim(stacked.data, zero, j, 0)),
-            Array.length)
+            Array.length, Array.ranked)
     return out
 
 
@@ -428,7 +447,7 @@ def _read_grad(c, X, I, **kw):
         rows = _fit(dout.data if isinstance(dout, LoDArray) else dout, X.data.data.shape[1])
         data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data.data),
                                                rows.astype(X.dtype), j, 0)
-        return {"X" + GRAD_SUFFIX: TensorArray(X.data.with_data(data), X.length)}
+        return {"X" + GRAD_SUFFIX: TensorArray(X.data.with_data(data), X.length, X.ranked)}
     data = lax.dynamic_update_index_in_dim(jnp.zeros_like(X.data), dout.astype(X.dtype), j, 0)
     return {"X" + GRAD_SUFFIX: TensorArray(data, X.length)}
 

@@ -69,7 +69,7 @@ def _lod_rank_table(c: InferContext):
 
 
 register("lod_rank_table", "X", "Out", {"level": ("int", 0)}, infer=_lod_rank_table,
-         traits=(NO_GRAD,), lod_inputs=("X",), lod="aware",
+         traits=(NO_GRAD,), lod_inputs=("X",), lod="aware", max_lod_level=3,  # arr2lod
          doc="rows (index, length) of X's sequences, longest first, ties in batch order")
 
 
