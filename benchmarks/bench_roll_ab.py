@@ -1,7 +1,8 @@
 """Steady step with roll-repeated-layers (the default) against the same program unrolled
 (``BuildStrategy(roll_repeated_layers=False)``), single steps interleaved in one process.
 
-Run ``python benchmarks/bench_roll_ab.py [--workloads encoder resnet20 fc1250] [--steps 24]``.
+Run ``python benchmarks/bench_roll_ab.py [--workloads encoder resnet20 fc1250] [--steps 24]
+[--rolled-all]``.
 Per workload: the layers rolled (scan_layers ops in the built graph), both runners' first
 losses (equal within float32 rounding), then one step of each in turn, medians of process
 CPU and wall time and rolled / unrolled (issue 28: never over 1.02).
@@ -45,14 +46,29 @@ BUILDERS = {"encoder": lambda: _encoder(0.0), "encoder-dropout": lambda: _encode
             "resnet20": _resnet20, "fc1250": lambda: _fc(1250)}
 
 
+def _every_run_rolled():
+    """The default pipeline with roll-repeated-layers rolling lone optimizer runs too
+    (``min_update_only_ops=0``: the pass before small28's cost rule)."""
+    import graphc
+    from graphc.passes import PassManager, make_pass
+    from graphc.passes.infra.pipeline import passes_for
+    passes = [make_pass(p.name, min_update_only_ops=0) if p.name == "roll-repeated-layers"
+              else p for p in passes_for(graphc.BuildStrategy())]
+    return PassManager(passes)
+
+
 class Runner:
-    def __init__(self, build, roll: bool):
+    """``mode``: "rolled" (the default strategy), "unrolled" or "rolled-all" (see
+    ``_every_run_rolled``)."""
+
+    def __init__(self, build, mode: str):
         import graphc
         self.main, start, self.loss, self.feeds = build()
         self.scope, self.exe = graphc.Scope(), graphc.Executor()
         self.exe.run(start, scope=self.scope)
         self.program = graphc.CompiledProgram(
-            self.main, build_strategy=graphc.BuildStrategy(roll_repeated_layers=roll))
+            self.main, build_strategy=graphc.BuildStrategy(roll_repeated_layers=mode != "unrolled"),
+            pass_manager=_every_run_rolled() if mode == "rolled-all" else None)
         graph = self.program._build_graph((self.loss.name,))
         self.scans = sum(op.type == "scan_layers" for op in graph.ops())
 
@@ -62,8 +78,8 @@ class Runner:
         return float(np.asarray(value).reshape(-1)[0])
 
 
-def measure(name: str, steps: int) -> None:
-    runners = {"rolled": Runner(BUILDERS[name], True), "unrolled": Runner(BUILDERS[name], False)}
+def measure(name: str, steps: int, modes=("rolled", "unrolled")) -> None:
+    runners = {mode: Runner(BUILDERS[name], mode) for mode in modes}
     for who, r in runners.items():
         w, c = time.perf_counter(), time.process_time()
         losses = [r(i) for i in range(3)]
@@ -79,10 +95,10 @@ def measure(name: str, steps: int) -> None:
             times[who].append((time.perf_counter() - w, time.process_time() - c))
     med = {who: [statistics.median(t[k] for t in ts) for k in (0, 1)]
            for who, ts in times.items()}
-    (rw, rc), (uw, uc) = med["rolled"], med["unrolled"]
-    print(f"{name}: rolled CPU {rc * 1e3:.2f} ms wall {rw * 1e3:.2f} ms; unrolled CPU "
-          f"{uc * 1e3:.2f} ms wall {uw * 1e3:.2f} ms; rolled / unrolled CPU {rc / uc:.3f} "
-          f"wall {rw / uw:.3f}", flush=True)
+    uw, uc = med["unrolled"]
+    for who, (w, c) in med.items():
+        print(f"{name} {who}: CPU {c * 1e3:.2f} ms, wall {w * 1e3:.2f} ms; / unrolled: CPU "
+              f"{c / uc:.3f}, wall {w / uw:.3f}", flush=True)
 
 
 def main() -> None:
@@ -90,9 +106,12 @@ def main() -> None:
     ap.add_argument("--workloads", nargs="+", default=["encoder", "resnet20", "fc1250"],
                     choices=sorted(BUILDERS))
     ap.add_argument("--steps", type=int, default=24)
+    ap.add_argument("--rolled-all", action="store_true",
+                    help="also the pass rolling lone optimizer runs (before small28's rule)")
     args = ap.parse_args()
+    modes = ("rolled", "unrolled", "rolled-all") if args.rolled_all else ("rolled", "unrolled")
     for name in args.workloads:
-        measure(name, args.steps)
+        measure(name, args.steps, modes)
 
 
 if __name__ == "__main__":
