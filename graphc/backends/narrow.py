@@ -1,14 +1,13 @@
 """32-bit indices inside a compiled step for 64-bit ids and labels (issue 28): feeds keep
-Paddle's int64, the gathers, compares and bookkeeping that read them run on int32.
+Paddle's int64, the gathers, compares and bookkeeping that read them run on int32."""
 
-Why: under x64 an int64 id makes every index computation s64 (jnp's negative-index wrap, the
-gather's indices, the data checks' counts and positions); a table or a class axis is far
-below 2**31 rows, so int32 indexes it as well. Exactness comes first: ``index32`` maps each
-int64 value to an int32 one that every *indexing* of an axis of ``size`` and every equality
-with the ``kept`` values (a padding index, an ``ignore_index``) treats alike, so an id
-beyond the int32 range still reads out of range (NaN fill, dropped scatter) as it did
-wide, and is still refused by the data checks, which keep reading the wide values.
-"""
+# Why: under x64 an int64 id makes every index computation s64 (jnp's negative-index wrap,
+# the gather's indices, the data checks' counts and positions); a table or a class axis is
+# far below 2**31 rows, so int32 indexes it as well. Exactness comes first: ``index32`` maps
+# each int64 value to an int32 one that every *indexing* of an axis of ``size`` and every
+# equality with the ``kept`` values (a padding index, an ``ignore_index``) treats alike, so
+# an id beyond the int32 range still reads out of range (a NaN fill, as any bad id) and is
+# still refused by the data checks, which keep reading the wide values.
 
 from __future__ import annotations
 
