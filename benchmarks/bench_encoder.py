@@ -101,19 +101,25 @@ def build_graphc(cfg: Config):
 
 
 class GraphcRunner:
-    def __init__(self, cfg: Config, place=None):
+    """``strategy``: BuildStrategy settings ({"roll_repeated_layers": False}); the program
+    then runs as a CompiledProgram with them."""
+
+    def __init__(self, cfg: Config, place=None, strategy: dict | None = None):
         self.main, startup, self.loss = build_graphc(cfg)
+        self.program = self.main if not strategy else graphc.CompiledProgram(
+            self.main, build_strategy=graphc.BuildStrategy(**strategy))
         self.scope, self.exe = graphc.Scope(), graphc.Executor(place)
         self.exe.run(startup, scope=self.scope)
         self.init = {n: np.array(a) for n, a in self.scope._vars.items()}
         self.params = [p.name for p in self.main.all_parameters()]
 
     def __call__(self, feed) -> float:
-        (loss,) = self.exe.run(self.main, feed=feed, fetch_list=[self.loss], scope=self.scope)
+        (loss,) = self.exe.run(self.program, feed=feed, fetch_list=[self.loss],
+                               scope=self.scope)
         return float(np.asarray(loss).reshape(()))
 
     def compiled_text(self, feed) -> str:
-        step = self.exe.compile(self.main, feed=feed, fetch_list=[self.loss])
+        step = self.exe.compile(self.program, feed=feed, fetch_list=[self.loss])
         return step.compiled_text({k: v.shape for k, v in feed.items()})
 
 

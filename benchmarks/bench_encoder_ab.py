@@ -31,38 +31,58 @@ from graphc.backends import lowering as rules_table
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def rules_at(rev: str, path: str, ops: list[str]) -> dict:
-    """The rules of ``ops`` that ``path`` registered at ``rev``: the old module is executed as
-    a sibling module of today's (relative imports work) with the rule tables emptied for the
-    while, then the tables get their own contents back."""
+def module_at(rev: str, path: str):
+    """``path`` as it was at ``rev``, executed as a sibling module of today's (relative
+    imports work) with the rule tables emptied for the while (they get their own contents
+    back), and the rules it registered: (module, {op: rule})."""
     source = subprocess.run(["git", "show", f"{rev}:{path}"], cwd=ROOT, check=True,
                             capture_output=True, text=True).stdout
     package = ".".join(Path(path).with_suffix("").parts[:-1])
     spec = importlib.util.spec_from_loader(f"{package}._at_{rev}", loader=None)
     module = importlib.util.module_from_spec(spec)
     module.__package__ = package
+    sys.modules[spec.name] = module  # dataclasses look their module up there
     tables = (rules_table._RULES, rules_table._LOD_RULES, rules_table._REFERENCES)
     saved = [dict(t) for t in tables]
     for t in tables:
         t.clear()
     try:
         exec(compile(source, f"{rev}:{path}", "exec"), module.__dict__)
-        found = {op: rules_table._RULES[op] for op in ops}
+        found = dict(rules_table._RULES)
     finally:
         for t, s in zip(tables, saved):
             t.clear()
             t.update(s)
-    return found
+    return module, found
+
+
+def rules_at(rev: str, path: str, ops: list[str]) -> dict:
+    """The rules of ``ops`` that ``path`` registered at ``rev``."""
+    found = module_at(rev, path)[1]
+    return {op: found[op] for op in ops}
+
+
+def attrs_at(rev: str, path: str, names: list[str], into: str) -> list:
+    """(module ``into``, name, the value ``names`` had in ``path`` at ``rev``): functions a
+    step looks up in ``into`` as it is traced (``summarise`` in backends.jax.step)."""
+    old = module_at(rev, path)[0]
+    target = importlib.import_module(into)
+    return [(target, name, getattr(old, name)) for name in names]
 
 
 @contextlib.contextmanager
-def swapped(rules: dict):
+def swapped(rules: dict, attrs: list = ()):
     saved = {op: rules_table._RULES[op] for op in rules}
+    saved_attrs = [(m, n, getattr(m, n)) for m, n, _ in attrs]
     rules_table._RULES.update(rules)
+    for m, n, v in attrs:
+        setattr(m, n, v)
     try:
         yield
     finally:
         rules_table._RULES.update(saved)
+        for m, n, v in saved_attrs:
+            setattr(m, n, v)
 
 
 def timed_compile(fn):
@@ -74,9 +94,16 @@ def timed_compile(fn):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rev", required=True)
-    ap.add_argument("--rules", nargs="+", required=True, metavar="FILE:OP[,OP]")
+    ap.add_argument("--rules", nargs="*", default=[], metavar="FILE:OP[,OP]")
     for name, default in vars(be.Config()).items():
         ap.add_argument(f"--{name}", type=type(default), default=default)
+    ap.add_argument("--attrs", nargs="*", default=[], metavar="FILE:NAME[,NAME]@MODULE",
+                    help="module attributes the before step is traced with, from FILE at "
+                         "--rev (e.g. graphc/backends/data_checks.py:summarise@"
+                         "graphc.backends.jax.step)")
+    ap.add_argument("--strategy", action="append", default=[], metavar="KEY=VALUE",
+                    help="BuildStrategy settings of the before runner (e.g. "
+                         "roll_repeated_layers=false: rolled after against unrolled before)")
     ap.add_argument("--steps", type=int, default=24, help="timed steps of each")
     ap.add_argument("--hlo-only", action="store_true")
     args = ap.parse_args(argv)
@@ -84,15 +111,24 @@ def main(argv=None) -> int:
     for spec in args.rules:
         path, ops = spec.rsplit(":", 1)
         old.update(rules_at(args.rev, path, ops.split(",")))
+    attrs = []
+    for spec in args.attrs:
+        where, into = spec.rsplit("@", 1)
+        path, names = where.rsplit(":", 1)
+        attrs += attrs_at(args.rev, path, names.split(","), into)
+    strategy = {k: v.lower() in ("1", "true", "yes") for k, v in
+                (kv.split("=", 1) for kv in args.strategy)}
     cfg = be.Config(**{k: getattr(args, k) for k in vars(be.Config())})
-    print(f"{cfg}, jax {jax.__version__}, before = {sorted(old)} at {args.rev}", flush=True)
+    print(f"{cfg}, jax {jax.__version__}, before = {sorted(old)} "
+          f"{[f'{m.__name__}.{n}' for m, n, _ in attrs]} at {args.rev}, strategy {strategy}",
+          flush=True)
     batches = be.make_batches(cfg)
-    before, after = be.GraphcRunner(cfg), be.GraphcRunner(cfg)
+    before, after = be.GraphcRunner(cfg, strategy=strategy), be.GraphcRunner(cfg)
     hand = be.HandRunner(cfg, after)
     runs = {"before": before, "after": after, "hand": hand}
     texts, losses = {}, {}
     for name, run in runs.items():
-        with swapped(old) if name == "before" else contextlib.nullcontext():
+        with swapped(old, attrs) if name == "before" else contextlib.nullcontext():
             texts[name], wall, cpu = timed_compile(lambda r=run: r.compiled_text(batches[0]))
             losses[name] = [run(b) for b in batches]
         print(f"{name:<7} trace + lower + compile: {wall:.1f} s wall, {cpu:.1f} s CPU; "

@@ -62,6 +62,20 @@ def collecting():
         _SINK.reset(token)
 
 
+def checks_collected() -> bool:
+    """Whether a rule's checks are collected now (a step traced with its data checks): a
+    value a check finds bad then refuses the step, so nothing computed from it is seen
+    (what lets a rule narrow checked ids to int32 with a plain conversion, narrow.py)."""
+    return _SINK.get() is not None
+
+
+def count_dtype(size: int):
+    """The dtype of a count of, or a position among, ``size`` elements: int32 while it
+    holds every one (the summaries' sums and argmax then have no s64 arithmetic), int64
+    beyond."""
+    return jnp.int32 if size <= np.iinfo(np.int32).max else jnp.int64
+
+
 def outside(values, lo: int, hi: int, allowed: int | None = None):
     """Where ``values`` lie outside ``[lo, hi)`` and differ from ``allowed`` (None: none is):
     the range check of labels, ids and indices (numpy or jax arrays alike)."""
@@ -200,9 +214,12 @@ def summarise(reports: list[InvalidReport], replicas=None):
         if bad.size == 0:
             rows.append(jnp.zeros((4,), jnp.int64))
             continue
-        first = jnp.argmax(bad)
+        # count and position in int32 where they fit (the sums and argmax then run without
+        # s64 arithmetic); only the bad value itself is read at its own width
+        small = count_dtype(bad.size)
+        first = jax.lax.argmax(bad, 0, small)
         value = jnp.reshape(r.values, (-1,))[first].astype(jnp.int64)
-        rows.append(jnp.stack([jnp.sum(bad, dtype=jnp.int64), value,
+        rows.append(jnp.stack([jnp.sum(bad, dtype=small).astype(jnp.int64), value,
                                first.astype(jnp.int64), jnp.zeros((), jnp.int64)]))
     if not rows:
         return jnp.zeros((0, 4), jnp.int64)

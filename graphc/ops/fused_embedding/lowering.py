@@ -7,13 +7,12 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ...backends.data_checks import report_invalid
+from ...backends.data_checks import checks_collected, report_invalid
 from ...backends.lod import LENGTHS_DTYPE, LoDArray, token_segments
 from ...backends.lowering import lowering
+from ...backends.narrow import index32
 from ...backends.selected_rows import ROWS_DTYPE, SelectedRows
 from ...ir.grad_defs import GRAD_SUFFIX
-
-_INT32_MAX = 2 ** 31 - 1
 
 
 def layout(ids: list[LoDArray]):
@@ -42,9 +41,10 @@ def layout(ids: list[LoDArray]):
     return data, valid, seg.reshape(-1), bases, bases[-1] + counts[-1] + 1
 
 
-def _index(ids, height: int):
-    # 32-bit gather indices where the table allows (XLA's index arithmetic stays narrow)
-    return ids.astype(jnp.int32) if height <= _INT32_MAX else ids
+def _index(ids, height: int, pad: int):
+    # 32-bit gather indices where the table allows (XLA's index arithmetic stays narrow),
+    # exact for every id even with the checks off (backends/narrow.py)
+    return index32(ids, height, () if pad == -1 else (pad,), checked=checks_collected())
 
 
 def _check_ids(c, ids, valid, height: int, pad: int) -> None:
@@ -65,7 +65,7 @@ def _fused(c, W, Ids):
     pad = c["padding_idx"]
     _check_ids(c, ids, valid, height, pad)
     flat = ids.reshape(-1)
-    rows = jnp.take(W, _index(flat, height), axis=0)
+    rows = jnp.take(W, _index(flat, height, pad), axis=0)
     if pad != -1:
         rows = jnp.where((flat == pad)[:, None], jnp.zeros((), W.dtype), rows)
     pooled = jax.ops.segment_sum(rows, seg, num_segments=total, indices_are_sorted=True)

@@ -8,8 +8,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ...backends.data_checks import report_invalid
+from ...backends.data_checks import checks_collected, report_invalid
 from ...backends.lowering import lowering
+from ...backends.narrow import index32
 from ...backends.selected_rows import ROWS_DTYPE, SelectedRows
 from ...ir.shapes import resolve_pads
 
@@ -177,9 +178,12 @@ def _lookup_table(c, W, Ids):
     padding = f" or padding_idx {pad}" if pad != -1 else ""
     report_invalid(c, "Ids", bad.reshape(Ids.shape), Ids,
                    f"ids in [0, {W.shape[0]}) (the table's rows){padding}")
+    # int32 indices, exact for the take and the padding compare (backends/narrow.py): no
+    # s64 index arithmetic in the step
+    ids = index32(ids, W.shape[0], () if pad == -1 else (pad,), checked=checks_collected())
     out = jnp.take(W, ids, axis=0)
-    if c["padding_idx"] != -1:
-        out = jnp.where((ids == c["padding_idx"])[..., None], jnp.zeros((), W.dtype), out)
+    if pad != -1:
+        out = jnp.where((ids == pad)[..., None], jnp.zeros((), W.dtype), out)
     return {"Out": out}
 
 
@@ -190,8 +194,10 @@ def _hard_label_loss(c, logp, label, axis, ignore_index):
     report_invalid(c, "Label", None, label,
                    f"labels in [0, {classes}) or ignore_index {ignore_index}",
                    within=(0, classes, ignore_index))
-    label = jnp.squeeze(label, axis)
-    picked = jnp.take_along_axis(logp, jnp.expand_dims(label, axis).astype(jnp.int32), axis)
+    # int32 labels, exact for the pick and the ignore_index compare (backends/narrow.py)
+    label = index32(jnp.squeeze(label, axis), classes, (ignore_index,),
+                    checked=checks_collected())
+    picked = jnp.take_along_axis(logp, jnp.expand_dims(label, axis), axis)
     keep = jnp.expand_dims(label != ignore_index, axis)
     return jnp.where(keep, -picked, jnp.zeros((), logp.dtype))
 
@@ -250,7 +256,9 @@ def _softmax_ce_grad(c, **kw):
         if c["soft_label"]:
             dlogits = (softmax - label) * dloss
         else:
-            lab = jnp.squeeze(label, axis).astype(jnp.int32)
+            # the forward's check refuses the step for a bad label (backends/narrow.py)
+            lab = index32(jnp.squeeze(label, axis), softmax.shape[axis], (c["ignore_index"],),
+                          checked=checks_collected())
             onehot = jax.nn.one_hot(lab, softmax.shape[axis], dtype=softmax.dtype, axis=axis)
             keep = jnp.expand_dims(lab != c["ignore_index"], axis)
             dlogits = jnp.where(keep, (softmax - onehot) * dloss, jnp.zeros((), softmax.dtype))
