@@ -327,3 +327,52 @@ def test_a_dense_lod_tensor_or_list_feed_of_a_sample():
         np.testing.assert_array_equal(shape, [5])
     with pytest.raises(graphc.FeedError, match="feed 'x'"):
         exe.run(main, feed={"x": [[1.0, 2.0], [3.0]]}, fetch_list=fetch)  # ragged
+
+
+def _lod_feed(data, lengths):
+    t = fluid.LoDTensor()
+    t.set(data, fluid.CPUPlace())
+    t.set_recursive_sequence_lengths(lengths)
+    return t
+
+
+def test_a_lod_fed_to_a_variable_declared_without_one_keeps_its_lod():
+    # Paddle 1.8 carries a fed LoD whatever layers.data declared (many of its own tests
+    # declare sequence inputs with lod_level=0): the rows' ops keep it, fetched LoDTensors
+    # show it; the numbers are the dense ones.
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[3], dtype="float32")
+        y = fluid.layers.fc(x, 2, bias_attr=False)
+        z = x * 2.0
+    data = np.arange(15, dtype="float32").reshape(5, 3)
+    feed = {"x": _lod_feed(data, [[2, 3]])}
+    program, _ = unchecked_feeds(main, feed)
+    assert program is not main and program.global_block().var("x").lod_level == 1
+    assert main.global_block().var("x").lod_level == 0  # the user's program is untouched
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        yl, zl = exe.run(main, feed=feed, fetch_list=[y, z], return_numpy=False)
+        w = np.array(fluid.global_scope().find_var(
+            main.global_block().all_parameters()[0].name).get_tensor())
+        (yd,) = exe.run(main, feed={"x": data}, fetch_list=[y])
+    assert yl.recursive_sequence_lengths() == [[2, 3]]
+    assert zl.recursive_sequence_lengths() == [[2, 3]]
+    np.testing.assert_allclose(np.array(yl), data @ w, rtol=1e-6)
+    np.testing.assert_allclose(np.array(yl), yd, rtol=1e-6)
+    np.testing.assert_array_equal(np.array(zl), data * 2)
+
+
+def test_a_lod_an_op_cannot_take_is_dropped_as_before():
+    # transpose across the tokens takes no LoD: the rows run as a dense feed (graphc's
+    # behaviour for every such feed before), not a refused run
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[3], dtype="float32")
+        t = fluid.layers.transpose(x, [1, 0])
+    data = np.arange(15, dtype="float32").reshape(5, 3)
+    assert unchecked_feeds(main, {"x": _lod_feed(data, [[2, 3]])})[0] is main
+    exe = fluid.Executor(fluid.CPUPlace())
+    (got,) = exe.run(main, feed={"x": _lod_feed(data, [[2, 3]])}, fetch_list=[t])
+    np.testing.assert_array_equal(got, data.T)

@@ -1,5 +1,5 @@
 """Feeds shaped otherwise than a ``fluid.layers.data`` declaration: Paddle 1.8 checks a fed
-shape only where ``need_check_feed`` is set (``fluid.data``), so graphc re-types a copy."""
+shape (and carries a fed LoD) whatever ``layers.data`` declared, so graphc re-types a copy."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from ..ir.errors import GraphcError
 from ..ir.opdef import get_op_def
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
+from .lod_tensor import LoDTensor
 
 __all__ = ["unchecked_feeds"]
 
@@ -29,6 +30,13 @@ def _fed_shape(value):
         return None
 
 
+def _fed_lod_level(value) -> int:
+    """The LoD level a fed LoDTensor carries (0: none, or not a LoDTensor)."""
+    if type(value) is not LoDTensor:
+        return 0
+    return len(value.recursive_sequence_lengths())
+
+
 def unchecked_feeds(program, feed: dict):
     """(program, feed) for the feeds of variables declared without the feed check
     (``layers.data``: need_check_feed False), which Paddle 1.8 runs as they are fed.
@@ -37,21 +45,30 @@ def unchecked_feeds(program, feed: dict):
     a conversion that would change a value is refused as for a list). A shape the
     declaration does not admit (a sample fed without its batch dimension) gives a copy of
     the program whose ops take the types inferred from the fed shape; copies are kept on
-    the program per (version, shapes)."""
+    the program per (version, shapes).
+
+    A LoDTensor with a LoD fed to a variable declared without one (``lod_level=0``, as
+    many of Paddle's own tests declare sequence inputs) keeps its LoD, as in Paddle: the
+    copy declares the variable at the fed level (tokens first), and its ops take that."""
     block = program.global_block()
     changes = {}
     for name, value in feed.items():
         var = block.vars.get(name)
-        if var is None or var.need_check_feed or not var.is_data or var.lod_level or \
-                var.shape is None:
+        if var is None or not var.is_data or var.lod_level or var.shape is None:
+            continue
+        level = _fed_lod_level(value)
+        if var.need_check_feed and not level:
             continue
         if isinstance(value, np.ndarray) and value.dtype != np.dtype(var.dtype) and \
                 var.dtype != "bfloat16":
             feed = {**feed, name: convert_feed(name, value, var.dtype)}
         shape = _fed_shape(value)
-        if shape is not None and 0 not in shape and \
+        if level:  # (tokens first: a LoD variable's leading dimension is its token count)
+            rows = shape[1:] if shape is not None and len(shape) > 1 else tuple(var.shape[1:])
+            changes[name] = ((-1, *rows), level)
+        elif shape is not None and 0 not in shape and \
                 not dims_compatible(shape, tuple(var.shape)):
-            changes[name] = shape
+            changes[name] = (shape, 0)
     if not changes:
         return program, feed
     key = (program.version, tuple(sorted(changes.items())))
@@ -60,7 +77,16 @@ def unchecked_feeds(program, feed: dict):
     if hit is None:
         if len(copies) >= _COPIES_PER_PROGRAM:
             copies.clear()
-        hit = copies[key] = _retyped(program, changes)
+        try:
+            hit = _retyped(program, changes)
+        except FeedError:
+            # An op that takes no LoD: the LoD is dropped and the rows run as before
+            # (what graphc did for every such feed), rather than refusing the run.
+            shaped = {n: c for n, c in changes.items() if not c[1]}
+            if len(shaped) == len(changes):
+                raise
+            hit = _retyped(program, shaped) if shaped else program
+        copies[key] = hit
     return hit, feed
 
 
@@ -68,8 +94,13 @@ def _retyped(program, changes: dict):
     """A copy of ``program`` whose fed variables have the shapes in ``changes`` and whose
     ops' outputs take the types inferred from them, in program order."""
     def refused(why: str) -> FeedError:
-        name, shape = next(iter(changes.items()))
+        name, (shape, level) = next(iter(changes.items()))
         declared = list(program.global_block().var(name).shape)
+        if level:
+            return FeedError(f"feed '{name}' carries a LoD of {level} level(s) but the "
+                             f"program declares it without one (lod_level=0, shape "
+                             f"{declared}); Paddle 1.8 keeps a fed LoD, and graphc re-types "
+                             f"the program for it, but {why}")
         return FeedError(f"feed '{name}' has shape {list(shape)} but the program declares "
                          f"{declared} (-1 matches any size); Paddle 1.8 runs a layers.data "
                          f"variable with the shape fed, and graphc re-types the program for "
@@ -79,9 +110,9 @@ def _retyped(program, changes: dict):
         raise refused("not one with ops outside the global block")
     copy = program.clone()
     block = copy.global_block()
-    for name, shape in changes.items():
+    for name, (shape, level) in changes.items():
         var = block.var(name)
-        var._set_type(shape)
+        var._set_type(shape, lod_level=level)
         var.need_check_feed = True  # the copy is made for exactly this shape
     for op in block.ops:
         where = op.where
