@@ -7,10 +7,10 @@ import builtins
 
 import numpy as np
 
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentTypeError, ProgramError
 from ..ir.program import Variable
 from ..ir.types import normalize_dtype
-from .helper import LayerHelper, check_variable
+from .helper import LayerHelper, check_dtype, check_variable
 from .tensor import fill_constant
 
 
@@ -149,6 +149,8 @@ def unstack(x, axis: int = 0, num=None):
 
 # -- one_hot, where -------------------------------------------------------------------------------
 def _depth(layer, depth) -> int:
+    if not isinstance(depth, int | Variable) or isinstance(depth, bool):
+        raise ArgumentTypeError(f"{layer}: depth must be an int, got {type(depth).__name__}")
     if isinstance(depth, Variable):
         raise ProgramError(f"{layer}: depth must be an int; a Variable ('{depth.name}') would "
                            "make the output's shape depend on data")
@@ -159,6 +161,7 @@ def one_hot(input, depth, allow_out_of_range: bool = False):
     """Fluid 1.x's one_hot: ids [..., 1] -> float32 [..., depth] (the trailing 1 replaced).
     An id outside [0, depth) refuses the run with a DataError, as Paddle raises, unless
     ``allow_out_of_range`` (then it gives a row of zeros)."""
+    check_dtype("one_hot", "input", input, ("int32", "int64"))
     return _one("one_hot", "one_hot", {"X": input},
                 {"depth": _depth("one_hot", depth), "allow_out_of_range": allow_out_of_range},
                 dtype="float32", stop_gradient=True)
@@ -166,6 +169,7 @@ def one_hot(input, depth, allow_out_of_range: bool = False):
 
 def one_hot_v2(input, depth, allow_out_of_range: bool = False):
     """``fluid.one_hot`` (one_hot_v2): ids of any shape -> float32 [*shape, depth]."""
+    check_dtype("one_hot", "input", input, ("int32", "int64"))
     return _one("one_hot_v2", "one_hot", {"X": input},
                 {"depth": _depth("one_hot", depth), "allow_out_of_range": allow_out_of_range},
                 dtype="float32", stop_gradient=True)
@@ -301,12 +305,12 @@ def assign_value(input, output=None):
     """``assign`` of a numpy array (Paddle: bool, float32, int32 or int64; up to 1M
     elements): an assign_value op holding the values."""
     if not isinstance(input, np.ndarray):
-        raise ProgramError(f"assign: input must be a Variable or a numpy array, got "
-                           f"{type(input).__name__}")
+        raise ArgumentTypeError(f"assign: input must be a Variable or a numpy array, got "
+                                f"{type(input).__name__}")
     dtype = str(input.dtype)
     if dtype not in _VALUE_ATTRS:
-        raise ProgramError(f"assign: a numpy array of {dtype}; Paddle takes bool, float32, "
-                           "int32 or int64 (cast it with .astype first)")
+        raise ArgumentTypeError(f"assign: a numpy array of {dtype}; Paddle takes bool, "
+                                "float32, int32 or int64 (cast it with .astype first)")
     if input.size > 1024 * 1024:
         raise ProgramError(f"assign: a numpy array of {input.size} elements is too big to "
                            "hold in the program (at most 1048576); feed it or load it")

@@ -10,7 +10,7 @@ from ..build.param_attr import ParamAttr
 from ..ir.errors import ProgramError
 from ..ir.source import user_source
 from ..ir.types import FLOAT_DTYPES
-from .helper import LayerHelper, check_variable
+from .helper import FLOATS, LayerHelper, check_dtype, check_dtype_arg, check_variable
 
 
 def _pair(v, what: str) -> list[int]:
@@ -150,7 +150,7 @@ def batch_norm(input, act=None, is_test: bool = False, momentum: float = 0.9,
     ``in_place`` is Paddle's memory hint (write Y over X); graphc's values are SSA and XLA
     reuses buffers itself, so it changes nothing. ``do_model_average_for_mean_and_var=False``
     leaves the moving statistics out of ModelAverage, as Paddle's ParamAttr does."""
-    check_variable("batch_norm", "input", input)
+    check_dtype("batch_norm", "input", input, FLOATS)
     if data_layout not in ("NCHW", "NHWC"):
         raise ProgramError(f"batch_norm: data_layout must be NCHW or NHWC, got {data_layout!r}")
     helper = LayerHelper("batch_norm", name)
@@ -207,7 +207,7 @@ def layer_norm(input, scale: bool = True, shift: bool = True, begin_norm_axis: i
 
 def dropout(x, dropout_prob: float, is_test: bool = False, seed=None, name=None,
             dropout_implementation: str = "downgrade_in_infer"):
-    check_variable("dropout", "x", x)
+    check_dtype("dropout", "x", x, FLOATS)
     helper = LayerHelper("dropout", name)
     out = helper.create_variable_for_type_inference(x.dtype)
     mask = helper.create_variable_for_type_inference("uint8", stop_gradient=True)
@@ -228,7 +228,10 @@ def _row_keyed(startup, name: str) -> None:
 def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False,
               padding_idx=None, param_attr=None, dtype="float32"):
     """Lookup rows of a [vocab, width] table; ``is_sparse`` asks for row-sparse gradients."""
-    check_variable("embedding", "input", input)
+    # Paddle 1.8 takes int64 ids only; graphc's lookup also reads int32 ids, so any
+    # integer dtype passes and a float is the TypeError Paddle raises
+    check_dtype("embedding", "input", input, ("int8", "int16", "int32", "int64", "uint8"))
+    dtype = check_dtype_arg("embedding", "dtype", dtype, FLOATS)
     size = [int(s) for s in size]
     if len(size) != 2:
         raise ProgramError(f"embedding: size must be [vocab, width], got {size}")

@@ -1,0 +1,193 @@
+"""Paddle 1.8's argument checks of the layers its unit tests' API and error classes exercise
+(unitops): the error type Paddle raises (TypeError, AssertionError) as graphc's typed errors,
+and split's int-Variable ``dim``/sections against NumPy through interpreter and Executor."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphc
+import graphc.fluid as fluid
+from graphc import layers
+from graphc.backends.interpreter import run_graph
+from graphc.ir.errors import (
+    ArgumentAssertionError,
+    ArgumentTypeError,
+    ArgumentValueError,
+    DtypeError,
+    GraphcError,
+    ProgramError,
+    ShapeError,
+)
+
+
+def data(name, shape, dtype="float32"):
+    return fluid.data(name, shape, dtype)
+
+
+def lod_tensor():
+    return fluid.create_lod_tensor(np.array([[-1.0]]), [[1]], fluid.CPUPlace())
+
+
+# (case, layer call on a fresh program) -> each must be an ArgumentTypeError: a ProgramError
+# naming the layer and the argument, and the TypeError Paddle 1.8 raises
+TYPE_ERRORS = {
+    "cast-int16-x": lambda: layers.cast(data("x", [4], "int16"), "int32"),
+    "cast-int16-dtype": lambda: layers.cast(data("x", [4], "int32"), "int16"),
+    "cast-lodtensor": lambda: layers.cast(lod_tensor(), "int32"),
+    "clip-int": lambda: layers.clip(data("x", [1], "int32"), -1.0, 1.0),
+    "clip-ndarray": lambda: layers.clip(np.ones((2, 4), "float32"), -1.0, 1.0),
+    "mean-int": lambda: layers.mean(data("x", [12, 10], "int32")),
+    "mean-number": lambda: layers.mean(12),
+    "dropout-int": lambda: layers.dropout(data("x", [3, 4], "int32"), 0.5),
+    "batch_norm-int": lambda: layers.batch_norm(data("x", [3, 4, 5, 6], "int32")),
+    "cross_entropy-int": lambda: layers.cross_entropy(data("x", [3, 4], "int32"),
+                                                      data("l", [3, 1], "int64")),
+    "one_hot-float": lambda: layers.one_hot(data("x", [4, 1]), 4),
+    "one_hot-float-depth": lambda: layers.one_hot(data("x", [4, 1], "int32"), 4.1),
+    "one_hot-array-depth": lambda: layers.one_hot(data("x", [4, 1], "int32"), np.array([4])),
+    "fluid.one_hot-float": lambda: fluid.one_hot(data("x", [4]), 4),
+    "embedding-float-ids": lambda: layers.embedding(data("x", [4, 1]), (10, 4)),
+    "embedding-int-table": lambda: layers.embedding(data("x", [4, 1], "int64"), (10, 4),
+                                                    dtype="int64"),
+    "mul-int": lambda: layers.mul(data("x", [2, 4], "int32"), data("y", [4, 3], "int32")),
+    "sign-int64": lambda: layers.sign(data("x", [3], "int64")),
+    "sqrt-int": lambda: layers.sqrt(data("x", [3], "int32")),
+    "selu-int": lambda: layers.selu(data("x", [3], "int32")),
+    "sum-int8": lambda: layers.sum([data("a", [3], "int8"), data("b", [3], "int8")]),
+    "sums-int8": lambda: layers.sums([data("a", [3], "int8"), data("b", [3], "int8")]),
+    "sums-numbers": lambda: layers.sums([11, 22]),
+    "sums-out-int8": lambda: layers.sums([data("a", [3]), data("b", [3])],
+                                         out=data("o", [3], "int8")),
+    "assign-uint8": lambda: layers.assign(data("x", [4], "uint8")),
+    "assign-uint8-array": lambda: layers.assign(np.array([[2, 2]], "uint8")),
+    "assign-lodtensor": lambda: layers.assign(lod_tensor()),
+    "reshape-int8": lambda: layers.reshape(data("x", [2, 25], "int8"), [2, 5, 5]),
+    "reshape-shape-int": lambda: layers.reshape(data("x", [2, 25]), 1),
+    "reshape-actual-shape-int": lambda: layers.reshape(data("x", [2, 25]), [25, 2],
+                                                       actual_shape=1),
+    "split-float-dim": lambda: layers.split(data("x", [4, 6]), 2, dim=1.5),
+    "split-float-dim-var": lambda: layers.split(data("x", [4, 6]), 2,
+                                                dim=data("d", [1], "float16")),
+    "split-float-num": lambda: layers.split(data("x", [4, 6]), 2.1, dim=1),
+    "fill_constant-int16": lambda: layers.fill_constant([1], "int16", 5),
+    "fill_constant-uint8": lambda: layers.fill_constant([1], "uint8", 5),
+    "fill_constant-shape-int": lambda: layers.fill_constant(1, "float32", 1),
+    "fill_constant-shape-float": lambda: layers.fill_constant([1.1], "float32", 1),
+    "fill_constant-out-dtype": lambda: layers.fill_constant([1], "float64", 5,
+                                                            out=data("o", [1], "int32")),
+    "fill_constant-out-ndarray": lambda: layers.fill_constant(
+        [2, 2], "float64", 5, out=np.zeros((2, 2), "int32")),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TYPE_ERRORS))
+def test_bad_argument_types_are_type_errors(case):
+    with pytest.raises(ArgumentTypeError) as info:
+        TYPE_ERRORS[case]()
+    assert isinstance(info.value, TypeError) and isinstance(info.value, ProgramError)
+    layer = case.split("-")[0].removeprefix("fluid.")
+    assert layer in str(info.value), info.value
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_float_inputs_still_pass_the_checks(dtype):
+    x = data("x", [3, 4], dtype)
+    for out in (layers.mean(x), layers.sqrt(x), layers.sign(x), layers.clip(x, 0.0, 1.0),
+                layers.dropout(x, 0.5), layers.batch_norm(data("b", [2, 3, 4, 4], dtype))):
+        assert out.dtype == dtype
+
+
+def test_integer_ids_of_either_width_still_embed():
+    # Paddle 1.8 takes int64 ids only; graphc's lookup reads int32 too and keeps doing so
+    for dtype in ("int32", "int64"):
+        ids = data(f"ids_{dtype}", [4, 1], dtype)
+        assert layers.embedding(ids, (10, 3)).shape == (4, 3)
+
+
+@pytest.mark.parametrize("dtype", ["uint4", "flaot32"])
+def test_unknown_dtype_names_are_shape_and_type_errors(dtype):
+    with pytest.raises(DtypeError) as info:
+        fluid.data("x", [4], dtype)
+    assert isinstance(info.value, ShapeError) and isinstance(info.value, TypeError)
+
+
+def test_float_shape_tensor_is_a_shape_and_type_error():
+    with pytest.raises(DtypeError, match="must be int32 or int64") as info:
+        layers.fill_constant(data("s", [2], "float32"), "float32", 1.0)
+    assert isinstance(info.value, TypeError)
+    with pytest.raises(DtypeError):
+        layers.fill_constant([data("b", [1], "bool"), 2], "float32", 1.0)
+
+
+# Paddle 1.8 checks these with a bare ``assert``: ArgumentAssertionError is an
+# ArgumentValueError (graphc's) and the AssertionError Paddle raises
+ASSERTION_ERRORS = {
+    "reshape-two-minus-ones": lambda x: layers.reshape(x, [-1, -1, 5]),
+    "reshape-zero-past-rank": lambda x: layers.reshape(x, [2, 5, 5, 0]),
+    "reshape-minus-two": lambda x: layers.reshape(x, [-1, -2, 5]),
+    "fill_constant-empty-shape": lambda x: layers.fill_constant([], "float32", 1.0),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ASSERTION_ERRORS))
+def test_asserted_argument_rules_are_assertion_errors(case):
+    with pytest.raises(ArgumentAssertionError) as info:
+        ASSERTION_ERRORS[case](data("x", [2, 25]))
+    assert isinstance(info.value, AssertionError)
+    assert isinstance(info.value, ArgumentValueError)
+
+
+def test_reshape_keeps_zero_and_one_minus_one():
+    assert layers.reshape(data("x", [4, 6]), [0, -1, 3]).shape == (4, 2, 3)
+    assert layers.fill_constant((2, 3.0), "int64", 7).shape == (2, 3)
+
+
+def run_both(feeds: dict, outs: list) -> list[np.ndarray]:
+    """``outs`` from the interpreter and the jitted Executor, which must agree exactly."""
+    program = graphc.default_main_program()
+    _, interp = run_graph(graphc.lower(program), {}, feeds, [o.name for o in outs])
+    compiled = graphc.Executor().run(program, feed=feeds, fetch_list=outs, scope=graphc.Scope())
+    for a, b in zip(interp, compiled):
+        np.testing.assert_array_equal(np.asarray(a), b)
+    return [np.asarray(a) for a in interp]
+
+
+def test_split_takes_int_variables_the_build_can_fold():
+    x_np = np.arange(4 * 5 * 6, dtype="int32").reshape(4, 5, 6)
+    x = data("x", [4, 5, 6], "int32")
+    one32 = layers.fill_constant([1], "int32", 1)
+    one64 = layers.fill_constant([1], "int64", 1)
+    two64 = layers.fill_constant([1], "int64", 2)
+    # sections [2, 1, -1] along dim 1, each given as an int Variable or an int
+    parts = layers.split(x, [two64, one32, -1], dim=one64)
+    more = layers.split(x, [2, 1, 2], dim=one32)
+    # the dim from shape arithmetic: rank - 1 = 2
+    last = layers.split(x, 3, dim=layers.fill_constant([1], "int32", 3) - 1)
+    got = run_both({"x": x_np}, [*parts, *more, *last])
+    want = np.split(x_np, [2, 3], 1) * 2 + np.split(x_np, 3, 2)
+    assert len(got) == len(want) == 9
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+
+
+def test_split_refuses_a_dim_computed_from_data():
+    x = data("x", [4, 6])
+    with pytest.raises(ShapeError, match="split: argument dim .*data values"):
+        layers.split(x, 2, dim=data("d", [1], "int32"))
+
+
+def test_fluid_op_imports_and_its_operator_refuses_with_advice():
+    from graphc.fluid.op import Operator
+
+    with pytest.raises(GraphcError, match="no per-op kernels") as info:
+        Operator("scale", X="x", Out="y", scale=2.0)
+    assert isinstance(info.value, AttributeError)  # MissingAPIError's Python side
+
+
+def test_a_wrong_input_dtype_is_also_the_shape_error_it_was():
+    # before these checks the op's inference refused it with a ShapeError; both hold now
+    with pytest.raises(ShapeError) as info:
+        layers.elu(data("x", [3], "int64"))
+    assert isinstance(info.value, ArgumentTypeError)
