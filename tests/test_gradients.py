@@ -2250,3 +2250,14 @@ def pad2d_variable_paddings(c):
     paddings = layers.fill_constant(shape=[4], dtype="int32", value=1)
     return layers.pad2d(c.data("x", c.randn(1, 2, 3, 3)), paddings=paddings, mode="reflect")
 # -- end book
+
+
+# -- unitops: matmul of vectors with the transpose flags (Paddle's rule: a transposed 1-D X
+# is a column, a transposed 1-D Y a row, e.g. an outer product)
+@grad_case("matmul", params=[{"x": (3,), "y": (4,), "tx": True, "ty": True},
+                             {"x": (3,), "y": (2, 1, 4), "tx": True, "ty": False},
+                             {"x": (2, 1, 3), "y": (4,), "tx": True, "ty": True}],
+           ids=["outer", "column-batch", "batch-row"])
+def matmul_vectors_transposed(c, x, y, tx, ty):
+    return layers.matmul(c.data("x", c.randn(*x)), c.data("y", c.randn(*y)), tx, ty)
+# -- end unitops

@@ -51,6 +51,12 @@ TYPE_ERRORS = {
     "embedding-float-ids": lambda: layers.embedding(data("x", [4, 1]), (10, 4)),
     "embedding-int-table": lambda: layers.embedding(data("x", [4, 1], "int64"), (10, 4),
                                                     dtype="int64"),
+    "matmul-int": lambda: layers.matmul(data("x", [2, 2], "int32"), data("y", [2, 2], "int32")),
+    "matmul-number": lambda: layers.matmul(12, 12),
+    "huber_loss-int": lambda: layers.huber_loss(data("x", [-1, 6], "int32"), data("y", [-1, 6]),
+                                                1.0),
+    "huber_loss-ndarray": lambda: layers.huber_loss(data("x", [-1, 6]),
+                                                    np.ones((6, 6), "float32"), 1.0),
     "mul-int": lambda: layers.mul(data("x", [2, 4], "int32"), data("y", [4, 3], "int32")),
     "sign-int64": lambda: layers.sign(data("x", [3], "int64")),
     "sqrt-int": lambda: layers.sqrt(data("x", [3], "int32")),
@@ -145,12 +151,12 @@ def test_reshape_keeps_zero_and_one_minus_one():
 
 
 def run_both(feeds: dict, outs: list) -> list[np.ndarray]:
-    """``outs`` from the interpreter and the jitted Executor, which must agree exactly."""
+    """``outs`` from the interpreter and the jitted Executor, which must agree."""
     program = graphc.default_main_program()
     _, interp = run_graph(graphc.lower(program), {}, feeds, [o.name for o in outs])
     compiled = graphc.Executor().run(program, feed=feeds, fetch_list=outs, scope=graphc.Scope())
     for a, b in zip(interp, compiled):
-        np.testing.assert_array_equal(np.asarray(a), b)
+        np.testing.assert_allclose(np.asarray(a), b, rtol=1e-12)
     return [np.asarray(a) for a in interp]
 
 
@@ -191,3 +197,44 @@ def test_a_wrong_input_dtype_is_also_the_shape_error_it_was():
     with pytest.raises(ShapeError) as info:
         layers.elu(data("x", [3], "int64"))
     assert isinstance(info.value, ArgumentTypeError)
+
+
+def paddle_matmul(x, y, tx, ty):
+    """Paddle's matmul in NumPy: a 1-D X is the row [1, K] and a 1-D Y the column [K, 1]
+    before the transposes; the result loses the rows (1-D X) or columns (1-D Y) that are 1."""
+    xm = x[None, :] if x.ndim == 1 else x
+    ym = y[:, None] if y.ndim == 1 else y
+    xm = np.swapaxes(xm, -1, -2) if tx else xm
+    ym = np.swapaxes(ym, -1, -2) if ty else ym
+    out = np.matmul(xm, ym)
+    dims = list(out.shape)
+    if x.ndim == 1 and dims[-2] == 1:
+        del dims[-2]
+    if y.ndim == 1 and dims[-1] == 1:
+        del dims[-1]
+    return out.reshape(dims or [1])
+
+
+# (x shape, y shape, transpose_x, transpose_y, Paddle's output shape): transposed vectors
+# are columns (x) or rows (y), so [3]^T @ [1, 4] is an outer product [3, 4]
+MATMUL_VECTORS = [((1,), (4,), False, True, (4,)), ((3,), (1,), True, False, (3,)),
+                  ((3,), (4,), True, True, (3, 4)), ((3,), (1, 4), True, False, (3, 4)),
+                  ((3,), (4, 1), True, True, (3, 4)), ((3,), (2, 1, 4), True, False, (2, 3, 4)),
+                  ((3, 1), (4,), False, True, (3, 4)), ((2, 1, 3), (4,), True, True, (2, 3, 4)),
+                  ((5,), (5,), False, False, (1,)), ((5,), (2, 5, 4), False, False, (2, 4))]
+
+
+@pytest.mark.parametrize("xs,ys,tx,ty,want", MATMUL_VECTORS)
+def test_matmul_of_vectors_follows_paddles_rule(xs, ys, tx, ty, want):
+    rng = np.random.default_rng(7)
+    x_np, y_np = rng.standard_normal(xs), rng.standard_normal(ys)
+    x, y = data("x", list(xs), "float64"), data("y", list(ys), "float64")
+    out = layers.matmul(x, y, tx, ty)
+    assert out.shape == want
+    (got,) = run_both({"x": x_np, "y": y_np}, [out])
+    ref = paddle_matmul(x_np, y_np, tx, ty)
+    assert ref.shape == want
+    np.testing.assert_allclose(got, ref, rtol=1e-12)
+    # a -1 declared dimension infers the same rank
+    assert layers.matmul(data("xu", [-1] * len(xs), "float64"), data("yu", list(ys), "float64"),
+                         tx, ty).shape[-1:] in ((want[-1],), (-1,))

@@ -108,6 +108,8 @@ def log_loss(input, label, epsilon: float = 1e-4, name=None):
 
 def huber_loss(input, label, delta):
     """Quadratic within ``delta`` of the label, linear beyond."""
+    check_dtype("huber_loss", "input", input, ("float32", "float64"))  # Paddle 1.8's lists
+    check_dtype("huber_loss", "label", label, ("float32", "float64"))
     return _loss("huber_loss", "huber_loss", {"X": input, "Y": label},
                  {"Out": None, "Residual": None}, {"delta": delta})["Out"]
 

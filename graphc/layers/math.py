@@ -84,8 +84,8 @@ def scale(x, scale: float = 1.0, bias: float = 0.0, bias_after_scale: bool = Tru
 
 def matmul(x, y, transpose_x: bool = False, transpose_y: bool = False, alpha: float = 1.0,
            name=None):
-    check_variable("matmul", "x", x)
-    check_variable("matmul", "y", y)
+    check_dtype("matmul", "x", x, FLOATS)  # Paddle 1.8's check: a TypeError for ints
+    check_dtype("matmul", "y", y, FLOATS)
     helper = LayerHelper("matmul", name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("matmul", {"X": x, "Y": y}, {"Out": out},
