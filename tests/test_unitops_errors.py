@@ -57,6 +57,15 @@ TYPE_ERRORS = {
                                                 1.0),
     "huber_loss-ndarray": lambda: layers.huber_loss(data("x", [-1, 6]),
                                                     np.ones((6, 6), "float32"), 1.0),
+    "elementwise_add-uint8": lambda: layers.elementwise_add(data("x", [3], "uint8"),
+                                                            data("y", [3], "uint8")),
+    "elementwise_mul-lodtensor": lambda: layers.elementwise_mul(lod_tensor(), lod_tensor()),
+    "expand-uint8": lambda: layers.expand(data("x", [4], "uint8"), [2]),
+    "expand-lodtensor": lambda: layers.expand(lod_tensor(), [2, 2]),
+    "softmax-int": lambda: layers.softmax(data("x", [4], "int32")),
+    "softmax-lodtensor": lambda: layers.softmax(lod_tensor()),
+    "sequence_expand_as-ndarray-y": lambda: layers.sequence_expand_as(
+        fluid.data("x", [-1, 4], "float32", lod_level=1), np.ones((2, 4), "float32")),
     "mul-int": lambda: layers.mul(data("x", [2, 4], "int32"), data("y", [4, 3], "int32")),
     "sign-int64": lambda: layers.sign(data("x", [3], "int64")),
     "sqrt-int": lambda: layers.sqrt(data("x", [3], "int32")),
@@ -238,3 +247,48 @@ def test_matmul_of_vectors_follows_paddles_rule(xs, ys, tx, ty, want):
     # a -1 declared dimension infers the same rank
     assert layers.matmul(data("xu", [-1] * len(xs), "float64"), data("yu", list(ys), "float64"),
                          tx, ty).shape[-1:] in ((want[-1],), (-1,))
+
+
+POOL_VALUE_ERRORS = {
+    "data-format": {"pool_padding": [1, 1], "data_format": "NHWCC"},
+    "padding-name": {"pool_padding": "VALIDSAME", "data_format": "NHWC"},
+    "valid-ceil": {"pool_padding": "VALID", "ceil_mode": True, "data_format": "NHWC"},
+    "batch-pair": {"pool_padding": [[1, 1], [0, 0], [0, 0], [1, 1]], "data_format": "NHWC"},
+    "channel-pair": {"pool_padding": [[0, 0], [1, 0], [0, 0], [0, 0]], "data_format": "NCHW"},
+    "pool-type": {"pool_type": "min"},
+}
+
+
+@pytest.mark.parametrize("case", sorted(POOL_VALUE_ERRORS))
+def test_pool2d_argument_values_are_value_errors(case):
+    x = data("x", [2, 5, 5, 3])
+    kw = {"pool_type": "max", **POOL_VALUE_ERRORS[case]}
+    with pytest.raises(ArgumentValueError, match="pool2d") as info:
+        layers.pool2d(x, pool_size=[3, 3], **kw)
+    assert isinstance(info.value, ValueError)
+
+
+def max_pool_ref(x, k, pads):
+    """Max pooling of NCHW x, stride 1, padding [top, bottom, left, right] never chosen."""
+    t, b, l, r = pads
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)), constant_values=-np.inf)
+    h, w = xp.shape[2] - k + 1, xp.shape[3] - k + 1
+    return np.stack([[xp[:, :, i:i + k, j:j + k].max(axis=(2, 3)) for j in range(w)]
+                     for i in range(h)]).transpose(2, 3, 0, 1)
+
+
+@pytest.mark.parametrize("fmt", ["NCHW", "NHWC"])
+def test_pool2d_takes_paddles_padding_pairs(fmt):
+    rng = np.random.default_rng(3)
+    x_nchw = rng.standard_normal((2, 3, 5, 4))
+    x_np = x_nchw if fmt == "NCHW" else x_nchw.transpose(0, 2, 3, 1)
+    x = data("x", list(x_np.shape), "float64")
+    spatial = [[1, 0], [2, 1]]
+    pairs = [[0, 0], [0, 0], *spatial] if fmt == "NCHW" else [[0, 0], *spatial, [0, 0]]
+    by_pairs = layers.pool2d(x, 2, "max", 1, pairs, data_format=fmt)
+    by_ints = layers.pool2d(x, 2, "max", 1, [1, 0, 2, 1], data_format=fmt)
+    got_pairs, got_ints = run_both({"x": x_np}, [by_pairs, by_ints])
+    ref = max_pool_ref(x_nchw, 2, [1, 0, 2, 1])
+    ref = ref if fmt == "NCHW" else ref.transpose(0, 2, 3, 1)
+    np.testing.assert_allclose(got_pairs, ref, rtol=1e-12)
+    np.testing.assert_allclose(got_ints, ref, rtol=1e-12)

@@ -86,6 +86,9 @@ def shape(input):
 # -- expand, gather, scatter ----------------------------------------------------------------------
 def expand(x, expand_times, name=None):
     from .tensor import shape_args
+    # Paddle 1.8's list (graphc adds float16); its ValueError for a bool x with
+    # stop_gradient=True is not kept: graphc tiles a bool mask whatever its stop_gradient
+    check_dtype("expand", "x", x, ("bool", "float16", "float32", "float64", "int32", "int64"))
     times, tensors = shape_args("expand", expand_times, ("ExpandTimes", "expand_times_tensor"))
     if tensors:  # shape tensors (folded when the step is traced), as Paddle's inputs
         check_variable("expand", "x", x)

@@ -5,7 +5,7 @@
 
 from __future__ import annotations
 
-from .helper import FLOATS, LayerHelper, check_dtype, check_variable
+from .helper import FLOATS, NUMERIC, LayerHelper, check_dtype, check_variable
 
 
 def _unary(op_type: str, x, attrs=None, name=None, dtypes=None):
@@ -21,8 +21,9 @@ def _unary(op_type: str, x, attrs=None, name=None, dtypes=None):
 
 
 def _elementwise(op_type: str, x, y, axis: int, act, name):
-    check_variable(op_type, "x", x)
-    check_variable(op_type, "y", y)
+    # Paddle 1.8's elementwise layers take these five dtypes (a TypeError otherwise)
+    check_dtype(op_type, "x", x, NUMERIC)
+    check_dtype(op_type, "y", y, NUMERIC)
     helper = LayerHelper(op_type, name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(op_type, {"X": x, "Y": y}, {"Out": out}, {"axis": axis})
@@ -72,7 +73,7 @@ def leaky_relu(x, alpha: float = 0.02, name=None):
 
 
 def softmax(input, use_cudnn: bool = False, name=None, axis: int = -1):
-    return _unary("softmax", input, {"axis": axis}, name)
+    return _unary("softmax", input, {"axis": axis}, name, dtypes=FLOATS)
 
 
 def scale(x, scale: float = 1.0, bias: float = 0.0, bias_after_scale: bool = True, act=None,
