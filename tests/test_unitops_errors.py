@@ -292,3 +292,17 @@ def test_pool2d_takes_paddles_padding_pairs(fmt):
     ref = ref if fmt == "NCHW" else ref.transpose(0, 2, 3, 1)
     np.testing.assert_allclose(got_pairs, ref, rtol=1e-12)
     np.testing.assert_allclose(got_ints, ref, rtol=1e-12)
+
+
+def test_slice_takes_int_variables_the_build_can_fold():
+    x_np = np.random.default_rng(5).standard_normal((3, 4, 5, 6))
+    x = data("x", [3, 4, 5, 6], "float64")
+    minus_1 = layers.fill_constant([1], "int32", -1)
+    minus_3 = layers.fill_constant([1], "int64", -3)
+    a = layers.slice(x, axes=[0, 1, 3], starts=[minus_3, 0, 2], ends=[3, 100, minus_1])
+    b = layers.slice(x, axes=[2], starts=[minus_1 - 1], ends=[100])
+    got_a, got_b = run_both({"x": x_np}, [a, b])
+    np.testing.assert_array_equal(got_a, x_np[-3:3, 0:100, :, 2:-1])
+    np.testing.assert_array_equal(got_b, x_np[:, :, -2:])
+    with pytest.raises(ProgramError, match="depend on data"):
+        layers.slice(x, axes=[0], starts=[data("s", [1], "int32")], ends=[3])

@@ -15,15 +15,35 @@ from .tensor import fill_constant
 
 
 def _ints(layer: str, arg: str, value) -> list[int]:
-    """A list of Python ints; a Variable (a tensor-valued attribute in Paddle) is refused,
-    since XLA needs every shape when it compiles."""
+    """A list of Python ints. A Variable in it (a tensor-valued attribute in Paddle) counts
+    when the build can fold it to one int (a fill_constant, shape arithmetic: unitops);
+    one computed from data is refused, since XLA needs every shape when it compiles."""
     values = [value] if isinstance(value, int) else list(value)
+    out = []
     for v in values:
         if isinstance(v, Variable):
-            raise ProgramError(f"{layer}: '{arg}' must be a list of ints; a Variable in it "
-                               f"('{v.name}') would make shapes depend on data, which graphc "
-                               "does not support")
-    return [int(v) for v in values]
+            folded = _folded_int(v, layer, arg)
+            if folded is None:
+                raise ProgramError(f"{layer}: '{arg}' must be a list of ints; a Variable in "
+                                   f"it ('{v.name}') would make shapes depend on data, which "
+                                   "graphc does not support")
+            out.append(folded)
+        else:
+            out.append(int(v))
+    return out
+
+
+def _folded_int(var, layer: str, arg: str):
+    """The one int an int Variable holds as far as the build knows it, else None."""
+    from ..ir.errors import ShapeError
+    from ..ir.shape_values import static_value
+    if var.dtype not in ("int32", "int64"):
+        return None
+    try:
+        value, known = static_value(var, layer, arg)
+    except ShapeError:  # computed from data
+        return None
+    return int(value.reshape(-1)[0]) if value.size == 1 and known.all() else None
 
 
 def _one(op_type: str, layer: str, inputs: dict, attrs=None, dtype=None, name=None,
