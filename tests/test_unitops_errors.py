@@ -306,3 +306,8 @@ def test_slice_takes_int_variables_the_build_can_fold():
     np.testing.assert_array_equal(got_b, x_np[:, :, -2:])
     with pytest.raises(ProgramError, match="depend on data"):
         layers.slice(x, axes=[0], starts=[data("s", [1], "int32")], ends=[3])
+    with pytest.raises(ProgramError, match="'starts' must be a list of ints; the Variable 'st'"):
+        layers.slice(x, axes=[0, 1], starts=data("st", [2], "int32"), ends=[3, 3])
+    whole = layers.slice(x, axes=[0, 1], starts=layers.fill_constant([2], "int64", 1),
+                         ends=[3, 3])
+    assert whole.shape == (2, 2, 5, 6)

@@ -18,6 +18,8 @@ def _ints(layer: str, arg: str, value) -> list[int]:
     """A list of Python ints. A Variable in it (a tensor-valued attribute in Paddle) counts
     when the build can fold it to one int (a fill_constant, shape arithmetic: unitops);
     one computed from data is refused, since XLA needs every shape when it compiles."""
+    if isinstance(value, Variable):  # the whole list as a 1-D int tensor
+        return _folded_list(value, layer, arg)
     values = [value] if isinstance(value, int) else list(value)
     out = []
     for v in values:
@@ -31,6 +33,21 @@ def _ints(layer: str, arg: str, value) -> list[int]:
         else:
             out.append(int(v))
     return out
+
+
+def _folded_list(var, layer: str, arg: str) -> list[int]:
+    from ..ir.errors import ShapeError
+    from ..ir.shape_values import static_value
+    try:
+        value, known = static_value(var, layer, arg) if var.dtype in ("int32", "int64") \
+            else (None, None)
+    except ShapeError:  # computed from data
+        value = None
+    if value is None or not known.all():
+        raise ProgramError(f"{layer}: '{arg}' must be a list of ints; the Variable "
+                           f"'{var.name}' would make shapes depend on data, which graphc "
+                           "does not support")
+    return [int(v) for v in value.reshape(-1)]
 
 
 def _folded_int(var, layer: str, arg: str):
