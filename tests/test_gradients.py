@@ -2317,3 +2317,14 @@ def plain_while_rnn_over_lod_steps(c):
                                  layers.fill_constant([1], "float64", 0.0), maxlen=rows)
     _seq_check(c, layers.reshape(out, [1, 2 * rows]), {"x": t}, ["x"])
 # -- end arr2lod
+
+
+# -- unitops: matmul of vectors with the transpose flags (Paddle's rule: a transposed 1-D X
+# is a column, a transposed 1-D Y a row, e.g. an outer product)
+@grad_case("matmul", params=[{"x": (3,), "y": (4,), "tx": True, "ty": True},
+                             {"x": (3,), "y": (2, 1, 4), "tx": True, "ty": False},
+                             {"x": (2, 1, 3), "y": (4,), "tx": True, "ty": True}],
+           ids=["outer", "column-batch", "batch-row"])
+def matmul_vectors_transposed(c, x, y, tx, ty):
+    return layers.matmul(c.data("x", c.randn(*x)), c.data("y", c.randn(*y)), tx, ty)
+# -- end unitops

@@ -288,7 +288,10 @@ def test_lod_input_is_taken_row_wise_and_keeps_its_lod():
 
 def test_bad_dtypes_raise_shape_errors_naming_the_layer():
     x = graphc.data("x", [-1, 3], "int64")
-    with pytest.raises(ShapeError, match=r"elu.*X must be floating point, got int64"):
+    # -- unitops: the layer's Paddle 1.8 dtype check (ArgumentDtypeError, a ShapeError and a
+    # TypeError) now speaks before the op's inference
+    with pytest.raises(ShapeError, match=r"elu: 'x' \(x\) must be a float16/float32/float64 "
+                                         r"tensor, got int64"):
         layers.elu(x)
     with pytest.raises(ShapeError, match=r"cumsum.*axis 2 is out of range for rank 2"):
         layers.cumsum(graphc.data("y", [-1, 3]), axis=2)

@@ -31,9 +31,26 @@ class ArgumentTypeError(ProgramError, TypeError):
     condition): a ProgramError, and a TypeError as Paddle raises for it."""
 
 
+class ArgumentDtypeError(ArgumentTypeError, ShapeError):
+    """A layer input of a dtype the layer does not take (Paddle 1.8's check_variable_and_dtype
+    list): an ArgumentTypeError (the TypeError Paddle raises) and the ShapeError graphc's op
+    inference raises for a dtype that does not fit."""
+
+
 class ArgumentValueError(ProgramError, ValueError):
     """A layer was given an argument of the right type but a wrong value (an empty list, a
     structure of another length): a ProgramError, and a ValueError as Paddle raises for it."""
+
+
+class ArgumentAssertionError(ArgumentValueError, AssertionError):
+    """A layer argument breaking a rule Paddle 1.8 checks with a bare ``assert`` (a reshape
+    shape with two -1s, an empty fill_constant shape): an ArgumentValueError, and an
+    AssertionError as Paddle raises for it."""
+
+
+class DtypeError(ShapeError, TypeError):
+    """A dtype that cannot be: a name graphc does not know ('flaot32', 'uint4'), a shape
+    tensor that is not int32/int64: a ShapeError, and a TypeError as Paddle raises for it."""
 
 
 class VerifyError(GraphcError):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .errors import ShapeError
+from .errors import DtypeError, ShapeError
 
 # ops whose output is a host value when their inputs are (``shape``: always); the backend
 # evaluates them while tracing (backends/evaluate.py) and the builder here
@@ -133,5 +133,6 @@ def shape_dims(shape, layer: str, arg: str = "shape"):
 
 def _check_int(var, layer: str, arg: str) -> None:
     if var.dtype not in ("int32", "int64"):
-        raise ShapeError(f"{layer}: argument {arg} ('{var.name}') must be int32 or int64, "
+        # a ShapeError and, as Paddle raises for it, a TypeError
+        raise DtypeError(f"{layer}: argument {arg} ('{var.name}') must be int32 or int64, "
                          f"got {var.dtype}")

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .errors import ShapeError
+from .errors import DtypeError, ShapeError
 
 # canonical name -> short name used by the textual IR (jaxpr style)
 _SHORT = {
@@ -45,7 +45,7 @@ def normalize_dtype(dtype) -> str:
         except TypeError:
             name = str(dtype)
     if name not in _SHORT:
-        raise ShapeError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
+        raise DtypeError(f"unknown dtype {dtype!r}; expected one of {', '.join(DTYPES)}")
     return name
 
 

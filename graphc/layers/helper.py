@@ -11,7 +11,7 @@ from ..build.initializer import Constant, Initializer, Xavier
 from ..build.param_attr import ParamAttr, WeightNormParamAttr
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program, default_startup_program
-from ..ir.errors import ArgumentTypeError, ProgramError
+from ..ir.errors import ArgumentDtypeError, ArgumentTypeError, DtypeError, ProgramError
 from ..ir.program import Variable
 from ..ir.types import normalize_dtype
 
@@ -98,4 +98,42 @@ def check_variable(layer: str, arg: str, value) -> Variable:
                                 f"{type(value).__name__}")
     if value.shape is None:
         raise ProgramError(f"{layer}: '{arg}' ({value.name}) has no shape yet")
+    return value
+
+
+# Paddle 1.8's dtype lists for its layers' check_variable_and_dtype / check_dtype calls
+FLOATS = ("float16", "float32", "float64")
+NUMERIC = ("float16", "float32", "float64", "int32", "int64")
+
+
+def check_dtype(layer: str, arg: str, value, dtypes) -> Variable:
+    """``check_variable``, then the dtypes Paddle 1.8's layer accepts for ``arg``: another
+    dtype is an ArgumentDtypeError (a TypeError, as Paddle's check raises) naming it."""
+    check_variable(layer, arg, value)
+    if value.dtype not in dtypes:
+        raise ArgumentDtypeError(f"{layer}: '{arg}' ({value.name}) must be a "
+                                f"{'/'.join(dtypes)} tensor, got {value.dtype}")
+    return value
+
+
+def check_dtype_arg(layer: str, arg: str, dtype, dtypes) -> str:
+    """A dtype argument (name or numpy dtype) as its canonical name, refused with an
+    ArgumentTypeError when Paddle 1.8's layer does not take it (or no one knows it)."""
+    try:
+        name = normalize_dtype(dtype)
+    except DtypeError:
+        name = None
+    if name not in dtypes:
+        raise ArgumentTypeError(f"{layer}: '{arg}' must be one of {', '.join(dtypes)}, got "
+                                f"{dtype!r}")
+    return name
+
+
+def check_type(layer: str, arg: str, value, types, expected: str):
+    """``value`` is an instance of ``types``, else an ArgumentTypeError saying ``expected``."""
+    if isinstance(value, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
+        raise ArgumentTypeError(f"{layer}: '{arg}' must be {expected}, got bool")
+    if not isinstance(value, types):
+        raise ArgumentTypeError(f"{layer}: '{arg}' must be {expected}, got "
+                                f"{type(value).__name__}")
     return value

@@ -3,7 +3,7 @@ square_error_cost, sigmoid_cross_entropy_with_logits, cos_sim and Paddle 1.8's o
 
 from __future__ import annotations
 
-from .helper import LayerHelper, check_variable
+from .helper import FLOATS, LayerHelper, check_dtype, check_variable
 
 
 def softmax_with_cross_entropy(logits, label, soft_label: bool = False,
@@ -22,7 +22,7 @@ def softmax_with_cross_entropy(logits, label, soft_label: bool = False,
 
 
 def cross_entropy(input, label, soft_label: bool = False, ignore_index: int = -100):
-    check_variable("cross_entropy", "input", input)
+    check_dtype("cross_entropy", "input", input, FLOATS)
     check_variable("cross_entropy", "label", label)
     helper = LayerHelper("cross_entropy")
     out = helper.create_variable_for_type_inference(input.dtype)
@@ -108,6 +108,8 @@ def log_loss(input, label, epsilon: float = 1e-4, name=None):
 
 def huber_loss(input, label, delta):
     """Quadratic within ``delta`` of the label, linear beyond."""
+    check_dtype("huber_loss", "input", input, ("float32", "float64"))  # Paddle 1.8's lists
+    check_dtype("huber_loss", "label", label, ("float32", "float64"))
     return _loss("huber_loss", "huber_loss", {"X": input, "Y": label},
                  {"Out": None, "Residual": None}, {"delta": delta})["Out"]
 

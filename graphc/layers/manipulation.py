@@ -7,23 +7,60 @@ import builtins
 
 import numpy as np
 
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentTypeError, ProgramError
 from ..ir.program import Variable
 from ..ir.types import normalize_dtype
-from .helper import LayerHelper, check_variable
+from .helper import LayerHelper, check_dtype, check_variable
 from .tensor import fill_constant
 
 
 def _ints(layer: str, arg: str, value) -> list[int]:
-    """A list of Python ints; a Variable (a tensor-valued attribute in Paddle) is refused,
-    since XLA needs every shape when it compiles."""
+    """A list of Python ints. A Variable in it (a tensor-valued attribute in Paddle) counts
+    when the build can fold it to one int (a fill_constant, shape arithmetic: unitops);
+    one computed from data is refused, since XLA needs every shape when it compiles."""
+    if isinstance(value, Variable):  # the whole list as a 1-D int tensor
+        return _folded_list(value, layer, arg)
     values = [value] if isinstance(value, int) else list(value)
+    out = []
     for v in values:
         if isinstance(v, Variable):
-            raise ProgramError(f"{layer}: '{arg}' must be a list of ints; a Variable in it "
-                               f"('{v.name}') would make shapes depend on data, which graphc "
-                               "does not support")
-    return [int(v) for v in values]
+            folded = _folded_int(v, layer, arg)
+            if folded is None:
+                raise ProgramError(f"{layer}: '{arg}' must be a list of ints; a Variable in "
+                                   f"it ('{v.name}') would make shapes depend on data, which "
+                                   "graphc does not support")
+            out.append(folded)
+        else:
+            out.append(int(v))
+    return out
+
+
+def _folded_list(var, layer: str, arg: str) -> list[int]:
+    from ..ir.errors import ShapeError
+    from ..ir.shape_values import static_value
+    try:
+        value, known = static_value(var, layer, arg) if var.dtype in ("int32", "int64") \
+            else (None, None)
+    except ShapeError:  # computed from data
+        value = None
+    if value is None or not known.all():
+        raise ProgramError(f"{layer}: '{arg}' must be a list of ints; the Variable "
+                           f"'{var.name}' would make shapes depend on data, which graphc "
+                           "does not support")
+    return [int(v) for v in value.reshape(-1)]
+
+
+def _folded_int(var, layer: str, arg: str):
+    """The one int an int Variable holds as far as the build knows it, else None."""
+    from ..ir.errors import ShapeError
+    from ..ir.shape_values import static_value
+    if var.dtype not in ("int32", "int64"):
+        return None
+    try:
+        value, known = static_value(var, layer, arg)
+    except ShapeError:  # computed from data
+        return None
+    return int(value.reshape(-1)[0]) if value.size == 1 and known.all() else None
 
 
 def _one(op_type: str, layer: str, inputs: dict, attrs=None, dtype=None, name=None,
@@ -86,6 +123,9 @@ def shape(input):
 # -- expand, gather, scatter ----------------------------------------------------------------------
 def expand(x, expand_times, name=None):
     from .tensor import shape_args
+    # Paddle 1.8's list (graphc adds float16); its ValueError for a bool x with
+    # stop_gradient=True is not kept: graphc tiles a bool mask whatever its stop_gradient
+    check_dtype("expand", "x", x, ("bool", "float16", "float32", "float64", "int32", "int64"))
     times, tensors = shape_args("expand", expand_times, ("ExpandTimes", "expand_times_tensor"))
     if tensors:  # shape tensors (folded when the step is traced), as Paddle's inputs
         check_variable("expand", "x", x)
@@ -149,6 +189,8 @@ def unstack(x, axis: int = 0, num=None):
 
 # -- one_hot, where -------------------------------------------------------------------------------
 def _depth(layer, depth) -> int:
+    if not isinstance(depth, int | Variable) or isinstance(depth, bool):
+        raise ArgumentTypeError(f"{layer}: depth must be an int, got {type(depth).__name__}")
     if isinstance(depth, Variable):
         raise ProgramError(f"{layer}: depth must be an int; a Variable ('{depth.name}') would "
                            "make the output's shape depend on data")
@@ -159,6 +201,7 @@ def one_hot(input, depth, allow_out_of_range: bool = False):
     """Fluid 1.x's one_hot: ids [..., 1] -> float32 [..., depth] (the trailing 1 replaced).
     An id outside [0, depth) refuses the run with a DataError, as Paddle raises, unless
     ``allow_out_of_range`` (then it gives a row of zeros)."""
+    check_dtype("one_hot", "input", input, ("int32", "int64"))
     return _one("one_hot", "one_hot", {"X": input},
                 {"depth": _depth("one_hot", depth), "allow_out_of_range": allow_out_of_range},
                 dtype="float32", stop_gradient=True)
@@ -166,6 +209,7 @@ def one_hot(input, depth, allow_out_of_range: bool = False):
 
 def one_hot_v2(input, depth, allow_out_of_range: bool = False):
     """``fluid.one_hot`` (one_hot_v2): ids of any shape -> float32 [*shape, depth]."""
+    check_dtype("one_hot", "input", input, ("int32", "int64"))
     return _one("one_hot_v2", "one_hot", {"X": input},
                 {"depth": _depth("one_hot", depth), "allow_out_of_range": allow_out_of_range},
                 dtype="float32", stop_gradient=True)
@@ -301,12 +345,12 @@ def assign_value(input, output=None):
     """``assign`` of a numpy array (Paddle: bool, float32, int32 or int64; up to 1M
     elements): an assign_value op holding the values."""
     if not isinstance(input, np.ndarray):
-        raise ProgramError(f"assign: input must be a Variable or a numpy array, got "
-                           f"{type(input).__name__}")
+        raise ArgumentTypeError(f"assign: input must be a Variable or a numpy array, got "
+                                f"{type(input).__name__}")
     dtype = str(input.dtype)
     if dtype not in _VALUE_ATTRS:
-        raise ProgramError(f"assign: a numpy array of {dtype}; Paddle takes bool, float32, "
-                           "int32 or int64 (cast it with .astype first)")
+        raise ArgumentTypeError(f"assign: a numpy array of {dtype}; Paddle takes bool, "
+                                "float32, int32 or int64 (cast it with .astype first)")
     if input.size > 1024 * 1024:
         raise ProgramError(f"assign: a numpy array of {input.size} elements is too big to "
                            "hold in the program (at most 1048576); feed it or load it")

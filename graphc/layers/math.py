@@ -5,11 +5,15 @@
 
 from __future__ import annotations
 
-from .helper import LayerHelper, check_variable
+from .helper import FLOATS, NUMERIC, LayerHelper, check_dtype, check_variable
 
 
-def _unary(op_type: str, x, attrs=None, name=None):
-    check_variable(op_type, "x", x)
+def _unary(op_type: str, x, attrs=None, name=None, dtypes=None):
+    """One op X -> Out; ``dtypes``: the input dtypes Paddle 1.8's layer accepts, if it checks."""
+    if dtypes is None:
+        check_variable(op_type, "x", x)
+    else:
+        check_dtype(op_type, "x", x, dtypes)
     helper = LayerHelper(op_type, name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(op_type, {"X": x}, {"Out": out}, attrs or {})
@@ -17,8 +21,9 @@ def _unary(op_type: str, x, attrs=None, name=None):
 
 
 def _elementwise(op_type: str, x, y, axis: int, act, name):
-    check_variable(op_type, "x", x)
-    check_variable(op_type, "y", y)
+    # Paddle 1.8's elementwise layers take these five dtypes (a TypeError otherwise)
+    check_dtype(op_type, "x", x, NUMERIC)
+    check_dtype(op_type, "y", y, NUMERIC)
     helper = LayerHelper(op_type, name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op(op_type, {"X": x, "Y": y}, {"Out": out}, {"axis": axis})
@@ -41,33 +46,34 @@ def elementwise_div(x, y, axis: int = -1, act=None, name=None):
     return _elementwise("elementwise_div", x, y, axis, act, name)
 
 
+# the activations check Paddle 1.8's float16/32/64 (its generated activation layers' check)
 def relu(x, name=None):
-    return _unary("relu", x, name=name)
+    return _unary("relu", x, name=name, dtypes=FLOATS)
 
 
 def sigmoid(x, name=None):
-    return _unary("sigmoid", x, name=name)
+    return _unary("sigmoid", x, name=name, dtypes=FLOATS)
 
 
 def tanh(x, name=None):
-    return _unary("tanh", x, name=name)
+    return _unary("tanh", x, name=name, dtypes=FLOATS)
 
 
 def gelu(x, approximate: bool = False, name=None):
-    return _unary("gelu", x, {"approximate": approximate}, name)
+    return _unary("gelu", x, {"approximate": approximate}, name, dtypes=FLOATS)
 
 
 def softsign(x, name=None):
     """Out = x / (1 + |x|), elementwise (a LoD x keeps its LoD)."""
-    return _unary("softsign", x, name=name)
+    return _unary("softsign", x, name=name, dtypes=FLOATS)
 
 
 def leaky_relu(x, alpha: float = 0.02, name=None):
-    return _unary("leaky_relu", x, {"alpha": alpha}, name)
+    return _unary("leaky_relu", x, {"alpha": alpha}, name, dtypes=FLOATS)
 
 
 def softmax(input, use_cudnn: bool = False, name=None, axis: int = -1):
-    return _unary("softmax", input, {"axis": axis}, name)
+    return _unary("softmax", input, {"axis": axis}, name, dtypes=FLOATS)
 
 
 def scale(x, scale: float = 1.0, bias: float = 0.0, bias_after_scale: bool = True, act=None,
@@ -79,8 +85,8 @@ def scale(x, scale: float = 1.0, bias: float = 0.0, bias_after_scale: bool = Tru
 
 def matmul(x, y, transpose_x: bool = False, transpose_y: bool = False, alpha: float = 1.0,
            name=None):
-    check_variable("matmul", "x", x)
-    check_variable("matmul", "y", y)
+    check_dtype("matmul", "x", x, FLOATS)  # Paddle 1.8's check: a TypeError for ints
+    check_dtype("matmul", "y", y, FLOATS)
     helper = LayerHelper("matmul", name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("matmul", {"X": x, "Y": y}, {"Out": out},
@@ -89,7 +95,7 @@ def matmul(x, y, transpose_x: bool = False, transpose_y: bool = False, alpha: fl
 
 
 def mean(x, name=None):
-    return _unary("mean", x, name=name)
+    return _unary("mean", x, name=name, dtypes=FLOATS)
 
 
 def _reduce(op_type, input, dim, keep_dim, name):
@@ -158,27 +164,27 @@ def elementwise_floordiv(x, y, axis: int = -1, act=None, name=None):
 
 
 def abs(x, name=None):
-    return _unary("abs", x, name=name)
+    return _unary("abs", x, name=name, dtypes=FLOATS)
 
 
 def sqrt(x, name=None):
-    return _unary("sqrt", x, name=name)
+    return _unary("sqrt", x, name=name, dtypes=FLOATS)
 
 
 def exp(x, name=None):
-    return _unary("exp", x, name=name)
+    return _unary("exp", x, name=name, dtypes=FLOATS)
 
 
 def log(x, name=None):
-    return _unary("log", x, name=name)
+    return _unary("log", x, name=name, dtypes=FLOATS)
 
 
 def square(x, name=None):
-    return _unary("square", x, name=name)
+    return _unary("square", x, name=name, dtypes=FLOATS)
 
 
 def sign(x):
-    return _unary("sign", x)
+    return _unary("sign", x, dtypes=FLOATS)
 
 
 def pow(x, factor: float = 1.0, name=None):
@@ -187,7 +193,7 @@ def pow(x, factor: float = 1.0, name=None):
 
 def clip(x, min: float, max: float, name=None):
     """min(max(x, min), max); the gradient passes where min < x < max."""
-    return _unary("clip", x, {"min": float(min), "max": float(max)}, name)
+    return _unary("clip", x, {"min": float(min), "max": float(max)}, name, dtypes=FLOATS)
 
 
 def clip_by_norm(x, max_norm: float, name=None):

@@ -7,13 +7,15 @@ import numpy as np
 
 from ..build.initializer import Constant
 from ..ir.errors import ProgramError
-from .helper import LayerHelper, check_variable
+from .helper import FLOATS, LayerHelper, check_dtype, check_variable
 from .math import _unary
 from .tensor import assign
 
 
 def _act(op_type, x, name=None, **attrs):
-    return _unary(op_type, x, {k: float(v) for k, v in attrs.items() if v is not None}, name)
+    # Paddle 1.8's activation layers take float16/32/64 only (a TypeError otherwise)
+    return _unary(op_type, x, {k: float(v) for k, v in attrs.items() if v is not None}, name,
+                  dtypes=FLOATS)
 
 
 def selu(x, scale=None, alpha=None, name=None):
@@ -162,7 +164,8 @@ def sum(x):
     if not xs:
         raise ProgramError("sum: x is an empty list")
     for v in xs:
-        check_variable("sum", "x", v)
+        # Paddle 1.8's sum takes these four dtypes only
+        check_dtype("sum", "x", v, ("float32", "float64", "int32", "int64"))
     helper = LayerHelper("sum")
     out = helper.create_variable_for_type_inference(xs[0].dtype)
     helper.append_op("sum", {"X": xs}, {"Out": out})
@@ -171,8 +174,8 @@ def sum(x):
 
 def mul(x, y, x_num_col_dims: int = 1, y_num_col_dims: int = 1, name=None):
     """flatten(x, x_num_col_dims) @ flatten(y, y_num_col_dims), unflattened back."""
-    check_variable("mul", "x", x)
-    check_variable("mul", "y", y)
+    check_dtype("mul", "x", x, FLOATS)
+    check_dtype("mul", "y", y, FLOATS)
     helper = LayerHelper("mul", name)
     out = helper.create_variable_for_type_inference(x.dtype)
     helper.append_op("mul", {"X": x, "Y": y}, {"Out": out},

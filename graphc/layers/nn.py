@@ -7,10 +7,10 @@ import math
 
 from ..build.initializer import Constant, Normal
 from ..build.param_attr import ParamAttr
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentValueError, ProgramError
 from ..ir.source import user_source
 from ..ir.types import FLOAT_DTYPES
-from .helper import LayerHelper, check_variable
+from .helper import FLOATS, LayerHelper, check_dtype, check_dtype_arg, check_variable
 
 
 def _pair(v, what: str) -> list[int]:
@@ -120,15 +120,16 @@ def pool2d(input, pool_size=-1, pool_type: str = "max", pool_stride=1, pool_padd
            global_pooling: bool = False, use_cudnn: bool = True, ceil_mode: bool = False,
            name=None, exclusive: bool = True, data_format: str = "NCHW"):
     check_variable("pool2d", "input", input)
+    # Paddle 1.8's argument checks, ValueErrors all (ArgumentValueError: a ProgramError too)
     if pool_type not in ("max", "avg"):
-        raise ProgramError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
+        raise ArgumentValueError(f"pool2d: pool_type must be 'max' or 'avg', got {pool_type!r}")
     if pool_size == -1 and not global_pooling:
-        raise ProgramError("pool2d: give pool_size or set global_pooling=True")
+        raise ArgumentValueError("pool2d: give pool_size or set global_pooling=True")
+    if data_format not in ("NCHW", "NHWC"):
+        raise ArgumentValueError(f"pool2d: data_format must be NCHW or NHWC, got "
+                                 f"{data_format!r}")
     helper = LayerHelper("pool2d", name)
-    algo, pads = "EXPLICIT", pool_padding
-    if isinstance(pool_padding, str):
-        algo, pads = pool_padding.upper(), [0, 0]
-    pads = [pads, pads] if isinstance(pads, int) else list(pads)
+    algo, pads = _pool_padding(pool_padding, data_format, ceil_mode)
     out = helper.create_variable_for_type_inference(input.dtype)
     ksize = [1, 1] if pool_size == -1 else _pair(pool_size, "pool2d: pool_size")
     helper.append_op("pool2d", {"X": input}, {"Out": out}, {
@@ -137,6 +138,34 @@ def pool2d(input, pool_size=-1, pool_type: str = "max", pool_stride=1, pool_padd
         "global_pooling": global_pooling, "ceil_mode": ceil_mode, "exclusive": exclusive,
         "data_format": data_format, "padding_algorithm": algo})
     return out
+
+
+def _pool_padding(padding, data_format: str, ceil_mode: bool):
+    """pool2d's padding as (padding_algorithm, paddings): "SAME"/"VALID", an int, [h, w],
+    [top, bottom, left, right], or Paddle's four [before, after] pairs in data_format order
+    whose batch and channel pairs must be zero."""
+    if isinstance(padding, str):
+        algo = padding.upper()
+        if algo not in ("SAME", "VALID"):
+            raise ArgumentValueError(f"pool2d: pool_padding must be 'SAME', 'VALID' or "
+                                     f"numbers, got {padding!r}")
+        if algo == "VALID" and ceil_mode:
+            raise ArgumentValueError("pool2d: ceil_mode must be False with pool_padding "
+                                     "'VALID'")
+        return algo, [0, 0]
+    if isinstance(padding, int):
+        return "EXPLICIT", [padding, padding]
+    pads = list(padding)
+    if pads and isinstance(pads[0], list | tuple):
+        if len(pads) != 4:
+            raise ArgumentValueError(f"pool2d: pool_padding pairs must be 4 (one per "
+                                     f"dimension of {data_format}), got {padding!r}")
+        skip = (0, 1) if data_format == "NCHW" else (0, 3)
+        if any(list(pads[i]) != [0, 0] for i in skip):
+            raise ArgumentValueError(f"pool2d: pool_padding {padding!r} pads the batch or "
+                                     f"channel dimension of {data_format}")
+        pads = [int(p) for i, pair in enumerate(pads) if i not in skip for p in pair]
+    return "EXPLICIT", pads
 
 
 def batch_norm(input, act=None, is_test: bool = False, momentum: float = 0.9,
@@ -150,7 +179,7 @@ def batch_norm(input, act=None, is_test: bool = False, momentum: float = 0.9,
     ``in_place`` is Paddle's memory hint (write Y over X); graphc's values are SSA and XLA
     reuses buffers itself, so it changes nothing. ``do_model_average_for_mean_and_var=False``
     leaves the moving statistics out of ModelAverage, as Paddle's ParamAttr does."""
-    check_variable("batch_norm", "input", input)
+    check_dtype("batch_norm", "input", input, FLOATS)
     if data_layout not in ("NCHW", "NHWC"):
         raise ProgramError(f"batch_norm: data_layout must be NCHW or NHWC, got {data_layout!r}")
     helper = LayerHelper("batch_norm", name)
@@ -207,7 +236,7 @@ def layer_norm(input, scale: bool = True, shift: bool = True, begin_norm_axis: i
 
 def dropout(x, dropout_prob: float, is_test: bool = False, seed=None, name=None,
             dropout_implementation: str = "downgrade_in_infer"):
-    check_variable("dropout", "x", x)
+    check_dtype("dropout", "x", x, FLOATS)
     helper = LayerHelper("dropout", name)
     out = helper.create_variable_for_type_inference(x.dtype)
     mask = helper.create_variable_for_type_inference("uint8", stop_gradient=True)
@@ -228,7 +257,10 @@ def _row_keyed(startup, name: str) -> None:
 def embedding(input, size, is_sparse: bool = False, is_distributed: bool = False,
               padding_idx=None, param_attr=None, dtype="float32"):
     """Lookup rows of a [vocab, width] table; ``is_sparse`` asks for row-sparse gradients."""
-    check_variable("embedding", "input", input)
+    # Paddle 1.8 takes int64 ids only; graphc's lookup also reads int32 ids, so any
+    # integer dtype passes and a float is the TypeError Paddle raises
+    check_dtype("embedding", "input", input, ("int8", "int16", "int32", "int64", "uint8"))
+    dtype = check_dtype_arg("embedding", "dtype", dtype, FLOATS)
     size = [int(s) for s in size]
     if len(size) != 2:
         raise ProgramError(f"embedding: size must be [vocab, width], got {size}")

@@ -4,10 +4,15 @@ concat, split, sums, assign, and the two on row-sparse values (merge, densify)."
 from __future__ import annotations
 
 from ..ir.default_programs import default_main_program
-from ..ir.errors import ProgramError
+from ..ir.errors import ArgumentAssertionError, ArgumentTypeError, ProgramError
 from ..ir.program import Variable
 from ..ir.types import normalize_dtype
-from .helper import LayerHelper, check_variable
+from .helper import NUMERIC, LayerHelper, check_dtype, check_dtype_arg, check_type, check_variable
+
+# Paddle 1.8's dtype lists: fill_constant's dtype, cast's input and output, assign's input
+_FILL_DTYPES = ("bool", "float16", "float32", "float64", "int32", "int64")
+_CAST_DTYPES = ("bool", "float16", "float32", "float64", "int32", "int64", "uint8")
+_SUM_DTYPES = ("float32", "float64", "int32", "int64")
 
 
 def _data_dims(name, shape, layer: str) -> list[int]:
@@ -127,7 +132,31 @@ def _token_count_of(dim):
     return x if x.lod_level else None
 
 
+def _check_fill_args(shape, dtype, out) -> str:
+    """fill_constant's argument checks, in Paddle 1.8's order and with its error types."""
+    import numbers
+    dtype = check_dtype_arg("fill_constant", "dtype", dtype, _FILL_DTYPES)
+    check_type("fill_constant", "shape", shape, (list, tuple, Variable),
+               "a list, tuple or Variable")
+    if out is not None:
+        check_dtype("fill_constant", "out", out, (dtype,))
+    if isinstance(shape, Variable):
+        return dtype  # its dtype: shape_dims' DtypeError (a ShapeError and a TypeError)
+    if not shape:
+        raise ArgumentAssertionError("fill_constant: shape must not be empty (Paddle 1.8 "
+                                     "asserts it)")
+    for i, d in enumerate(shape):
+        if isinstance(d, Variable):
+            continue
+        if isinstance(d, bool) or not isinstance(d, numbers.Real) or d != int(d):
+            # an int-like float (3.0) passes, as it always did; 1.1 or a string does not
+            raise ArgumentTypeError(f"fill_constant: shape[{i}] must be an int or an int "
+                                    f"Variable, got {d!r}")
+    return dtype
+
+
 def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None, name=None):
+    dtype = _check_fill_args(shape, dtype, out)
     if isinstance(shape, list | tuple) and shape and out is None and \
             (lod := _token_count_of(shape[0])) is not None:
         # [shape(x)[0], ...] of a LoD x: one row per token of x, taking x's LoD (the token
@@ -146,9 +175,9 @@ def fill_constant(shape, dtype, value, force_cpu: bool = False, out=None, name=N
 
 
 def cast(x, dtype):
-    check_variable("cast", "x", x)
+    check_dtype("cast", "x", x, _CAST_DTYPES)
+    dtype = check_dtype_arg("cast", "dtype", dtype, _CAST_DTYPES)
     helper = LayerHelper("cast")
-    dtype = normalize_dtype(dtype)
     out = helper.create_variable_for_type_inference(dtype)
     helper.append_op("cast", {"X": x}, {"Out": out}, {"in_dtype": x.dtype, "out_dtype": dtype})
     return out
@@ -168,16 +197,34 @@ def reshape(x, shape, actual_shape=None, act=None, inplace: bool = False, name=N
     """Reshape; 0 keeps the input's dimension, one -1 is inferred (Paddle rules). ``shape``
     may be (or hold) shape tensors, ``actual_shape`` a 1-D int tensor that wins over it, as
     in Paddle; both are folded when the step is traced (``shape_args``)."""
-    check_variable("reshape", "x", x)
+    check_dtype("reshape", "x", x, NUMERIC)
+    check_type("reshape", "shape", shape, (list, tuple, Variable), "a list, tuple or Variable")
+    if actual_shape is not None:
+        check_type("reshape", "actual_shape", actual_shape, Variable, "a Variable or None")
+    if not isinstance(shape, Variable):
+        _check_reshape_list(x, shape)
     dims, inputs = shape_args("reshape", shape, ("Shape", "ShapeTensor"))
     if actual_shape is not None:
-        if not isinstance(actual_shape, Variable):
-            raise ProgramError(f"reshape: actual_shape must be a Variable, got "
-                               f"{type(actual_shape).__name__}")
         from ..ir.shape_values import shape_dims
         dims, inputs = shape_dims(actual_shape, "reshape", "actual_shape")[0], {
             "Shape": actual_shape}
     return _with_xshape("reshape2", x, {"shape": dims}, act, name, inputs)
+
+
+def _check_reshape_list(x, shape) -> None:
+    """Paddle 1.8's asserts on a reshape shape list: one -1 at most, no other negative
+    value, and a 0 (keep the input's dimension) only where the input has that dimension."""
+    ints = [(i, int(d)) for i, d in enumerate(shape) if not isinstance(d, Variable)]
+    if sum(d == -1 for _, d in ints) > 1:
+        raise ArgumentAssertionError(f"reshape: shape {list(shape)} has more than one -1")
+    for i, d in ints:
+        if d < -1:
+            raise ArgumentAssertionError(f"reshape: shape[{i}] is {d}; the only negative "
+                                         "value a shape may hold is one -1")
+        if d == 0 and i >= len(x.shape):
+            raise ArgumentAssertionError(f"reshape: shape[{i}] is 0 (keep the input's "
+                                         f"dimension {i}), but '{x.name}' has rank "
+                                         f"{len(x.shape)}")
 
 
 def transpose(x, perm, name=None):
@@ -198,11 +245,15 @@ def concat(input, axis: int = 0, name=None):
 def split(input, num_or_sections, dim: int = -1, name=None):
     """Split along ``dim`` into ``num`` equal parts or the given section sizes."""
     check_variable("split", "input", input)
+    dim = _static_int("split", "dim", dim)
+    check_type("split", "num_or_sections", num_or_sections, (int, list, tuple),
+               "an int, list or tuple")
     helper = LayerHelper("split", name)
     if isinstance(num_or_sections, int):
         n, attrs = num_or_sections, {"num": num_or_sections, "axis": dim}
     else:
-        sections = [int(s) for s in num_or_sections]
+        sections = [_static_int("split", f"num_or_sections[{i}]", s)
+                    for i, s in enumerate(num_or_sections)]
         n, attrs = len(sections), {"sections": sections, "axis": dim}
     if n < 1:
         raise ProgramError(f"split: num_or_sections must give at least one part, got "
@@ -212,7 +263,28 @@ def split(input, num_or_sections, dim: int = -1, name=None):
     return outs
 
 
+def _static_int(layer: str, arg: str, value) -> int:
+    """An int argument Paddle 1.8 also takes as an int Variable (split's ``dim``, a section
+    size): the Variable's value as the build folds it (a fill_constant, shape arithmetic);
+    one computed from data is a ShapeError naming it (graphc compiles static shapes)."""
+    if isinstance(value, Variable):
+        from ..ir.shape_values import static_value
+        check_dtype(layer, arg, value, ("int32", "int64"))
+        v, known = static_value(value, layer, arg)
+        if v.size != 1 or not known.all():
+            raise ProgramError(f"{layer}: {arg} ('{value.name}') must hold one integer the "
+                               "build can fold")
+        return int(v.reshape(-1)[0])
+    return int(check_type(layer, arg, value, int, "an int or an int Variable"))
+
+
 def sums(input, out=None):
+    check_type("sums", "input", input, (Variable, list, tuple), "a Variable, list or tuple")
+    input = [input] if isinstance(input, Variable) else list(input)
+    for v in input:
+        check_dtype("sums", "input", v, _SUM_DTYPES)
+    if out is not None:
+        check_dtype("sums", "out", out, _SUM_DTYPES)
     helper = LayerHelper("sum")
     out = out or helper.create_variable_for_type_inference(input[0].dtype)
     helper.append_op("sum", {"X": list(input)}, {"Out": out})
@@ -225,7 +297,7 @@ def assign(input, output=None):
         from .manipulation import assign_value
         return assign_value(input, output)
     helper = LayerHelper("assign")
-    check_variable("assign", "input", input)
+    check_dtype("assign", "input", input, ("bool", *NUMERIC))
     output = output or helper.create_variable_for_type_inference(input.dtype)
     helper.append_op("assign", {"X": input}, {"Out": output})
     return output

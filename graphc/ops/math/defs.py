@@ -161,10 +161,12 @@ def _matmul(c):
     c.check(x.dtype == y.dtype, f"X is {x.dtype} but Y is {y.dtype}")
     xs, ys = list(x.shape), list(y.shape)
     x_vec, y_vec = len(xs) == 1, len(ys) == 1
+    # Paddle's rule: a 1-D X is the row [1, K], a 1-D Y the column [K, 1], and the transpose
+    # flags then apply to them too (a transposed 1-D X is a column: an outer product)
     if x_vec:
-        xs = [xs[0], 1] if c["transpose_X"] else [1, xs[0]]
+        xs = [1, xs[0]]
     if y_vec:
-        ys = [1, ys[0]] if c["transpose_Y"] else [ys[0], 1]
+        ys = [ys[0], 1]
     if c["transpose_X"]:
         xs[-2], xs[-1] = xs[-1], xs[-2]
     if c["transpose_Y"]:
@@ -176,8 +178,18 @@ def _matmul(c):
     n = max(len(bx), len(by))
     bx, by = [1] * (n - len(bx)) + bx, [1] * (n - len(by)) + by
     batch = [broadcast_dim(a, b) for a, b in zip(bx, by)]
-    out = batch + ([] if x_vec else [xs[-2]]) + ([] if y_vec else [ys[-1]])
-    return {"Out": TensorType(tuple(out) or (1,), x.dtype)}
+    return {"Out": TensorType(matmul_out_dims(batch, xs[-2], ys[-1], x_vec, y_vec), x.dtype)}
+
+
+def matmul_out_dims(batch, rows, cols, x_vec: bool, y_vec: bool) -> tuple:
+    """Paddle's matmul output: batch + [rows, cols], the rows dropped when X was 1-D and
+    they are 1, the columns when Y was 1-D and they are 1, and [1] for nothing left."""
+    out = [*batch, rows, cols]
+    if x_vec and out[-2] == 1:
+        del out[-2]
+    if y_vec and out[-1] == 1:
+        del out[-1]
+    return tuple(out) or (1,)
 
 
 def _matmul_lod(attrs, ins, levels, out):

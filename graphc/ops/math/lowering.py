@@ -15,6 +15,7 @@ from ...backends.lod import LoDArray, pad_to_tokens
 from ...backends.lowering import lowering
 from ...backends.selected_rows import SelectedRows, add_to_dense, concat_rows
 from ...ir.shapes import align_for_axis
+from .defs import matmul_out_dims
 
 
 def broadcast_y(x, y, axis: int):
@@ -105,23 +106,19 @@ def _mul(c, X, Y):
 
 @lowering("matmul")
 def _matmul(c, X, Y):
-    x, y = X, Y
-    if x.ndim == 1:
-        x = x[:, None] if c["transpose_X"] else x[None, :]
-    if y.ndim == 1:
-        y = y[None, :] if c["transpose_Y"] else y[:, None]
+    # a 1-D X is a row, a 1-D Y a column, before the transposes (Paddle's rule; defs.py)
+    x = X[None, :] if X.ndim == 1 else X
+    y = Y[:, None] if Y.ndim == 1 else Y
     if c["transpose_X"]:
         x = jnp.swapaxes(x, -1, -2)
     if c["transpose_Y"]:
         y = jnp.swapaxes(y, -1, -2)
     out = jnp.matmul(x, y)
-    if X.ndim == 1:
-        out = out[..., 0, :]
-    if Y.ndim == 1:
-        out = out[..., 0]
     if c["alpha"] != 1.0:
         out = out * jnp.asarray(c["alpha"], out.dtype)
-    return {"Out": out.reshape(out.shape or (1,))}
+    dims = matmul_out_dims(out.shape[:-2], out.shape[-2], out.shape[-1], X.ndim == 1,
+                           Y.ndim == 1)
+    return {"Out": out.reshape(dims)}
 
 
 @lowering("mean")
