@@ -74,7 +74,10 @@ def close_region(b: _Builder, start: RegionStart) -> str | None:
     wrap = _while if kind == "while" else _scan
     captured, kept_names = wrap(b, start, block, reads, keep, k)
     drop_locals(start.mark, captured, keep=[*reads, *(v.name for v in keep), *kept_names])
-    dropped = {v.name for v in candidates} - {v.name for v in keep}
+    # every value the steps produced and the region does not give back is gone, the
+    # non-float ones a while cannot carry included (else a later fetch names a body local)
+    dropped = {v.name for v in b.produced[start.produced:] if v.name in written} - \
+        {v.name for v in keep}
     b.pool = [v for v in b.pool if v.name not in dropped]
     b.produced = [v for v in b.produced if v.name not in dropped]
     return f"{kind}(iterations={k}, {len(captured.ops)} ops, {len(keep)} results)"

@@ -75,6 +75,8 @@ def _matmul(b: _Builder, x: Variable):
     batch = xs[:-2]
     kind = b.pick(["matrix", "self", "vector", "batched"] if batch else
                   ["matrix", "self", "vector"])
+    if kind == "vector":  # Paddle's 1-D Y is the column [K, 1]: transposed it is [1, K]
+        ty = False
     if kind == "self":
         y, ty = x, not tx  # x^T x or x x^T
     else:
