@@ -376,3 +376,27 @@ def test_a_lod_an_op_cannot_take_is_dropped_as_before():
     exe = fluid.Executor(fluid.CPUPlace())
     (got,) = exe.run(main, feed={"x": _lod_feed(data, [[2, 3]])}, fetch_list=[t])
     np.testing.assert_array_equal(got, data.T)
+
+
+def test_a_dense_array_fed_to_a_lod_variable_runs_with_no_lod():
+    # Paddle 1.8 feeds an ndarray to a lod_level=1 variable as a LoDTensor of empty LoD:
+    # ops on rows run; an op that needs sequences is refused naming itself
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[3], dtype="float32", lod_level=1)
+        y = x * 3.0
+        s = fluid.layers.reduce_sum(x)
+    data = np.arange(15, dtype="float32").reshape(5, 3)
+    for got_y, got_s in _both(main, startup, {"x": data}, [y, s]):
+        np.testing.assert_array_equal(got_y, data * 3)
+        np.testing.assert_allclose(got_s, [data.sum()])
+    exe = fluid.Executor(fluid.CPUPlace())
+    yl, _ = exe.run(main, feed={"x": data}, fetch_list=[y, s], return_numpy=False)
+    assert yl.recursive_sequence_lengths() == []
+    assert main.global_block().var("x").lod_level == 1  # the user's program is untouched
+    with fluid.program_guard(main, startup):
+        pooled = fluid.layers.sequence_pool(x, "sum")
+    with pytest.raises(graphc.FeedError, match=r"feed 'x' is declared with lod_level=1 but "
+                                               r"fed a dense array of shape \[5, 3\].*"
+                                               r"sequence_pool"):
+        exe.run(main, feed={"x": data}, fetch_list=[pooled])

@@ -37,6 +37,13 @@ def _fed_lod_level(value) -> int:
     return len(value.recursive_sequence_lengths())
 
 
+def _dense(value) -> bool:
+    """An array, or a LoDTensor whose LoD is empty: a value with no sequences."""
+    if isinstance(value, np.ndarray):
+        return True
+    return type(value) is LoDTensor and not value.recursive_sequence_lengths()
+
+
 def unchecked_feeds(program, feed: dict):
     """(program, feed) for the feeds of variables declared without the feed check
     (``layers.data``: need_check_feed False), which Paddle 1.8 runs as they are fed.
@@ -49,12 +56,20 @@ def unchecked_feeds(program, feed: dict):
 
     A LoDTensor with a LoD fed to a variable declared without one (``lod_level=0``, as
     many of Paddle's own tests declare sequence inputs) keeps its LoD, as in Paddle: the
-    copy declares the variable at the fed level (tokens first), and its ops take that."""
+    copy declares the variable at the fed level (tokens first), and its ops take that.
+    The other way round, a dense array fed to a LoD variable runs with no LoD (Paddle's
+    LoDTensor of an empty LoD): the copy declares it dense, of the fed shape, where every
+    op reading it takes that (an op that needs sequences refuses, naming itself)."""
     block = program.global_block()
     changes = {}
     for name, value in feed.items():
         var = block.vars.get(name)
-        if var is None or not var.is_data or var.lod_level or var.shape is None:
+        if var is None or not var.is_data or var.shape is None:
+            continue
+        if var.lod_level:  # a dense array for a LoD variable: Paddle runs it with no LoD
+            shape = _fed_shape(value) if _dense(value) else None
+            if shape is not None and 0 not in shape:
+                changes[name] = (shape, 0)
             continue
         level = _fed_lod_level(value)
         if var.need_check_feed and not level:
@@ -95,7 +110,16 @@ def _retyped(program, changes: dict):
     ops' outputs take the types inferred from them, in program order."""
     def refused(why: str) -> FeedError:
         name, (shape, level) = next(iter(changes.items()))
-        declared = list(program.global_block().var(name).shape)
+        declared_var = program.global_block().var(name)
+        declared = list(declared_var.shape)
+        if declared_var.lod_level and not level:
+            return FeedError(f"feed '{name}' is declared with lod_level="
+                             f"{declared_var.lod_level} but fed a dense array of shape "
+                             f"{list(shape)}; "
+                             f"Paddle 1.8 runs it with an empty LoD, and graphc re-types the "
+                             f"program for it, but {why}; give a LoDTensor "
+                             f"(fluid.create_lod_tensor(data, recursive_seq_lens, place)) or "
+                             f"feed through a DataFeeder")
         if level:
             return FeedError(f"feed '{name}' carries a LoD of {level} level(s) but the "
                              f"program declares it without one (lod_level=0, shape "
