@@ -2250,3 +2250,10 @@ def pad2d_variable_paddings(c):
     paddings = layers.fill_constant(shape=[4], dtype="int32", value=1)
     return layers.pad2d(c.data("x", c.randn(1, 2, 3, 3)), paddings=paddings, mode="reflect")
 # -- end book
+
+
+# -- cvport: concat of inputs of different ranks (PaddleCV gan's CGAN)
+@grad_case("concat")
+def concat_different_ranks(c):
+    return layers.concat([c.data("a", c.randn(2, 3)), c.data("b", c.randn(2, 2, 1, 1))], axis=1)
+# -- end cvport
