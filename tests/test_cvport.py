@@ -60,3 +60,47 @@ def test_concat_refuses_ranks_whose_columns_do_not_match(shapes, match):
         xs = [fluid.data(f"x{i}", list(s), "float32") for i, s in enumerate(shapes)]
         with pytest.raises(ShapeError, match=match):
             fluid.layers.concat(xs, axis=1)
+
+
+# -- DataLoader: called before its generator is set; per-device LoD feeds ----------------------
+def _lod_program():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 2], "float32", lod_level=1)
+        out = fluid.layers.sequence_pool(x, "sum")
+    return main, x, out
+
+
+def test_a_loader_called_before_its_generator_is_set_is_the_loader_itself():
+    """PaddleCV video keeps ``model.dataloader()`` at build time and sets its generator later:
+    Paddle's call returns the loader, iterating it starts the epoch."""
+    from graphc.io import DataLoader, DataLoaderError
+    main, x, out = _lod_program()
+    loader = DataLoader.from_generator(feed_list=[x], capacity=2, iterable=True)
+    kept = loader()
+    assert kept is loader
+    with pytest.raises(DataLoaderError, match="no generator set"):
+        next(iter(kept))
+    seqs = [np.arange(6, dtype="float32").reshape(3, 2), np.ones((1, 2), "float32")]
+    kept.set_sample_list_generator(lambda: iter([[(s,) for s in seqs]]),
+                                   places=fluid.cpu_places(1))
+    exe = fluid.Executor(fluid.CPUPlace())
+    (data,) = list(kept())
+    (got,) = exe.run(main, feed=data, fetch_list=[out])
+    np.testing.assert_array_equal(got, [[6.0, 9.0], [1.0, 1.0]])
+
+
+def test_a_list_of_per_device_feed_dicts_takes_a_loaders_packed_lod_feeds():
+    """A loader over a list of places yields one feed dict per device; their LoD feeds (packed
+    by the loader's thread) join as the per-device LoDTensors they pack."""
+    from graphc.io import DataLoader
+    main, x, out = _lod_program()
+    loader = DataLoader.from_generator(feed_list=[x], capacity=2, iterable=True)
+    seqs = [np.full((2, 2), 2.0, "float32"), np.full((3, 2), 1.0, "float32")]
+    loader.set_sample_list_generator(lambda: iter([[(s,) for s in seqs]]),
+                                     places=fluid.cpu_places(1))
+    (feeds,) = list(loader())
+    assert isinstance(feeds, list) and len(feeds) == 1
+    compiled = fluid.CompiledProgram(main).with_data_parallel(places=fluid.cpu_places(1))
+    (got,) = fluid.Executor(fluid.CPUPlace()).run(compiled, feed=feeds, fetch_list=[out])
+    np.testing.assert_array_equal(got, [[4.0, 4.0], [3.0, 3.0]])
