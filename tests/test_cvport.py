@@ -104,3 +104,46 @@ def test_a_list_of_per_device_feed_dicts_takes_a_loaders_packed_lod_feeds():
     compiled = fluid.CompiledProgram(main).with_data_parallel(places=fluid.cpu_places(1))
     (got,) = fluid.Executor(fluid.CPUPlace()).run(compiled, feed=feeds, fetch_list=[out])
     np.testing.assert_array_equal(got, [[4.0, 4.0], [3.0, 3.0]])
+
+
+# -- matmul of two LoD values of one LoD (video NeXtVLAD), and by a dense [K, N] Y ------------
+@pytest.mark.parametrize("y_lod", [True, False])
+def test_matmul_of_lod_values_multiplies_token_by_token_on_both_backends(y_lod):
+    """Paddle's matmul of [T, M, K] and [T, K, N] (both sharing one LoD) is one product per
+    token, Out sharing X's LoD; a dense square Y ([K, K], the rank of a [T, K] X) is the matrix
+    every token meets, never paired with the tokens row for row."""
+    from graphc.testing.lod_checks import fd_check, token_loss
+    rng = np.random.default_rng(3)
+    lengths = [[2, 0, 3]]
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        if y_lod:
+            x = fluid.data("x", [-1, 2, 3], "float64", lod_level=1)
+            y = fluid.data("y", [-1, 3, 4], "float64", lod_level=1)
+        else:
+            x = fluid.data("x", [-1, 3], "float64", lod_level=1)
+            y = fluid.data("y", [3, 3], "float64")
+        x.stop_gradient = y.stop_gradient = False
+        out = fluid.layers.matmul(x, y)
+        assert out.lod_level == 1
+        loss, w = token_loss(out, rng)
+    xs = rng.standard_normal((5, 2, 3) if y_lod else (5, 3))
+    ys = rng.standard_normal((5, 3, 4) if y_lod else (3, 3))
+    ref = np.matmul(xs, ys)
+    feed = {"x": fluid.create_lod_tensor(xs, lengths, fluid.CPUPlace()),
+            "y": fluid.create_lod_tensor(ys, lengths, fluid.CPUPlace()) if y_lod else ys, **w}
+    (got,) = fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=[out],
+                                                  return_numpy=False)
+    assert got.recursive_sequence_lengths() == lengths
+    np.testing.assert_allclose(np.array(got), ref, rtol=1e-12)
+    fd_check(main, loss, feed, ["x", "y"], rng, coords=4)
+
+
+def test_matmul_refuses_a_lod_y_beside_a_dense_or_other_rank_x():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        y = fluid.data("y", [-1, 3, 4], "float32", lod_level=1)
+        with pytest.raises(ShapeError, match="needs X a LoD value of the same LoD"):
+            fluid.layers.matmul(fluid.data("x", [-1, 2, 3], "float32"), y)
+        x2 = fluid.data("x2", [-1, 3], "float32", lod_level=1)
+        with pytest.raises(ShapeError, match="needs X a LoD value of the same LoD"):
+            fluid.layers.matmul(x2, fluid.data("y2", [-1, 3], "float32", lod_level=1))

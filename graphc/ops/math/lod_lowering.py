@@ -77,3 +77,38 @@ def _mean(c, X):
 
 
 lod_lowering("mean_grad")(_token_grad(_lod_mean))
+
+
+# -- cvport: matmul of a LoD X by a dense Y or by a LoD Y of the same LoD --------------------
+# Its own rules so that a dense Y is never paired row for row with the tokens (it is the
+# matrix every token meets), and a LoD Y meets X token for token (NeXtVLAD's per-frame
+# [clusters, groups] @ [groups, D]).
+def _matmul_operands(X, Y):
+    x = unwrap(X)
+    if isinstance(Y, LoDArray):
+        y = Y.data
+        if y.shape[0] != x.shape[0]:  # another buffer: its tokens moved into X's
+            y = y[:x.shape[0]] if y.shape[0] > x.shape[0] else jnp.pad(
+                y, [(0, x.shape[0] - y.shape[0])] + [(0, 0)] * (y.ndim - 1))
+        return x, y
+    return x, Y
+
+
+@lod_lowering("matmul")
+def _matmul_lod(c, X, Y):
+    from .lowering import _matmul
+    x, y = _matmul_operands(X, Y)
+    return {"Out": X.masked(_matmul(c, x, y)["Out"])}
+
+
+@lod_lowering("matmul_grad")
+def _matmul_lod_grad(c, **kw):
+    from .lowering import _matmul
+    X, Y = kw["X"], kw["Y"]
+    x, y = _matmul_operands(X, Y)
+    out, vjp = jax.vjp(lambda a, b: _matmul(c, a, b)["Out"], x, y)
+    dx, dy = vjp(unwrap(kw["Out" + GRAD_SUFFIX]).astype(out.dtype).reshape(out.shape))
+    if isinstance(Y, LoDArray):
+        dy = Y.masked(dy[:Y.capacity] if dy.shape[0] >= Y.capacity else jnp.pad(
+            dy, [(0, Y.capacity - dy.shape[0])] + [(0, 0)] * (dy.ndim - 1)))
+    return {"X" + GRAD_SUFFIX: X.masked(dx), "Y" + GRAD_SUFFIX: dy}
