@@ -147,3 +147,18 @@ def test_matmul_refuses_a_lod_y_beside_a_dense_or_other_rank_x():
         x2 = fluid.data("x2", [-1, 3], "float32", lod_level=1)
         with pytest.raises(ShapeError, match="needs X a LoD value of the same LoD"):
             fluid.layers.matmul(x2, fluid.data("y2", [-1, 3], "float32", lod_level=1))
+
+
+def test_set_sample_generator_takes_a_whole_float_batch_size():
+    """PaddleCV metric_learning passes ``train_batch_size / device_count`` (a float)."""
+    from graphc.io import DataLoader, DataLoaderError
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.data("x", [-1, 1], "float32")
+    loader = DataLoader.from_generator(feed_list=[x], capacity=2, iterable=True)
+    samples = [(np.array([float(i)], "float32"),) for i in range(5)]
+    loader.set_sample_generator(lambda: iter(samples), batch_size=4 / 2,
+                                places=fluid.cpu_places(1))
+    got = [np.array(d[0]["x"]).ravel().tolist() for d in loader()]
+    assert got == [[0.0, 1.0], [2.0, 3.0]]
+    with pytest.raises(DataLoaderError, match="whole number"):
+        loader.set_sample_generator(lambda: iter(samples), batch_size=2.5)

@@ -211,6 +211,11 @@ class DataLoader:
         _check_reader(reader, "set_sample_generator")
         if int(batch_size) < 1:
             raise DataLoaderError(f"batch_size must be at least 1, got {batch_size}")
+        # a float of whole value batches as that int, as Paddle's batching (which compares
+        # len(batch) == batch_size): metric_learning passes `batch / device_count`
+        if batch_size != int(batch_size):
+            raise DataLoaderError(f"batch_size must be a whole number, got {batch_size}")
+        batch_size = int(batch_size)
 
         def batches():
             it = iter(reader())
