@@ -162,3 +162,22 @@ def test_set_sample_generator_takes_a_whole_float_batch_size():
     assert got == [[0.0, 1.0], [2.0, 3.0]]
     with pytest.raises(DataLoaderError, match="whole number"):
         loader.set_sample_generator(lambda: iter(samples), batch_size=2.5)
+
+
+def test_fluid_reexports_load_and_set_program_state(tmp_path):
+    """Paddle 1.8's ``fluid.load_program_state``/``fluid.set_program_state`` are fluid.io's."""
+    assert fluid.load_program_state is fluid.io.load_program_state
+    assert fluid.set_program_state is fluid.io.set_program_state
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 2], "float32")
+        fluid.layers.fc(x, 3, param_attr=fluid.ParamAttr(name="w"), bias_attr=False)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    fluid.io.save_persistables(exe, str(tmp_path), main)
+    state = fluid.load_program_state(str(tmp_path))
+    w = np.asarray(fluid.global_scope().find_var("w").get_tensor())
+    np.testing.assert_array_equal(state["w"], w)
+    fluid.set_program_state(main, {"w": np.ones((2, 3), "float32")})
+    np.testing.assert_array_equal(np.asarray(fluid.global_scope().find_var("w").get_tensor()),
+                                  np.ones((2, 3)))
