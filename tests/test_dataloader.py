@@ -249,7 +249,9 @@ def test_misuse():
     main, startup, x, label, loss = build()
     with pytest.raises(DataLoaderError, match="iterable=False"):
         DataLoader.from_generator(feed_list=[x], iterable=False)()  # it feeds exe.run itself
+    unset = DataLoader.from_generator(feed_list=[x])
+    assert unset() is unset  # Paddle's call returns the loader; iterating needs a generator
     with pytest.raises(DataLoaderError, match="no generator set"):
-        DataLoader.from_generator(feed_list=[x])()
+        iter(unset())
     with pytest.raises(DataLoaderError, match="feed_list"):
         DataLoader.from_generator(feed_list=["x"])

@@ -2328,3 +2328,10 @@ def plain_while_rnn_over_lod_steps(c):
 def matmul_vectors_transposed(c, x, y, tx, ty):
     return layers.matmul(c.data("x", c.randn(*x)), c.data("y", c.randn(*y)), tx, ty)
 # -- end unitops
+
+
+# -- cvport: concat of inputs of different ranks (PaddleCV gan's CGAN)
+@grad_case("concat")
+def concat_different_ranks(c):
+    return layers.concat([c.data("a", c.randn(2, 3)), c.data("b", c.randn(2, 2, 1, 1))], axis=1)
+# -- end cvport

@@ -211,6 +211,11 @@ class DataLoader:
         _check_reader(reader, "set_sample_generator")
         if int(batch_size) < 1:
             raise DataLoaderError(f"batch_size must be at least 1, got {batch_size}")
+        # a float of whole value batches as that int, as Paddle's batching (which compares
+        # len(batch) == batch_size): metric_learning passes `batch / device_count`
+        if batch_size != int(batch_size):
+            raise DataLoaderError(f"batch_size must be a whole number, got {batch_size}")
+        batch_size = int(batch_size)
 
         def batches():
             it = iter(reader())
@@ -253,7 +258,15 @@ class DataLoader:
 
     # -- epochs -------------------------------------------------------------------------
     def __call__(self):
-        """Start an epoch: an iterator of feed dicts (lists with ``return_list``)."""
+        """Start an epoch: an iterator of feed dicts (lists with ``return_list``). Before a
+        generator is set, the loader itself, as Paddle's call returns its loader (PaddleCV
+        video keeps ``loader()`` at build time and sets the generator later); iterating it
+        then starts the epoch or names the missing generator."""
+        if self._source is None and self.iterable:
+            return self
+        return self.__iter__()
+
+    def __iter__(self):
         if not self.iterable:
             raise DataLoaderError("this loader was built with iterable=False: it feeds "
                                   "exe.run itself; call loader.start() and run the program "
@@ -262,8 +275,6 @@ class DataLoader:
         self.reset()
         self._epoch = _Epoch(self, _Placement(self._places))
         return self._epoch
-
-    __iter__ = __call__
 
     def _check_source(self) -> None:
         if self._source is None:

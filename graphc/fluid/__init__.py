@@ -104,6 +104,9 @@ Tensor = LoDTensor
 
 # -- issue 25: framework surface
 from . import install_check, profiler  # noqa: E402,F401  (fluid.profiler.profiler(...))
+
+# cvport: Paddle 1.8's fluid re-exports fluid.io's (PaddleCV video loads weights with them)
+from .paddle_io import load_program_state, set_program_state  # noqa: E402
 from .transpiler.memory_optimization_transpiler import (  # noqa: E402
     memory_optimize,
     release_memory,
@@ -134,6 +137,7 @@ __all__ = [
     "initializer", "io", "is_compiled_with_cuda", "layers", "load", "metrics", "name_scope",
     "nets", "one_hot", "optimizer", "parallel_executor", "param_attr", "program_guard",
     "reader", "regularizer", "require_version", "save", "scope_guard", "unique_name",
+    "load_program_state", "set_program_state",
 ]
 
 

@@ -193,7 +193,10 @@ def pack_feeds(items: dict, parts: int = 1, iterations: int | None = None,
 def concat_lod(name: str, values: list) -> LoDTensor:
     """Per-device LoDTensors (Paddle's per-device feed list) as one LoDTensor, device ``i``'s
     sequences after device ``i - 1``'s; every device must hold the same number of them, so
-    packing with ``parts = len(values)`` gives device ``i`` exactly its own."""
+    packing with ``parts = len(values)`` gives device ``i`` exactly its own. A loader's
+    per-device PackedLoD (a list of feed dicts from ``loader()`` over several places) reads
+    as the LoDTensor it packs."""
+    values = [v._tensor() if isinstance(v, PackedLoD) else v for v in values]
     for i, v in enumerate(values):
         if not isinstance(v, LoDTensor):
             raise FeedError(f"feed dict of device {i}: feed '{name}' is a LoD feed: give a "

@@ -196,6 +196,13 @@ def _matmul_lod(attrs, ins, levels, out):
     """A LoD X multiplies token by token (Paddle's matmul shares X's LoD with Out: gru4rec
     scores every token against all items): dim 0 must stay the tokens."""
     x, y, o = ins["X"][0], ins["Y"][0], out["Out"][0]
+    if "Y" in levels:
+        # both LoD (NeXtVLAD's [T, clusters, groups] @ [T, groups, D]): a batch of one
+        # product per token, the batch dimension the tokens they share
+        if levels.get("X") != levels["Y"] or min(x.rank, y.rank) < 3 or x.rank != y.rank:
+            raise ShapeError(f"matmul of the LoD value {y} as Y needs X a LoD value of the "
+                             f"same LoD and rank (one product per token), got X {x}")
+        return out
     if x.rank < 2 or (attrs["transpose_X"] and x.rank == 2) or y.rank > 2 or \
             o.shape[0] != x.shape[0]:
         raise ShapeError(f"matmul of the LoD value {x} by {y} must keep one row per token "
@@ -206,7 +213,8 @@ def _matmul_lod(attrs, ins, levels, out):
 
 register("matmul", "X Y", "Out",
          {"transpose_X": ("bool", False), "transpose_Y": ("bool", False), "alpha": ("float", 1.0)},
-         infer=_matmul, lod_inputs=("X",), lod_fixup=_matmul_lod,
+         infer=_matmul, lod_inputs=("X", "Y"), lod_outputs={"Out": ("X",)},
+         lod_fixup=_matmul_lod,
          doc="Out = alpha * op(X) @ op(Y), batched with broadcasting")
 
 

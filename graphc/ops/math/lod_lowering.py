@@ -1,6 +1,5 @@
-"""LoD rules of math's reductions over tokens (mean, reduce_mean/max/min): statistics of the
-real tokens only, never of the padding rows (docs/lod.md). reduce_sum needs none: padding rows
-hold zeros, so its dense rule on the tokens is already exact.
+"""LoD rules of math's reductions over tokens (mean, reduce_mean/max/min: statistics of the
+real tokens only, docs/lod.md; reduce_sum needs none) and of matmul (token by token).
 """
 
 from __future__ import annotations
@@ -11,6 +10,7 @@ import jax.numpy as jnp
 from ...backends.lod import LoDArray, unwrap
 from ...backends.lowering import lod_lowering
 from ...ir.grad_defs import GRAD_SUFFIX
+from .lowering import _matmul
 
 _REDUCERS = {"reduce_mean": jnp.mean, "reduce_max": jnp.max, "reduce_min": jnp.min}
 
@@ -77,3 +77,36 @@ def _mean(c, X):
 
 
 lod_lowering("mean_grad")(_token_grad(_lod_mean))
+
+
+# -- cvport: matmul of a LoD X by a dense Y or by a LoD Y of the same LoD --------------------
+# Its own rules so that a dense Y is never paired row for row with the tokens (it is the
+# matrix every token meets), and a LoD Y meets X token for token (NeXtVLAD's per-frame
+# [clusters, groups] @ [groups, D]).
+def _rows(v, n: int):
+    """``v`` cut or zero-padded to ``n`` rows (a LoD operand in a buffer of another size)."""
+    if v.shape[0] >= n:
+        return v[:n]
+    return jnp.pad(v, [(0, n - v.shape[0])] + [(0, 0)] * (v.ndim - 1))
+
+
+def _matmul_operands(X, Y):
+    x = unwrap(X)
+    return x, (_rows(Y.data, x.shape[0]) if isinstance(Y, LoDArray) else Y)
+
+
+@lod_lowering("matmul")
+def _matmul_lod(c, X, Y):
+    x, y = _matmul_operands(X, Y)
+    return {"Out": X.masked(_matmul(c, x, y)["Out"])}
+
+
+@lod_lowering("matmul_grad")
+def _matmul_lod_grad(c, **kw):
+    X, Y = kw["X"], kw["Y"]
+    x, y = _matmul_operands(X, Y)
+    out, vjp = jax.vjp(lambda a, b: _matmul(c, a, b)["Out"], x, y)
+    dx, dy = vjp(unwrap(kw["Out" + GRAD_SUFFIX]).astype(out.dtype).reshape(out.shape))
+    if isinstance(Y, LoDArray):
+        dy = Y.masked(_rows(dy, Y.capacity))
+    return {"X" + GRAD_SUFFIX: X.masked(dx), "Y" + GRAD_SUFFIX: dy}

@@ -62,6 +62,17 @@ def _transpose2(c):
 register("transpose2", "X", "Out XShape?", {"axis": "ints"}, infer=_transpose2, **_KEEP_ROWS)
 
 
+def _check_concat_rank(c, first, t, axis):
+    """An input of another rank than the first (Paddle's kernel views every input as rows by
+    columns, rows the first input's dimensions before axis): it concatenates as the first
+    input's rank when its dimensions after axis hold as many elements as the first's."""
+    mine = prod_or_unknown(t.shape[axis + 1:])
+    theirs = prod_or_unknown(first.shape[axis + 1:])
+    c.check(t.rank > axis and mine >= 0 and mine == theirs,
+            f"inputs {list(first.shape)} and {list(t.shape)} differ in rank, and the second's "
+            f"dimensions after axis {axis} do not hold the first's {list(first.shape[axis + 1:])}")
+
+
 def _concat(c):
     xs = c.xs("X")
     first = xs[0]
@@ -69,10 +80,12 @@ def _concat(c):
     total = 0
     for t in xs:
         c.check(t.dtype == first.dtype, f"inputs mix {first.dtype} and {t.dtype}")
+        if t.rank != first.rank:
+            _check_concat_rank(c, first, t, axis)
         pairs = enumerate(zip(t.shape, first.shape))
-        c.check(t.rank == first.rank and all(
-            i == axis or a == b or a < 0 or b < 0 for i, (a, b) in pairs),
-            f"inputs {list(first.shape)} and {list(t.shape)} differ off axis {axis}")
+        c.check(all(i == axis or a == b or a < 0 or b < 0 for i, (a, b) in pairs
+                    if i <= axis or t.rank == first.rank),
+                f"inputs {list(first.shape)} and {list(t.shape)} differ off axis {axis}")
         total = -1 if total < 0 or t.shape[axis] < 0 else total + t.shape[axis]
     shape = list(first.shape)
     shape[axis] = total

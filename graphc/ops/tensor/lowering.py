@@ -53,7 +53,12 @@ def _transpose2(c, X):
 
 @lowering("concat")
 def _concat(c, X):
-    return {"Out": jnp.concatenate(X, axis=c["axis"])}
+    # an input of another rank than the first was checked to hold the first's trailing
+    # dimensions after axis (Paddle's rows-by-columns view): give it the first's rank
+    axis = c["axis"] % X[0].ndim
+    lead, tail = X[0].shape[:axis], X[0].shape[axis + 1:]
+    xs = [x if x.ndim == X[0].ndim else x.reshape(*lead, x.shape[axis], *tail) for x in X]
+    return {"Out": jnp.concatenate(xs, axis=axis)}
 
 
 @lowering("split")
