@@ -7,7 +7,7 @@ import numbers
 
 from .errors import ArgumentTypeError, ArgumentValueError
 
-__all__ = ["ProgramCompat", "kept_op_indices"]
+__all__ = ["ProgramCompat", "kept_op_indices", "pruned_copy"]
 
 _DIST_INFO = ("_is_distributed", "_is_chief", "_endpoints", "_ps_endpoint",
               "_trainers_endpoints", "_distributed_lookup_table")
@@ -44,6 +44,19 @@ class _ProgramDesc:
 
     def num_blocks(self) -> int:
         return self._program.num_blocks
+
+
+def pruned_copy(program, kept: tuple, feeds: set[str]):
+    """A clone of ``program`` whose global block keeps the ops at ``kept``; a fed
+    intermediate becomes data there (its producers are gone)."""
+    pruned = program.clone()
+    pblock = pruned.global_block()
+    pblock.ops = [pblock.ops[i] for i in kept]
+    for name in feeds:
+        var = pblock.vars.get(name)
+        if var is not None and not var.is_data:
+            var.is_data = var.need_check_feed = True
+    return pruned
 
 
 class ProgramCompat:
@@ -116,13 +129,8 @@ class ProgramCompat:
         block = self.global_block()
         feeds = set(feeded_var_names)
         kept = kept_op_indices(block, feeds, names, ops)
-        pruned = self.clone()
+        pruned = pruned_copy(self, kept, feeds)
         pblock = pruned.global_block()
-        pblock.ops = [pblock.ops[i] for i in kept]
-        for name in feeds:  # a fed intermediate is data now: its producers are gone
-            var = pblock.vars.get(name)
-            if var is not None and not var.is_data:
-                var.is_data = var.need_check_feed = True
         # as Paddle's prune, the variables no kept op uses go too (saving the pruned
         # program's persistables saves what it reads, not the optimizer's state)
         used = feeds | names | {n for op in pblock.ops

@@ -8,7 +8,7 @@ from weakref import WeakKeyDictionary
 
 from ..ir.errors import GraphcError
 from ..ir.program import Operator, Program, Variable
-from ..ir.program_compat import kept_op_indices
+from ..ir.program_compat import kept_op_indices, pruned_copy
 
 
 def split_fetch_list(fetch_list) -> tuple[list, list[Operator]]:
@@ -76,13 +76,7 @@ class Pruner:
         entries = self._cache.setdefault(program, {})
         pruned = entries.get(key)
         if pruned is None:
-            pruned = program.clone()
-            pblock = pruned.global_block()
-            pblock.ops = [pblock.ops[i] for i in kept]
-            for name in feeds:  # a fed intermediate is data now: its producers are gone
-                var = pblock.vars.get(name)
-                if var is not None and not var.is_data:
-                    var.is_data = var.need_check_feed = True
+            pruned = pruned_copy(program, kept, feeds)
             pruned._bump()
             entries.clear()  # one pruned form per program at a time: the latest asked
             entries[key] = pruned
