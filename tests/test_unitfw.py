@@ -336,37 +336,9 @@ def _lod_feed(data, lengths):
     return t
 
 
-def test_a_lod_fed_to_a_variable_declared_without_one_keeps_its_lod():
-    # Paddle 1.8 carries a fed LoD whatever layers.data declared (many of its own tests
-    # declare sequence inputs with lod_level=0): the rows' ops keep it, fetched LoDTensors
-    # show it; the numbers are the dense ones.
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        x = fluid.layers.data("x", shape=[3], dtype="float32")
-        y = fluid.layers.fc(x, 2, bias_attr=False)
-        z = x * 2.0
-    data = np.arange(15, dtype="float32").reshape(5, 3)
-    feed = {"x": _lod_feed(data, [[2, 3]])}
-    program, _ = unchecked_feeds(main, feed)
-    assert program is not main and program.global_block().var("x").lod_level == 1
-    assert main.global_block().var("x").lod_level == 0  # the user's program is untouched
-    exe = fluid.Executor(fluid.CPUPlace())
-    with fluid.scope_guard(fluid.Scope()):
-        exe.run(startup)
-        yl, zl = exe.run(main, feed=feed, fetch_list=[y, z], return_numpy=False)
-        w = np.array(fluid.global_scope().find_var(
-            main.global_block().all_parameters()[0].name).get_tensor())
-        (yd,) = exe.run(main, feed={"x": data}, fetch_list=[y])
-    assert yl.recursive_sequence_lengths() == [[2, 3]]
-    assert zl.recursive_sequence_lengths() == [[2, 3]]
-    np.testing.assert_allclose(np.array(yl), data @ w, rtol=1e-6)
-    np.testing.assert_allclose(np.array(yl), yd, rtol=1e-6)
-    np.testing.assert_array_equal(np.array(zl), data * 2)
-
-
-def test_a_lod_an_op_cannot_take_is_dropped_as_before():
-    # transpose across the tokens takes no LoD: the rows run as a dense feed (graphc's
-    # behaviour for every such feed before), not a refused run
+def test_a_lod_fed_to_a_variable_declared_without_one_runs_its_rows():
+    # the LoD is dropped, as before: carrying it would mix a LoD buffer with dense rows
+    # beside it (the recommender chapter feeds one-row LoDs to its dense id inputs)
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
         x = fluid.layers.data("x", shape=[3], dtype="float32")

@@ -1,5 +1,5 @@
 """Feeds shaped otherwise than a ``fluid.layers.data`` declaration: Paddle 1.8 checks a fed
-shape (and carries a fed LoD) whatever ``layers.data`` declared, so graphc re-types a copy."""
+shape only where ``need_check_feed`` is set (``fluid.data``), so graphc re-types a copy."""
 
 from __future__ import annotations
 
@@ -30,13 +30,6 @@ def _fed_shape(value):
         return None
 
 
-def _fed_lod_level(value) -> int:
-    """The LoD level a fed LoDTensor carries (0: none, or not a LoDTensor)."""
-    if type(value) is not LoDTensor:
-        return 0
-    return len(value.recursive_sequence_lengths())
-
-
 def _dense(value) -> bool:
     """An array, or a LoDTensor whose LoD is empty: a value with no sequences."""
     if isinstance(value, np.ndarray):
@@ -54,12 +47,11 @@ def unchecked_feeds(program, feed: dict):
     the program whose ops take the types inferred from the fed shape; copies are kept on
     the program per (version, shapes).
 
-    A LoDTensor with a LoD fed to a variable declared without one (``lod_level=0``, as
-    many of Paddle's own tests declare sequence inputs) keeps its LoD, as in Paddle: the
-    copy declares the variable at the fed level (tokens first), and its ops take that.
-    The other way round, a dense array fed to a LoD variable runs with no LoD (Paddle's
-    LoDTensor of an empty LoD): the copy declares it dense, of the fed shape, where every
-    op reading it takes that (an op that needs sequences refuses, naming itself)."""
+    A dense array fed to a LoD variable runs with no LoD (Paddle's LoDTensor of an empty
+    LoD): the copy declares it dense, of the fed shape, where every op reading it takes
+    that (an op that needs sequences refuses, naming itself). A LoD fed to a variable
+    declared without one is dropped (its rows run), as before: carrying it would mix LoD
+    buffers with the dense rows beside them (concat of a fed user id with dense features)."""
     block = program.global_block()
     changes = {}
     for name, value in feed.items():
@@ -71,17 +63,13 @@ def unchecked_feeds(program, feed: dict):
             if shape is not None and 0 not in shape:
                 changes[name] = (shape, 0)
             continue
-        level = _fed_lod_level(value)
-        if var.need_check_feed and not level:
+        if var.need_check_feed:
             continue
         if isinstance(value, np.ndarray) and value.dtype != np.dtype(var.dtype) and \
                 var.dtype != "bfloat16":
             feed = {**feed, name: convert_feed(name, value, var.dtype)}
         shape = _fed_shape(value)
-        if level:  # (tokens first: a LoD variable's leading dimension is its token count)
-            rows = shape[1:] if shape is not None and len(shape) > 1 else tuple(var.shape[1:])
-            changes[name] = ((-1, *rows), level)
-        elif shape is not None and 0 not in shape and \
+        if shape is not None and 0 not in shape and \
                 not dims_compatible(shape, tuple(var.shape)):
             changes[name] = (shape, 0)
     if not changes:
@@ -92,15 +80,7 @@ def unchecked_feeds(program, feed: dict):
     if hit is None:
         if len(copies) >= _COPIES_PER_PROGRAM:
             copies.clear()
-        try:
-            hit = _retyped(program, changes)
-        except FeedError:
-            # An op that takes no LoD: the LoD is dropped and the rows run as before
-            # (what graphc did for every such feed), rather than refusing the run.
-            shaped = {n: c for n, c in changes.items() if not c[1]}
-            if len(shaped) == len(changes):
-                raise
-            hit = _retyped(program, shaped) if shaped else program
+        hit = _retyped(program, changes)
         copies[key] = hit
     return hit, feed
 
@@ -109,10 +89,10 @@ def _retyped(program, changes: dict):
     """A copy of ``program`` whose fed variables have the shapes in ``changes`` and whose
     ops' outputs take the types inferred from them, in program order."""
     def refused(why: str) -> FeedError:
-        name, (shape, level) = next(iter(changes.items()))
+        name, (shape, _level) = next(iter(changes.items()))
         declared_var = program.global_block().var(name)
         declared = list(declared_var.shape)
-        if declared_var.lod_level and not level:
+        if declared_var.lod_level:
             return FeedError(f"feed '{name}' is declared with lod_level="
                              f"{declared_var.lod_level} but fed a dense array of shape "
                              f"{list(shape)}; "
@@ -120,11 +100,6 @@ def _retyped(program, changes: dict):
                              f"program for it, but {why}; give a LoDTensor "
                              f"(fluid.create_lod_tensor(data, recursive_seq_lens, place)) or "
                              f"feed through a DataFeeder")
-        if level:
-            return FeedError(f"feed '{name}' carries a LoD of {level} level(s) but the "
-                             f"program declares it without one (lod_level=0, shape "
-                             f"{declared}); Paddle 1.8 keeps a fed LoD, and graphc re-types "
-                             f"the program for it, but {why}")
         return FeedError(f"feed '{name}' has shape {list(shape)} but the program declares "
                          f"{declared} (-1 matches any size); Paddle 1.8 runs a layers.data "
                          f"variable with the shape fed, and graphc re-types the program for "
@@ -134,7 +109,7 @@ def _retyped(program, changes: dict):
         raise refused("not one with ops outside the global block")
     copy = program.clone()
     block = copy.global_block()
-    for name, (shape, level) in changes.items():
+    for name, (shape, level) in changes.items():  # (level: 0, a LoD variable fed dense)
         var = block.var(name)
         var._set_type(shape, lod_level=level)
         var.need_check_feed = True  # the copy is made for exactly this shape
