@@ -131,6 +131,15 @@ def strangers(endpoints: list[str], server: int, big: int) -> list[str]:
     hello = {"job": zmq_link.JOB, "role": "TRAINER", "index": 7, "endpoints": endpoints,
              "trainers": 2}
     try:
+        # the raw peer first: the zmq strangers' refused sends can take seconds, and a short
+        # job may be over by then (a refused connection to a finished server proves nothing)
+        host, port = endpoint.rsplit(":", 1)
+        try:
+            with socket.create_connection((host, int(port)), timeout=2) as raw:
+                raw.settimeout(2)
+                raw.sendall(b"\xff" * (1 << 20))
+        except OSError:
+            pass  # the server closed it (or the job already ended)
         socks = [ctx.socket(zmq.DEALER) for _ in range(3)]
         keys = settings.job_keys(b"not the job's secret")
         socks[0].curve_serverkey = keys["server"][0]
@@ -146,13 +155,6 @@ def strangers(endpoints: list[str], server: int, big: int) -> list[str]:
                                  json.dumps(hello).encode()])
             _send_or_give_up(s, [zmq_link.HEADER.pack(zmq_link.MAGIC, 41), b"\0" * 24])
         _send_or_give_up(socks[2], [b"\0" * big])
-        host, port = endpoint.rsplit(":", 1)
-        with socket.create_connection((host, int(port))) as raw:
-            raw.settimeout(2)
-            try:
-                raw.sendall(b"\xff" * (1 << 20))
-            except OSError:
-                pass  # the server closed it
         for s in socks[:2]:
             got.append(s.recv_multipart()[-1].decode() if s.poll(1500) else "nothing")
         for s in socks:

@@ -332,12 +332,6 @@ def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=Non
     changing the state once the condition is false, differentiated by ``jax.vjp`` (exact: the
     same body, the same trip count). A loop that ran longer than the bound is refused."""
     carry, aux, xs, xaux = (list(v or ()) for v in (Carry, Aux, X, XAux))
-    lod_carried = [str(k) for k, v in enumerate(carry) if _lod_array(v)]
-    if lod_carried:  # their buffers widen and their LoDs change: no replay keeps them
-        raise ShapeError(f"{c.where}: gradients through a loop that carries an array of LoD "
-                         f"values (Carry {', '.join(lod_carried)}: {carry[int(lod_carried[0])]})"
-                         " are not supported; decoding loops run without backward "
-                         "(docs/control_flow.md)")
     bound = c["max_iterations"] or DEFAULT_MAX_ITERATIONS
     douts = kw.get("Out" + GRAD_SUFFIX) or [None] * len(carry)
     cond = _cond_of(c, len(carry))
@@ -347,6 +341,7 @@ def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=Non
     def replay(carry_data, xs_data):
         carry_in, xs_in = _rebuild(carry_data, carry_len), _rebuild(xs_data, xs_len)
         step, state = _counted(c, _body_step(c, (*xs_in, *xaux)), (*carry_in, *aux))
+        _refuse_widening(c, state[:len(carry)], _size_arrays(step, state)[:len(carry)])
         final, unfinished, (checks, acc) = _masked_loop(state, step, cond, bound)
         traced["checks"] = checks  # which checks acc summarises: known once traced
         return tuple(_data_of(v) for v in final[:len(carry)]), (unfinished, acc)
@@ -369,6 +364,20 @@ def _while_grad(c, Carry=None, Aux=None, X=None, XAux=None, Out=None, AuxOut=Non
     if "X" + GRAD_SUFFIX in c.out_types:
         result["X" + GRAD_SUFFIX] = _rebuild(dxs, xs_len)
     return result
+
+
+def _refuse_widening(c, carry, sized) -> None:
+    """A carried array of LoD values whose buffers the body widens (a mixed array's dense
+    rows, then a beam's candidates) has no replay that keeps its buffers: refused by name.
+    Arrays that keep theirs (lod_tensor_to_array's steps, a DynamicRNN's memories) pass."""
+    widened = [str(k) for k, (v, s) in enumerate(zip(carry, sized))
+               if _lod_array(v) and not _unsized(v) and
+               tuple(v.data.data.shape) != tuple(s.data.data.shape)]
+    if widened:
+        raise ShapeError(f"{c.where}: gradients through a loop that carries an array of LoD "
+                         f"values whose buffers widen (Carry {', '.join(widened)}: "
+                         f"{carry[int(widened[0])]}) are not supported; decoding loops run "
+                         "without backward (docs/control_flow.md)")
 
 
 def _bound_message(c) -> str:
