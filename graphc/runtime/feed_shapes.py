@@ -41,8 +41,11 @@ def unchecked_feeds(program, feed: dict):
     """(program, feed) for the feeds of variables declared without the feed check
     (``layers.data``: need_check_feed False), which Paddle 1.8 runs as they are fed.
 
-    An array of another dtype converts to the declared one (graphc compiles declared types;
-    a conversion that would change a value is refused as for a list). A shape the
+    An array of another dtype converts to the declared one (graphc compiles declared types):
+    floats round to a narrower float type as numpy's ``astype`` (float64 0.1 becomes float32
+    0.1; a float64 beyond float32's range becomes inf); a conversion that would change an
+    integer (a fraction, out of range) or mix bools and numbers is refused as for a list
+    (``convert_feed``). A shape the
     declaration does not admit (a sample fed without its batch dimension) gives a copy of
     the program whose ops take the types inferred from the fed shape; copies are kept on
     the program per (version, shapes).
