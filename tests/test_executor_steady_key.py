@@ -8,7 +8,7 @@ import gc
 
 import numpy as np
 import pytest
-from test_executor_fast_path import classifier, good_feed, reference_losses, snapshot
+from test_executor_fast_path import BAD_FEEDS, classifier, good_feed, reference_losses, snapshot
 
 import graphc
 from graphc import layers, optimizer
@@ -39,14 +39,7 @@ def _replayed(startup, main, runs):
             for f, names in runs]
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda f: f.update(x=f["x"].astype(np.float64)), "has dtype float64"),
-    (lambda f: f.update(x=f["x"][:, :2]), r"has shape \[5, 2\]"),
-    (lambda f: f.update(x=f["x"][:0], label=f["label"][:0]), "an empty batch"),
-    (lambda f: f.pop("label"), "missing feed 'label'"),
-    (lambda f: f.update(y=f["x"]), "feed 'y' is not a variable"),
-    (lambda f: f.update(label=[[0.5]] * 5), "would change"),
-])
+@pytest.mark.parametrize("change, message", BAD_FEEDS)
 def test_feed_checks_hold_on_the_first_try(steady, change, message):
     main, _, loss, scope, exe = steady
     before = snapshot(scope)
