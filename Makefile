@@ -24,7 +24,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check graphc tests benchmarks examples/mlp_model.py
 
 test: $(STAMP) lint
-	$(PY) -m pytest -q -n 2 --dist loadgroup tests
+	$(PY) -m pytest -q -n 2 --dist loadgroup --durations=25 tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_lowering.py
