@@ -9,7 +9,7 @@ import pytest
 
 import graphc as fluid
 from graphc import layers
-from graphc.fluid import DataFeeder
+from graphc.fluid import DataFeeder, LoDTensor, core
 from graphc.runtime.executor import FeedError
 
 pytestmark = pytest.mark.timeout(120)
@@ -33,9 +33,17 @@ def test_feed_converts_and_reshapes_and_runs():
     main, startup, img, label, pred = build()
     batch = samples(3)
     feeder = DataFeeder(feed_list=[img, label], place=fluid.CPUPlace())
-    feed = feeder.feed(batch)
-    assert feed["img"].dtype == np.float32 and feed["img"].shape == (3, 1, 2, 2)
-    assert feed["label"].dtype == np.int64 and feed["label"].shape == (3, 1)
+    fed_tensors = feeder.feed(batch)
+    # Paddle 1.8's feeder returns LoDTensors, a dense variable's with an empty LoD
+    for name, dims in (("img", [3, 1, 2, 2]), ("label", [3, 1])):
+        t = fed_tensors[name]
+        assert isinstance(t, LoDTensor) and t.lod() == [] and t.shape() == dims
+        assert t.recursive_sequence_lengths() == [] and t._get_dims() == dims
+        assert t.has_valid_recursive_sequence_lengths()
+    assert fed_tensors["img"]._dtype() == core.VarDesc.VarType.FP32
+    assert fed_tensors["label"]._dtype() == core.VarDesc.VarType.INT64
+    feed = {k: np.array(v) for k, v in fed_tensors.items()}
+    assert feed["img"].dtype == np.float32 and feed["label"].dtype == np.int64
     np.testing.assert_array_equal(feed["img"].reshape(3, 4),
                                   np.array([s[0] for s in batch], "float32"))
     np.testing.assert_array_equal(feed["label"][:, 0], [s[1] for s in batch])
@@ -47,9 +55,13 @@ def test_feed_converts_and_reshapes_and_runs():
     assert by_name.feed_names == ["img", "label"]
     exe, scope = fluid.Executor(), fluid.Scope()
     exe.run(startup, scope=scope)
-    got = exe.run(main, feed=feed, fetch_list=[pred], scope=scope)[0]
+    got = exe.run(main, feed=fed_tensors, fetch_list=[pred], scope=scope)[0]
     w, b = np.asarray(scope["fc_0.w_0"]), np.asarray(scope["fc_0.b_0"])
     np.testing.assert_allclose(got, feed["img"].reshape(3, 4) @ w + b, rtol=1e-5, atol=1e-6)
+    # the feeder's tensors and plain arrays run alike, with return_numpy=False too
+    again = exe.run(main, feed=feed, fetch_list=[pred], scope=scope, return_numpy=False)[0]
+    assert isinstance(again, LoDTensor) and again.lod() == []
+    np.testing.assert_array_equal(np.array(again), got)
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -99,7 +111,7 @@ def test_feed_parallel_and_decorate_reader():
         list(feeder.feed_parallel(batches[:3], num_places=2))
 
     single = list(feeder.decorate_reader(lambda: iter(batches), multi_devices=False)())
-    assert len(single) == 5 and single[4]["img"].shape == (2, 1, 2, 2)
+    assert len(single) == 5 and single[4]["img"].shape() == [2, 1, 2, 2]
     multi = list(feeder.decorate_reader(lambda: iter(batches), multi_devices=True,
                                         num_places=2)())
     assert len(multi) == 2 and all(len(m) == 2 for m in multi)  # the fifth is dropped
@@ -169,3 +181,53 @@ def test_wrong_argument_types_are_feed_errors():
         with pytest.raises(FeedError, match="num_places must be a whole number >= 1"):
             list(feeder.feed_parallel([], num_places=bad))
     assert feeder._get_number_of_places_(np.int64(2)) == 2
+
+
+# -- host25: the feeder's LoDTensors as Paddle 1.8 scripts use them ----------------------------
+
+def test_feeder_tensors_and_fetches_answer_paddles_lodtensor_methods():
+    """A script reads the feeder's values and ``return_numpy=False`` fetches with LoDTensor's
+    methods: LoD slots keep their lengths, dense ones have an empty LoD, every fetch (LoD or
+    dense) is a LoDTensor; the storage methods (dims, layout, alloc) act as Paddle's."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        img = fluid.data("img", [-1, 1, 2, 2])
+        words = fluid.data("words", [-1, 1], "int64", lod_level=1)
+        emb = layers.embedding(words, size=[7, 3])
+        pooled = layers.sequence_pool(emb, "sum")
+        out = layers.elementwise_add(layers.fc(img, 3), pooled)
+    feeder = DataFeeder([img, words], fluid.CPUPlace(), program=main)
+    fed = feeder.feed([([0.5] * 4, [1, 2, 3]), ([1.0] * 4, [4])])
+    assert fed["words"].recursive_sequence_lengths() == [[3, 1]]
+    assert fed["words"].lod() == [[0, 3, 4]] and fed["words"].shape() == [4, 1]
+    assert fed["img"].lod() == [] and fed["img"].shape() == [2, 1, 2, 2]
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    table = np.asarray(scope[main.all_parameters()[0].name])
+    got_out, got_emb, got_pooled = exe.run(main, feed=fed, fetch_list=[out, emb, pooled],
+                                           scope=scope, return_numpy=False)
+    for t in (got_out, got_emb, got_pooled):
+        assert isinstance(t, LoDTensor) and t.has_valid_recursive_sequence_lengths()
+    assert got_emb.recursive_sequence_lengths() == [[3, 1]] and got_emb.lod() == [[0, 3, 4]]
+    np.testing.assert_allclose(np.array(got_emb), table[[1, 2, 3, 4]], rtol=1e-6)
+    assert got_pooled.lod() == [] and got_out.recursive_sequence_lengths() == []
+    np.testing.assert_allclose(np.array(got_pooled), [table[1:4].sum(0), table[4]], rtol=1e-6)
+    assert got_out._get_dims() == [2, 3] and got_out._dtype() == core.VarDesc.VarType.FP32
+    assert got_out._place() == fluid.CPUPlace() and "shape: [2, 3]" in str(got_out)
+    # storage methods: dims, then an int buffer of them, layouts Paddle knows
+    t = LoDTensor()
+    assert not t._is_initialized() and "uninitialized" in str(t)
+    t._set_dims([2, 3])
+    t._alloc_int(fluid.CPUPlace())
+    assert np.array(t).dtype == np.int32 and t._get_dims() == [2, 3]
+    t._mutable_data(fluid.CPUPlace(), core.VarDesc.VarType.FP64)
+    assert t._dtype() == "float64" and t.shape() == [2, 3]
+    t._set_layout("NHWC")
+    from graphc.ir.errors import GraphcError
+    with pytest.raises(GraphcError, match="unknown layout 'NWHC'"):
+        t._set_layout("NWHC")
+    t.set(np.arange(6, dtype="float32").reshape(6, 1), fluid.CPUPlace())
+    t.set_lod([[0, 2, 6]])
+    assert t.recursive_sequence_lengths() == [[2, 4]] and t.has_valid_recursive_sequence_lengths()
+    t.set_recursive_sequence_lengths([[1, 2]])  # its rows are checked when it is fed
+    assert not t.has_valid_recursive_sequence_lengths()

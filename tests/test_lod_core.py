@@ -366,7 +366,7 @@ def test_data_feeder_builds_lod_feeds_from_variable_length_samples():
     assert feed["words"].recursive_sequence_lengths() == [[3, 0, 1]]
     assert np.array(feed["words"]).tolist() == [[4], [5], [6], [7]]
     assert feed["nested"].recursive_sequence_lengths() == [[2, 1, 0], [1, 0, 2]]
-    assert np.array(feed["nested"]).shape == (3, 2) and feed["label"].shape == (3, 1)
+    assert np.array(feed["nested"]).shape == (3, 2) and feed["label"].shape() == [3, 1]
     pooled = layers.sequence_pool(layers.embedding(words, [8, 2]), "sum")
     exe = graphc.Executor()
     exe.run(graphc.default_startup_program())

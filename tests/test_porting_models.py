@@ -243,7 +243,7 @@ def test_data_feeder_parses_numeric_strings():
     feeder = fluid.DataFeeder(_feed_vars(), fluid.CPUPlace())
     feed = feeder.feed([(["7"], ["0.5", "2"], ["1", "2", "3"]), (["12"], ["1e-1", "-3"], ["4"])])
     np.testing.assert_array_equal(feed["ids"], [[7], [12]])
-    assert feed["ids"].dtype == np.int64 and feed["score"].dtype == np.float32
+    assert np.array(feed["ids"]).dtype == np.int64 and np.array(feed["score"]).dtype == np.float32
     np.testing.assert_allclose(feed["score"], [[0.5, 2], [0.1, -3]])
     np.testing.assert_array_equal(np.array(feed["seq"]).reshape(-1), [1, 2, 3, 4])
     assert feed["seq"].recursive_sequence_lengths() == [[3, 1]]

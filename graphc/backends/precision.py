@@ -75,19 +75,37 @@ def at_graphc_precision(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+# (swap, put back) of the thread's x64 setting, or (None, None) where JAX's context does
+# more than that (an update hook) or has no such methods
+_X64_SWAP = ((getattr(_X64, "swap_local", None), getattr(_X64, "set_local", None))
+             if getattr(_X64, "_update_thread_local_hook", None) is None and
+             hasattr(_X64, "swap_local") and hasattr(_X64, "set_local") else (None, None))
+
+
 def with_graphc_x64(fn: F) -> F:
     """``fn`` run inside ``graphc_x64()`` (for entry points: run, compile, place, set).
     Nested entry points (Executor.run calling a step) enter it once: reading the
-    thread's setting costs far less than entering the context again."""
+    thread's setting costs far less than entering the context again. The setting is
+    swapped and put back directly where JAX's context would do only that (no update hook):
+    its context manager is three Python calls around the same two, on every steady
+    ``Predictor.run`` and general ``Executor.run``."""
+    swap, put_back = _X64_SWAP
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _X64.value:
             return fn(*args, **kwargs)
-        with _X64(True):
+        if swap is None:
+            with _X64(True):
+                return fn(*args, **kwargs)
+        before = swap(True)
+        try:
             return fn(*args, **kwargs)
+        finally:
+            put_back(before)
 
     return wrapper  # type: ignore[return-value]
+
 
 
 # What JAX without x64 makes of a 64-bit dtype (a user's jnp.asarray(int64 labels) is int32).

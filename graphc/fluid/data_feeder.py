@@ -6,12 +6,11 @@ from __future__ import annotations
 import operator
 import os
 
-import numpy as np
-
 from ..ir.default_programs import default_main_program
 from ..ir.program import Program, Variable
 from ..runtime.executor import FeedError
 from ..runtime.feed_columns import column_for
+from ..runtime.lod_tensor import LoDTensor
 from ..runtime.places import CUDAPlace
 
 __all__ = ["DataFeeder"]
@@ -32,9 +31,9 @@ def _feed_var(item, program: Program) -> Variable:
 
 class DataFeeder:
     """``DataFeeder(feed_list, place, program=None)``: ``feed(minibatch)`` turns a list of
-    samples (each a tuple with one value per feed variable) into ``{name: numpy array}`` of
-    the declared dtypes and shapes. The arrays stay on the host; ``Executor.run`` places them.
-    """
+    samples (each a tuple with one value per feed variable) into ``{name: LoDTensor}`` of the
+    declared dtypes and shapes, as Paddle 1.8 (a dense variable's with an empty LoD). The
+    values stay on the host; ``Executor.run`` places them."""
 
     def __init__(self, feed_list, place, program: Program | None = None):
         program = program if program is not None else default_main_program()
@@ -52,9 +51,11 @@ class DataFeeder:
         self.place = place
         self._columns = [column_for(v) for v in self.feed_vars]
 
-    def feed(self, iterable) -> dict[str, np.ndarray]:
-        """One minibatch (a list of samples) -> ``{feed name: array}``; a LoD feed variable's
-        samples (variable-length sequences) become one LoDTensor (docs/lod.md)."""
+    def feed(self, iterable) -> dict[str, LoDTensor]:
+        """One minibatch (a list of samples) -> ``{feed name: LoDTensor}``: a LoD feed
+        variable's samples (variable-length sequences) become its tokens and lengths
+        (docs/lod.md), a dense variable's one array with an empty LoD, as Paddle's feeder
+        returns them (scripts call ``.lod()`` or ``np.array(...)`` on either)."""
         if getattr(iterable, "__iter__", None) is None:
             raise FeedError("DataFeeder.feed takes a minibatch (a list of samples), got "
                             f"{type(iterable).__name__}")
@@ -67,7 +68,11 @@ class DataFeeder:
                 got = len(sample) if isinstance(sample, list | tuple) else type(sample).__name__
                 raise FeedError(f"DataFeeder.feed: sample {i} must be a tuple or list of {n} "
                                 f"values, one per feed variable {self.feed_names}; got {got}")
-        return {c.name: c.batch([s[k] for s in samples]) for k, c in enumerate(self._columns)}
+        out = {}
+        for k, c in enumerate(self._columns):
+            value = c.batch([s[k] for s in samples])
+            out[c.name] = value if isinstance(value, LoDTensor) else LoDTensor(value)
+        return out
 
     def _get_number_of_places_(self, num_places=None) -> int:
         if num_places is not None:

@@ -7,6 +7,9 @@ import numpy as np
 
 from ..ir.errors import GraphcError
 
+# Paddle's DataLayout names (StringToDataLayout)
+_LAYOUTS = ("NHWC", "NCHW", "NCDHW", "NDHWC", "AnyLayout", "ANYLAYOUT", "MKLDNNLAYOUT")
+
 
 class TensorMethods:
     """Mixed into a class that defines ``_read()`` (its value as numpy; raises when it holds
@@ -31,6 +34,42 @@ class TensorMethods:
             self._write(np.array(old).reshape(dims))
         else:
             self._write(np.zeros(dims, old.dtype))
+
+    def _set_layout(self, layout: str) -> None:
+        """Paddle records a layout tag for its kernels; graphc's arrays carry none, so a
+        known tag is accepted and an unknown one refused (a misspelt layout is a bug)."""
+        if layout not in _LAYOUTS:
+            raise GraphcError(f"_set_layout: unknown layout {layout!r}; expected one of "
+                              f"{', '.join(_LAYOUTS)}")
+
+    def _alloc_float(self, place=None) -> None:
+        self._mutable_data(place, "float32")
+
+    def _alloc_double(self, place=None) -> None:
+        self._mutable_data(place, "float64")
+
+    def _alloc_int(self, place=None) -> None:
+        self._mutable_data(place, "int32")
+
+    def _mutable_data(self, place, dtype) -> None:
+        """Storage of ``dtype`` for the current dims (``_set_dims``), as Paddle's
+        ``mutable_data``: a value of that dtype stays, another becomes zeros of its shape
+        (Paddle's new buffer is uninitialised; zeros are a value of it)."""
+        from ..ir.types import normalize_dtype
+        want = np.dtype(normalize_dtype(dtype))
+        old = self._read() if self._holds() else np.zeros(0, want)
+        if np.asarray(old).dtype != want:
+            self._write(np.zeros(np.shape(old), want))
+        elif not self._holds():
+            self._write(old)
+
+    def __str__(self) -> str:
+        if not self._holds():
+            return "  - uninitialized tensor (no value set)"
+        arr = np.asarray(self._read())
+        lod = getattr(self, "lod", lambda: [])()
+        return (f"  - lod: {lod}\n  - place: {self._place()}\n  - shape: {list(arr.shape)}\n"
+                f"  - layout: NCHW\n  - dtype: {arr.dtype}\n  - data: {arr.reshape(-1)}")
 
     def _numel(self) -> int:
         return int(np.size(self._read()))

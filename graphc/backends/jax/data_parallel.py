@@ -126,6 +126,8 @@ SYNC_EVERY = 8
 class DataParallelStep(CompiledStep):
     """A CompiledStep whose graph runs once per device of ``devices`` (see the module doc)."""
 
+    _drops_empty_checks = False  # its out_specs give the checks summary a place
+
     def __init__(self, graph: Graph, fetch: Sequence, devices: Sequence, inter_nranks: int = 0,
                  donate: bool = True, num_iterations: int = 1, check_data: bool = True,
                  services=None):

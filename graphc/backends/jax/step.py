@@ -47,7 +47,8 @@ class CompiledStep:
     ``[len(check_sites), 4]`` summary of the data checks (backends.data_checks.summarise),
     ``check_sites`` the reports they stand for (filled when the step is traced, on its
     first call). When one found a bad value the step's new updated state equals its old.
-    ``check_data=False`` builds the step without them (``checks`` is then ``[0, 4]``).
+    ``check_data=False`` builds the step without them (``checks`` is then ``[0, 4]``; the
+    jitted call of a one-device, one-iteration step returns None instead: see ``_once``).
     ``services``: the runtime's HostServices, which the rules see (``c.services``) whenever
     the step is traced (a parameter server's channel, a collective deadline).
     ``host_feeds``: feeds given as numpy arrays, checked on the host: a range check of one
@@ -115,12 +116,24 @@ class CompiledStep:
                         f"'{v.var.name}' is read as {v.type} but written as {out.type}, so "
                         "the next iteration could not read it")
         self._jitted = self._jit(self._traced_with_services(
-            self._step if num_iterations == 1 else self._steps))
+            (self._once if self._drops_empty_checks else self._step)
+            if num_iterations == 1 else self._steps))
         self._traceable = self._jitted  # jax's own jit (tiering may wrap ``_jitted``)
         self._rows_jit = None  # call_lod_rows's, made on its first use
 
     # what collective ops see: None on one device (data_parallel.py maps steps over several)
     replicas = None
+    # whether the jitted call returns None for an empty checks summary (see ``_once``); a
+    # data-parallel step's out_specs keep the summary's place
+    _drops_empty_checks = True
+
+    def _once(self, updated, readonly, feeds, step):
+        """``_step`` for the jitted call: no checks left in the program (none, or all made
+        on the host) means no ``[0, 4]`` summary either. Why: an output is a buffer XLA
+        allocates and a constant it copies each call, and an Array JAX makes for it, in a
+        steady step that is otherwise the hand-written one (issue 28's tiny MLP)."""
+        new, created, fetched, checks = self._step(updated, readonly, feeds, step)
+        return new, created, fetched, None if checks is _NO_CHECKS else checks
 
     def _jit(self, body):
         return jax.jit(body, donate_argnums=(0,) if self.donate else ())
