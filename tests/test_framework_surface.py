@@ -220,7 +220,7 @@ def test_module_only_imports_load(module, fresh_stubs):
     ("from graphc.fluid.layers.nn import no_such_layer", "graphc does not provide it"),
     ("from graphc.fluid.dygraph.base import to_variable", "static programs only"),
     ("from graphc.fluid.dygraph.parallel import ParallelEnv", "static programs only"),
-    ("from graphc.fluid.contrib.layers import tdm_sampler", "contrib holds only"),
+    ("from graphc.fluid.contrib.layers import rank_attention", "contrib holds only"),  # nlp24
     ("from graphc.fluid.layers import no_such_layer", "does not provide it"),
 ])
 def test_from_import_of_a_missing_name_gives_the_advice(statement, advice, fresh_stubs):

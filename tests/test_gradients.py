@@ -2335,3 +2335,15 @@ def matmul_vectors_transposed(c, x, y, tx, ty):
 def concat_different_ranks(c):
     return layers.concat([c.data("a", c.randn(2, 3)), c.data("b", c.randn(2, 2, 1, 1))], axis=1)
 # -- end cvport
+
+
+# -- nlp24: index_sample (TDM's per-row gather) --------------------------------------------------
+@grad_case("index_sample")
+def index_sample_rows(c):
+    """A column taken twice in one row gets both weights back; untaken columns get zero."""
+    from graphc.layers.tdm import index_sample
+    x = c.data("x", c.randn(3, 5))
+    index = c.data("index", np.array([[4, 4, 0], [1, 2, 3], [0, 0, 0]]), grad=False,
+                   dtype="int64")
+    c.check(index_sample(x, index))
+# -- end nlp24

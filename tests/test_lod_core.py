@@ -437,8 +437,10 @@ def test_shape_ops_keep_the_lod_only_while_rows_stay_tokens():
     pooled = layers.sequence_pool(both, "max")
     with pytest.raises(ShapeError, match="does not keep one row per token"):
         layers.reshape(emb, [1, -1])
-    with pytest.raises(ShapeError, match="along axis 0 mixes their tokens"):
-        layers.concat([flat, flat], axis=0)
+    # nlp24: LoD values of one level stack as batches along axis 0; a dense one would not
+    rows_in = layers.data("rows_in", [3], dtype="float32")
+    with pytest.raises(ShapeError, match="along axis 0 mixes a dense value"):
+        layers.concat([flat, rows_in], axis=0)
     exe = graphc.Executor()
     exe.run(graphc.default_startup_program())
     t = lod_tensor(np.array([[1], [2], [3]]), [[1, 0, 2]])

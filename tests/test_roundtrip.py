@@ -1815,3 +1815,29 @@ def _shrink_memory():
 def test_arr2lod_layers_round_trip(case_id):
     test_layer_round_trips(case_id)
 # -- end arr2lod
+
+
+# -- nlp24: TDM's contrib layers (tdm_child, tdm_sampler, index_sample) -----------------------
+@case("tdm_child")
+def _tdm_child():
+    from graphc.layers.tdm import tdm_child
+    tdm_child(graphc.data("node", [-1, 1], "int64"), 7, 2)
+
+
+@case("tdm_sampler")
+def _tdm_sampler():
+    from graphc.layers.tdm import tdm_sampler
+    tdm_sampler(graphc.data("leaf", [-1, 1], "int64"), [1, 2], [2, 4], 4, seed=3,
+                tree_dtype="int64", dtype="int64")
+
+
+@case("index_sample")
+def _index_sample():
+    from graphc.layers.tdm import index_sample
+    index_sample(graphc.data("x", [-1, 6]), graphc.data("index", [-1, 2], "int64"))
+
+
+@pytest.mark.parametrize("case_id", ["tdm_child", "tdm_sampler", "index_sample"])
+def test_nlp24_layers_round_trip(case_id):
+    test_layer_round_trips(case_id)
+# -- end nlp24

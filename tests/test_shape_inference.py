@@ -2756,3 +2756,43 @@ def test_arr2lod_inferred_types(op_type, ins, attrs, outs):
 def test_arr2lod_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end arr2lod
+
+
+# -- nlp24: TDM's tdm_child / tdm_sampler and index_sample (fluid.contrib.layers) --------------
+def _i32(*shape: int) -> TensorType:
+    return t(*shape, dtype="int32")
+
+
+_TDM_SAMPLER = {"neg_samples_num_list": [1, 2], "layer_offset_lod": [0, 2, 6]}
+NLP24_CASES = [
+    case("tdm_child", {"X": i64(-1, 1), "TreeInfo": _i32(7, 5)}, {"child_nums": 2},
+         {"Child": _i32(-1, 1, 2), "LeafMask": _i32(-1, 1, 2)}, "ids [B, 1] -> [B, 1, c]"),
+    case("tdm_child", {"X": _i32(3), "TreeInfo": i64(9, 6)}, {"child_nums": 3, "dtype": "int64"},
+         {"Child": i64(3, 3), "LeafMask": i64(3, 3)}, "int64 out"),
+    case("tdm_sampler", {"X": i64(-1, 1), "Travel": _i32(4, 2), "Layer": _i32(6, 1)},
+         _TDM_SAMPLER, {"Out": _i32(-1, 5), "Labels": _i32(-1, 5), "Mask": _i32(-1, 5)},
+         "positives and negatives"),
+    case("tdm_sampler", {"X": i64(8), "Travel": i64(4, 2), "Layer": i64(6, 1)},
+         {**_TDM_SAMPLER, "output_positive": False, "dtype": "int64"},
+         {"Out": i64(8, 3), "Labels": i64(8, 3), "Mask": i64(8, 3)}, "negatives only"),
+    case("index_sample", {"X": t(-1, 6), "Index": i64(-1, 3)}, None, {"Out": t(-1, 3)}),
+    case("index_sample", {"X": i64(4, 6), "Index": _i32(4, 2)}, None, {"Out": i64(4, 2)},
+         "int X"),
+]
+CASES.extend(NLP24_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type,ins,attrs,message", [
+    ("tdm_child", {"X": i64(-1, 1), "TreeInfo": _i32(7, 4)}, {"child_nums": 2}, "no room"),
+    ("tdm_child", {"X": t(-1, 1), "TreeInfo": _i32(7, 5)}, {"child_nums": 2}, "int32 or int64"),
+    ("tdm_sampler", {"X": i64(-1, 1), "Travel": _i32(4, 2), "Layer": _i32(6, 1)},
+     {**_TDM_SAMPLER, "neg_samples_num_list": [2, 2]}, "takes 0 to 1 negative"),
+    ("tdm_sampler", {"X": i64(-1, 2), "Travel": _i32(4, 2), "Layer": _i32(6, 1)},
+     _TDM_SAMPLER, "one leaf (item) id per row"),
+    ("tdm_sampler", {"X": i64(-1, 1), "Travel": _i32(4, 3), "Layer": _i32(6, 1)},
+     _TDM_SAMPLER, "Travel must be [leaf_node_num, 2 layers]"),
+    ("index_sample", {"X": t(3, 6), "Index": i64(4, 2)}, {}, "as many rows"),
+])
+def test_nlp24_bad_inputs(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end nlp24

@@ -203,17 +203,31 @@ def lowering(*op_types: str):
 _LOD_RULES: dict[str, Rule] = {}
 
 
-def lod_lowering(*op_types: str):
-    """Register ``fn(ctx, **inputs)`` for op types when a LoD value is among the inputs."""
+def lod_lowering(*op_types: str, when=None):
+    """Register ``fn(ctx, **inputs)`` for op types when a LoD value is among the inputs;
+    ``when(ctx, first LoD input)``, if given, narrows it further (concat along the tokens
+    only): where it is false the op's ordinary LoD handling (row-wise) runs."""
 
     def deco(fn: Rule) -> Rule:
         for t in op_types:
             if t in _LOD_RULES:
                 raise AssertionError(f"LoD lowering rule for {t} registered twice")
-            _LOD_RULES[t] = fn
+            _LOD_RULES[t] = fn if when is None else _Narrowed(fn, when)
         return fn
 
     return deco
+
+
+class _Narrowed:
+    """A LoD rule that applies only where ``when(ctx, lod)`` holds."""
+
+    __slots__ = ("fn", "when")
+
+    def __init__(self, fn: Rule, when):
+        self.fn, self.when = fn, when
+
+    def __call__(self, ctx, **kwargs):
+        return self.fn(ctx, **kwargs)
 
 
 def cross_replica(*op_types: str):
@@ -304,8 +318,11 @@ def apply_rule(op_type: str, attrs, ins: dict[str, list], out_types: dict[str, l
         kwargs[slot.name] = list(vals) if slot.duplicable else (vals[0] if vals else None)
     ctx = RuleContext(op_type, attrs, out_types, where, seed_key, step, replicas)
     lod = first_lod(kwargs.values()) if opdef.lod_inputs else None
-    if lod is not None and op_type in _LOD_RULES:
-        result = _LOD_RULES[op_type](ctx, **kwargs)
+    lod_rule = _LOD_RULES.get(op_type) if lod is not None else None
+    if isinstance(lod_rule, _Narrowed) and not lod_rule.when(ctx, lod):
+        lod_rule = None
+    if lod_rule is not None:
+        result = lod_rule(ctx, **kwargs)
     elif lod is not None and opdef.lod == "aware" and op_type not in _RULES \
             and "@grad" in _LOD_RULES:
         # an aware op's gradient without a rule of its own: the vjp over the tokens

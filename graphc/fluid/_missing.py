@@ -33,8 +33,9 @@ ADVICE: dict[str, str] = {
     "Linear": _DYGRAPH + "; use fluid.layers.fc",
     "Conv2D": _DYGRAPH + "; use fluid.layers.conv2d",
     "contrib": ("graphc's fluid.contrib holds only contrib.layers' basic_lstm, basic_gru, "
-                "BasicLSTMUnit, BasicGRUUnit and shuffle_batch (Paddle's other experimental "
-                "ops are not provided); see docs/porting_from_paddle.md for what ports"),
+                "BasicLSTMUnit, BasicGRUUnit, shuffle_batch, tdm_child, tdm_sampler and "
+                "index_sample (Paddle's other experimental ops are not provided); see "
+                "docs/porting_from_paddle.md for what ports"),
     "contrib.mixed_precision": _AMP,
     "contrib.mixed_precision.decorate": _AMP,
     "contrib.slim": "graphc has no model compression toolkit (contrib.slim)",

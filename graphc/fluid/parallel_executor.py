@@ -4,6 +4,10 @@
 from ..runtime.parallel_executor import ParallelExecutor
 from ._missing import missing
 
+# Paddle's module binds the two strategy classes too (ELMo's train.py builds
+# ``fluid.parallel_executor.ExecutionStrategy()``); they are the compiler's
+from .compiler import BuildStrategy, ExecutionStrategy  # noqa: F401
+
 __all__ = ["ParallelExecutor"]
 
 

@@ -1,8 +1,9 @@
 """LoD fix-ups shared by several op families: a row-wise op's last word on its LoD outputs
 (``register(..., lod_fixup=...)``, docs/lod.md), refusing what would cross or reorder tokens.
 
-Each takes (attrs, dense input types, {slot: LoD level}, outputs with LoD attached) and returns
-the outputs, or raises ShapeError saying which sequence-aware op to use instead.
+Each takes (attrs, the input types (their LoD levels too), {slot: LoD level}, outputs with
+LoD attached) and returns the outputs, or raises ShapeError saying which sequence-aware op to
+use instead.
 """
 
 from __future__ import annotations
@@ -47,9 +48,16 @@ def keeps_token_rows(attrs, ins, levels, out):
 
 
 def not_along_tokens(attrs, ins, levels, out):
-    """concat puts features side by side: never along the tokens (that mixes sequences)."""
+    """concat puts features side by side; along axis 0 it stacks whole batches, which only
+    LoD values of one level can do (the second's sequences after the first's: ELMo's
+    ``concat([loss_fw, loss_bw])``). A dense value there would mix rows with tokens."""
     rank = out["Out"][0].rank
-    if rank and normalize_axis(attrs.get("axis", 0), rank) == 0:
-        raise ShapeError("concatenating LoD values along axis 0 mixes their tokens; use "
-                         "sequence_concat, or an axis after the token dimension")
+    if not rank or normalize_axis(attrs.get("axis", 0), rank) != 0:
+        return out
+    xs = ins["X"]
+    if any(t.lod_level != xs[0].lod_level for t in xs):
+        raise ShapeError(f"concatenating {', '.join(map(str, xs))} along axis 0 mixes a "
+                         "dense value or another LoD level with LoD sequences; concatenate "
+                         "LoD values of one level (their sequences one batch after the "
+                         "other), use sequence_concat, or an axis after the token dimension")
     return out

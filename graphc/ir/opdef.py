@@ -153,7 +153,7 @@ class OpDef:
     lod_inputs: frozenset[str] = frozenset()
     lod: str = ""
     lod_outputs: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    # a row-wise op's last word: (attrs, dense input types, {slot: LoD level of LoD inputs},
+    # a row-wise op's last word: (attrs, input types, {slot: LoD level of LoD inputs},
     # outputs with LoD attached) -> outputs; refuses what crosses tokens (softmax on axis 0)
     # or drops the LoD where the token dimension is reduced (reduce_sum over dim 0)
     lod_fixup: Callable | None = None
@@ -238,6 +238,7 @@ class OpDef:
                         slot not in self.lod_inputs or t.lod_level > self.max_lod_level):
                     raise self._refuse_lod(slot, t, where)
         lod_in = self.lod == "rowwise" and _lod_levels(ins)
+        typed = ins
         if lod_in:  # the rule works on the packed tokens: infer on dense types
             ins = {s: [t.with_lod(0) for t in ts] for s, ts in ins.items()}
         try:
@@ -245,9 +246,9 @@ class OpDef:
         except ShapeError as exc:
             raise ShapeError(f"{where}: {exc}") from None
         out = {k: (v if isinstance(v, list) else [v]) for k, v in result.items()}
-        return self._rowwise_lod(lod_in, ins, attrs, out, where) if lod_in else out
+        return self._rowwise_lod(lod_in, ins, attrs, out, where, typed) if lod_in else out
 
-    def _rowwise_lod(self, levels: dict[str, int], ins, attrs, out, where: str):
+    def _rowwise_lod(self, levels: dict[str, int], ins, attrs, out, where: str, typed):
         """Outputs of a row-wise op take the LoD of their source slots' LoD inputs."""
         for slot, types in ins.items():
             if slot in levels or slot not in self.lod_inputs or not types:
@@ -275,7 +276,8 @@ class OpDef:
                 out[slot] = [t.with_lod(level) if t.rank else t for t in types]
         if self.lod_fixup is not None:
             try:
-                out = self.lod_fixup(attrs, ins, levels, out)
+                # the fixup sees the inputs' own types: which values are LoD, not only slots
+                out = self.lod_fixup(attrs, typed, levels, out)
             except ShapeError as exc:
                 raise ShapeError(f"{where}: {exc}") from None
         return out

@@ -155,6 +155,11 @@ class Block:
         var = Variable(self, name=name, shape=shape, dtype=dtype, **kwargs)
         self.vars[name] = var
         self.program._bump()
+        init = kwargs.get("initializer")
+        if init is not None:
+            # Paddle's create_var runs it into this block (TDM creates its tree-info table
+            # so in the startup program: a fill op there, then a scope variable)
+            init(var, self)
         return var
 
     def create_parameter(self, name: str, shape, dtype="float32", **kwargs) -> Parameter:

@@ -8,6 +8,8 @@ The ExecutionStrategy says how the executor runs it (executor.py: K iterations p
 
 from __future__ import annotations
 
+import copy
+
 import jax
 
 from ..backends.interpreter import resolve_fetch
@@ -180,6 +182,21 @@ class CompiledProgram:
                                      f"{bound[1]}, not {place}")
         self._bound = (scope, place)
         return self
+
+    def _for_program(self, program: Program) -> CompiledProgram:
+        """This compiled program's strategies over ``program`` (a copy re-typed for a
+        ``layers.data`` feed of another shape, runtime/feed_shapes.py), kept per copy so its
+        compiled steps are reused."""
+        copies = self.__dict__.setdefault("_retargeted", {})
+        hit = copies.get(id(program))
+        if hit is None or hit[0] is not program:
+            if len(copies) >= 8:
+                copies.clear()
+            twin = copy.copy(self)
+            twin.program = program
+            twin.__dict__.pop("_retargeted", None)
+            hit = copies[id(program)] = (program, twin)
+        return hit[1]
 
     def __repr__(self) -> str:
         return f"<CompiledProgram {self.program!r} pipeline='{self.pass_manager}'>"

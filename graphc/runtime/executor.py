@@ -56,7 +56,7 @@ from .compile_cache import ensure_compilation_cache
 from .data_refusal import raise_if_refused
 from .fed_state import feed_plain_variables, restore_state, write_fed_state
 from .feed_plan import FeedPlan, feed_key
-from .feed_shapes import unchecked_feeds
+from .feed_shapes import unchecked_run
 from .feeds import FeedError
 from .fetches import FetchError, fetch_name
 from .host_services import HostServices, process_services
@@ -344,8 +344,8 @@ class Executor:
     def _run(self, program, feed, fetch_list, scope, return_numpy):
         given = program
         program, compiled = self._unpack(program)
-        if compiled is None and type(feed) is dict and feed:
-            program, feed = unchecked_feeds(program, feed)  # layers.data feeds: Paddle's rule
+        if feed:  # layers.data feeds: Paddle's rule (feed_shapes.py)
+            program, compiled, feed = unchecked_run(program, compiled, feed)
         scope = global_scope() if scope is None else scope
         fetch_names = tuple([fetch_name(f) for f in fetch_list]) if fetch_list else ()
         if compiled is None and not fetch_names and (feed is None or type(feed) is dict and

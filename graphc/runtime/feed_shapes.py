@@ -11,7 +11,7 @@ from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
 from .lod_tensor import LoDTensor
 
-__all__ = ["unchecked_feeds"]
+__all__ = ["unchecked_feeds", "unchecked_run"]
 
 _COPIES_PER_PROGRAM = 8  # re-typed copies kept per program (cleared when exceeded)
 
@@ -35,6 +35,30 @@ def _dense(value) -> bool:
     if isinstance(value, np.ndarray):
         return True
     return type(value) is LoDTensor and not value.recursive_sequence_lengths()
+
+
+def unchecked_run(program, compiled, feed):
+    """``unchecked_feeds`` for what ``Executor.run`` was given: a Program fed a dict, or a
+    one-device CompiledProgram fed a dict or a one-dict list (ELMo's ParallelExecutor on
+    one CPU feeds ``[{'init_hiddens': <[256]>}]`` to a ``layers.data`` of shape [1]): the
+    compiled program is then re-targeted at the re-typed copy. Data-parallel feeds keep the
+    declared shapes: a device's share of a re-typed shape is not defined. Returns
+    (program, compiled, feed)."""
+    listed = type(feed) in (list, tuple) and len(feed) == 1 and type(feed[0]) is dict
+    one = feed[0] if listed else feed
+    if type(one) is not dict or not one:
+        return program, compiled, feed
+    if compiled is None:
+        if listed:  # a plain program's one-dict list runs as the dict, unchanged
+            return program, None, feed
+        program, feed = unchecked_feeds(program, feed)
+        return program, None, feed
+    if compiled.num_devices != 1 or compiled.exec_strategy.num_iteration_per_run != 1:
+        return program, compiled, feed
+    retyped, one = unchecked_feeds(program, one)
+    if retyped is not program:
+        compiled = compiled._for_program(retyped)
+    return retyped, compiled, [one] if listed else one
 
 
 def unchecked_feeds(program, feed: dict):

@@ -216,7 +216,8 @@ class RunPlan:
             inputs = updated + readonly
             last = guard.last_scope
             if last is None or last() is not scope or any(map(is_not, inputs, guard.last)):
-                guard.check(scope, inputs)
+                if guard.check(scope, inputs) is not inputs:
+                    return None  # arrays it placed or widened: the full run takes them
             if host is not None:
                 host(feeds)
             if swap is None:

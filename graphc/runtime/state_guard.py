@@ -18,6 +18,12 @@ from ..ir.errors import GraphcError
 __all__ = ["StateGuard"]
 
 
+def _widens(held, declared) -> bool:
+    """An integer array the declared integer type holds exactly (int32 into int64)."""
+    return held != declared and jnp.issubdtype(held, jnp.integer) and \
+        jnp.issubdtype(declared, jnp.integer) and jnp.can_cast(held, declared, "safe")
+
+
 class StateGuard:
     """Checks the scope's arrays against the state types a compiled step declares.
 
@@ -58,11 +64,24 @@ class StateGuard:
             return arrays
         if isinstance(self.step, DataParallelStep):
             arrays = self.step.place_state(self.values, arrays)
-        for v, dtype, shape, arr in zip(self.values, self.dtypes, self.shapes, arrays):
-            if arr.dtype != dtype or arr.shape != shape:
+        widened = []
+        for i, (v, dtype, shape, arr) in enumerate(zip(self.values, self.dtypes, self.shapes,
+                                                        arrays)):
+            if arr.shape == shape and _widens(arr.dtype, dtype):
+                widened.append(i)
+            elif arr.dtype != dtype or arr.shape != shape:
                 raise GraphcError(
                     f"scope variable '{v.var.name}' holds {arr.dtype}{list(arr.shape)} but "
                     f"the program declares {v.type}")
+        if widened:
+            # ints set into the scope narrower than declared (TDM's int64 tree tables set
+            # from int32 arrays): Paddle's kernels read either; the step takes the declared
+            # type, so the scope now holds the value widened, exactly
+            arrays = list(arrays)
+            for i in widened:
+                arrays[i] = jnp.asarray(arrays[i]).astype(self.dtypes[i])
+            scope.commit([self.values[i].var.name for i in widened],
+                         [arrays[i] for i in widened])
         self.last_scope, self.last = weakref.ref(scope), tuple(arrays)
         return arrays
 
