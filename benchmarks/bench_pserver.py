@@ -3,11 +3,11 @@ bytes per step for 1 server x {1, 2, 3} workers in sync, async and GEO, and a ta
 
 Run ``python benchmarks/bench_pserver.py [--workers 1 2 3] [--modes sync async geo]
 [--vocab 10000] [--sweep 10000 100000 1000000] [--table sparse|distributed] [--steps 30]
-[--repeat 1] [--out results.json]``. The model: ``--slots`` sparse slots of ``--ids`` ids
-each, looked up in one shared ``[vocab, --emb]`` table (``embedding(is_sparse=True)``;
-``--table distributed`` adds ``is_distributed=True``), sum-pooled per slot, concatenated with
-13 dense features, then fc ``--hidden`` (relu) and a 2-way softmax with cross-entropy on a
-binary label; SGD.
+[--repeat 1] [--transports mpi zmq] [--out results.json]``. The model: ``--slots`` sparse
+slots of ``--ids`` ids each, looked up in one shared ``[vocab, --emb]`` table
+(``embedding(is_sparse=True)``; ``--table distributed`` adds ``is_distributed=True``),
+sum-pooled per slot, concatenated with 13 dense features, then fc ``--hidden`` (relu) and a
+2-way softmax with cross-entropy on a binary label; SGD.
 
 Each parameter-server configuration is one ``graphc launch --server_num 1 --worker_num W``
 job of this script (a Fluid 1.8 script with the DistributeTranspiler, roles from Paddle's
@@ -23,7 +23,12 @@ variables); the collective one is ``graphc launch --nproc_per_node W`` with grap
 - ``recv/step``: bytes a trainer takes back per step: the server's count of bytes sent over
   every trainer step (warm-up included), and for the collective path the others'
   contributions;
-- ``vs coll``: samples/s over the collective path's with the same worker count, same run.
+- ``vs coll``: samples/s over the collective path's with the same worker count, same run;
+- ``vs mpi``: samples/s over the same configuration's over MPI, same run. Every
+  parameter-server configuration runs once per ``--transports`` entry (GRAPHC_PS_TRANSPORT:
+  ``mpi``, messages over the launcher's MPI job; ``zmq``, over ZeroMQ between the endpoints,
+  the server binding a free loopback port), the transports back to back in each round and
+  first in turn; a last table shows how each one's step grows with the workers.
 On a 2-core machine the ranks (servers included) share 2 cores: the numbers show what each
 design costs here, not a scale-out.
 """
