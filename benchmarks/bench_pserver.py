@@ -16,7 +16,9 @@ variables); the collective one is ``graphc launch --nproc_per_node W`` with grap
 ``--batch`` samples per step. Reported per configuration:
 - ``samples/s``: all workers' samples in the timed steps over the time from the first timed
   step's start to the last one's end (any worker); ``--warmup`` steps (compilation) first;
-- ``step ms``: the workers' median step time;
+- ``step ms``: the workers' median step time; ``cpu ms``: the CPU time a worker's process
+  used per timed step (the workers' median; a worker that waits by polling uses CPU while it
+  waits);
 - ``sent/step``: bytes a trainer sends per step (the trainer channel's count) and, for the
   collective path, the bytes each process contributes to the exchange (dense gradients, and
   the embedding's rows and ids; 0 for one process);
@@ -129,16 +131,17 @@ def _train(exe, prog, loss, args, data, channel=None) -> dict:
         exe.run(prog, feed=data[i % len(data)], fetch_list=[loss])
     sent0 = channel.bytes_sent if channel is not None else 0
     times, losses = [], []
-    start = time.time()
+    start, cpu = time.time(), time.process_time()
     for i in range(args.steps):
         t = time.perf_counter()
         value, = exe.run(prog, feed=data[i % len(data)], fetch_list=[loss])
         times.append(time.perf_counter() - t)
         losses.append(float(__import__("numpy").asarray(value).reshape(-1)[0]))
-    end = time.time()
+    end, cpu = time.time(), time.process_time() - cpu
     return {"start": start, "end": end, "step": statistics.median(times),
             "samples": args.steps * args.batch, "first_loss": losses[0],
             "last_loss": losses[-1],
+            "cpu": cpu / args.steps,  # this process's CPU seconds per timed step
             "bytes_sent": (channel.bytes_sent - sent0) if channel is not None else None}
 
 
@@ -173,7 +176,9 @@ def worker(args) -> None:
                     startup_program=startup, current_endpoint=me)
         prog, server_startup = t.get_pserver_programs(me)
         exe.run(server_startup)
+        cpu = time.process_time()
         stats = exe.run(prog)  # serves until every trainer has completed
+        stats["cpu_s"] = time.process_time() - cpu  # (its compilation included)
         (out / f"server{os.environ['PADDLE_PSERVER_ID']}.json").write_text(json.dumps(stats))
         return
     tid = int(os.environ["PADDLE_TRAINER_ID"])
@@ -262,6 +267,7 @@ def run_job(args, mode: str, workers: int, vocab: int, transport: str, tmp: Path
     span = max(r["end"] for r in ranks) - min(r["start"] for r in ranks)
     row = {**key, "samples_per_s": samples / span,
            "step_ms": 1e3 * statistics.median(r["step"] for r in ranks),
+           "cpu_ms": 1e3 * statistics.median(r["cpu"] for r in ranks),
            "bytes_sent_per_step": statistics.mean(r["bytes_sent"] for r in ranks)
            / args.steps if mode != "collective" else ranks[0]["bytes_sent"],
            "first_loss": statistics.mean(r["first_loss"] for r in ranks),
@@ -293,6 +299,7 @@ def _print(rows: list[dict], header: str) -> None:
            if r["transport"] == "mpi"}
     print(header)
     print(f"{'mode':<11}{'via':<5}{'W':>3}{'vocab':>10}{'samples/s':>11}{'step ms':>9}"
+          f"{'cpu ms':>8}"
           f"{'sent/step':>11}{'recv/step':>11}{'vs coll':>9}{'vs mpi':>8}{'loss':>15}"
           f"{'job s':>7}")
     for r in rows:
@@ -305,7 +312,8 @@ def _print(rows: list[dict], header: str) -> None:
         base = mpi.get((r["mode"], *key))
         vs_mpi = f"{r['samples_per_s'] / base:.2f}x" if base and r["transport"] != "-" else "-"
         print(f"{lead}{r['samples_per_s']:>11.0f}"
-              f"{r['step_ms']:>9.1f}{_fmt_bytes(r['bytes_sent_per_step']):>11}"
+              f"{r['step_ms']:>9.1f}{r['cpu_ms']:>8.1f}"
+              f"{_fmt_bytes(r['bytes_sent_per_step']):>11}"
               f"{_fmt_bytes(r['bytes_received_per_step']):>11}{ratio:>9}{vs_mpi:>8}"
               f"{r['first_loss']:>7.3f}->{r['last_loss']:.3f}{r['job_s']:>7.1f}", flush=True)
 
