@@ -273,6 +273,46 @@ def test_a_killed_server_ends_every_process_naming_it(tmp_path):
     assert "disconnected" in run.log("pserver0"), run.logs()
 
 
+# -- ps27bench: a hung (not dead) trainer without a launcher
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_stopped_trainer_ends_every_process_naming_it(tmp_path):
+    """Trainer 1 stops (SIGSTOP: alive, its connections open, answering nothing) while the
+    sync job trains: each server notices by missed heartbeats and exits non-zero naming it,
+    trainer 0 then exits non-zero naming a server, all within FLAGS_rpc_deadline; resumed,
+    trainer 1 finds its servers gone and exits non-zero naming one."""
+    deadline = 16.0  # heartbeats time out at half of it; the rest is the teardown's margin
+    run = Job(tmp_path, PS_TEST_STEPS="400", PS_TEST_STEP_SLEEP="0.05",
+              FLAGS_rpc_deadline=str(int(deadline * 1000)))
+    try:
+        for name in ("pserver0", "pserver1", "trainer0", "trainer1"):
+            run.start(name)
+        losses = tmp_path / "trainer1.losses.json"
+        run.wait_for(lambda: losses.exists() and len(json.loads(losses.read_text() or "[]"))
+                     >= 2, 90)
+        stopped = run.procs["trainer1"]
+        os.kill(stopped.pid, signal.SIGSTOP)
+        start = time.monotonic()
+        others = {n: run.procs[n] for n in ("pserver0", "pserver1", "trainer0")}
+        for p in others.values():
+            p.wait(timeout=max(0.1, start + deadline + 15 - time.monotonic()))
+        took = time.monotonic() - start
+        os.kill(stopped.pid, signal.SIGCONT)
+        rc_stopped = stopped.wait(timeout=deadline + 15)
+    finally:
+        run.stop()
+    rcs = {n: p.returncode for n, p in others.items()}
+    assert all(rc != 0 for rc in rcs.values()) and rc_stopped != 0, (rcs, rc_stopped,
+                                                                      run.logs())
+    print(f"the others ended {took:.1f} s after the stop")  # (shown with -s)
+    assert took < deadline, f"{took:.1f} s"
+    for s in ("pserver0", "pserver1"):
+        assert "trainer 1 disconnected" in run.log(s), run.logs()
+    assert "pserver" in run.log("trainer0") and "disconnected" in run.log("trainer0"), \
+        run.logs()
+    assert "PServerError: trainer 1: pserver" in run.log("trainer1"), run.logs()
+
+
 # -- fast checks of the link alone (no JAX, threads of this process) ----------------------------
 def _server(endpoints, trainers, environ, out):
     """Server 0's join in a thread: ``out`` gets "joined" or the error."""
