@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.errors import GraphcError
-from ..ir.opdef import get_op_def
+from ..ir.retype import ReinferError, apply, reinfer
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
 from .lod_tensor import LoDTensor
@@ -112,22 +111,14 @@ def _retyped(program, changes: dict):
         raise refused("not one with ops outside the global block")
     copy = program.clone()
     block = copy.global_block()
+    retyped = {}
     for name, (shape, level) in changes.items():  # (level: 0, a LoD variable fed dense)
         var = block.var(name)
-        var._set_type(shape, lod_level=level)
         var.need_check_feed = True  # the copy is made for exactly this shape
-    for op in block.ops:
-        where = op.where
-        opdef = get_op_def(op.type, where)
-        ins = {slot: [block.var(n).type for n in names] for slot, names in op.inputs.items()}
-        try:
-            inferred = opdef.infer_types(ins, op.attrs, where)
-        except GraphcError as exc:  # a shape error, or an op that cannot take the type
-            raise refused(f"then {exc}") from None
-        for slot, names in op.outputs.items():
-            for n, t in zip(names, inferred.get(slot, ())):
-                var = block.var(n)
-                if not var.persistable:
-                    var._set_type(t.shape, t.dtype, t.lod_level, t.array, t.element_lod)
-    copy._bump()
+        retyped[name] = var.type._replace(shape=tuple(shape), lod_level=level)
+    try:
+        types = reinfer(copy, retyped)
+    except ReinferError as exc:  # a shape error, or an op that cannot take the type
+        raise refused(f"then {exc}") from None
+    apply(copy, types)
     return copy
