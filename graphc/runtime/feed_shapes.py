@@ -36,6 +36,19 @@ def _dense(value) -> bool:
     return type(value) is LoDTensor and not value.recursive_sequence_lengths()
 
 
+def _demanded(var, value):
+    """For a variable declared dense but typed a LoD value by an op that needs sequences
+    (graphc/ir/lod_demand.py): the (shape, level) of a copy for a LoDTensor of more levels
+    or other rows than that op asked for (Paddle runs the LoD and rows fed), else None."""
+    if getattr(var, "lod_demanded_by", None) is None or type(value) is not LoDTensor:
+        return None
+    level, shape = len(value.recursive_sequence_lengths()), _fed_shape(value)
+    rows = tuple(var.shape[1:]) if shape is None or len(shape) < 2 else shape[1:]
+    if level <= var.lod_level and dims_compatible(rows, tuple(var.shape[1:])):
+        return None
+    return (-1, *rows), max(level, var.lod_level)
+
+
 def unchecked_feeds(program, feed: dict):
     """(program, feed) for the feeds of variables declared without the feed check
     (``layers.data``: need_check_feed False), which Paddle 1.8 runs as they are fed.
@@ -64,6 +77,8 @@ def unchecked_feeds(program, feed: dict):
             shape = _fed_shape(value) if _dense(value) else None
             if shape is not None and 0 not in shape:
                 changes[name] = (shape, 0)
+            elif (demanded := _demanded(var, value)) is not None:
+                changes[name] = demanded
             continue
         if var.need_check_feed:
             continue
@@ -91,9 +106,22 @@ def _retyped(program, changes: dict):
     """A copy of ``program`` whose fed variables have the shapes in ``changes`` and whose
     ops' outputs take the types inferred from them, in program order."""
     def refused(why: str) -> FeedError:
-        name, (shape, _level) = next(iter(changes.items()))
+        name, (shape, level) = next(iter(changes.items()))
         declared_var = program.global_block().var(name)
         declared = list(declared_var.shape)
+        demanded = getattr(declared_var, "lod_demanded_by", None)
+        if demanded and level:
+            return FeedError(f"feed '{name}' carries a LoD of {level} level(s) with rows "
+                             f"{list(shape[1:])}; it is declared without a LoD, typed "
+                             f"lod_level={declared_var.lod_level} for {demanded}, and graphc "
+                             f"re-types the program for the LoD fed, but {why}")
+        if demanded:
+            return FeedError(f"feed '{name}' is fed a dense array of shape {list(shape)}, but "
+                             f"{demanded} needs sequences from it (declared without a LoD, "
+                             f"graphc typed it lod_level={declared_var.lod_level} for that op, "
+                             f"as Paddle runs the LoD fed): {why}; give a LoDTensor "
+                             f"(fluid.create_lod_tensor(data, recursive_seq_lens, place)) or "
+                             f"feed through a DataFeeder")
         if declared_var.lod_level:
             return FeedError(f"feed '{name}' is declared with lod_level="
                              f"{declared_var.lod_level} but fed a dense array of shape "
