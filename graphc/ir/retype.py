@@ -17,7 +17,7 @@ class ReinferError(ShapeError):
         self.op, self.cause, self.output = op, cause, output
 
 
-def reinfer(program, retyped: dict[str, TensorType], *, skip=(), keep=None
+def reinfer(program, retyped: dict[str, TensorType], *, skip=(), keep=None, also=()
             ) -> dict[str, TensorType]:
     """The types of ``retyped`` and of every variable an op computes from them, inferred
     again in program order (block by block); the program is not changed (``apply`` does).
@@ -26,12 +26,14 @@ def reinfer(program, retyped: dict[str, TensorType], *, skip=(), keep=None
     itself). ``keep(op, var, old, new)`` decides what an output becomes when inference
     gives it another type: a type, or None to leave it; it raises to refuse (default: the
     new type, parameters left as they are). An op that refuses its new inputs
-    raises ReinferError naming it."""
+    raises ReinferError naming it. ``also``: ops inferred again whatever their inputs (their
+    attributes changed)."""
     keep = keep or _any_but_parameters
     types = dict(retyped)
     for block in program.blocks:
         for op in block.ops:
-            if op.type in skip or not types.keys() & set(op.input_arg_names):
+            if op.type in skip or not (types.keys() & set(op.input_arg_names) or
+                                       any(op is o for o in also)):
                 continue
             ins = {slot: [types.get(n) or block._find_var(n).type for n in names]
                    for slot, names in op.inputs.items()}

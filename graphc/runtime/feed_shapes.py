@@ -9,6 +9,7 @@ from ..ir.retype import ReinferError, apply, reinfer
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
 from .lod_tensor import LoDTensor
+from .step_bucket import steps_bucket, widen
 
 __all__ = ["unchecked_feeds"]
 
@@ -89,23 +90,29 @@ def unchecked_feeds(program, feed: dict):
         if shape is not None and 0 not in shape and \
                 not dims_compatible(shape, tuple(var.shape)):
             changes[name] = (shape, 0)
-    if not changes:
+    steps = steps_bucket(program, feed)
+    if not changes and steps is None:
         return program, feed
-    key = (program.version, tuple(sorted(changes.items())))
+    key = (program.version, tuple(sorted(changes.items())), steps)
     copies = program.__dict__.setdefault("_feed_shaped", {})
     hit = copies.get(key)
     if hit is None:
         if len(copies) >= _COPIES_PER_PROGRAM:
             copies.clear()
-        hit = _retyped(program, changes)
+        hit = _retyped(program, changes, steps)
         copies[key] = hit
     return hit, feed
 
 
-def _retyped(program, changes: dict):
-    """A copy of ``program`` whose fed variables have the shapes in ``changes`` and whose
-    ops' outputs take the types inferred from them, in program order."""
+def _retyped(program, changes: dict, steps: int | None = None):
+    """A copy of ``program`` whose fed variables have the shapes in ``changes`` (and whose
+    default array capacities are ``steps``: step_bucket.py) and whose ops' outputs take the
+    types inferred from them, in program order."""
     def refused(why: str) -> FeedError:
+        if not changes:
+            return FeedError(f"a fed LoD holds sequences longer than the default array "
+                             f"capacity, and graphc re-types the program for {steps} steps, "
+                             f"but {why}; give lod_tensor_to_array(capacity=)")
         name, (shape, level) = next(iter(changes.items()))
         declared_var = program.global_block().var(name)
         declared = list(declared_var.shape)
@@ -144,8 +151,9 @@ def _retyped(program, changes: dict):
         var = block.var(name)
         var.need_check_feed = True  # the copy is made for exactly this shape
         retyped[name] = var.type._replace(shape=tuple(shape), lod_level=level)
+    widened = widen(block, steps) if steps else []
     try:
-        types = reinfer(copy, retyped)
+        types = reinfer(copy, retyped, also=widened)
     except ReinferError as exc:  # a shape error, or an op that cannot take the type
         raise refused(f"then {exc}") from None
     apply(copy, types)
