@@ -2335,3 +2335,15 @@ def matmul_vectors_transposed(c, x, y, tx, ty):
 def concat_different_ranks(c):
     return layers.concat([c.data("a", c.randn(2, 3)), c.data("b", c.randn(2, 2, 1, 1))], axis=1)
 # -- end cvport
+
+
+# -- seqtype: a sequence op on a feed declared dense re-types it as a LoD value (lod_demand)
+@grad_case("sequence_pool", "tanh")
+def sequence_pool_of_a_feed_declared_dense(c):
+    from graphc.runtime.lod import create_lod_tensor
+    x = graphc.data("x", [-1, 2], "float64")  # no lod_level, as Paddle's tests declare it
+    x.stop_gradient = False
+    out = layers.sequence_pool(layers.tanh(layers.scale(x, 1.5)), "sqrt")
+    assert x.lod_level == 1
+    _seq_check(c, out, {"x": create_lod_tensor(c.randn(6, 2), [[2, 0, 4]])}, ["x"])
+# -- end seqtype

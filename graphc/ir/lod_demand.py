@@ -92,3 +92,17 @@ def retype_op_inputs(block, opdef, ins: dict, attrs: dict, where: str):
     if not retype_for(block, names, accepts, where):
         return None
     return in_types({})
+
+
+def demand_lod(var, level: int, where: str) -> bool:
+    """For a layer that needs ``var`` as a LoD value of ``level`` (DynamicRNN.step_input, a
+    CTC decoder without lengths): re-type the dense feeds behind it (``retype_for``); False
+    when that does not make it one (the layer then refuses as before)."""
+    block = var.block
+    if block is None or var.shape is None:
+        return False
+
+    def accepts(types):
+        return (types.get(var.name) or var.type).lod_level == level
+
+    return retype_for(block, [var.name], accepts, where)
