@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 import graphc.fluid as fluid
+from graphc import lower
 from graphc.backends.data_checks import DataError
 from graphc.backends.interpreter import run_graph
 from graphc.ir.errors import ProgramError, ShapeError
-from graphc import lower
 from graphc.runtime.feeds import FeedError
 from graphc.runtime.lod import create_lod_tensor
 from graphc.testing.lod import as_feed
