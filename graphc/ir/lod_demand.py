@@ -79,7 +79,9 @@ def retype_for(block, names, accepts, where: str) -> bool:
 
 def retype_op_inputs(block, opdef, ins: dict, attrs: dict, where: str):
     """The input types of an op being built whose inference refused its dense inputs, after
-    re-typing the feeds behind them (``retype_for``); None when that does not help."""
+    re-typing the feeds behind its LoD input slots (``retype_for``); None when that does not
+    help or the op is not sequence-aware (an elementwise op refusing a dense operand keeps
+    its error)."""
     def in_types(types):
         return {slot: [types.get(n) or block._find_var(n).type for n in names]
                 for slot, names in ins.items()}
@@ -88,7 +90,9 @@ def retype_op_inputs(block, opdef, ins: dict, attrs: dict, where: str):
         opdef.infer_types(in_types(types), attrs, where)
         return True
 
-    names = [n for ns in ins.values() for n in ns]
+    if opdef.lod != "aware":  # row-wise ops carry a LoD but never need one
+        return None
+    names = [n for slot, ns in ins.items() if slot in opdef.lod_inputs for n in ns]
     if not retype_for(block, names, accepts, where):
         return None
     return in_types({})

@@ -89,7 +89,7 @@ def _padded(x, length, what):
     """A padded [N, L] int tensor and its lengths: a LoD ``x`` is padded here."""
     if length is not None:
         return x, length
-    if not getattr(x, "lod_level", 0) and not _demand(x, "edit_distance"):
+    if not getattr(x, "lod_level", 0) and not _demand(x, "edit_distance", width=1):
         raise ProgramError(f"edit_distance: {what} is a padded tensor {list(x.shape)}; pass its "
                            f"lengths ({what}_length) or a LoD value")
     from .sequence import sequence_pad
@@ -208,8 +208,13 @@ def sampled_softmax_with_cross_entropy(logits, label, num_samples, num_true=1,
     return loss
 
 
-def _demand(x, layer: str) -> bool:
-    """A dense x computed from a feed declared dense: typed a LoD value (ir/lod_demand.py)."""
+def _demand(x, layer: str, width: int | None = None) -> bool:
+    """A dense x computed from a feed declared dense, of the LoD form the layer takes (rows
+    ``[T, D]``, D = ``width`` where given): typed a LoD value (ir/lod_demand.py). A padded
+    ``[N, L, ...]`` value keeps asking for its lengths."""
     from ..ir.lod_demand import demand_lod
     from ..ir.source import user_source
-    return isinstance(x, Variable) and demand_lod(x, 1, f"{layer} at {user_source()}")
+    if not isinstance(x, Variable) or x.shape is None or len(x.shape) != 2 or \
+            width is not None and x.shape[1] != width:
+        return False
+    return demand_lod(x, 1, f"{layer} at {user_source()}")
