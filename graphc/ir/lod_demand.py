@@ -11,9 +11,10 @@ _LEVELS = (1, 2)  # the levels tried, lowest first (an op needing more names its
 
 def _dense_feed(var) -> bool:
     # (Paddle's tests mark feeds persistable to read them back from the scope: still feeds)
+    # a first dimension declared (graphc.data("d", [6, 2])) is not a token count: kept
     return bool(var.is_data and not var.is_array and
-                not var.lod_level and var.shape and var.block is not None and
-                var.block.idx == 0)
+                not var.lod_level and var.shape and var.shape[0] == -1 and
+                var.block is not None and var.block.idx == 0)
 
 
 def feed_sources(block, names) -> list:
