@@ -6,7 +6,7 @@ from __future__ import annotations
 from .errors import GraphcError
 from .retype import ReinferError, apply, lod_only, reinfer
 
-_LEVELS = (1, 2)  # the levels tried, lowest first (an op needing more names its level)
+_LEVELS = (1, 2)  # the levels tried, lowest first: the least LoD that satisfies the op
 
 
 def _dense_feed(var) -> bool:

@@ -18,15 +18,13 @@ def steps_bucket(program, feed: dict) -> int | None:
     """The capacity a copy needs (a power of two) when a ``lod_tensor_to_array`` of the
     program has no explicit capacity and a fed LoD holds more steps than the default (its
     longest level-0 sequence); None when the program runs as built."""
-    ops = program.global_block().ops
-    if not any(op.type == "lod_tensor_to_array" and not op.attrs.get("capacity")
-               for op in ops):
-        return None
-    longest = 0
+    longest = 0  # (the feed first: every run asks, and most feeds are short or dense)
     for value in feed.values():
         if type(value) is LoDTensor and (lengths := value.recursive_sequence_lengths()):
             longest = max(longest, max(lengths[0], default=0))
-    if longest <= max(DEFAULT_ARRAY_CAPACITY, DEFAULT_MAX_ITERATIONS):
+    if longest <= max(DEFAULT_ARRAY_CAPACITY, DEFAULT_MAX_ITERATIONS) or not any(
+            op.type == "lod_tensor_to_array" and not op.attrs.get("capacity")
+            for op in program.global_block().ops):
         return None
     return 1 << (longest - 1).bit_length()  # buckets: compiles stay log2-bounded
 
