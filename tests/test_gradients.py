@@ -2347,3 +2347,15 @@ def index_sample_rows(c):
                    dtype="int64")
     c.check(index_sample(x, index))
 # -- end nlp24
+
+
+# -- seqtype: a sequence op on a feed declared dense re-types it as a LoD value (lod_demand)
+@grad_case("sequence_pool", "tanh")
+def sequence_pool_of_a_feed_declared_dense(c):
+    from graphc.runtime.lod import create_lod_tensor
+    x = graphc.data("x", [-1, 2], "float64")  # no lod_level, as Paddle's tests declare it
+    x.stop_gradient = False
+    out = layers.sequence_pool(layers.tanh(layers.scale(x, 1.5)), "sqrt")
+    assert x.lod_level == 1
+    _seq_check(c, out, {"x": create_lod_tensor(c.randn(6, 2), [[2, 0, 4]])}, ["x"])
+# -- end seqtype

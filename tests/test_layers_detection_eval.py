@@ -212,7 +212,8 @@ def test_full_table_gives_nan():
 
 def test_build_errors():
     det = fluid.layers.data("det", shape=[6], dtype="float32", lod_level=1)
-    dense = fluid.layers.data("dense", shape=[6], dtype="float32")
+    # not a feed: a feed declared dense would be re-typed on the op's demand (seqtype)
+    dense = fluid.layers.fill_constant([3, 6], "float32", 0.0)
     label = fluid.layers.data("label", shape=[4], dtype="float32", lod_level=1)
     from graphc.layers.detection_eval import detection_map
     with pytest.raises(ShapeError, match="Label must be a LoD value"):

@@ -452,7 +452,7 @@ def test_build_time_errors_name_the_input():
     a = graphc.data("anchor", [6, 4])
     with pytest.raises(ShapeError, match="GtBoxes must be a LoD"):
         layers.rpn_target_assign(graphc.data("bp", [-1, 24]), graphc.data("cl", [-1, 6]), a, a,
-                                 graphc.data("gt", [-1, 4]),
+                                 layers.fill_constant([2, 4], "float32", 0.0),  # no feed
                                  graphc.data("crowd", [-1, 1], "int32", lod_level=1),
                                  graphc.data("info", [-1, 3]))
     with pytest.raises(ShapeError, match="GtLabels must be an integer LoD"):

@@ -247,7 +247,8 @@ def test_bad_shapes_name_the_input():
     with pytest.raises(ShapeError, match="output_channels"):
         layers.psroi_pool(x, r, 3, 1.0, 2, 2)
     with pytest.raises(ShapeError, match="LoD"):
-        layers.prroi_pool(x, graphc.data("dense", [-1, 4], "float32"))
+        # not a feed: a feed declared dense is re-typed on the op's demand (seqtype)
+        layers.prroi_pool(x, layers.fill_constant([2, 4], "float32", 0.0))
     off = graphc.data("off", [-1, 9, 6, 7], "float32")
     with pytest.raises(ShapeError, match="Offset"):
         layers.deformable_conv(x, off, None, 4, 3, padding=1, modulated=False)

@@ -301,7 +301,7 @@ def test_layers_refuse_bad_arguments():
         layers.beam_search(graphc.data("p", [-1, 1], "int32"), x, None, x, 2, 0)
     with pytest.raises(ShapeError, match="beam_search: scores must be a LoD value"):
         layers.beam_search(lod_data("pi", 1, "int64"), lod_data("ps", 1, "float32"), None,
-                           graphc.data("s", [-1, 4], "float32"), 2, 0)
+                           layers.fill_constant([3, 4], "float32", 0.0), 2, 0)  # no feed
 
 
 def test_run_time_checks_raise_data_errors():

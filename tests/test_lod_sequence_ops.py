@@ -430,8 +430,8 @@ def test_static_refusals_name_the_op():
         layers.sequence_softmax(x)
     with pytest.raises(graphc.ProgramError, match="give maxlen"):
         layers.sequence_mask(graphc.data("n", [-1], "int64"))
-    with pytest.raises(ShapeError, match="X must be a LoD value"):
-        layers.sequence_reverse(d)
+    with pytest.raises(ShapeError, match="X must be a LoD value"):  # not from a feed (seqtype)
+        layers.sequence_reverse(layers.fill_constant([3, 2], "float32", 1.0))
     assert layers.reduce_mean(x, dim=[1]).lod_level == 1
     assert layers.reduce_max(x).lod_level == 0
 

@@ -276,7 +276,12 @@ class Block:
         try:
             inferred = opdef.infer_types(in_types, attrs, where)
         except ShapeError as exc:
-            raise ShapeError(f"{exc}\n{self._describe_inputs(ins)}") from None
+            # a sequence op on rows of a feed declared dense: Paddle runs it on the fed LoD
+            from .lod_demand import retype_op_inputs
+            retyped = retype_op_inputs(self, opdef, ins, attrs, where)
+            if retyped is None:
+                raise ShapeError(f"{exc}\n{self._describe_inputs(ins)}") from None
+            inferred = opdef.infer_types(retyped, attrs, where)
         untyped = []
         for slot, names in outs.items():
             types = inferred.get(slot)

@@ -4,7 +4,7 @@ elements makes it an array of LoD values, retyping what was built from it (contr
 from __future__ import annotations
 
 from ..ir.errors import ShapeError
-from ..ir.opdef import get_op_def
+from ..ir.retype import ReinferError, apply, lod_only, reinfer
 from ..ir.types import dims_compatible
 
 # ops whose output is the array itself: their types follow the array's
@@ -47,40 +47,19 @@ def promote(block, array, level: int, where: str) -> None:
     LoD one, or whose outputs would change more than their LoD level, is a ShapeError."""
     program = block.program
     family = _family(program, array.name)
+    retyped = {}
     for b in program.blocks:
         for name in family:
             var = b.vars.get(name)
             if var is not None and var.is_array:
-                var._set_type(element_lod=level)
-    changed: set[str] = set()
-    for b in program.blocks:
-        for op in b.ops:
-            if op.type == "read_from_array" and set(op.input("X")) & family:
-                for name in op.output("Out"):
-                    b._find_var(name)._set_type(lod_level=level)
-                    changed.add(name)
-            elif op.type not in _ARRAY_WRITERS and changed & set(op.input_arg_names):
-                _infer_again(b, op, changed, array.name, where)
-
-
-def _infer_again(block, op, changed: set[str], array: str, where: str) -> None:
-    why = (f"{where}: writing a LoD value makes the array {array} (whose first elements were "
-           f"dense rows) an array of LoD values, so its reads become LoD values")
-    in_types = {slot: [block._find_var(n).type for n in names]
-                for slot, names in op.inputs.items()}
-    try:
-        inferred = get_op_def(op.type, op.where).infer_types(in_types, op.attrs, op.where)
-    except ShapeError as exc:
-        raise ShapeError(f"{why}; {op.where} does not take that: {exc}") from None
-    for slot, names in op.outputs.items():
-        for name, t in zip(names, inferred.get(slot) or ()):
-            var = block._find_var(name)
-            if var is None or var.type == t:
-                continue
-            if var.dtype != t.dtype or var.is_array != t.array or var.shape is None or \
-                    not dims_compatible(tuple(var.shape), tuple(t.shape)):
-                raise ShapeError(f"{why}; {op.where} would then give '{name}' the type {t} "
-                                 f"instead of {var.type}")
-            if (var.lod_level, var.element_lod) != (t.lod_level, t.element_lod):
-                var._set_type(lod_level=t.lod_level, element_lod=t.element_lod)
-                changed.add(name)
+                retyped[name] = var.type._replace(element_lod=level)
+    try:  # a read gives the element: now a LoD value, and what is built on it follows
+        types = reinfer(program, retyped, skip=_ARRAY_WRITERS, keep=lod_only)
+    except ReinferError as exc:
+        why = (f"{where}: writing a LoD value makes the array {array.name} (whose first "
+               f"elements were dense rows) an array of LoD values, so its reads become LoD "
+               f"values")
+        if exc.output:
+            raise ShapeError(f"{why}; {exc}") from None
+        raise ShapeError(f"{why}; {exc.op.where} does not take that: {exc}") from None
+    apply(program, types)

@@ -7,8 +7,10 @@ from __future__ import annotations
 from ..ir import unique_name
 from ..ir.default_programs import default_main_program
 from ..ir.errors import ProgramError
+from ..ir.lod_demand import demand_lod
 from ..ir.program import Parameter
 from ..ir.regions import body_text
+from ..ir.source import user_source
 from ..ir.types import normalize_dtype
 from .helper import LayerHelper, check_variable
 
@@ -52,6 +54,8 @@ class DynamicRNN:
         """Token t of every sequence of the LoD ``x`` at step t: a ``[N, ...]`` batch."""
         self._check("step_input()")
         check_variable("DynamicRNN.step_input", "x", x)
+        if level == 0 and not x.lod_level and x.shape is not None:  # a feed declared dense
+            demand_lod(x, 1, f"DynamicRNN.step_input at {user_source()}")
         if x.lod_level != 1 or level != 0:
             raise ProgramError(f"DynamicRNN.step_input: x ({x.name}) must be a LoD value of "
                                f"lod_level 1 stepped at level 0, got lod_level {x.lod_level}, "

@@ -89,7 +89,7 @@ def _padded(x, length, what):
     """A padded [N, L] int tensor and its lengths: a LoD ``x`` is padded here."""
     if length is not None:
         return x, length
-    if not getattr(x, "lod_level", 0):
+    if not getattr(x, "lod_level", 0) and not _demand(x, "edit_distance", width=1):
         raise ProgramError(f"edit_distance: {what} is a padded tensor {list(x.shape)}; pass its "
                            f"lengths ({what}_length) or a LoD value")
     from .sequence import sequence_pad
@@ -121,7 +121,7 @@ def edit_distance(input, label, normalized=True, ignored_tokens=None, input_leng
 
 def _pad_lod(x, what, layer):
     """A LoD ``x`` padded to [N, bucket, ...] and its int64 lengths [N]."""
-    if not getattr(x, "lod_level", 0):
+    if not getattr(x, "lod_level", 0) and not _demand(x, layer):
         raise ProgramError(f"{layer}: {what} {list(x.shape)} is neither a LoD value nor given "
                            f"with its lengths")
     from .sequence import sequence_pad
@@ -158,7 +158,7 @@ def ctc_greedy_decoder(input, blank, input_length=None, padding_value=0, name=No
     check_variable("ctc_greedy_decoder", "input", input)
     helper = LayerHelper("ctc_greedy_decoder", name)
     if input_length is None:
-        if not getattr(input, "lod_level", 0):
+        if not getattr(input, "lod_level", 0) and not _demand(input, "ctc_greedy_decoder"):
             raise ProgramError(
                 f"ctc_greedy_decoder: input {list(input.shape)} is dense; give a LoD value "
                 f"[T, num_classes + 1], or a padded [N, T, num_classes + 1] with input_length")
@@ -206,3 +206,15 @@ def sampled_softmax_with_cross_entropy(logits, label, num_samples, num_true=1,
                       "use_customized_samples": bool(use_customized_samples),
                       "seed": int(seed)})
     return loss
+
+
+def _demand(x, layer: str, width: int | None = None) -> bool:
+    """A dense x computed from a feed declared dense, of the LoD form the layer takes (rows
+    ``[T, D]``, D = ``width`` where given): typed a LoD value (ir/lod_demand.py). A padded
+    ``[N, L, ...]`` value keeps asking for its lengths."""
+    from ..ir.lod_demand import demand_lod
+    from ..ir.source import user_source
+    if not isinstance(x, Variable) or x.shape is None or len(x.shape) != 2 or \
+            width is not None and x.shape[1] != width:
+        return False
+    return demand_lod(x, 1, f"{layer} at {user_source()}")

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..ir.errors import GraphcError
-from ..ir.opdef import get_op_def
+from ..ir.retype import ReinferError, apply, reinfer
 from ..ir.types import dims_compatible
 from .feeds import FeedError, convert_feed
 from .lod_tensor import LoDTensor
+from .step_bucket import steps_bucket, widen
 
 __all__ = ["unchecked_feeds", "unchecked_run"]
 
@@ -61,6 +61,19 @@ def unchecked_run(program, compiled, feed):
     return retyped, compiled, [one] if listed else one
 
 
+def _demanded(var, value):
+    """For a variable declared dense but typed a LoD value by an op that needs sequences
+    (graphc/ir/lod_demand.py): the (shape, level) of a copy for a LoDTensor of more levels
+    or other rows than that op asked for (Paddle runs the LoD and rows fed), else None."""
+    if getattr(var, "lod_demanded_by", None) is None or type(value) is not LoDTensor:
+        return None
+    level, shape = len(value.recursive_sequence_lengths()), _fed_shape(value)
+    rows = tuple(var.shape[1:]) if shape is None or len(shape) < 2 else shape[1:]
+    if level <= var.lod_level and dims_compatible(rows, tuple(var.shape[1:])):
+        return None
+    return (-1, *rows), max(level, var.lod_level)
+
+
 def unchecked_feeds(program, feed: dict):
     """(program, feed) for the feeds of variables declared without the feed check
     (``layers.data``: need_check_feed False), which Paddle 1.8 runs as they are fed.
@@ -89,6 +102,8 @@ def unchecked_feeds(program, feed: dict):
             shape = _fed_shape(value) if _dense(value) else None
             if shape is not None and 0 not in shape:
                 changes[name] = (shape, 0)
+            elif (demanded := _demanded(var, value)) is not None:
+                changes[name] = demanded
             continue
         if var.need_check_feed:
             continue
@@ -99,26 +114,45 @@ def unchecked_feeds(program, feed: dict):
         if shape is not None and 0 not in shape and \
                 not dims_compatible(shape, tuple(var.shape)):
             changes[name] = (shape, 0)
-    if not changes:
+    steps = steps_bucket(program, feed)
+    if not changes and steps is None:
         return program, feed
-    key = (program.version, tuple(sorted(changes.items())))
+    key = (program.version, tuple(sorted(changes.items())), steps)
     copies = program.__dict__.setdefault("_feed_shaped", {})
     hit = copies.get(key)
     if hit is None:
         if len(copies) >= _COPIES_PER_PROGRAM:
             copies.clear()
-        hit = _retyped(program, changes)
+        hit = _retyped(program, changes, steps)
         copies[key] = hit
     return hit, feed
 
 
-def _retyped(program, changes: dict):
-    """A copy of ``program`` whose fed variables have the shapes in ``changes`` and whose
-    ops' outputs take the types inferred from them, in program order."""
+def _retyped(program, changes: dict, steps: int | None = None):
+    """A copy of ``program`` whose fed variables have the shapes in ``changes`` (and whose
+    default array capacities are ``steps``: step_bucket.py) and whose ops' outputs take the
+    types inferred from them, in program order."""
     def refused(why: str) -> FeedError:
-        name, (shape, _level) = next(iter(changes.items()))
+        if not changes:
+            return FeedError(f"a fed LoD holds sequences longer than the default array "
+                             f"capacity, and graphc re-types the program for {steps} steps, "
+                             f"but {why}; give lod_tensor_to_array(capacity=)")
+        name, (shape, level) = next(iter(changes.items()))
         declared_var = program.global_block().var(name)
         declared = list(declared_var.shape)
+        demanded = getattr(declared_var, "lod_demanded_by", None)
+        if demanded and level:
+            return FeedError(f"feed '{name}' carries a LoD of {level} level(s) with rows "
+                             f"{list(shape[1:])}; it is declared without a LoD, typed "
+                             f"lod_level={declared_var.lod_level} for {demanded}, and graphc "
+                             f"re-types the program for the LoD fed, but {why}")
+        if demanded:
+            return FeedError(f"feed '{name}' is fed a dense array of shape {list(shape)}, but "
+                             f"{demanded} needs sequences from it (declared without a LoD, "
+                             f"graphc typed it lod_level={declared_var.lod_level} for that op, "
+                             f"as Paddle runs the LoD fed): {why}; give a LoDTensor "
+                             f"(fluid.create_lod_tensor(data, recursive_seq_lens, place)) or "
+                             f"feed through a DataFeeder")
         if declared_var.lod_level:
             return FeedError(f"feed '{name}' is declared with lod_level="
                              f"{declared_var.lod_level} but fed a dense array of shape "
@@ -136,22 +170,15 @@ def _retyped(program, changes: dict):
         raise refused("not one with ops outside the global block")
     copy = program.clone()
     block = copy.global_block()
+    retyped = {}
     for name, (shape, level) in changes.items():  # (level: 0, a LoD variable fed dense)
         var = block.var(name)
-        var._set_type(shape, lod_level=level)
         var.need_check_feed = True  # the copy is made for exactly this shape
-    for op in block.ops:
-        where = op.where
-        opdef = get_op_def(op.type, where)
-        ins = {slot: [block.var(n).type for n in names] for slot, names in op.inputs.items()}
-        try:
-            inferred = opdef.infer_types(ins, op.attrs, where)
-        except GraphcError as exc:  # a shape error, or an op that cannot take the type
-            raise refused(f"then {exc}") from None
-        for slot, names in op.outputs.items():
-            for n, t in zip(names, inferred.get(slot, ())):
-                var = block.var(n)
-                if not var.persistable:
-                    var._set_type(t.shape, t.dtype, t.lod_level, t.array, t.element_lod)
-    copy._bump()
+        retyped[name] = var.type._replace(shape=tuple(shape), lod_level=level)
+    widened = widen(block, steps) if steps else []
+    try:
+        types = reinfer(copy, retyped, also=widened)
+    except ReinferError as exc:  # a shape error, or an op that cannot take the type
+        raise refused(f"then {exc}") from None
+    apply(copy, types)
     return copy
