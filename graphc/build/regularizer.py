@@ -53,3 +53,19 @@ class L1Decay:
 
 
 L2DecayRegularizer, L1DecayRegularizer = L2Decay, L1Decay
+
+
+def append_regularization_ops(parameters_and_grads, regularization=None):
+    """Paddle's ``append_regularization_ops``: each gradient plus its parameter's decay (the
+    parameter's own regularizer, else ``regularization``), as optimize-role ops; returns
+    the [(parameter, gradient)] pairs to update with. A None gradient, or a parameter with
+    no regularizer, passes unchanged."""
+    out = []
+    for param, grad in parameters_and_grads:
+        reg = param.regularizer if param.regularizer is not None else regularization
+        if grad is None or reg is None:
+            out.append((param, grad))
+            continue
+        with grad.block.program.op_role_guard("optimize"):
+            out.append((param, reg.append(grad.block, param, grad)))
+    return out

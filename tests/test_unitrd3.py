@@ -1,0 +1,208 @@
+"""Paddle 1.8's framework surface its unit tests use (issues 24/25, unitrd3): parameters that
+initialise themselves, regularisation ops, int pow, scopes, memory_usage, io checks."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import graphc
+import graphc.fluid as fluid
+from graphc.backends.interpreter import run_graph
+from graphc.fluid.backward import append_backward
+
+
+def _both(main, startup, feed, fetch):
+    """Fetched values from the jitted Executor and from the interpreter."""
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        jitted = exe.run(main, feed=feed, fetch_list=fetch)
+    state, _ = run_graph(graphc.lower(startup))
+    _, interp = run_graph(graphc.lower(main), state, feed, [v.name for v in fetch])
+    return jitted, interp
+
+
+# -- Block.create_parameter -----------------------------------------------------------------
+def test_create_parameter_with_an_initializer_fills_it_in_its_block_once():
+    main = fluid.Program()
+    block = main.global_block()
+    for _ in range(2):  # the second call finds the parameter already written: no new op
+        w = block.create_parameter(name="w", shape=[3, 2], dtype="float32",
+                                   initializer=fluid.initializer.Constant(1.5))
+    assert [op.type for op in block.ops] == ["fill_constant"]
+    assert block.ops[0].attr("value") == 1.5
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        value = exe.run(main, fetch_list=[w])[0]
+        np.testing.assert_array_equal(value, np.full((3, 2), 1.5, "float32"))
+        np.testing.assert_array_equal(fluid.io.get_parameter_value_by_name("w", exe, main),
+                                      value)
+    _, interp = run_graph(graphc.lower(main), {}, {}, ["w"])
+    np.testing.assert_array_equal(interp[0], np.full((3, 2), 1.5, "float32"))
+
+
+def test_layers_still_initialise_parameters_in_the_startup_program_only():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[4], dtype="float32")
+        fluid.layers.fc(x, 3, param_attr=fluid.ParamAttr(
+            initializer=fluid.initializer.Constant(0.5)))
+    assert "fill_constant" not in [op.type for op in main.global_block().ops]
+    assert [op.type for op in startup.global_block().ops] == ["fill_constant"] * 2
+    w = main.global_block().all_parameters()[0]
+    assert isinstance(w.initializer, fluid.initializer.Constant)
+
+
+@pytest.mark.parametrize("shape, dtype", [(None, "float32"), ([1], None), ([], "float32"),
+                                          ([-1], "float32")])
+def test_create_parameter_refuses_an_unsized_parameter_and_leaves_no_variable(shape, dtype):
+    block = fluid.Program().global_block()
+    with pytest.raises(ValueError):
+        block.create_parameter(name="bad", shape=shape, dtype=dtype, initializer=None)
+    assert "bad" not in block.vars
+
+
+def test_get_parameter_value_needs_a_parameter_with_a_value():
+    main = fluid.Program()
+    block = main.global_block()
+    v = block.create_var(name="v", shape=[2], dtype="float32")
+    block.create_parameter(name="p", shape=[2], dtype="float32")
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        with pytest.raises(TypeError):
+            fluid.io.get_parameter_value(v, exe)
+        with pytest.raises(graphc.GraphcError, match="no value"):
+            fluid.io.get_parameter_value_by_name("p", exe, main)
+
+
+# -- regularisation -------------------------------------------------------------------------
+@pytest.mark.parametrize("reg, ops, decay", [
+    (fluid.regularizer.L2DecayRegularizer(0.5), ["scale", "sum"], lambda w: 0.5 * w),
+    (fluid.regularizer.L1DecayRegularizer(0.5), ["sign", "scale", "sum"],
+     lambda w: 0.5 * np.sign(w)),
+])
+def test_append_regularization_ops_adds_the_decay_to_the_gradient(reg, ops, decay):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[3], dtype="float32")
+        w = fluid.layers.create_parameter([3, 2], "float32", name="w", default_initializer=
+                                          fluid.initializer.Uniform(-1.0, 1.0, seed=3))
+        loss = fluid.layers.mean(fluid.layers.mul(x, w))
+        params_grads = append_backward(loss)
+        count = len(main.global_block().ops)
+        new = fluid.optimizer.append_regularization_ops(params_grads, reg)
+    assert [op.type for op in main.global_block().ops[count:]] == ops
+    assert len(new) == 1 and new[0][0] is w
+    feed = {"x": np.arange(6, dtype="float32").reshape(2, 3) / 7 - 0.3}
+    # the plain gradient of mean(x @ w): column sums of x over the batch, / (N * 2); the
+    # decay is written back into the gradient variable (Paddle's sum into the gradient)
+    plain = np.repeat(feed["x"].sum(0)[:, None], 2, 1) / 4
+    for g, wv in _both(main, startup, feed, [new[0][1], w]):
+        np.testing.assert_allclose(g, plain + decay(wv), rtol=1e-6, atol=1e-7)
+
+
+def test_append_regularization_ops_passes_unregularised_pairs_unchanged():
+    main = fluid.Program()
+    block = main.global_block()
+    p = block.create_parameter(name="p", shape=[2], dtype="float32")
+    g = block.create_var(name="p@GRAD", shape=[2], dtype="float32")
+    assert fluid.regularizer.append_regularization_ops([(p, g), (p, None)]) == \
+        [(p, g), (p, None)]
+    assert block.ops == []
+
+
+# -- pow of integers ------------------------------------------------------------------------
+def test_pow_of_int32_raises_to_the_integer_factor():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        a = fluid.layers.data("a", shape=[3], dtype="int32")
+        out = fluid.layers.pow(a, 2.0)
+    assert out.dtype == "int32"
+    feed = {"a": np.array([[1, -2, 3], [4, 0, -5]], "int32")}
+    for (got,) in _both(main, startup, feed, [out]):
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got, feed["a"] ** 2)
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        b = fluid.layers.data("b", shape=[3], dtype="int64")
+        with pytest.raises(graphc.ShapeError, match="factor >= 0"):
+            fluid.layers.pow(b, -1.0)
+
+
+# -- scopes ---------------------------------------------------------------------------------
+def test_scope_tree_created_variables_and_ints():
+    scope = fluid.core.Scope()
+    assert scope.find_var("a") is None and scope.size() == 0
+    scope.var("a")  # created: found and counted before it holds a value
+    assert scope.find_var("a") is not None and scope.size() == 1
+    kid = scope.new_scope()
+    assert kid.find_var("a") is not None and kid.size() == 0
+    kid.var("b").get_tensor().set(np.ones(2, "float32"), fluid.CPUPlace())
+    assert scope.find_var("b") is None
+    n = scope.var("n")
+    n.set_int(7)
+    assert n.is_int() and n.get_int() == 7 and not scope.var("a").is_int()
+    scope._remove_from_pool()
+    with pytest.raises(graphc.GraphcError, match="nonexistent scope"):
+        scope._remove_from_pool()
+
+
+# -- memory_usage, io checks ----------------------------------------------------------------
+def test_memory_usage_counts_the_written_tensors_with_the_batch_size():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", shape=[13], dtype="float32")
+        y = fluid.layers.fc(x, 1)
+        fluid.layers.mean(y)
+    names = {n for op in main.global_block().ops for n in op.output_arg_names}
+    # fc: mul [-1, 1] and elementwise_add [-1, 1]; mean [1]
+    assert len(names) == 3
+    for batch, unit, scale in [(10, "B", 1), (1000, "KB", 1024), (400000, "MB", 1024 ** 2)]:
+        size = round((2 * batch + 1) * 4 / scale, 3)
+        lower, upper, got = fluid.contrib.memory_usage(main, batch_size=batch)
+        assert got == unit
+        np.testing.assert_allclose([lower, upper], [size * 1.05, size * 1.1])
+    with pytest.raises(ValueError):
+        fluid.contrib.memory_usage(main, batch_size=0)
+    with pytest.raises(TypeError):
+        fluid.contrib.memory_usage("main", batch_size=1)
+
+
+def test_io_refuses_a_main_program_that_is_not_a_program(tmp_path):
+    exe = fluid.Executor(fluid.CPUPlace())
+    with pytest.raises(TypeError):
+        fluid.io._get_valid_program("program")
+    with pytest.raises(TypeError):
+        fluid.io.load_vars(exe, str(tmp_path), main_program="program")
+    main = fluid.Program()
+    assert fluid.io._get_valid_program(main) is main
+
+
+# -- the porting rule -----------------------------------------------------------------------
+def test_porting_a_bare_dotted_import_keeps_binding_paddle():
+    from porting import port
+    ported = port("import paddle.fluid.core\nx = paddle.fluid.core.Scope()\n")
+    assert ported.splitlines()[0] == "import graphc.fluid.core; import graphc as paddle"
+    ns = {}
+    exec(ported, ns)
+    assert isinstance(ns["x"], fluid.core.Scope)
+
+
+# -- name scopes ----------------------------------------------------------------------------
+def test_ops_record_their_name_scope_path_and_a_reentered_scope_is_numbered():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        with fluid.name_scope("s1"):
+            a = fluid.layers.data("a", shape=[1], dtype="float32")
+            b = a + 1
+            with fluid.name_scope("s2"):
+                c = b * 2
+        with fluid.name_scope("s1"):
+            d = c - 1
+        e = d * 3
+    paths = {op.output_arg_names[0]: op.desc.attr("op_namescope")
+             for op in main.global_block().ops}
+    assert [paths[v.name] for v in (b, c, d, e)] == ["/s1/", "/s1/s2/", "/s1_1/", "/"]
+    assert fluid.framework.current_name_scope() == ""
+    for (got,) in _both(main, startup, {"a": np.ones((2, 1), "float32")}, [e]):
+        np.testing.assert_array_equal(got, np.full((2, 1), 9, "float32"))
