@@ -206,3 +206,103 @@ def test_ops_record_their_name_scope_path_and_a_reentered_scope_is_numbered():
     assert fluid.framework.current_name_scope() == ""
     for (got,) in _both(main, startup, {"a": np.ones((2, 1), "float32")}, [e]):
         np.testing.assert_array_equal(got, np.full((2, 1), 9, "float32"))
+
+
+# -- feeds, readers, scope functions -------------------------------------------------------
+def test_a_scalar_feed_is_a_tensor_of_shape_one():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        lr = fluid.data("lr", shape=[1], dtype="float32")
+        n = fluid.layers.data("n", shape=[1], dtype="int64", append_batch_size=False)
+        out = lr * 2.0
+        m = n + 1
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        for a in (0.25, 1, np.float32(0.5)):
+            got, k = exe.run(main, feed={"lr": a, "n": 3}, fetch_list=[out, m])
+            assert got.shape == (1,) and got.dtype == np.float32
+            np.testing.assert_allclose(got, [2 * float(a)])
+            np.testing.assert_array_equal(k, [4])
+        t = exe.run(main, feed={"lr": 0.5, "n": 3}, fetch_list=[lr], return_numpy=False)[0]
+        assert t._dtype() == fluid.core.VarDesc.VarType.FP32
+    tensor = fluid.executor._as_lodtensor(1.0, fluid.CPUPlace(), "int32")
+    assert tensor._dtype() == "int32" and np.array(tensor).tolist() == [1]
+    assert np.array(fluid.executor._as_lodtensor((1, 2), fluid.CPUPlace(), "float64")
+                    ).dtype == np.float64
+    with pytest.raises(AssertionError):
+        fluid.executor._as_lodtensor(1, fluid.CPUPlace())
+    for bad in ({"a": 1}, [[1], [1, 2]]):
+        with pytest.raises(TypeError):
+            fluid.executor._as_lodtensor(bad, fluid.CPUPlace(), "int32")
+    with pytest.raises(TypeError):
+        fluid.reader.GeneratorLoader._check_input_array([np.zeros(2), np.zeros(3)])
+    assert fluid.reader.GeneratorLoader._check_input_array([np.zeros(2)] * 3).shape == (3, 2)
+
+
+@pytest.mark.parametrize("threaded", [False, True])
+def test_py_reader_queue_feeds_the_pushed_batches_then_eof(threaded):
+    import threading
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        reader = fluid.layers.py_reader(capacity=2, shapes=[(-1, 3), (-1, 1)],
+                                        dtypes=["float32", "int64"])
+        x, y = fluid.layers.read_file(reader)
+        s = fluid.layers.reduce_sum(x, dim=1, keep_dim=True) + fluid.layers.cast(y, "float32")
+    rng = np.random.default_rng(0)
+    batches = [[rng.random((n, 3)).astype("float32"), rng.integers(0, 9, (n, 1))]
+               for n in (2, 4, 3)]
+    q = reader.queue
+    assert q.capacity() == 2 and not q.is_closed()
+
+    def push_all():
+        for b in batches:
+            arr = fluid.LoDTensorArray()
+            for a in b:
+                t = fluid.LoDTensor()
+                t.set(a, fluid.CPUPlace())
+                arr.append(t)
+            assert q.push(arr)
+        q.close()
+
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        pusher = threading.Thread(target=push_all) if threaded else None
+        if pusher:
+            pusher.start()
+        got = []
+        for b in batches:
+            if not pusher:  # one at a time: pushed, then read
+                arr = fluid.LoDTensorArray()
+                for a in b:
+                    t = fluid.LoDTensor()
+                    t.set(a, fluid.CPUPlace())
+                    arr.append(t)
+                q.push(arr)
+            got.append(exe.run(main, fetch_list=[s])[0])
+        if pusher:
+            pusher.join()
+        else:
+            q.close()
+        with pytest.raises(fluid.core.EOFException):
+            exe.run(main, fetch_list=[s])
+    assert not q.push(fluid.LoDTensorArray())  # closed
+    for (xb, yb), g in zip(batches, got):
+        np.testing.assert_allclose(g, xb.sum(1, keepdims=True) + yb, rtol=1e-6)
+    reader.reset()
+
+
+def test_default_scope_funcs_stack_local_scopes():
+    from graphc.fluid import default_scope_funcs as dsf
+    root = dsf.get_cur_scope()
+    assert dsf.find_var("dsf_a") is None
+    dsf.var("dsf_a")
+    dsf.enter_local_scope()
+    assert dsf.get_cur_scope() is not root and dsf.find_var("dsf_a") is not None
+    dsf.var("dsf_b").set_int(3)
+    assert dsf.find_var("dsf_b").get_int() == 3
+    dsf.leave_local_scope()
+    assert dsf.get_cur_scope() is root and dsf.find_var("dsf_b") is None
+    seen = []
+    dsf.scoped_function(lambda: seen.append(dsf.get_cur_scope()))
+    assert seen[0] is not root and dsf.get_cur_scope() is root
