@@ -306,3 +306,44 @@ def test_default_scope_funcs_stack_local_scopes():
     seen = []
     dsf.scoped_function(lambda: seen.append(dsf.get_cur_scope()))
     assert seen[0] is not root and dsf.get_cur_scope() is root
+
+
+# -- regularised sparse tables (Paddle 1.8: a dense @NEWGRAD@ gradient) ----------------------
+@pytest.mark.parametrize("reg", [fluid.regularizer.L2Decay(0.1), fluid.regularizer.L1Decay(0.1)])
+def test_a_regularised_sparse_table_trains_as_the_dense_one(reg):
+    def build(sparse):
+        main, startup = fluid.Program(), fluid.Program()
+        main.random_seed = startup.random_seed = 1
+        with fluid.program_guard(main, startup), fluid.unique_name.guard():
+            ids = fluid.layers.data("ids", [1], "int64")
+            emb = fluid.layers.embedding(ids, [12, 3], is_sparse=sparse)
+            loss = fluid.layers.mean(fluid.layers.fc(emb, 1))
+            fluid.optimizer.SGD(0.3, regularization=reg).minimize(loss)
+        return main, startup
+
+    feed = {"ids": np.array([[1], [3], [3], [5]], "int64")}  # rows 6.. never looked up
+    tables = []
+    for sparse in (True, False):
+        main, startup = build(sparse)
+        ops = [op.type for op in main.global_block().ops]
+        if sparse:
+            assert "embedding_0.w_0@GRAD@NEWGRAD@" in main.global_block().vars
+            assert "sparse_l2_decay" not in ops
+        state, _ = run_graph(graphc.lower(startup))
+        table0 = np.asarray(state["embedding_0.w_0"])
+        exe = fluid.Executor(fluid.CPUPlace())
+        with fluid.scope_guard(fluid.Scope()):
+            exe.run(startup)
+            exe.run(main, feed=feed)
+            jitted = np.array(fluid.global_scope().find_var("embedding_0.w_0").get_tensor())
+        if sparse:  # the interpreter on the program with the @NEWGRAD@ sum
+            interp_state, _ = run_graph(graphc.lower(main), state, feed)
+            np.testing.assert_allclose(np.asarray(interp_state["embedding_0.w_0"]), jitted,
+                                       rtol=1e-6, atol=1e-7)
+        # every row decays, looked up or not: rows 6.. move by -lr * decay(w) alone
+        decay = 0.1 * (table0 if isinstance(reg, fluid.regularizer.L2Decay) else
+                       np.sign(table0))
+        np.testing.assert_allclose(jitted[6:], table0[6:] - 0.3 * decay[6:], rtol=1e-5,
+                                   atol=1e-7)
+        tables.append(jitted)
+    np.testing.assert_allclose(tables[0], tables[1], rtol=1e-6, atol=1e-7)
