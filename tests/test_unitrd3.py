@@ -347,3 +347,12 @@ def test_a_regularised_sparse_table_trains_as_the_dense_one(reg):
                                    atol=1e-7)
         tables.append(jitted)
     np.testing.assert_allclose(tables[0], tables[1], rtol=1e-6, atol=1e-7)
+
+
+def test_flags_of_the_wrong_type_are_type_errors():
+    with pytest.raises(TypeError):
+        fluid.set_flags(["FLAGS_check_nan_inf"])
+    with pytest.raises(TypeError):
+        fluid.get_flags(1)
+    with pytest.raises(ValueError):  # not one of Paddle 1.8's public flags
+        fluid.get_flags("FLAGS_free_idle_chunk")
