@@ -356,3 +356,12 @@ def test_flags_of_the_wrong_type_are_type_errors():
         fluid.get_flags(1)
     with pytest.raises(ValueError):  # not one of Paddle 1.8's public flags
         fluid.get_flags("FLAGS_free_idle_chunk")
+
+
+def test_data_layers_refuse_a_name_or_shape_of_the_wrong_type_with_type_errors():
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        for layer in (fluid.data, fluid.layers.data):
+            with pytest.raises(TypeError, match="a name is a str"):
+                layer(name=1, shape=[2, 25], dtype="bool")
+            with pytest.raises(TypeError, match="shape must be a list"):
+                layer(name="d", shape=2, dtype="bool")

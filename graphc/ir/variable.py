@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .errors import ArgumentValueError, ProgramError
+from .errors import ArgumentTypeError, ArgumentValueError, ProgramError
 from .types import TensorType, normalize_dtype, normalize_shape
 
 if TYPE_CHECKING:
@@ -17,7 +17,10 @@ _NAME_RE = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str):  # a TypeError, as Paddle's data layers check it
+        raise ArgumentTypeError(f"invalid variable name {name!r}: a name is a str, got "
+                                f"{type(name).__name__}")
+    if not _NAME_RE.match(name):
         raise ProgramError(
             f"invalid variable name {name!r}: names are non-empty and contain no whitespace "
             "or any of , : ( ) [ ] { } = # % \"")
