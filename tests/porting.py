@@ -19,6 +19,10 @@ def port(script: str) -> str:
         if _IMPORT.match(line):
             if re.fullmatch(r"\s*import\s+paddle\s*", line):
                 line = line.replace("import paddle", "import graphc as paddle")
+            elif re.fullmatch(r"\s*import\s+paddle(\.\w+)+\s*", line):
+                # `import paddle.fluid.core` binds `paddle`; the ported line binds it too
+                # (the docs' "add `import graphc as paddle`"), on the same line
+                line = re.sub(r"\bpaddle\b", "graphc", line) + "; import graphc as paddle"
             elif " as " in line:
                 # the module changes, the name it is bound to stays (`import paddle as
                 # paddle`, book chapter 04, keeps binding `paddle`)

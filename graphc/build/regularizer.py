@@ -1,15 +1,26 @@
 """Weight decay as ops: L2Decay(c) adds c * param, L1Decay(c) c * sign(param), to the
 gradient before the update.
 
-Paddle's semantics: a ParamAttr's regularizer overrides the optimizer's; decay is not scaled
-by the learning rate; ops carry the optimize role. A row-sparse gradient (an is_sparse
-embedding's) is decayed only on the rows it holds, once per distinct row (sparse_l2_decay);
-rows the batch did not look up are not decayed (docs/sparse.md).
+Paddle 1.8's semantics: a ParamAttr's regularizer overrides the optimizer's; decay is not
+scaled by the learning rate; ops carry the optimize role. A row-sparse gradient (an is_sparse
+embedding's) plus the dense decay is a dense ``<grad>@NEWGRAD@``: every row decays, as in
+Paddle 1.8's ``append_regularization_ops`` (docs/sparse.md).
 """
 
 from __future__ import annotations
 
-from ..ir.errors import ProgramError
+# the dense gradient a row-sparse one becomes once decayed (Paddle's kNewGradSuffix)
+NEW_GRAD_SUFFIX = "@NEWGRAD@"
+
+
+def _decayed(block, param, grad, decay):
+    """``sum(grad, decay)``: into ``grad`` itself when dense; a row-sparse gradient plus the
+    dense decay is dense, a new variable (Paddle 1.8: every row of the table decays)."""
+    out = grad
+    if grad.selected_rows:
+        out = block.create_var(grad.name + NEW_GRAD_SUFFIX, param.shape, param.dtype)
+    block.append_op("sum", {"X": [grad, decay]}, {"Out": out})
+    return out
 
 
 class L2Decay:
@@ -17,15 +28,11 @@ class L2Decay:
         self.coeff = float(regularization_coeff)
 
     def append(self, block, param, grad):
-        """grad + coeff * param, written back into the gradient variable (as Paddle does)."""
-        if grad.selected_rows:
-            block.append_op("sparse_l2_decay", {"Grad": grad, "Param": param}, {"Out": grad},
-                            {"coeff": self.coeff})
-            return grad
+        """grad + coeff * param, written back into the gradient variable (as Paddle does;
+        a row-sparse gradient into a new dense one, ``_decayed``)."""
         decay = block.create_var(f"{param.name}@DECAY", param.shape, param.dtype)
         block.append_op("scale", {"X": param}, {"Out": decay}, {"scale": self.coeff})
-        block.append_op("sum", {"X": [grad, decay]}, {"Out": grad})
-        return grad
+        return _decayed(block, param, grad, decay)
 
     def __repr__(self) -> str:
         return f"L2Decay({self.coeff})"
@@ -38,18 +45,30 @@ class L1Decay:
         self.coeff = float(regularization_coeff)
 
     def append(self, block, param, grad):
-        if grad.selected_rows:
-            raise ProgramError(f"L1Decay on '{param.name}': its gradient is row-sparse (an "
-                               "is_sparse embedding); graphc decays those with L2Decay only")
         sign = block.create_var(f"{param.name}@L1SIGN", param.shape, param.dtype)
         decay = block.create_var(f"{param.name}@DECAY", param.shape, param.dtype)
         block.append_op("sign", {"X": param}, {"Out": sign})
         block.append_op("scale", {"X": sign}, {"Out": decay}, {"scale": self.coeff})
-        block.append_op("sum", {"X": [grad, decay]}, {"Out": grad})
-        return grad
+        return _decayed(block, param, grad, decay)
 
     def __repr__(self) -> str:
         return f"L1Decay({self.coeff})"
 
 
 L2DecayRegularizer, L1DecayRegularizer = L2Decay, L1Decay
+
+
+def append_regularization_ops(parameters_and_grads, regularization=None):
+    """Paddle's ``append_regularization_ops``: each gradient plus its parameter's decay (the
+    parameter's own regularizer, else ``regularization``), as optimize-role ops; returns
+    the [(parameter, gradient)] pairs to update with. A None gradient, or a parameter with
+    no regularizer, passes unchanged."""
+    out = []
+    for param, grad in parameters_and_grads:
+        reg = param.regularizer if param.regularizer is not None else regularization
+        if grad is None or reg is None:
+            out.append((param, grad))
+            continue
+        with grad.block.program.op_role_guard("optimize"):
+            out.append((param, reg.append(grad.block, param, grad)))
+    return out

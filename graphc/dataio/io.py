@@ -90,6 +90,8 @@ from .loader_epoch import (  # noqa: F401  (_var_dtype, to_feed_array: used by g
     to_lod_tensor,
 )
 from .saving import (  # noqa: F401  (Paddle's fluid.io save/load spellings)
+    get_parameter_value,
+    get_parameter_value_by_name,
     get_program_parameter,
     get_program_persistable_vars,
     is_parameter,

@@ -28,8 +28,10 @@ import json
 import os
 import warnings
 
+import numpy as np
+
 from ..ir.default_programs import default_main_program
-from ..ir.errors import GraphcError
+from ..ir.errors import ArgumentTypeError, GraphcError, ProgramError
 from ..ir.program import Parameter, Program, Variable
 from ..runtime import checkpoint
 from ..runtime.checkpoint import CheckpointError
@@ -66,9 +68,33 @@ def _program(main_program, who: str) -> Program:
         # Paddle saves the Program a CompiledProgram holds (the variables are the same)
         program = program.program
     if not isinstance(program, Program):
-        raise GraphcError(f"{who}: main_program must be a Program, got "
-                          f"{type(program).__name__}")
+        # a TypeError, as Paddle's _get_valid_program raises
+        raise ArgumentTypeError(f"{who}: main_program must be a Program, got "
+                                f"{type(program).__name__}")
     return program
+
+
+def get_parameter_value(para, executor) -> np.ndarray:
+    """The value of parameter ``para`` in the global scope (Paddle's
+    ``fluid.io.get_parameter_value``; ``executor`` ran the program that filled it)."""
+    if not is_parameter(para):
+        raise ArgumentTypeError(f"get_parameter_value: '{getattr(para, 'name', para)}' is not "
+                                "a Parameter")
+    scope = global_scope()
+    if para.name not in scope:
+        raise CheckpointError(f"get_parameter_value: '{para.name}' has no value in the scope "
+                              "(run the program that initialises it first)")
+    return np.array(scope[para.name])
+
+
+def get_parameter_value_by_name(name: str, executor, program=None) -> np.ndarray:
+    """``get_parameter_value`` of the parameter ``name`` of ``program`` (default main)."""
+    program = _program(program, "get_parameter_value_by_name")
+    var = program.global_block().vars.get(name)
+    if var is None:
+        raise ProgramError(f"get_parameter_value_by_name: the program has no variable "
+                           f"'{name}'")
+    return get_parameter_value(var, executor)
 
 
 def _path(path, who: str, what: str = "dirname") -> str:

@@ -24,5 +24,32 @@ def _fetch_var(name, scope=None, return_numpy: bool = True):
     return np.array(tensor) if return_numpy else tensor
 
 
+def _as_lodtensor(data, place, dtype=None):
+    """Paddle's conversion of a fed value to a LoDTensor: a numpy array as it is; a Python
+    scalar, list or tuple needs ``dtype`` (AssertionError without) and becomes an array of
+    it (a scalar of shape [1]); ragged lists and other types are TypeErrors."""
+    from ..runtime.lod_tensor import LoDTensor
+    if not isinstance(data, np.ndarray):
+        assert dtype is not None, ("_as_lodtensor: give a dtype to convert a "
+                                   f"{type(data).__name__} that is not a numpy array")
+        if np.isscalar(data):
+            data = np.array([data])
+        elif isinstance(data, list | tuple):
+            try:
+                data = np.array(data)
+            except ValueError:  # numpy refuses ragged nesting
+                data = np.array(data, dtype=object)
+            if data.dtype == object:
+                raise TypeError("_as_lodtensor: nested lists of different lengths are not a "
+                                "regular array; use fluid.create_lod_tensor for sequences")
+        else:
+            raise TypeError(f"_as_lodtensor: cannot convert a {type(data).__name__} to a "
+                            "tensor")
+        data = data.astype(np.dtype(dtype))
+    tensor = LoDTensor()
+    tensor.set(data, place)
+    return tensor
+
+
 def __getattr__(name: str):
     raise missing(__name__, name)

@@ -16,6 +16,11 @@ class FlagError(GraphcError, ValueError):
     flags (a misspelling), or arguments of the wrong type."""
 
 
+class FlagTypeError(FlagError, TypeError):
+    """``set_flags`` given no dict, ``get_flags`` no name or list of names: a TypeError, as
+    Paddle 1.8 raises (a FlagError too)."""
+
+
 # Paddle 1.8's public flags (those its set_flags accepts) and their defaults
 PUBLIC_FLAGS: dict[str, object] = {
     "FLAGS_eager_delete_tensor_gb": 0.0, "FLAGS_enable_parallel_graph": False,
@@ -65,7 +70,7 @@ def set_flags(flags: dict) -> None:
     """Keep Paddle's global ``FLAGS_*`` switches (``get_flags`` returns them); they have no
     effect on XLA, which is logged once per flag. All names are checked before any is kept."""
     if not isinstance(flags, dict):
-        raise FlagError(f"set_flags: flags must be a dict, got {type(flags).__name__}")
+        raise FlagTypeError(f"set_flags: flags must be a dict, got {type(flags).__name__}")
     for name in flags:
         _check_name(name, "set_flags")
     for name, value in flags.items():
@@ -78,7 +83,7 @@ def get_flags(flags) -> dict:
     """The values of a flag name or a list/tuple of them: what set_flags kept, else Paddle's
     default."""
     if not isinstance(flags, str | list | tuple):
-        raise FlagError(f"get_flags: flags must be a name or a list/tuple of names, got "
+        raise FlagTypeError(f"get_flags: flags must be a name or a list/tuple of names, got "
                         f"{type(flags).__name__}")
     names = [_check_name(n, "get_flags") for n in ([flags] if isinstance(flags, str)
                                                     else list(flags))]

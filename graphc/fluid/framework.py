@@ -16,6 +16,7 @@ from ..ir.default_programs import (
 from ..ir.errors import GraphcError
 from ..ir.grad_defs import GRAD_SUFFIX
 from ..ir.program import Block, Operator, Parameter, Program, Variable
+from ..ir.program_compat import OP_NAMESCOPE
 from ..runtime.devices import cpu_places, cuda_pinned_places, cuda_places
 from ..runtime.places import is_compiled_with_cuda
 from ._missing import MissingAPIError, advice_for, missing
@@ -66,12 +67,25 @@ _name_scopes: list[str] = []
 @contextlib.contextmanager
 def name_scope(prefix: str | None = None):
     """Paddle's name scopes only label ops for its visualiser; graphc keeps the nesting
-    (``current_name_scope()``) but names variables as without it."""
+    (``current_name_scope()``) but names variables as without it. Ops created inside record
+    the path (``op.desc.attr('op_namescope')``, '/s1/s2/'); a scope entered again under the
+    same parent of the main program is '<prefix>_1', '<prefix>_2', ... as Paddle's."""
+    parent = OP_NAMESCOPE.get()
+    token = None
+    if prefix:
+        # per main program (Paddle keeps one tree for the process): how often each child
+        # of each path was entered
+        seen = default_main_program().__dict__.setdefault("_name_scope_children", {})
+        n = seen.get((parent, prefix), 0)
+        seen[(parent, prefix)] = n + 1
+        token = OP_NAMESCOPE.set(f"{parent}{prefix if n == 0 else f'{prefix}_{n}'}/")
     _name_scopes.append(prefix or "")
     try:
         yield
     finally:
         _name_scopes.pop()
+        if token is not None:
+            OP_NAMESCOPE.reset(token)
 
 
 def current_name_scope() -> str:

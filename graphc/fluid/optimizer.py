@@ -2,6 +2,7 @@
 ``SGDOptimizer``, ...); optimizers added to graphc.optimizer appear here too."""
 
 from ..build import optimizers as _base
+from ..build.regularizer import append_regularization_ops  # noqa: F401  (Paddle 1.8's import)
 from ._missing import delegating_getattr
 
 _PADDLE_ALIASES = {f"{n}Optimizer": n for n in (

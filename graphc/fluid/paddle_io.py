@@ -14,10 +14,17 @@ from ..ir.program import Program, Variable
 from ..runtime.checkpoint import CheckpointError
 from ..runtime.scope import global_scope
 
-__all__ = ["load_inference_model", "load_params", "load_persistables", "load_program_state",
+__all__ = ["_get_valid_program", "load_inference_model", "load_params", "load_persistables",
+           "load_program_state",
            "load_vars", "save_inference_model", "save_params", "save_persistables",
            "save_vars", "set_program_state"]
 MODEL_FILENAME = "__model__"
+
+
+def _get_valid_program(main_program=None) -> Program:
+    """Paddle's check of a ``main_program`` argument: the default main program for None, a
+    CompiledProgram's Program, else a TypeError for what is not a Program."""
+    return _graphc._program(main_program, "main_program")
 
 
 def _values(variables) -> dict:

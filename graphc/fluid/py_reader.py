@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import queue as _queue
+
 from ..dataio.io import DataLoader, DataLoaderError
 from ..ir import unique_name
 from ..ir.program import Variable
 from ..layers.tensor import declare_data
 
-__all__ = ["PyReaderVariable", "create_py_reader_by_data", "py_reader", "read_file"]
+__all__ = ["PushQueue", "PyReaderVariable", "create_py_reader_by_data", "py_reader", "read_file"]
 
 
 class PyReaderVariable:
@@ -21,6 +23,24 @@ class PyReaderVariable:
         self.name = name
         self.feed_list = feed_list
         self._loader = DataLoader(feed_list, capacity, iterable=False)
+        self._push = None
+
+    @property
+    def queue(self) -> PushQueue:
+        """Paddle's ``reader.queue``: push batches (``push(LoDTensorArray)``, one tensor per
+        data variable) that the runs read in order; ``close()`` ends the epoch (the run
+        after the last batch raises EOFException). Taking it sets the reader's source."""
+        if self._push is None:
+            self._push = PushQueue(self._loader.capacity)
+            self._loader.set_batch_generator(self._push.batches)
+            self._loader.start()
+        return self._push
+
+    @property
+    def thread(self):
+        """The thread reading the current epoch's batches (Paddle's scripts join it)."""
+        epoch = self._loader._epoch
+        return epoch.thread if epoch is not None else _FinishedThread()
 
     def decorate_paddle_reader(self, reader, places=None) -> PyReaderVariable:
         """``reader()`` yields lists of samples (a ``paddle.batch`` reader)."""
@@ -46,9 +66,54 @@ class PyReaderVariable:
 
     def reset(self) -> None:
         self._loader.reset()
+        self._push = None  # a pushed epoch ends with it; the next .queue is a fresh one
 
     def __repr__(self) -> str:
         return f"PyReaderVariable({self.name}, {[v.name for v in self.feed_list]})"
+
+
+class _FinishedThread:
+    def join(self, timeout=None) -> None:
+        return None
+
+
+class PushQueue:
+    """Batches pushed from Python (Paddle's LoDTensorBlockingQueue): ``push`` blocks while
+    ``capacity`` batches wait and returns False once the queue is closed."""
+
+    _END = object()
+
+    def __init__(self, capacity: int):
+        self._q: _queue.Queue = _queue.Queue(maxsize=capacity)
+        self._capacity, self._closed = capacity, False
+
+    def push(self, tensors) -> bool:
+        if self._closed:
+            return False
+        self._q.put(list(tensors))
+        return True
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._q.put(self._END)
+
+    def size(self) -> int:
+        return self._q.qsize() - (1 if self._closed and self._q.qsize() else 0)
+
+    def capacity(self) -> int:
+        return self._capacity
+
+    def is_closed(self) -> bool:
+        return self._closed
+
+    def batches(self):
+        """The pushed batches in order, until ``close()`` (the loader's batch generator)."""
+        while True:
+            item = self._q.get()
+            if item is self._END:
+                return
+            yield item
 
 
 def _check_capacity(capacity, where: str) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import ArgumentValueError, OpDefinitionError, ProgramError, ShapeError
 from .opdef import get_op_def
-from .program_compat import ProgramCompat
+from .program_compat import OP_NAMESCOPE, OpDescView, ProgramCompat
 from .source import user_source
 from .types import normalize_dtype, normalize_shape, types_compatible
 from .variable import Parameter, Variable, check_name
@@ -31,6 +31,12 @@ class Operator:
                  role: str = "forward"):
         self.block, self.type, self.source, self.role = block, type, source, role
         self.inputs, self.outputs, self.attrs = inputs, outputs, attrs
+        self.namescope = OP_NAMESCOPE.get()  # fluid.name_scope's path ('/' outside any)
+
+    @property
+    def desc(self) -> OpDescView:
+        """Paddle's ``op.desc``: attributes (with ``op_namescope``) and slots."""
+        return OpDescView(self)
 
     @property
     def where(self) -> str:
@@ -169,11 +175,18 @@ class Block:
         rate, regularizer, trainable) hold. Another shape or dtype is an error."""
         existing = self.vars.get(name)
         if existing is not None:
-            return self._shared_parameter(existing, name, shape, dtype)
-        param = Parameter(self, name, shape, dtype, **kwargs)
-        param.defined_at = user_source()
-        self.vars[name] = param
-        self.program._bump()
+            param = self._shared_parameter(existing, name, shape, dtype)
+        else:
+            param = Parameter(self, name, shape, dtype, **kwargs)
+            param.defined_at = user_source()
+            self.vars[name] = param
+            self.program._bump()
+        init = kwargs.get("initializer")
+        # Paddle's Block.create_parameter: an initializer given here fills the parameter in
+        # this block (a program built op by op initialises itself), once: not when an op of
+        # the global block already writes it (LayerHelper passes none; it fills startup)
+        if init is not None and not self.program._writes(name):
+            init(param, self)
         return param
 
     def _shared_parameter(self, existing: Variable, name: str, shape, dtype) -> Parameter:
@@ -332,6 +345,10 @@ class Program(ProgramCompat):
 
     def global_block(self) -> Block:
         return self.blocks[0]
+
+    def _writes(self, name: str) -> bool:
+        """Whether an op of the global block writes ``name`` (an initialised parameter)."""
+        return any(name in op.output_arg_names for op in self.blocks[0].ops)
 
     def block(self, index: int) -> Block:
         return self.blocks[index]

@@ -3,6 +3,7 @@ pruning, ``desc``, parameter-info copies); mixed into ir/program.py's Program.""
 
 from __future__ import annotations
 
+import contextvars
 import numbers
 
 from .errors import ArgumentTypeError, ArgumentValueError
@@ -163,3 +164,44 @@ class ProgramCompat:
         for name in _DIST_INFO:
             if hasattr(other, name):
                 setattr(self, name, getattr(other, name))
+
+
+# -- unitrd3: Paddle's op name scopes and op.desc ------------------------------------------
+# the name scope ops are created in ('/' outside any; fluid.name_scope sets it): a context
+# variable, so threads and nested ``with`` blocks each see their own
+OP_NAMESCOPE: contextvars.ContextVar[str] = contextvars.ContextVar("graphc_op_namescope",
+                                                                   default="/")
+
+
+class OpDescView:
+    """``op.desc`` as Paddle's tests read it: the op's attributes, plus ``op_namescope``
+    (the ``fluid.name_scope`` path the op was created in, '/s1/s2/'), and its slots."""
+
+    def __init__(self, op):
+        self._op = op
+
+    def type(self) -> str:
+        return self._op.type
+
+    def attr(self, name: str):
+        if name == "op_namescope":
+            return getattr(self._op, "namescope", "/")
+        return self._op.attr(name)
+
+    def has_attr(self, name: str) -> bool:
+        return name == "op_namescope" or self._op.has_attr(name)
+
+    def attr_names(self) -> list[str]:
+        return [*self._op.attr_names, "op_namescope"]
+
+    def input(self, slot: str) -> list[str]:
+        return self._op.input(slot)
+
+    def output(self, slot: str) -> list[str]:
+        return self._op.output(slot)
+
+    def input_arg_names(self) -> list[str]:
+        return self._op.input_arg_names
+
+    def output_arg_names(self) -> list[str]:
+        return self._op.output_arg_names

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .errors import ProgramError
+from .errors import ArgumentTypeError, ArgumentValueError, ProgramError
 from .types import TensorType, normalize_dtype, normalize_shape
 
 if TYPE_CHECKING:
@@ -17,7 +17,10 @@ _NAME_RE = re.compile(r'^[^\s,:()\[\]{}=#%"]+$')
 
 
 def check_name(name: str) -> str:
-    if not isinstance(name, str) or not _NAME_RE.match(name):
+    if not isinstance(name, str):  # a TypeError, as Paddle's data layers check it
+        raise ArgumentTypeError(f"invalid variable name {name!r}: a name is a str, got "
+                                f"{type(name).__name__}")
+    if not _NAME_RE.match(name):
         raise ProgramError(
             f"invalid variable name {name!r}: names are non-empty and contain no whitespace "
             "or any of , : ( ) [ ] { } = # % \"")
@@ -146,6 +149,21 @@ class Variable:
         return f"Variable({self.name}, shape={shape}, dtype={self.dtype}{flags})"
 
 
+def _check_parameter_shape(name, shape, dtype) -> None:
+    """Paddle 1.8's Parameter checks, as ValueErrors: a shape and a dtype are required, and
+    the shape has at least one dimension, none negative (a parameter's size is fixed)."""
+    if shape is None:
+        raise ArgumentValueError(f"parameter '{name}': shape is None; a parameter needs one")
+    if dtype is None:
+        raise ArgumentValueError(f"parameter '{name}': dtype is None; a parameter needs one")
+    if len(shape) == 0:
+        raise ArgumentValueError(f"parameter '{name}': shape []; a parameter has at least "
+                                 "one dimension")
+    if any(int(d) < 0 for d in shape):
+        raise ArgumentValueError(f"parameter '{name}': shape {list(shape)} has a negative "
+                                 "dimension; a parameter's shape is fully known")
+
+
 class Parameter(Variable):
     """A trainable, persistable Variable with its optimisation attributes."""
 
@@ -160,6 +178,7 @@ class Parameter(Variable):
         if lod_level:
             raise ProgramError(f"parameter '{name}': lod_level={lod_level}; a parameter is a "
                                "dense tensor (lod_level 0)")
+        _check_parameter_shape(name, shape, dtype)
         if optimize_attr is not None:
             unknown = set(optimize_attr) - {"learning_rate"}
             if unknown:

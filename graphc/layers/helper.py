@@ -48,7 +48,9 @@ class LayerHelper:
         """The parameter ``name`` in the main program, initialised by ``init`` in startup."""
         param = self.main_program.global_block().create_parameter(
             name, shape, dtype, trainable=attr.trainable, learning_rate=attr.learning_rate,
-            regularizer=attr.regularizer, initializer=init, need_clip=attr.need_clip)
+            regularizer=attr.regularizer, need_clip=attr.need_clip)
+        if param.initializer is None:  # recorded only: the startup program fills it (below)
+            param.initializer = init
         attr._set_on(param)  # Paddle 1.8's gradient_clip / do_model_average
         startup = self.startup_program.global_block()
         if name not in startup.vars:

@@ -24,7 +24,9 @@ def _data_dims(name, shape, layer: str) -> list[int]:
     source = user_source()
     where = f"{layer} '{name}'" + (f" at {source}" if source else "")
     if shape is None or isinstance(shape, int | str) or getattr(shape, "__iter__", None) is None:
-        raise ProgramError(f"{where}: shape must be a list such as [-1, 784], got {shape!r}")
+        # a TypeError, as Paddle 1.8's data layers check the shape's type
+        raise ArgumentTypeError(f"{where}: shape must be a list such as [-1, 784], got "
+                                f"{shape!r}")
     dims = []
     for d in shape:
         if d is None:

@@ -43,16 +43,24 @@ from .infra.base import Pass, PassContext, register_pass
 
 def backward_gradient(graph: Graph, grad: Value) -> Value:
     """The gradient as the backward pass finished it: walk back over optimize-role ops that
-    update the same variable in place (L2 regularisation: ``w@GRAD = w@GRAD + c * w``)."""
+    update the same variable in place (L2 regularisation: ``w@GRAD = w@GRAD + c * w``), or
+    that decay a row-sparse gradient into ``w@GRAD@NEWGRAD@`` (build/regularizer.py)."""
     v = grad
     while True:
         op = graph.producer(v)
         if op is None or op.role != "optimize":
             return v
-        same = [x for x in op.input_values() if x.var is v.var]
-        if not same:
+        same = _same_gradient(op, v)
+        if same is None:
             return v
-        v = same[0]
+        v = same
+
+
+def _same_gradient(op: Op, v: Value) -> Value | None:
+    """The input of ``op`` that ``v`` (its output) is a new version of: the same variable,
+    or the row-sparse gradient a decay made dense (``w@GRAD`` of ``w@GRAD@NEWGRAD@``)."""
+    return next((x for x in op.input_values()
+                 if x.var is v.var or x.var.name + "@NEWGRAD@" == v.var.name), None)
 
 
 # ops between backward and the update that are affine in the gradient (L2 decay adds a
@@ -68,7 +76,7 @@ def _nonlinear_gradient_ops(graph: Graph, grad: Value) -> list[str]:
         op = graph.producer(v)
         if op.type not in _AFFINE_GRADIENT_OPS:
             found.append(op.type)
-        v = next(x for x in op.input_values() if x.var is v.var)
+        v = _same_gradient(op, v)
     return found
 
 
@@ -143,7 +151,7 @@ class DataParallel(Pass):
                         "shard's update is not a shard of the update; all-reduced instead")
             return False
         param, grad = ins["Param"][0], ins["Grad"][0]
-        if grad.type.sparse:
+        if grad.type.sparse or backward_gradient(graph, grad).type.sparse:
             ctx.decline(f"{op.type}: row-sparse gradient (its rows are all-gathered, not "
                         "reduce-scattered); not sharded")
             return False

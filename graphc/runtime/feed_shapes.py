@@ -7,7 +7,7 @@ import numpy as np
 
 from ..ir.retype import ReinferError, apply, reinfer
 from ..ir.types import dims_compatible
-from .feeds import FeedError, convert_feed
+from .feeds import FeedError, _is_scalar, convert_feed
 from .lod_tensor import LoDTensor
 from .step_bucket import steps_bucket, widen
 
@@ -19,6 +19,8 @@ _COPIES_PER_PROGRAM = 8  # re-typed copies kept per program (cleared when exceed
 def _fed_shape(value):
     """The shape of a fed value (an array, a LoDTensor, nested lists), None when it has
     none the feed checks would take (they then name what is wrong)."""
+    if _is_scalar(value):  # fed as shape [1] (convert_feed)
+        return (1,)
     try:
         shape = getattr(value, "shape", None)
         if callable(shape):  # a LoDTensor's shape()

@@ -21,6 +21,8 @@ def convert_feed(name: str, value, dtype) -> np.ndarray:
     converted to an integer type, a bool or a string where numbers are declared, a number
     where bools are declared. Integers given for a float feed convert as numpy does."""
     dtype = np.dtype(dtype)
+    if _is_scalar(value):  # Paddle feeds a scalar as a tensor of shape [1]
+        value = [value]
     try:
         raw = np.asarray(value)
     except (ValueError, TypeError, OverflowError) as exc:  # ragged nested lists, odd objects
@@ -45,6 +47,11 @@ def convert_feed(name: str, value, dtype) -> np.ndarray:
             raise FeedError(f"feed '{name}' holds {bad!r}, which converting to the declared "
                             f"{dtype} would change (a fraction or out of range)")
     return raw.astype(dtype)
+
+
+def _is_scalar(value) -> bool:
+    """A Python or numpy number (not a string): Paddle's executor feeds it as shape [1]."""
+    return np.isscalar(value) and not isinstance(value, str | bytes)
 
 
 def _first(arr: np.ndarray):

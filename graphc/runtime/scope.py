@@ -106,6 +106,19 @@ class ScopeVar:
     def get_tensor(self) -> Tensor:
         return self._tensor
 
+    def set_int(self, value: int) -> None:
+        """Paddle's int-holding variable (a counter kept in the scope, not a tensor)."""
+        self._tensor._scope._ints()[self._tensor._name] = int(value)
+
+    def is_int(self) -> bool:
+        return self._tensor._name in self._tensor._scope._ints()
+
+    def get_int(self) -> int:
+        ints = self._tensor._scope._ints()
+        if self._tensor._name not in ints:
+            raise ScopeError(f"variable '{self._tensor._name}' holds no int (set_int)")
+        return ints[self._tensor._name]
+
     def get_fetch_list(self) -> list:
         """Paddle's FEED_MINIBATCH / FETCH_LIST variable: a list of tensors the scope keeps
         under this name, apart from its arrays (core.set_feed_variable fills it too)."""
@@ -230,11 +243,45 @@ class Scope:
         return self.__dict__.setdefault("_tensor_lists", {}).setdefault(name, [])
 
     def find_var(self, name: str) -> ScopeVar | None:
-        return ScopeVar(Tensor(self, name)) if name in self else None
+        """The variable of this scope, else of its parents (``new_scope``); None if none."""
+        if name in self or name in self._declared():
+            return ScopeVar(Tensor(self, name))
+        parent = self.__dict__.get("_parent")
+        return parent.find_var(name) if parent is not None else None
 
     def var(self, name: str) -> ScopeVar:
-        """Find or create (Paddle's ``scope.var(name)``); set its value with get_tensor().set."""
+        """Find or create (Paddle's ``scope.var(name)``); set its value with get_tensor().set.
+        Created, it is found (``find_var``) and counted (``size``) before it holds a value."""
+        self._declared().add(name)
         return ScopeVar(Tensor(self, name))
+
+    # -- unitrd3: Paddle's scope tree and small-value variables (test_scope) ----------------
+    def _declared(self) -> set:
+        return self.__dict__.setdefault("_declared_names", set())
+
+    def new_scope(self) -> Scope:
+        """A child scope: its ``find_var`` falls back to this one (Paddle's kid scopes)."""
+        kid = Scope()
+        kid._parent = self
+        self.__dict__.setdefault("_kids", []).append(kid)
+        return kid
+
+    def drop_kids(self) -> None:
+        self.__dict__.pop("_kids", None)
+
+    def size(self) -> int:
+        """The number of variables of this scope (created or holding a value)."""
+        return len(set(self.keys()) | self._declared())
+
+    def _remove_from_pool(self) -> None:
+        """Paddle deletes a scope from its pool once; a second delete is an error."""
+        if self.__dict__.get("_removed"):
+            raise ScopeError("Deleting a nonexistent scope is not allowed: this scope was "
+                             "already removed from the pool")
+        self._removed = True
+
+    def _ints(self) -> dict:
+        return self.__dict__.setdefault("_int_values", {})
 
     def __getitem__(self, name: str) -> np.ndarray:
         try:

@@ -15,7 +15,7 @@ from ...ir.graph import gc_paused
 from ...ir.program import Parameter, Variable
 from ...ir.source import user_source
 from ..backward import append_backward
-from ..regularizer import L2Decay
+from ..regularizer import L2Decay, append_regularization_ops
 
 
 def _scope(scope):
@@ -181,10 +181,7 @@ class Optimizer:
             params_grads = append_gradient_clip_ops(
                 params_grads, grad_clip if grad_clip is not None else getattr(self, "_grad_clip",
                                                                               None))
-            for param, grad in params_grads:
-                reg = param.regularizer if param.regularizer is not None else self.regularization
-                if reg is not None:
-                    grad = reg.append(block, param, grad)
+            params_grads = append_regularization_ops(params_grads, self.regularization)
             # Paddle initialises the accumulators before the learning rate: the startup
             # program's learning-rate fill_constant goes last (Paddle's tests index it)
             sblock = startup.global_block()

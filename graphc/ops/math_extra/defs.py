@@ -24,8 +24,17 @@ def _same_as_x(c):
 register("log", "X", "Out", infer=_float_like_x, lod_inputs=("X",), doc="Out = ln(X)")
 register("sign", "X", "Out", infer=_same_as_x, lod_inputs=("X",),
          doc="Out = -1, 0 or 1 (gradient zero)")
-register("pow", "X", "Out", {"factor": ("float", 1.0)}, infer=_float_like_x, lod_inputs=("X",),
-         doc="Out = X ** factor")
+def _pow(c):
+    # Paddle 1.8's pow also takes int32/int64 X (its kernel casts factor to X's type)
+    x = c.x("X")
+    if x.dtype in ("int32", "int64"):
+        c.check(c["factor"] >= 0, f"an integer X needs a factor >= 0, got {c['factor']}")
+        return {"Out": x}
+    return _float_like_x(c)
+
+
+register("pow", "X", "Out", {"factor": ("float", 1.0)}, infer=_pow, lod_inputs=("X",),
+         doc="Out = X ** factor; an int32/int64 X raised to int(factor) (Paddle's int kernel)")
 
 
 def _clip(c):
