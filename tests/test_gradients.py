@@ -2335,3 +2335,13 @@ def matmul_vectors_transposed(c, x, y, tx, ty):
 def concat_different_ranks(c):
     return layers.concat([c.data("a", c.randn(2, 3)), c.data("b", c.randn(2, 2, 1, 1))], axis=1)
 # -- end cvport
+
+
+# -- stoppers24: squared_l2_norm (global-norm clipping's term for a row-sparse gradient)
+@grad_case("squared_l2_norm")
+def squared_l2_norm(c):
+    block = c.program.global_block()
+    out = block.create_var("out", None, "float64")
+    block.append_op("squared_l2_norm", {"X": c.data("x", c.randn(2, 3))}, {"Out": out})
+    return out
+# -- end stoppers24

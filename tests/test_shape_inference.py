@@ -2756,3 +2756,32 @@ def test_arr2lod_inferred_types(op_type, ins, attrs, outs):
 def test_arr2lod_bad_inputs_name_the_op(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end arr2lod
+
+
+# -- stoppers24: squared_l2_norm (global-norm clipping's term) and elementwise_mul of rows ------
+STOPPERS24_CASES = [
+    case("squared_l2_norm", {"X": t(4, 3, dtype="float64")}, None,
+         {"Out": t(1, dtype="float64")}, "dense"),
+    case("squared_l2_norm", {"X": rows(100, 8)}, None, {"Out": t(1)}, "rows"),
+    case("elementwise_mul", {"X": rows(100, 8), "Y": t(1)}, None, {"Out": rows(100, 8)},
+         "rows-by-scalar"),
+]
+CASES.extend(STOPPERS24_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", STOPPERS24_CASES)
+def test_stoppers24_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    if not any(t.sparse for t in ins.values()):  # a gradient never flows into a sparse X
+        test_grad_op_types(op_type, ins, attrs, outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("squared_l2_norm", {"X": i64(4)}, {}, "X must be floating point"),
+    ("elementwise_mul", {"X": rows(10, 4), "Y": t(4)}, {}, "one-element Y only"),
+    ("elementwise_mul", {"X": rows(10, 4), "Y": t(1, dtype="float64")}, {}, "X is float32"),
+    ("elementwise_add", {"X": rows(10, 4), "Y": t(1)}, {}, "row-sparse"),
+])
+def test_stoppers24_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+# -- end stoppers24
