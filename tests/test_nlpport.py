@@ -173,6 +173,7 @@ def _emb_model(is_sparse, need_clip):
         loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
         clip = fluid.clip.GradientClipByGlobalNorm(0.05, need_clip=need_clip)
         fluid.optimizer.Adam(0.1, grad_clip=clip).minimize(loss)
+    main._stoppers24_loss = loss.name  # for with_data_parallel
     return main, startup
 
 
@@ -195,6 +196,27 @@ def test_global_norm_clip_of_an_is_sparse_embedding_trains_as_the_dense_one(need
         finals.append({n: np.asarray(scope[n]) for n in ("emb", "w", "b")})
     for n in ("emb", "w", "b"):
         np.testing.assert_allclose(finals[1][n], finals[0][n], rtol=2e-6, atol=1e-7, err_msg=n)
+
+
+def test_global_norm_clip_of_a_row_sparse_gradient_on_two_devices_equals_one():
+    """Data parallel: the clip reads the gathered rows of both replicas, so two devices on
+    halves of the batch end where one device on the whole batch does."""
+    rng = np.random.default_rng(5)
+    feeds = [{"ids": rng.integers(0, 6, (4, 1)).astype("int64"),
+              "y": rng.normal(size=(4, 1)).astype("float32")} for _ in range(2)]
+    finals = []
+    for n in (1, 2):
+        main, startup = _emb_model(True, None)
+        scope, exe = fluid.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        program = main if n == 1 else fluid.CompiledProgram(main).with_data_parallel(
+            loss_name=main._stoppers24_loss,
+            places=fluid.cpu_places(n))
+        for f in feeds:
+            exe.run(program, feed=f, scope=scope)
+        finals.append({k: np.asarray(scope[k]) for k in ("emb", "w", "b")})
+    for k in ("emb", "w", "b"):
+        np.testing.assert_allclose(finals[1][k], finals[0][k], rtol=1e-5, atol=1e-7, err_msg=k)
 
 
 def test_global_norm_clip_of_a_row_sparse_gradient_on_parameter_servers_is_refused_by_name():

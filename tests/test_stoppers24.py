@@ -140,3 +140,15 @@ def test_a_second_gradient_through_an_op_without_one_is_refused_by_name():
         with pytest.raises(graphc.ProgramError,
                            match="softmax_with_cross_entropy_grad.*no second derivative"):
             fluid.gradients(_L.reduce_sum(g * g), x)
+
+
+# -- private helpers widely used scripts call ----------------------------------------------------
+def test_framework_get_var_reads_the_global_block():
+    from graphc.fluid.framework import _get_var
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.data("x", [-1, 3], "float32")
+        assert _get_var("x") is x
+    assert _get_var("x", main) is x
+    with pytest.raises(graphc.ProgramError, match="_get_var: needs a name"):
+        _get_var(x, main)
