@@ -80,7 +80,8 @@ def _checkpoint_names(block, checkpoints) -> list[str]:
 def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
     """Paddle's fluid.gradients: the gradients of sum(targets * target_gradients) (ones when
     not given) with respect to each of ``inputs``, as a list (None where an input does not
-    reach a target or has stop_gradient=True)."""
+    reach a target or has stop_gradient=True). A target computed from gradients is
+    differentiated through their grad ops (second derivatives, grad_defs.DOUBLE_GRAD_OPS)."""
     targets = list(targets) if isinstance(targets, list | tuple) else [targets]
     inputs = list(inputs) if isinstance(inputs, list | tuple) else [inputs]
     for v in [*targets, *inputs]:
