@@ -95,13 +95,48 @@ def test_adagrad_initial_accumulator_value_by_position():
     np.testing.assert_array_equal(np.delete(t1, 4, 0), np.delete(t0, 4, 0))
 
 
-def test_a_16_positional_regularization_lands_in_parameter_list():
-    """The documented break: 1.6's SGD(lr, L2Decay(...)) passes the regularizer where 1.8
-    (and graphc) take parameter_list; graphc says so instead of failing later."""
-    with pytest.raises(ProgramError, match="parameter_list where 1.6 took regularization"):
-        fluid.optimizer.SGD(0.1, fluid.regularizer.L2Decay(0.1))
-    with pytest.raises(ProgramError, match="by keyword"):
-        fluid.optimizer.Adam(0.1, 0.9, 0.999, 1e-8, fluid.regularizer.L1Decay(0.1))
+# -- stoppers24: Paddle 1.6's positional calls are served too ------------------------------
+_ROWS = [{"ids": np.array([[0], [1], [1]], "int64"),
+          "c": np.array([[1.0, -2.0, 0.5]] * 3, "float32")}] * 2
+_L2 = fluid.regularizer.L2Decay(0.5)
+_O = fluid.optimizer
+
+
+@pytest.mark.parametrize("positional16, keywords", [
+    (lambda: _O.SGD(0.1, _L2), lambda: _O.SGD(0.1, regularization=_L2)),
+    (lambda: _O.SGD(0.1, _L2, "sgd"), lambda: _O.SGD(0.1, regularization=_L2, name="sgd")),
+    (lambda: _O.Momentum(0.1, 0.9, True, _L2),
+     lambda: _O.Momentum(0.1, 0.9, use_nesterov=True, regularization=_L2)),
+    (lambda: _O.Adam(0.1, 0.9, 0.999, 1e-8, _L2, None, True),
+     lambda: _O.Adam(0.1, regularization=_L2, lazy_mode=True)),
+    (lambda: _O.Adagrad(0.1, 1e-6, None, "a", 0.5),
+     lambda: _O.Adagrad(0.1, name="a", initial_accumulator_value=0.5)),
+    (lambda: _O.RMSProp(0.1, 0.9, 1e-6, 0.5, True, _L2),
+     lambda: _O.RMSProp(0.1, 0.9, 1e-6, 0.5, True, regularization=_L2)),
+    (lambda: _O.Lamb(0.1, 0.01, 0.9, 0.999, 1e-6, _L2, lambda p: True),
+     lambda: _O.Lamb(0.1, regularization=_L2, exclude_from_weight_decay_fn=lambda p: True)),
+], ids=["sgd", "sgd-name", "momentum", "adam-lazy", "adagrad", "rmsprop", "lamb"])
+def test_a_16_positional_call_trains_as_its_keyword_call(positional16, keywords):
+    """1.8 put parameter_list where 1.6 had regularization (Momentum: use_nesterov): a value
+    there that is no list can only be 1.6's, so graphc passes the 1.6 names."""
+    want = _train_table(keywords, _ROWS)[1]
+    got = _train_table(positional16, _ROWS)[1]
+    np.testing.assert_array_equal(got, want)
+    assert not np.allclose(got, _train_table(lambda: _O.SGD(0.1), _ROWS)[1])
+
+
+def test_a_16_positional_call_refuses_what_it_cannot_mean():
+    with pytest.raises(ProgramError, match="got regularization twice"):
+        _O.SGD(0.1, _L2, regularization=_L2)
+    with pytest.raises(ProgramError, match="too many positional"):
+        _O.SGD(0.1, _L2, "n", 3)
+    with pytest.raises(ProgramError, match="local_grad_clip_norm is gone.*GradientClipByNorm"):
+        _O.DGCMomentumOptimizer(0.1, 0.9, 0, 1, [0.999], False, 1.0)
+    with pytest.raises(ProgramError, match="parameter_list must be a list"):
+        _O.SGD(0.1, parameter_list=_L2)  # by keyword it is no 1.6 call
+    # 1.8's own positional parameter_list still works, and the signature is 1.8's
+    assert list(inspect.signature(_O.Momentum).parameters)[:3] == [
+        "learning_rate", "momentum", "parameter_list"]
 
 
 # -- Program ----------------------------------------------------------------------------------

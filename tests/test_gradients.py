@@ -2359,3 +2359,13 @@ def sequence_pool_of_a_feed_declared_dense(c):
     assert x.lod_level == 1
     _seq_check(c, out, {"x": create_lod_tensor(c.randn(6, 2), [[2, 0, 4]])}, ["x"])
 # -- end seqtype
+
+
+# -- stoppers24: squared_l2_norm (global-norm clipping's term for a row-sparse gradient)
+@grad_case("squared_l2_norm")
+def squared_l2_norm(c):
+    block = c.program.global_block()
+    out = block.create_var("out", None, "float64")
+    block.append_op("squared_l2_norm", {"X": c.data("x", c.randn(2, 3))}, {"Out": out})
+    return out
+# -- end stoppers24

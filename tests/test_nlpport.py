@@ -127,9 +127,109 @@ def test_clipping_a_row_sparse_gradient_merges_its_rows_first(kind):
     np.testing.assert_allclose(ref, want, rtol=1e-6, atol=1e-7)
 
 
-def test_clipping_a_row_sparse_gradient_by_global_norm_is_refused_by_name():
-    with pytest.raises(ProgramError, match="GradientClipByGlobalNorm.*'emb'.*row-sparse"):
-        _sparse_clip_step(fluid.clip.GradientClipByGlobalNorm(1.0))
+# -- stoppers24: global-norm clipping of a row-sparse gradient --------------------------------
+@pytest.mark.parametrize("clip_norm", [1.0, 5.0])
+def test_global_norm_clip_of_a_row_sparse_gradient_merges_its_rows(clip_norm):
+    """Paddle merges the rows before squaring: the norm is the dense gradient's, sqrt(3.25)
+    (squaring each copy of row 1 would give sqrt(1.95)); clip_norm 5 leaves it as it is."""
+    g = _dense_grad()
+    norm = np.sqrt(np.sum(g.astype("float64") ** 2))
+    want = -g * clip_norm / max(clip_norm, norm)
+    got, ref = _sparse_clip_step(fluid.clip.GradientClipByGlobalNorm(clip_norm))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(ref, want, rtol=1e-6, atol=1e-7)
+
+
+def test_squared_l2_norm_of_a_row_sparse_gradient_sums_repeated_rows_first():
+    """The op itself (no merge before it): row 1 looked up twice counts as its summed row."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        ids = fluid.data("ids", [-1, 1], "int64")
+        c = fluid.data("c", [-1, 2], "float32")
+        emb = fluid.layers.embedding(ids, [5, 2], is_sparse=True, param_attr="emb")
+        fluid.backward.append_backward(fluid.layers.reduce_sum(emb * c))
+        block = main.global_block()
+        out = block.create_var("sq", None, "float32")
+        block.append_op("squared_l2_norm", {"X": block.var("emb@GRAD")}, {"Out": out})
+    feed = {"ids": _IDS, "c": _C}
+    want = np.sum(_dense_grad().astype("float64") ** 2)
+    scope, exe = fluid.Scope(), graphc.Executor()
+    exe.run(startup, scope=scope)
+    state = {v.name: np.asarray(scope[v.name]) for v in startup.list_vars() if v.persistable}
+    got = exe.run(main, feed=feed, fetch_list=[out], scope=scope)[0]
+    _, (ref,) = run_graph(graphc.lower(main), state, feed, ["sq"])
+    np.testing.assert_allclose(got, [want], rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(ref), [want], rtol=1e-6)
+
+
+def _emb_model(is_sparse, need_clip):
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 7
+    with fluid.program_guard(main, startup):
+        ids = fluid.data("ids", [-1, 1], "int64")
+        y = fluid.data("y", [-1, 1], "float32")
+        emb = fluid.layers.embedding(ids, [6, 3], is_sparse=is_sparse, param_attr="emb")
+        pred = fluid.layers.fc(emb, 1, param_attr="w", bias_attr="b")
+        loss = fluid.layers.mean(fluid.layers.square_error_cost(pred, y))
+        clip = fluid.clip.GradientClipByGlobalNorm(0.05, need_clip=need_clip)
+        fluid.optimizer.Adam(0.1, grad_clip=clip).minimize(loss)
+    main._stoppers24_loss = loss.name  # for with_data_parallel
+    return main, startup
+
+
+@pytest.mark.parametrize("need_clip", [None, lambda p: p.name != "w", lambda p: p.name != "emb"],
+                         ids=["all", "not-w", "not-emb"])
+def test_global_norm_clip_of_an_is_sparse_embedding_trains_as_the_dense_one(need_clip):
+    """Four Adam steps with repeated ids: is_sparse=True ends at the parameters of
+    is_sparse=False (the clip binds: the norm is far above 0.05), whichever is clipped."""
+    rng = np.random.default_rng(3)
+    feeds = [{"ids": rng.integers(0, 6, (5, 1)).astype("int64"),
+              "y": rng.normal(size=(5, 1)).astype("float32")} for _ in range(4)]
+    finals = []
+    for sparse in (False, True):
+        main, startup = _emb_model(sparse, need_clip)
+        assert main.global_block().var("emb@GRAD").selected_rows == sparse
+        scope, exe = fluid.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        for f in feeds:
+            exe.run(main, feed=f, scope=scope)
+        finals.append({n: np.asarray(scope[n]) for n in ("emb", "w", "b")})
+    for n in ("emb", "w", "b"):
+        np.testing.assert_allclose(finals[1][n], finals[0][n], rtol=2e-6, atol=1e-7, err_msg=n)
+
+
+def test_global_norm_clip_of_a_row_sparse_gradient_on_two_devices_equals_one():
+    """Data parallel: the clip reads the gathered rows of both replicas, so two devices on
+    halves of the batch end where one device on the whole batch does."""
+    rng = np.random.default_rng(5)
+    feeds = [{"ids": rng.integers(0, 6, (4, 1)).astype("int64"),
+              "y": rng.normal(size=(4, 1)).astype("float32")} for _ in range(2)]
+    finals = []
+    for n in (1, 2):
+        main, startup = _emb_model(True, None)
+        scope, exe = fluid.Scope(), graphc.Executor()
+        exe.run(startup, scope=scope)
+        program = main if n == 1 else fluid.CompiledProgram(main).with_data_parallel(
+            loss_name=main._stoppers24_loss,
+            places=fluid.cpu_places(n))
+        for f in feeds:
+            exe.run(program, feed=f, scope=scope)
+        finals.append({k: np.asarray(scope[k]) for k in ("emb", "w", "b")})
+    for k in ("emb", "w", "b"):
+        np.testing.assert_allclose(finals[1][k], finals[0][k], rtol=1e-5, atol=1e-7, err_msg=k)
+
+
+def test_global_norm_clip_of_a_row_sparse_gradient_on_parameter_servers_is_refused_by_name():
+    """The server receives the rows but not the other servers' norms' sparse chains: the
+    transpile says so rather than clipping on a partial norm."""
+    from graphc.distributed.pserver import Transpiler
+    from graphc.passes import PassError
+
+    main, startup = _emb_model(True, None)
+    eps = ["127.0.0.1:6170", "127.0.0.1:6171"]
+    with pytest.raises(PassError, match="row-sparse gradient of 'emb'.*clipped"):
+        Transpiler(eps, trainers=1).transpile(main, startup).server_graph(eps[0])
+# -- end stoppers24
 
 
 # -- paddle.version (ELMo's train.py logs paddle.version.commit) ----------------------------

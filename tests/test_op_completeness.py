@@ -13,7 +13,7 @@ import pytest
 from test_shape_inference import CASES as SHAPE_CASES
 
 from graphc.backends.lowering import _RULES, generic_grad, get_rule, has_rule
-from graphc.ir.grad_defs import forward_type, grad_op_type, register_grad_ops
+from graphc.ir.grad_defs import DOUBLE_GRAD_OPS, forward_type, grad_op_type, register_grad_ops
 from graphc.ir.opdef import _REGISTRY, NO_GRAD, all_op_types, get_op_def, register
 from graphc.ops import import_lowerings
 
@@ -24,7 +24,9 @@ def _shape_covered() -> set[str]:
     """Op types with a shape-inference case: those named in CASES, and the derived
     ``T_grad`` of each (test_grad_op_types checks it from T's case)."""
     named = {p.values[0] for p in SHAPE_CASES}
-    return named | {grad_op_type(t) for t in named}
+    # T_grad_grad of a double-grad T: test_stoppers24_double_grad_op_types checks it
+    double = {grad_op_type(grad_op_type(t)) for t in named & DOUBLE_GRAD_OPS}
+    return named | {grad_op_type(t) for t in named} | double
 
 
 def incomplete(op_types) -> dict[str, list[str]]:

@@ -494,6 +494,9 @@ def test_every_op_has_a_case():
     test_grad_op_types covers those."""
     covered = _forward_types_with_cases()
     covered |= {grad_op_type(op) for op in covered if has_op_def(grad_op_type(op))}
+    # stoppers24: T_grad_grad of a double-grad op, checked by its double-grad test
+    covered |= {grad_op_type(op) for op in covered if has_op_def(grad_op_type(op))
+                and op.endswith("_grad")}
     missing = sorted(set(all_op_types()) - covered)
     assert not missing, f"add shape-inference cases to {HERE} for: {missing}"
 
@@ -2796,3 +2799,54 @@ CASES.extend(NLP24_CASES)  # test_every_op_has_a_case reads CASES when it runs
 def test_nlp24_bad_inputs(op_type, ins, attrs, message):
     test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
 # -- end nlp24
+
+
+# -- stoppers24: squared_l2_norm (global-norm clipping's term) and elementwise_mul of rows ------
+STOPPERS24_CASES = [
+    case("squared_l2_norm", {"X": t(4, 3, dtype="float64")}, None,
+         {"Out": t(1, dtype="float64")}, "dense"),
+    case("squared_l2_norm", {"X": rows(100, 8)}, None, {"Out": t(1)}, "rows"),
+    case("elementwise_mul", {"X": rows(100, 8), "Y": t(1)}, None, {"Out": rows(100, 8)},
+         "rows-by-scalar"),
+]
+CASES.extend(STOPPERS24_CASES)  # test_every_op_has_a_case reads CASES when it runs
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", STOPPERS24_CASES)
+def test_stoppers24_inferred_types(op_type, ins, attrs, outs):
+    assert infer(op_type, ins, attrs) == _as_lists(outs)
+    if not any(t.sparse for t in ins.values()):  # a gradient never flows into a sparse X
+        test_grad_op_types(op_type, ins, attrs, outs)
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, message", [
+    ("squared_l2_norm", {"X": i64(4)}, {}, "X must be floating point"),
+    ("elementwise_mul", {"X": rows(10, 4), "Y": t(4)}, {}, "one-element Y only"),
+    ("elementwise_mul", {"X": rows(10, 4), "Y": t(1, dtype="float64")}, {}, "X is float32"),
+    ("elementwise_add", {"X": rows(10, 4), "Y": t(1)}, {}, "row-sparse"),
+])
+def test_stoppers24_bad_inputs_name_the_op(op_type, ins, attrs, message):
+    test_bad_inputs_raise_shape_error(op_type, ins, attrs, message)
+
+
+def _double_grad_cases():
+    from graphc.ir.grad_defs import DOUBLE_GRAD_OPS
+    return [p for p in CASES if p.values[0] in DOUBLE_GRAD_OPS]
+
+
+@pytest.mark.parametrize("op_type, ins, attrs, outs", _double_grad_cases())
+def test_stoppers24_double_grad_op_types(op_type, ins, attrs, outs):
+    """T_grad_grad (a double-grad T), given T_grad's inputs and its output gradients, gives
+    each floating-point input of T_grad (T's inputs, outputs, their gradients) its type."""
+    ins, outs = _as_lists(ins), _as_lists(outs)
+    if any(ty.sparse or ty.lod_level for types in ins.values() for ty in types):
+        return  # a second gradient takes dense values only
+    grad_ins = {**ins, **outs}
+    grad_ins.update({f"{slot}@GRAD": types for slot, types in outs.items()
+                     if all(ty.dtype in FLOAT_DTYPES for ty in types)})
+    first = infer(grad_op_type(op_type), grad_ins, attrs)
+    double_ins = {**grad_ins, **first, **{f"{slot}@GRAD": types for slot, types in first.items()}}
+    expected = {f"{slot}@GRAD": types for slot, types in grad_ins.items()
+                if all(ty.dtype in FLOAT_DTYPES for ty in types)}
+    assert infer(grad_op_type(grad_op_type(op_type)), double_ins, attrs) == expected
+# -- end stoppers24

@@ -261,7 +261,7 @@ def get_rule(op_type: str, where: str = "") -> Rule:
     if rule is not None:
         return rule
     fwd = forward_type(op_type)
-    if fwd is not None and fwd in _RULES:
+    if fwd is not None and has_rule(fwd):  # T_grad_grad: the vjp of T_grad's rule, generic too
         return generic_grad
     raise LoweringError(f"{where or op_type}: no lowering rule for op type '{op_type}'")
 
@@ -402,7 +402,7 @@ def generic_grad(c, **kw):
     out_types = fwd.infer_types(in_types, c.attrs, c.where)
     # cotangents for the forward outputs that have a gradient; the rest are not followed
     grads = {s.name: kw.get(s.name + GRAD_SUFFIX) for s in fwd.outputs}
-    followed = [s for s, g in grads.items() if g is not None
+    followed = [s for s, g in grads.items() if g is not None and not _no_values(g)
                 and all(t.dtype in FLOAT_DTYPES for t in out_types.get(s, []))]
 
     def forward(*diff):
@@ -423,6 +423,11 @@ def generic_grad(c, **kw):
                    else g.astype(o.dtype).reshape(o.shape))
     result = vjp(tuple(cot))
     return {s + GRAD_SUFFIX: r for s, r in zip(wanted, result)}
+
+
+def _no_values(g) -> bool:
+    """An empty list: a duplicable slot given no value (no cotangent to follow)."""
+    return isinstance(g, list) and not g
 
 
 def _type_of(arr) -> TensorType:

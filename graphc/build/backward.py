@@ -9,7 +9,7 @@ contributions under ``@RENAME@`` names, summed before use. Linear in program siz
 from __future__ import annotations
 
 from ..ir.errors import ArgumentTypeError, ProgramError
-from ..ir.grad_defs import GRAD_SUFFIX, is_differentiable
+from ..ir.grad_defs import DOUBLE_GRAD_OPS, GRAD_SUFFIX, forward_type, is_differentiable
 from ..ir.graph import gc_paused
 from ..ir.opdef import get_op_def
 from ..ir.program import Parameter, Variable
@@ -80,7 +80,8 @@ def _checkpoint_names(block, checkpoints) -> list[str]:
 def gradients(targets, inputs, target_gradients=None, no_grad_set=None) -> list:
     """Paddle's fluid.gradients: the gradients of sum(targets * target_gradients) (ones when
     not given) with respect to each of ``inputs``, as a list (None where an input does not
-    reach a target or has stop_gradient=True)."""
+    reach a target or has stop_gradient=True). A target computed from gradients is
+    differentiated through their grad ops (second derivatives, grad_defs.DOUBLE_GRAD_OPS)."""
     targets = list(targets) if isinstance(targets, list | tuple) else [targets]
     inputs = list(inputs) if isinstance(inputs, list | tuple) else [inputs]
     for v in [*targets, *inputs]:
@@ -135,7 +136,9 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
                    default=None)
     if loss_idx is None:
         raise ProgramError(f"append_backward: no op computes '{targets[0].name}'")
-    forward = [op for op in ops[:loss_idx + 1] if op.role == "forward"]
+    # backward-role ops too: a target computed from gradients (fluid.gradients of a gradient,
+    # a gradient penalty) is differentiated through their grad ops (T_grad_grad)
+    forward = [op for op in ops[:loss_idx + 1] if op.role in ("forward", "backward")]
 
     known: dict[str, bool] = {}  # asked several times per variable
 
@@ -154,15 +157,21 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
     depends.update(n for n in roots if differentiable(n))
     # as in Paddle, a value a non-differentiable op makes (fill_constant) and the user marked
     # stop_gradient=False is a leaf that takes a gradient too (creation layers mark theirs True)
-    depends.update(n for op in forward if not is_differentiable(op.type)
-                   for n in op.output_arg_names if differentiable(n))
+    depends.update(n for op in forward if op.role == "forward" and not is_differentiable(
+        op.type) for n in op.output_arg_names if differentiable(n))
     for op in forward:
-        if is_differentiable(op.type) and any(n in depends for n in op.input_arg_names):
+        # a gradient op without a second derivative passes the dependence on too, so that
+        # the path below reaches it and refuses it by name
+        if (is_differentiable(op.type) or forward_type(op.type) is not None) and any(
+                n in depends for n in op.input_arg_names):
             depends.update(n for n in op.output_arg_names if differentiable(n))
     # Backward reachability: ops on a path from something trainable to the loss.
     needed, path = set(target_names), []
     for op in reversed(forward):
-        if not is_differentiable(op.type) or not any(n in needed for n in op.output_arg_names):
+        if not any(n in needed for n in op.output_arg_names):
+            continue
+        if not is_differentiable(op.type):
+            _refuse_second_gradient(op, needed, depends, differentiable)
             continue
         diff_inputs = [n for n in op.input_arg_names if n in depends and differentiable(n)]
         if diff_inputs:
@@ -309,6 +318,18 @@ def _backward(block, targets, seeds, no_grad, callbacks, roots=(), suffix=GRAD_S
         for name in list(pending):
             finalize(name)
     return finalize
+
+
+def _refuse_second_gradient(op, needed, depends, differentiable) -> None:
+    """A gradient op with no gradient of its own on a second gradient's path: say which op
+    (Paddle 1.8 has no double-grad op for it either) rather than return a silent None."""
+    if forward_type(op.type) is None:
+        return  # an ordinary op without a gradient (fill_constant, a comparison)
+    if any(n in depends and differentiable(n) for n in op.input_arg_names):
+        raise ProgramError(
+            f"gradients: the target depends on a gradient computed by {op.type} ({op.where}), "
+            f"which has no second derivative in graphc (Paddle 1.8 has no "
+            f"{op.type}_grad op for it); ops with one: {', '.join(sorted(DOUBLE_GRAD_OPS))}")
 
 
 def _overwritten_feeds(block, forward, path, writers, needed, depends, differentiable):

@@ -101,7 +101,13 @@ class GradientClipByNorm(GradientClipBase):
 
 class GradientClipByGlobalNorm(GradientClipBase):
     """Scale all gradients by clip_norm / max(clip_norm, global_norm), where global_norm is
-    the L2 norm of every clipped gradient together (Paddle's formula)."""
+    the L2 norm of every clipped gradient together (Paddle's formula).
+
+    A row-sparse gradient (an is_sparse embedding's) has its repeated rows summed first, as
+    Paddle merges them: its term is the norm of the dense gradient, and the merged rows are
+    scaled."""
+
+    _takes_sparse = True
 
     def __init__(self, clip_norm, group_name: str = "default_group", need_clip=None):
         super().__init__(need_clip)
@@ -115,10 +121,14 @@ class GradientClipByGlobalNorm(GradientClipBase):
         dtype = params_grads[0][1].dtype
         squares = []
         for _, g in params_grads:
-            sq = _tmp(block, f"{g.name}@CLIP_SQUARE", g.dtype)
-            block.append_op("square", {"X": g}, {"Out": sq})
             total = _tmp(block, f"{g.name}@CLIP_SUM", g.dtype)
-            block.append_op("reduce_sum", {"X": sq}, {"Out": total}, {"reduce_all": True})
+            if g.selected_rows:  # rows merged in place, squared without densifying
+                block.append_op("merge_selected_rows", {"X": g}, {"Out": g})
+                block.append_op("squared_l2_norm", {"X": g}, {"Out": total})
+            else:
+                sq = _tmp(block, f"{g.name}@CLIP_SQUARE", g.dtype)
+                block.append_op("square", {"X": g}, {"Out": sq})
+                block.append_op("reduce_sum", {"X": sq}, {"Out": total}, {"reduce_all": True})
             squares.append(_cast(block, total, dtype))
         sum_sq = _tmp(block, "global_norm_square", dtype)
         block.append_op("sum", {"X": squares}, {"Out": sum_sq})

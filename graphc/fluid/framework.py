@@ -161,5 +161,18 @@ def convert_np_dtype_to_dtype_(np_dtype) -> str:
 # -- end unitfw
 
 
+# -- stoppers24
+def _get_var(name: str, program=None) -> Variable:
+    """The variable ``name`` of ``program``'s global block (default: the main program), as
+    Paddle's private helper that widely used scripts call."""
+    from ..ir.errors import ProgramError
+    program = default_main_program() if program is None else program
+    if not isinstance(name, str) or not isinstance(program, Program):
+        raise ProgramError(f"_get_var: needs a name (str) and a Program, got {name!r}, "
+                           f"{program!r}")
+    return program.global_block().var(name)
+# -- end stoppers24
+
+
 def __getattr__(name: str):
     raise missing(__name__, name)

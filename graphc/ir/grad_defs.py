@@ -35,9 +35,29 @@ def forward_type(grad_type: str) -> str | None:
     return None
 
 
+# Ops whose gradient op is differentiated again (``fluid.gradients`` of a gradient, a gradient
+# penalty): Paddle 1.8's double-grad ops and the common ones around them. ``T_grad_grad`` is
+# derived from ``T_grad`` as ``T_grad`` is from T (its rule: the vjp of T_grad's rule); a
+# gradient op of any other T on a second gradient's path is refused by name (backward.py).
+DOUBLE_GRAD_OPS = frozenset({
+    "relu", "leaky_relu", "elu", "sigmoid", "tanh", "square", "sqrt", "exp", "log", "abs",
+    "pow", "softplus", "scale", "elementwise_add", "elementwise_sub", "elementwise_mul",
+    "elementwise_div", "matmul", "mul", "conv2d", "depthwise_conv2d", "batch_norm",
+    "instance_norm", "layer_norm", "reduce_mean", "reduce_sum", "mean", "sum", "softmax",
+    "reshape2", "transpose2", "squeeze2", "unsqueeze2", "concat", "slice", "split", "stack",
+    "expand", "pad", "pad2d", "cast", "assign", "gather", "clip",
+})
+
+
 def is_differentiable(op_type: str) -> bool:
     opdef = get_op_def(op_type)
-    return not (opdef.traits & {NO_GRAD, INITIALIZER}) and not op_type.endswith("_grad")
+    if opdef.traits & {NO_GRAD, INITIALIZER}:
+        return False
+    if not op_type.endswith("_grad"):
+        return True
+    # a gradient op: only T_grad of a double-grad T (never T_grad_grad)
+    base = op_type[: -len("_grad")]
+    return base in DOUBLE_GRAD_OPS and grad_op_type(op_type) in _REGISTRY
 
 
 def default_grad_maker(op_type: str):
@@ -95,20 +115,29 @@ def _grad_lod_rule(fwd: OpDef, grad: OpDef) -> None:
 
 
 def register_grad_ops() -> None:
-    """Register ``T_grad`` for every differentiable forward op (idempotent)."""
+    """Register ``T_grad`` for every differentiable forward op, then ``T_grad_grad`` for the
+    double-grad ones (idempotent)."""
     for op_type in list(_REGISTRY):
-        gtype = grad_op_type(op_type)
-        if gtype in _REGISTRY or not is_differentiable(op_type):
-            continue
-        fwd = _REGISTRY[op_type]
-        ins = [SlotDef(s.name, True, s.duplicable) for s in fwd.inputs]
-        ins += [SlotDef(s.name, True, s.duplicable) for s in fwd.outputs]
-        ins += [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.outputs]
-        outs = [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.inputs]
-        _REGISTRY[gtype] = OpDef(gtype, tuple(ins), tuple(outs), dict(fwd.attrs),
-                                 _make_infer(fwd), frozenset(), {},
-                                 doc=f"gradient of {op_type}", regions=fwd.regions)
-        if fwd.lod_inputs:
-            _grad_lod_rule(fwd, _REGISTRY[gtype])
-        if fwd.grad_maker is None:
-            fwd.grad_maker = default_grad_maker(op_type)
+        if not op_type.endswith("_grad"):
+            _register_grad(op_type)
+    for op_type in DOUBLE_GRAD_OPS:
+        if grad_op_type(op_type) in _REGISTRY:
+            _register_grad(grad_op_type(op_type), double=True)
+
+
+def _register_grad(op_type: str, double: bool = False) -> None:
+    gtype = grad_op_type(op_type)
+    if gtype in _REGISTRY or not (double or is_differentiable(op_type)):
+        return
+    fwd = _REGISTRY[op_type]
+    ins = [SlotDef(s.name, True, s.duplicable) for s in fwd.inputs]
+    ins += [SlotDef(s.name, True, s.duplicable) for s in fwd.outputs]
+    ins += [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.outputs]
+    outs = [SlotDef(s.name + GRAD_SUFFIX, True, s.duplicable) for s in fwd.inputs]
+    _REGISTRY[gtype] = OpDef(gtype, tuple(ins), tuple(outs), dict(fwd.attrs),
+                             _make_infer(fwd), frozenset(), {},
+                             doc=f"gradient of {op_type}", regions=fwd.regions)
+    if fwd.lod_inputs and not double:  # a second gradient takes dense values only
+        _grad_lod_rule(fwd, _REGISTRY[gtype])
+    if fwd.grad_maker is None:
+        fwd.grad_maker = default_grad_maker(op_type)

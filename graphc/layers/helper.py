@@ -94,11 +94,13 @@ class LayerHelper:
         return out
 
 
-def check_variable(layer: str, arg: str, value) -> Variable:
+def check_variable(layer: str, arg: str, value, written: bool = False) -> Variable:
+    """``value`` is a Variable with a shape; ``written`` (an ``out=`` the layer writes, e.g. a
+    ``create_tensor``): no shape needed, the op gives it one, as in Paddle."""
     if not isinstance(value, Variable):
         raise ArgumentTypeError(f"{layer}: '{arg}' must be a Variable, got "
                                 f"{type(value).__name__}")
-    if value.shape is None:
+    if value.shape is None and not written:
         raise ProgramError(f"{layer}: '{arg}' ({value.name}) has no shape yet")
     return value
 
@@ -108,10 +110,10 @@ FLOATS = ("float16", "float32", "float64")
 NUMERIC = ("float16", "float32", "float64", "int32", "int64")
 
 
-def check_dtype(layer: str, arg: str, value, dtypes) -> Variable:
+def check_dtype(layer: str, arg: str, value, dtypes, written: bool = False) -> Variable:
     """``check_variable``, then the dtypes Paddle 1.8's layer accepts for ``arg``: another
     dtype is an ArgumentDtypeError (a TypeError, as Paddle's check raises) naming it."""
-    check_variable(layer, arg, value)
+    check_variable(layer, arg, value, written)
     if value.dtype not in dtypes:
         raise ArgumentDtypeError(f"{layer}: '{arg}' ({value.name}) must be a "
                                 f"{'/'.join(dtypes)} tensor, got {value.dtype}")

@@ -141,7 +141,7 @@ def _check_fill_args(shape, dtype, out) -> str:
     check_type("fill_constant", "shape", shape, (list, tuple, Variable),
                "a list, tuple or Variable")
     if out is not None:
-        check_dtype("fill_constant", "out", out, (dtype,))
+        check_dtype("fill_constant", "out", out, (dtype,), written=True)
     if isinstance(shape, Variable):
         return dtype  # its dtype: shape_dims' DtypeError (a ShapeError and a TypeError)
     if not shape:
@@ -286,7 +286,7 @@ def sums(input, out=None):
     for v in input:
         check_dtype("sums", "input", v, _SUM_DTYPES)
     if out is not None:
-        check_dtype("sums", "out", out, _SUM_DTYPES)
+        check_dtype("sums", "out", out, _SUM_DTYPES, written=True)
     helper = LayerHelper("sum")
     out = out or helper.create_variable_for_type_inference(input[0].dtype)
     helper.append_op("sum", {"X": list(input)}, {"Out": out})

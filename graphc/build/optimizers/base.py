@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
 from ...ir import unique_name
@@ -40,6 +43,57 @@ def _parameter_list(opt, given) -> list | None:
             "took regularization: pass regularization=/name= by keyword "
             "(docs/porting_from_paddle.md)")
     return list(given)
+
+
+def paddle16_positional(*tail: str):
+    """Class decorator: also serve Paddle 1.6's positional call, whose arguments after the
+    hyper-parameters were ``tail`` (e.g. ``regularization, name``) where 1.8 put
+    ``parameter_list`` first. A parameter_list is None or a list; any other value there (a
+    regularizer, a bool, a name), or a None followed by values 1.8's slots cannot hold, can
+    only be 1.6's, so those arguments are passed by their 1.6 names. A tail name starting
+    with ``-`` was dropped by 1.8: only None is taken."""
+
+    def deco(cls):
+        init = cls.__init__
+        names18 = list(inspect.signature(init).parameters)[1:]
+        at = names18.index("parameter_list")
+
+        @functools.wraps(init)
+        def __init__(self, *args, **kwargs):
+            if len(args) > at and (_is_16_value(args[at]) or not _fits_18(names18, args, at)):
+                if len(args) - at > len(tail):
+                    raise ProgramError(f"{cls.__name__}: too many positional arguments for "
+                                       f"Paddle 1.6's order (... {', '.join(tail)})")
+                for name, value in zip(tail, args[at:]):
+                    if name.startswith("-"):
+                        if value is not None:
+                            raise ProgramError(
+                                f"{cls.__name__}: Paddle 1.6's {name[1:]} is gone in 1.8 "
+                                "(and graphc); pass grad_clip=GradientClipByNorm(...)")
+                        continue
+                    if name in kwargs:
+                        raise ProgramError(f"{cls.__name__}: got {name} twice (by position, "
+                                           "in Paddle 1.6's order, and by keyword)")
+                    kwargs[name] = value
+                args = args[:at]
+            init(self, *args, **kwargs)
+
+        cls.__init__ = __init__
+        return cls
+
+    return deco
+
+
+def _fits_18(names18, args, at) -> bool:
+    """Whether positional ``args`` from ``at`` read as 1.8's: a regularizer or clip slot never
+    holds a name or a number (1.6's name, lazy_mode, initial_accumulator_value there)."""
+    return not any(n in ("regularization", "grad_clip") and isinstance(v, str | int | float)
+                   for n, v in zip(names18[at:], args[at:]))
+
+
+def _is_16_value(value) -> bool:
+    return value is not None and (isinstance(value, str | bool) or
+                                  not hasattr(value, "__iter__"))
 
 
 class Optimizer:

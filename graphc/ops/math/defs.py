@@ -23,11 +23,25 @@ def _elementwise(c):
     return {"Out": TensorType(broadcast_shapes(x.shape, y.shape, c["axis"]), x.dtype)}
 
 
+def _elementwise_mul(c):
+    x, y = c.x("X"), c.x("Y")
+    if not x.sparse:
+        return _elementwise(c)
+    # Paddle's kernel scales a SelectedRows X's values by a one-element Y (global-norm clip)
+    c.check(x.dtype == y.dtype, f"X is {x.dtype} but Y is {y.dtype}")
+    c.check(not y.sparse and y.shape is not None and prod_or_unknown(y.shape) == 1,
+            f"a row-sparse X is scaled by a one-element Y only, got Y {y}")
+    return {"Out": x}
+
+
 for _name in ("elementwise_add", "elementwise_sub", "elementwise_mul", "elementwise_div",
               "elementwise_max", "elementwise_min", "elementwise_pow"):
-    register(_name, "X Y", "Out", {"axis": ("int", -1)}, infer=_elementwise,
-             traits=(ELEMENTWISE,), inplace={"Out": "X"}, lod_inputs=("X", "Y"),
-             doc="Out = X op Y with Paddle's axis broadcasting")
+    _mul = _name == "elementwise_mul"
+    register(_name, "X Y", "Out", {"axis": ("int", -1)},
+             infer=_elementwise_mul if _mul else _elementwise, traits=(ELEMENTWISE,),
+             inplace={"Out": "X"}, lod_inputs=("X", "Y"), sparse_inputs=("X",) if _mul else (),
+             doc="Out = X op Y with Paddle's axis broadcasting" + (
+                 " (a row-sparse X: its values times a one-element Y)" if _mul else ""))
 
 # relu, sigmoid and tanh's gradients read Out, not X (Paddle's choice): X@GRAD takes Out's type
 for _name in ("relu", "sigmoid", "tanh"):

@@ -39,6 +39,8 @@ def _div(x, y):
 
 @lowering(*_BINARY, "elementwise_div")
 def _elementwise(c, X, Y):
+    if isinstance(X, SelectedRows):  # elementwise_mul only (its definition): a scaled copy
+        return {"Out": X.with_values(X.values * Y.reshape(()).astype(X.dtype))}
     fn = _BINARY.get(c.op_type, _div)
     x, y = broadcast_y(X, Y, c["axis"])
     return {"Out": fn(x, y)}

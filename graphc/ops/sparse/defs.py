@@ -1,6 +1,5 @@
-"""Ops on row-sparse values (Paddle's SelectedRows): merging repeated rows, densifying, and
-L2 decay of the rows a sparse gradient touches. (Optimizers, ``sum``, gradient unscaling and
-``c_allgather_rows`` take them too; each declares it with ``sparse_inputs``.)"""
+"""Ops on row-sparse values (Paddle's SelectedRows): merging rows, densifying, L2 decay of the
+rows touched, squared L2 norm (optimizers, ``sum`` and others declare ``sparse_inputs`` too)."""
 
 from __future__ import annotations
 
@@ -46,3 +45,16 @@ register("sparse_l2_decay", "Grad Param", "Out", {"coeff": "float"}, infer=_l2_d
          doc="Grad's repeated rows merged, plus coeff * Param[row] on each distinct row: L2 "
              "decay of the rows the batch looked up, once per row (L2Decay on a sparse "
              "gradient; untouched rows are not decayed)")
+
+
+def _squared_l2_norm(c: InferContext):
+    t = c.x("X")
+    c.check(t.dtype in FLOAT_DTYPES, f"X must be floating point, got {t.dtype}")
+    return {"Out": TensorType((1,), t.dtype)}
+
+
+# global-norm clipping's per-gradient term: a row-sparse X needs its repeated rows summed
+# before squaring, which this op does without building the dense tensor
+register("squared_l2_norm", "X", "Out", infer=_squared_l2_norm, sparse_inputs=("X",),
+         doc="Out = [sum(X * X)]; a row-sparse X's repeated rows are summed first, so it is "
+             "the squared norm of the dense tensor X stands for")

@@ -33,6 +33,13 @@ def _l2_decay(c, Grad, Param):
     return {"Out": g.with_values(g.values + decay.astype(g.values.dtype))}
 
 
+@lowering("squared_l2_norm")
+def _squared_l2_norm(c, X):
+    # merged rows hold each dense row once and padding rows hold zeros
+    values = X.merged().values if isinstance(X, SelectedRows) else X
+    return {"Out": jnp.sum(jnp.square(values)).reshape(1)}
+
+
 # -- optimizers (optim.py dispatches here when Grad is a SelectedRows) ---------------------
 def sgd_rows(param, grad: SelectedRows, lr):
     step = _lr(lr, param) * grad.values.astype(param.dtype)
