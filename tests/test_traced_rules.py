@@ -1,6 +1,5 @@
-"""Rules traced once per signature (backends/traced_rules.py): a step whose same-shaped batch
-norms and optimizer updates share one trace lowers to the StableHLO the op-by-op trace gives
-(so XLA compiles the same step: no compile here, to stay fast)."""
+"""Rules traced once per signature (backends/traced_rules.py): a step whose alike ops share one
+trace lowers to the StableHLO the op-by-op trace gives (no XLA compile here, to stay fast)."""
 
 import numpy as np
 import pytest

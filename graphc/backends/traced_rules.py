@@ -1,19 +1,18 @@
 """Rules traced once per signature while a step is traced: the ops of ``ONCE`` with equal
-attributes and input types share one trace of their rule, inlined where each op stands.
+attributes and input types share one trace of their rule, inlined where each op stands."""
 
-A model holds many ops that trace alike: one optimizer update per parameter, mostly of a few
-shapes, and a batch norm (and its gradient) per convolution of a stage. Tracing a rule costs
-JAX tens of microseconds per primitive (a batch-norm gradient is a ``jax.vjp``: milliseconds),
-so a step's first trace paid for each copy. Here the rule runs in a ``jax.jit(inline=True)``
-made once per (op type, attributes, output types, input avals, whether data checks are
-collected): JAX traces it on first use and later calls copy its equations into the step's
-jaxpr, the equations the rule's own trace would have bound, so the compiled step is the same.
-
-Only inside a step's own trace (every input a tracer of the innermost staging trace), and
-only for the rules of ``ONCE``, which read nothing but their attributes and inputs (no
-random key, step counter, host service or stash); a rule that reports a data check then runs
-as before (its report must reach the step's checks).
-"""
+# A model holds many ops that trace alike: one optimizer update per parameter, mostly of a few
+# shapes, a batch norm and its gradient per convolution of a stage, a matmul gradient per head.
+# Tracing a rule costs JAX tens of microseconds per primitive it binds (a vjp-based gradient:
+# milliseconds), so a step's first trace paid for every copy. Here the rule runs in a
+# ``jax.jit(inline=True)`` made once per (op type, attributes, output types, input avals,
+# whether data checks are collected): JAX traces it on first use, and later calls copy its
+# equations into the step's jaxpr, the equations the rule's own trace would have bound, so the
+# compiled step is the same (tests/test_traced_rules.py compares the StableHLO).
+# Only inside a step's own trace (every input a tracer of the innermost staging trace), and
+# only for the rules of ``ONCE``, which read nothing but their attributes and inputs (no random
+# key, step counter, host service or stash); a rule that reports a data check runs as before
+# (its report must reach the step's checks).
 
 from __future__ import annotations
 
