@@ -30,6 +30,7 @@ from .lowering import (
 from .precision import at_graphc_precision, with_graphc_x64
 from .selected_rows import SelectedRows
 from .threefry import shared_keys
+from .traced_rules import apply_traced_once
 
 import_lowerings()  # every family's rules are registered before the first op is walked
 
@@ -79,6 +80,9 @@ def evaluate_op(graph: Graph, op: Op, env: dict[Value, object], step=0, replicas
             # the interpreter's compiled rule (backends/compiled_rules.py); None: run eagerly
             results = None if cache is None else cache.apply(
                 op.type, op.attrs, ins, out_types, op.where, seed, step, replicas)
+            if results is None and cache is None and replicas is None:
+                # a step's trace: ops alike share one trace of their rule (traced_rules.py)
+                results = apply_traced_once(op.type, op.attrs, ins, out_types, op.where)
             if results is None:
                 results = apply_rule(op.type, op.attrs, ins, out_types, op.where, seed, step,
                                      replicas)

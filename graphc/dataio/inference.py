@@ -15,7 +15,6 @@ from ..runtime.checkpoint import CheckpointError
 from ..runtime.executor import Executor
 from ..runtime.predictor import Predictor, PredictorError
 from ..runtime.scope import Scope, scope_guard
-from .paddle_format.inference_model import load as load_inference_model
 
 __all__ = ["load_predictor"]
 
@@ -30,6 +29,8 @@ def load_predictor(dirname, model_filename: str | None = None,
     dirname = os.fspath(dirname)
     if not os.path.isdir(dirname):
         raise CheckpointError(f"no inference model at '{dirname}' (no such directory)")
+    # Paddle's formats (and protobuf) load with the first model read, not with graphc
+    from .paddle_format.inference_model import load as load_inference_model
     scope = Scope()
     with scope_guard(scope):
         program, feeds, fetch = load_inference_model(dirname, Executor(place), model_filename,

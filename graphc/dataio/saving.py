@@ -30,16 +30,33 @@ import warnings
 
 import numpy as np
 
+from ..ir import program_serial
 from ..ir.default_programs import default_main_program
 from ..ir.errors import ArgumentTypeError, GraphcError, ProgramError
 from ..ir.program import Parameter, Program, Variable
 from ..runtime import checkpoint
 from ..runtime.checkpoint import CheckpointError
 from ..runtime.scope import Scope, global_scope
-from .paddle_format import program_desc as _program_desc  # noqa: F401  (Program.parse_from_string reads ProgramDesc bytes through it)
 
 MODEL_FILENAME = "__model__"
 INFERENCE_FORMAT = "graphc-inference-model/1"
+
+
+# Program.parse_from_string reads a Paddle ProgramDesc, and program.desc writes one, through
+# paddle_format/program_desc.py; it (and protobuf) loads on the first such call, not with
+# graphc: importing it replaces these two with its own functions
+def _read_program_desc(data: bytes) -> Program:
+    from .paddle_format import program_desc
+    return program_desc._parse_from_string(data)
+
+
+def _write_program_desc(program: Program):
+    from .paddle_format import program_desc
+    return program_desc.from_program(program, [], [])
+
+
+program_serial.BINARY_READERS.setdefault(b"\x0a", _read_program_desc)
+program_serial.BINARY_WRITERS.setdefault("ProgramDesc", _write_program_desc)
 
 
 # -- which variables ---------------------------------------------------------------------

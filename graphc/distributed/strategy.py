@@ -22,7 +22,6 @@ from ..strategy import (
     read_strategy_text,
     warn_no_effect,
 )
-from . import strategy_proto
 
 log = logging.getLogger("graphc.distributed")
 
@@ -157,12 +156,14 @@ class DistributedStrategy(_Strategy):
         # a temporary name of this process's own: in the seeds' example every rank saves
         # the same file, and a shared temporary name let one rank's replace fail
         tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        from . import strategy_proto  # protobuf loads only for the prototxt formats
         tmp.write_text(strategy_proto.to_text(DistributedStrategy, self.to_dict()))
         os.replace(tmp, path)
 
     @classmethod
     def load_from_prototxt(cls, path: str | os.PathLike) -> DistributedStrategy:
         path = Path(path)
+        from . import strategy_proto  # protobuf loads only for the prototxt formats
         data = strategy_proto.parse(DistributedStrategy, read_strategy_text(path), str(path))
         return cls.from_dict(data, str(path))
 

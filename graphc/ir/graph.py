@@ -13,8 +13,6 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Any
 
-import networkx as nx
-
 from .errors import ProgramError
 from .opdef import get_op_def
 from .types import TensorType
@@ -163,6 +161,11 @@ class Graph(UseQueries):
     """An SSA graph. Read freely; change only through ``graph.rewriter()``."""
 
     def __init__(self, name: str = "main"):
+        # networkx (~0.3 s to import) is loaded by the first graph, not by ``import graphc``:
+        # building a program needs no graph, and a script that only builds or saves one never
+        # pays for it
+        import networkx as nx
+
         self.name = name
         self.nx = nx.MultiDiGraph()
         self.vars: dict[str, VarInfo] = {}

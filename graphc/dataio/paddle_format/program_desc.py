@@ -3,8 +3,6 @@ protobuf schema: feed/fetch ops <-> data variables and fetch names; op_role & co
 
 from __future__ import annotations
 
-from google.protobuf.message import DecodeError, EncodeError
-
 from ...ir import program_serial
 from ...ir.errors import GraphcError, ProgramError
 from ...ir.opdef import get_op_def, has_op_def
@@ -51,6 +49,7 @@ class NoPaddleFormError(ProgramDescError):
 def parse(data: bytes, where: str = "ProgramDesc"):
     """The ProgramDesc message of ``data``; ``where`` (a file name) heads the error."""
     desc = messages().ProgramDesc()
+    from google.protobuf.message import DecodeError, EncodeError  # loaded by messages()
     try:
         desc.ParseFromString(bytes(data))
     except (DecodeError, EncodeError, ValueError) as exc:

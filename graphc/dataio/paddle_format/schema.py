@@ -4,14 +4,12 @@ descriptors; ``messages()`` gives the message classes (ProgramDesc, VarType, ...
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
-from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+if TYPE_CHECKING:
+    from google.protobuf import descriptor_pb2
 
 PACKAGE = "paddle.framework.proto"
-_F = descriptor_pb2.FieldDescriptorProto
-_OPT, _REQ, _REP = _F.LABEL_OPTIONAL, _F.LABEL_REQUIRED, _F.LABEL_REPEATED
-_SCALARS = {"int32": _F.TYPE_INT32, "int64": _F.TYPE_INT64, "float": _F.TYPE_FLOAT,
-            "double": _F.TYPE_DOUBLE, "string": _F.TYPE_STRING, "bool": _F.TYPE_BOOL}
 
 # AttrType and VarType.Type numbers (Paddle 1.8's names; 2.x/3.x added the later numbers and
 # renamed LOD_TENSOR to DENSE_TENSOR without changing the wire)
@@ -29,6 +27,12 @@ VAR_TYPES = {"BOOL": 0, "INT16": 1, "INT32": 2, "INT64": 3, "FP16": 4, "FP32": 5
              "FP8_E5M2": 33, "UINT16": 36, "UINT32": 37, "UINT64": 38}
 
 
+# protobuf (~0.1 s to import) loads with the first message built, not with graphc
+def _field_proto():
+    from google.protobuf import descriptor_pb2
+    return descriptor_pb2.FieldDescriptorProto
+
+
 def _enum(parent, name: str, values: dict[str, int]) -> None:
     enum = parent.enum_type.add(name=name)
     for key, number in values.items():
@@ -39,13 +43,16 @@ def _message(parent, name: str, fields) -> descriptor_pb2.DescriptorProto:
     """A message of ``fields``: (name, number, label, type) with type a scalar name or the
     full name of a message or enum (``.E`` prefix for enums); an optional 5th item is the
     default's text."""
+    _F = _field_proto()
+    scalars = {"int32": _F.TYPE_INT32, "int64": _F.TYPE_INT64, "float": _F.TYPE_FLOAT,
+               "double": _F.TYPE_DOUBLE, "string": _F.TYPE_STRING, "bool": _F.TYPE_BOOL}
     msg = parent.message_type.add(name=name) if hasattr(parent, "message_type") \
         else parent.nested_type.add(name=name)
     for item in fields:
         fname, number, label, ftype = item[:4]
         field = msg.field.add(name=fname, number=number, label=label)
-        if ftype in _SCALARS:
-            field.type = _SCALARS[ftype]
+        if ftype in scalars:
+            field.type = scalars[ftype]
         elif ftype.startswith("E"):
             field.type, field.type_name = _F.TYPE_ENUM, f".{PACKAGE}.{ftype[1:]}"
         else:
@@ -56,6 +63,9 @@ def _message(parent, name: str, fields) -> descriptor_pb2.DescriptorProto:
 
 
 def _file() -> descriptor_pb2.FileDescriptorProto:
+    from google.protobuf import descriptor_pb2
+    _F = descriptor_pb2.FieldDescriptorProto
+    _OPT, _REQ, _REP = _F.LABEL_OPTIONAL, _F.LABEL_REQUIRED, _F.LABEL_REPEATED
     f = descriptor_pb2.FileDescriptorProto(name="graphc_paddle_framework.proto",
                                            package=PACKAGE, syntax="proto2")
     _enum(f, "AttrType", ATTR_TYPES)
@@ -117,6 +127,7 @@ class Messages:
     """The message classes of the schema, as attributes (``Messages().ProgramDesc``)."""
 
     def __init__(self):
+        from google.protobuf import descriptor_pool, message_factory
         pool = descriptor_pool.DescriptorPool()
         pool.Add(_file())
         for name in ("ProgramDesc", "BlockDesc", "VarDesc", "VarType", "OpDesc", "Version",

@@ -7,7 +7,6 @@ import struct
 
 import ml_dtypes
 import numpy as np
-from google.protobuf.message import DecodeError
 
 from ...ir.errors import GraphcError
 from .schema import messages
@@ -80,6 +79,7 @@ def decode(data: bytes, pos: int = 0) -> tuple[np.ndarray, list[list[int]], int]
         raise TensorStreamError(f"tensor version {version} (Paddle writes 0): corrupted")
     raw, pos = _take(data, pos, size, "the TensorDesc")
     desc = messages().TensorDesc()
+    from google.protobuf.message import DecodeError  # loaded by messages() (schema.py)
     try:
         desc.ParseFromString(raw)
     except DecodeError as exc:
