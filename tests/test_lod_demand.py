@@ -192,3 +192,37 @@ def test_an_explicit_capacity_exceeded_is_refused_naming_it(steps_round_trip):
     with pytest.raises(DataError, match="at most 130 steps"):
         fluid.Executor(fluid.CPUPlace()).run(
             main, feed={"x": create_lod_tensor(data, [[140]])}, fetch_list=[fixed])
+
+
+# -- a reshape across rows drops the LoD of feeds declared with one (Paddle shares a
+# reshape's LoD only where dim 0 is unchanged): TDM's infer, the Transformer's decoder inputs
+def _reshaped(needs_sequences: bool):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data(name="x", shape=[3], dtype="float32", lod_level=1)
+        h = fluid.layers.fc(x, 4, bias_attr=False, param_attr=fluid.ParamAttr(name="w"))
+        if needs_sequences:
+            fluid.layers.sequence_pool(h, "sum")
+        out = fluid.layers.reshape(h, [-1, 2])
+    return main, startup, x, out
+
+
+def test_a_reshape_across_rows_drops_the_declared_lod_and_reshapes_the_fed_rows():
+    main, startup, x, out = _reshaped(needs_sequences=False)
+    assert (x.lod_level, out.lod_level, list(out.shape)) == (0, 0, [-1, 2])
+    assert "reshape" in x.lod_dropped_by
+    want = (X @ W).reshape(-1, 2)
+    _, (got,) = run_graph(lower(main), {"w": W}, {"x": X}, [out.name])
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        fluid.global_scope().var("w").get_tensor().set(W, fluid.CPUPlace())
+        for feed in (create_lod_tensor(X, LENGTHS), X):  # a fed LoD is dropped, as Paddle's
+            (jit,) = exe.run(main, feed={"x": feed}, fetch_list=[out])
+            np.testing.assert_allclose(jit, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_reshape_across_rows_of_sequences_an_op_needs_still_refuses():
+    with pytest.raises(ShapeError, match="reshaping the LoD value .* does not keep one row"):
+        _reshaped(needs_sequences=True)

@@ -1,5 +1,5 @@
-"""LoD demanded of a feed declared dense: an op that needs sequences, built on a value computed
-from ``data(..., lod_level=0)``, re-types that feed as a LoD value (Paddle passes the fed LoD)."""
+"""LoD demanded of a feed declared dense (an op that needs sequences re-types it as a LoD value,
+Paddle passes the fed LoD), and dropped from one declared LoD by a reshape across rows."""
 
 from __future__ import annotations
 
@@ -17,9 +17,15 @@ def _dense_feed(var) -> bool:
                 var.block is not None and var.block.idx == 0)
 
 
-def feed_sources(block, names) -> list:
-    """The feed variables declared dense that the values ``names`` are computed from
-    (through any ops: which of them carry a LoD, re-inference tells), in declaration order."""
+def _lod_feed(var) -> bool:
+    return bool(var.is_data and not var.is_array and var.lod_level and var.shape and
+                var.block is not None and var.block.idx == 0)
+
+
+def feed_sources(block, names, wanted=_dense_feed) -> list:
+    """The feed variables declared dense (``wanted``: of that kind) that the values ``names``
+    are computed from (through any ops: which of them carry a LoD, re-inference tells), in
+    declaration order."""
     program = block.program
     writers: dict[str, list] = {}
     for b in program.blocks:
@@ -33,7 +39,7 @@ def feed_sources(block, names) -> list:
             continue
         seen.add(name)
         var = block._find_var(name)
-        if var is not None and _dense_feed(var):
+        if var is not None and wanted(var):
             found[name] = var
         for op in writers.get(name, ()):
             stack.extend(op.input_arg_names)
@@ -91,6 +97,8 @@ def retype_op_inputs(block, opdef, ins: dict, attrs: dict, where: str):
         opdef.infer_types(in_types(types), attrs, where)
         return True
 
+    if opdef.type in DROP_LOD:
+        return _dropped_lod(block, ins, in_types, accepts, where)
     if opdef.lod != "aware":  # row-wise ops carry a LoD but never need one
         return None
     names = [n for slot, ns in ins.items() if slot in opdef.lod_inputs for n in ns]
@@ -111,3 +119,33 @@ def demand_lod(var, level: int, where: str) -> bool:
         return (types.get(var.name) or var.type).lod_level == level
 
     return retype_for(block, [var.name], accepts, where)
+
+
+# ops whose output Paddle gives no LoD when it has another number of rows than the input
+# (reshape's InferShape shares the LoD only where dim 0 is unchanged)
+DROP_LOD = frozenset({"reshape", "reshape2"})
+
+
+def _dropped_lod(block, ins: dict, in_types, accepts, where: str):
+    """A reshape across rows of a value computed from feeds declared with a LoD (TDM's
+    ``first_layer_node``, the Transformer's decoder inputs): Paddle reshapes the fed rows and
+    drops the LoD, so those feeds are re-typed dense (a LoD fed to them is dropped, as for
+    any variable declared without one) where every op on them still infers, keeping its
+    shape and dtype; an op that needs their sequences keeps the reshape's refusal. The
+    op's input types, or None."""
+    names = [n for ns in ins.values() for n in ns
+             if (v := block._find_var(n)) is not None and v.lod_level and not v.is_array]
+    feeds = feed_sources(block, names, _lod_feed) if names else []
+    if not feeds:
+        return None
+    retyped = {f.name: f.type._replace(lod_level=0) for f in feeds}
+    try:
+        types = reinfer(block.program, retyped, keep=lod_only)
+        if not accepts(types):
+            return None
+    except (ReinferError, GraphcError):
+        return None
+    apply(block.program, types)
+    for f in feeds:  # for the porting guide's question "where did my LoD go"
+        f.lod_dropped_by = where
+    return in_types(types)
