@@ -107,3 +107,76 @@ def test_global_learning_rate_is_zero_after_startup_then_the_schedule(lr_program
         want = _paddle_rates(step)
         np.testing.assert_allclose(np.asarray(got[0]).reshape(-1), [want[0]], rtol=1e-6)
         np.testing.assert_allclose(np.asarray(got[1]).reshape(-1), [want[1]], rtol=1e-6)
+
+
+# -- StaticRNN's step reads LoD values from outside (an attention decoder, ETS) ----------------
+_ENC_LENGTHS = [2, 3, 1]
+
+
+def _attention_rnn(dtype="float64"):
+    """h_t = tanh(x_t + sum_j softmax_j(<h_{t-1}, e_j>) e_j) over each sequence's tokens e,
+    h_0 = the sequence sum: the step reads the LoD ``enc`` from outside."""
+    enc = fluid.data("enc", [-1, 3], dtype, lod_level=1)
+    enc.stop_gradient = False
+    x = fluid.data("x", [4, 3, 3], dtype)
+    x.stop_gradient = False
+    boot = fluid.layers.sequence_pool(enc, "sum")
+    rnn = fluid.layers.StaticRNN()
+    with rnn.step():
+        xt = rnn.step_input(x)
+        h = rnn.memory(init=boot)
+        e = fluid.layers.sequence_expand(h, enc)
+        score = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(e, enc), dim=1,
+                                        keep_dim=True)
+        att = fluid.layers.reshape(fluid.layers.sequence_softmax(score), [-1])
+        ctx = fluid.layers.sequence_pool(fluid.layers.elementwise_mul(enc, att, axis=0), "sum")
+        new = fluid.layers.tanh(fluid.layers.elementwise_add(ctx, xt))
+        rnn.update_memory(h, new)
+        rnn.step_output(new)
+    return rnn()
+
+
+def _attention_reference(enc, x):
+    seqs = np.split(enc, np.cumsum(_ENC_LENGTHS)[:-1])
+    h = np.stack([s.sum(0) for s in seqs])
+    outs = []
+    for xt in x:
+        ctx = []
+        for hi, s in zip(h, seqs):
+            a = np.exp(s @ hi - (s @ hi).max())
+            ctx.append((a / a.sum()) @ s)
+        h = np.tanh(np.stack(ctx) + xt)
+        outs.append(h)
+    return np.stack(outs)
+
+
+def test_static_rnn_step_reads_an_outer_lod_value_on_both_backends():
+    from graphc.runtime.lod import create_lod_tensor
+    from graphc.testing.lod import as_feed
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        out = _attention_rnn()
+    rng = np.random.default_rng(1)
+    encv, xv = rng.standard_normal((6, 3)), rng.standard_normal((4, 3, 3))
+    feed = {"enc": create_lod_tensor(encv, [_ENC_LENGTHS]), "x": xv}
+    ref = _attention_reference(encv, xv)
+    (got,) = fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=[out])
+    np.testing.assert_allclose(got, ref, rtol=1e-10)
+    ifeed = {k: as_feed(main, k, v) for k, v in feed.items()}
+    _, (interp,) = run_graph(graphc.lower(main), {}, ifeed, [out.name])
+    np.testing.assert_allclose(np.asarray(interp), ref, rtol=1e-10)
+
+
+def test_static_rnn_gradient_through_an_outer_lod_value_matches_finite_differences():
+    from graphc.runtime.lod import create_lod_tensor
+    from graphc.testing.lod import lod_grad_check
+    main, startup = fluid.Program(), fluid.Program()
+    rng = np.random.default_rng(2)
+    with fluid.program_guard(main, startup):
+        out = _attention_rnn()
+        w = fluid.data("w", [4, 3, 3], "float64")
+        loss = fluid.layers.reduce_sum(fluid.layers.elementwise_mul(out, w))
+    feeds = {"enc": create_lod_tensor(rng.standard_normal((6, 3)), [_ENC_LENGTHS]),
+             "x": rng.standard_normal((4, 3, 3)), "w": rng.standard_normal((4, 3, 3))}
+    grads = lod_grad_check(main, loss, feeds, ["enc", "x"], rng)
+    assert np.abs(np.asarray(grads["enc"])).max() > 0
