@@ -180,3 +180,27 @@ def test_static_rnn_gradient_through_an_outer_lod_value_matches_finite_differenc
              "x": rng.standard_normal((4, 3, 3)), "w": rng.standard_normal((4, 3, 3))}
     grads = lod_grad_check(main, loss, feeds, ["enc", "x"], rng)
     assert np.abs(np.asarray(grads["enc"])).max() > 0
+
+
+# -- fetched arrays belong to the caller -------------------------------------------------------
+@pytest.mark.parametrize("compiled", [False, True], ids=["executor", "compiled"])
+def test_fetched_numpy_arrays_are_writable(compiled):
+    """Paddle copies each fetch out of its tensor: a program may edit it in place."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 2, 3], "float32")
+        y = fluid.layers.scale(x, 2.0)
+        fluid.layers.create_global_var([1], 3.0, "float32", persistable=True, name="g")
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    prog = fluid.CompiledProgram(main) if compiled else main
+    xv = np.ones((2, 2, 3), "float32")
+    got, g = exe.run(prog, feed={"x": xv}, fetch_list=[y, "g"], scope=scope)
+    got[:, 0] = got[:, 1][:, ::-1]
+    got[0, 0, 0] = -1.0
+    g[0] = 5.0
+    assert got[0, 0, 0] == -1.0 and got[1, 0, 0] == 2.0 and g[0] == 5.0
+    # the scope's value is not the caller's copy
+    again, g2 = exe.run(prog, feed={"x": xv}, fetch_list=[y, "g"], scope=scope)
+    assert again[0, 0, 0] == 2.0 and g2[0] == 3.0
