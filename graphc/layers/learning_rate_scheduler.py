@@ -53,23 +53,27 @@ def _schedule(op_type: str, inputs: dict, attrs: dict, begin: int = 0, dtype="fl
               global_name: str | None = None):
     main = default_main_program()
     block = main.global_block()
+    step = _step_counter(begin)  # first: a program lists its state in creation order
     if global_name is None:
         out = block.create_var(unique_name.generate("learning_rate"), None, dtype,
                                stop_gradient=True)
     else:
         out = _global_lr(global_name, dtype)
     with main.op_role_guard("lr_sched"):
-        block.append_op(op_type, {"Step": _step_counter(begin), **inputs}, {"Out": out}, attrs)
+        block.append_op(op_type, {"Step": step, **inputs}, {"Out": out}, attrs)
     return out
 
 
 def _global_lr(name: str, dtype: str) -> Variable:
     """Paddle's piecewise_decay / linear_lr_warmup write a persistable [1] global ``name``
     (0.0 after the startup program): scripts read the current rate from the scope by that
-    name (``global_scope().find_var("learning_rate")``), before the first step too."""
+    name (``global_scope().find_var("learning_rate")``), before the first step too. The
+    first schedule of its kind in a program takes the name."""
     block = default_main_program().global_block()
     if name in block.vars:
-        return block.var(name)
+        # a second schedule of the kind in one program: Paddle's would overwrite the first's
+        # global (a fetch of either reads the last); each keeps its own value here
+        name = unique_name.generate(name)
     out = block.create_var(name, [1], dtype, persistable=True, stop_gradient=True)
     sblock = default_startup_program().global_block()
     if name not in sblock.vars:
