@@ -623,9 +623,11 @@ def test_layer_round_trips(case_id):
     sg = graphc.lower(startup)
     assert_text_round_trips(sg)
     assert_program_round_trips(sg)
-    # the startup program initialises exactly the state the main program reads
+    # the startup program initialises exactly the state the main program reads, and the
+    # persistable globals it only writes (piecewise_decay's `learning_rate`, as Paddle's)
     state = {v.name for v in g.inputs if v.var.persistable}
-    assert {v.name for v in sg.outputs} == state
+    written = {v.name for v in g.outputs if v.var.persistable} - state
+    assert state <= {v.name for v in sg.outputs} <= state | written
 
 
 # --------------------------------------------------------------------- random programs

@@ -17,11 +17,22 @@ from ..ir.types import normalize_dtype
 
 
 class LayerHelper:
-    def __init__(self, layer_type: str, name: str | None = None):
+    def __init__(self, layer_type: str, name: str | None = None, **kwargs):
         self.layer_type = layer_type
         self.name = name or unique_name.generate(layer_type)
         self.main_program = default_main_program()
         self.startup_program = default_startup_program()
+        # Paddle's helper keeps the layer's keyword arguments: scripts that build their own
+        # layers read ``helper.param_attr`` / ``bias_attr`` / ``kwargs`` back from it
+        self.kwargs = dict(kwargs, name=name)
+
+    @property
+    def param_attr(self):
+        return ParamAttr.to_attr(self.kwargs.get("param_attr"))
+
+    @property
+    def bias_attr(self):
+        return ParamAttr.to_attr(self.kwargs.get("bias_attr"))
 
     @property
     def block(self):

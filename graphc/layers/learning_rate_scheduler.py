@@ -49,13 +49,37 @@ def _decay_step_counter(begin=0):
     return _step_counter(begin)
 
 
-def _schedule(op_type: str, inputs: dict, attrs: dict, begin: int = 0, dtype="float32"):
+def _schedule(op_type: str, inputs: dict, attrs: dict, begin: int = 0, dtype="float32",
+              global_name: str | None = None):
     main = default_main_program()
     block = main.global_block()
-    out = block.create_var(unique_name.generate("learning_rate"), None, dtype,
-                           stop_gradient=True)
+    step = _step_counter(begin)  # first: a program lists its state in creation order
+    if global_name is None:
+        out = block.create_var(unique_name.generate("learning_rate"), None, dtype,
+                               stop_gradient=True)
+    else:
+        out = _global_lr(global_name, dtype)
     with main.op_role_guard("lr_sched"):
-        block.append_op(op_type, {"Step": _step_counter(begin), **inputs}, {"Out": out}, attrs)
+        block.append_op(op_type, {"Step": step, **inputs}, {"Out": out}, attrs)
+    return out
+
+
+def _global_lr(name: str, dtype: str) -> Variable:
+    """Paddle's piecewise_decay / linear_lr_warmup write a persistable [1] global ``name``
+    (0.0 after the startup program): scripts read the current rate from the scope by that
+    name (``global_scope().find_var("learning_rate")``), before the first step too. The
+    first schedule of its kind in a program takes the name."""
+    block = default_main_program().global_block()
+    if name in block.vars:
+        # a second schedule of the kind in one program: Paddle's would overwrite the first's
+        # global (a fetch of either reads the last); each keeps its own value here
+        name = unique_name.generate(name)
+    out = block.create_var(name, [1], dtype, persistable=True, stop_gradient=True)
+    sblock = default_startup_program().global_block()
+    if name not in sblock.vars:
+        svar = sblock.create_var(name, [1], dtype, persistable=True)
+        sblock.append_op("fill_constant", outputs={"Out": svar},
+                         attrs={"shape": [1], "dtype": dtype, "value": 0.0})
     return out
 
 
@@ -80,7 +104,8 @@ def piecewise_decay(boundaries, values):
         raise ProgramError(f"piecewise_decay: {len(boundaries)} boundaries need "
                            f"{len(boundaries) + 1} values, got {len(values)}")
     return _schedule("piecewise_decay", {}, {"boundaries": [int(b) for b in boundaries],
-                                             "values": [float(v) for v in values]})
+                                             "values": [float(v) for v in values]},
+                     global_name="learning_rate")
 
 
 def cosine_decay(learning_rate: float, step_each_epoch: int, epochs: int):
@@ -143,4 +168,5 @@ def linear_lr_warmup(learning_rate, warmup_steps, start_lr, end_lr):
     return _schedule(name, {"LearningRate": learning_rate},
                      {"warmup_steps": _steps(name, "warmup_steps", warmup_steps),
                       "start_lr": _float(name, "start_lr", start_lr),
-                      "end_lr": _float(name, "end_lr", end_lr)}, dtype=learning_rate.dtype)
+                      "end_lr": _float(name, "end_lr", end_lr)}, dtype=learning_rate.dtype,
+                     global_name="learning_rate_warmup")

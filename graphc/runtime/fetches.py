@@ -14,7 +14,7 @@ from ..ir.errors import GraphcError
 from ..ir.program import Variable
 from .lod import LoDTensor, LoDTensorArray, unpack, unpack_fetch
 
-__all__ = ["FetchError", "convert_fetches", "fetch_name", "fetched"]
+__all__ = ["FetchError", "convert_fetches", "fetch_name", "fetched", "writable"]
 
 
 class FetchError(GraphcError):
@@ -38,11 +38,19 @@ def convert_fetches(values, rows: list, blocks: int, iterations: int, numpy: boo
         for a, r in zip(values, rows):
             if r is None and type(a) is not LoDArray and not isinstance(
                     a, TensorArray | SelectedRows):
-                out.append(np.asarray(a))
+                out.append(writable(a))
             else:
                 out.append(_one(a, r, blocks, iterations, numpy))
         return out
     return [_one(a, r, blocks, iterations, numpy) for a, r in zip(values, rows)]
+
+
+def writable(a) -> np.ndarray:
+    """A fetched dense value as a numpy array the caller owns: Paddle copies every fetch out
+    of its tensor, and programs edit what they fetch in place (PaddleCV pose's flip_back);
+    a device buffer read back is read-only, so it is copied then."""
+    arr = np.asarray(a)
+    return arr if arr.flags.writeable else arr.copy()
 
 
 def _one(a, rows, blocks: int, iterations: int, numpy: bool):
@@ -64,7 +72,7 @@ def fetched(value, iterations: int, numpy: bool):
         return elements if numpy else LoDTensorArray(elements)
     if not isinstance(value, SelectedRows):
         # return_numpy=False: a LoDTensor with an empty LoD, as Paddle (read back lazily)
-        return np.asarray(value) if numpy else LoDTensor.of_fetch(value)
+        return writable(value) if numpy else LoDTensor.of_fetch(value)
     if numpy:
         value = value.numpy()
     if iterations > 1:

@@ -24,7 +24,7 @@ from ..ir.errors import GraphcError
 from ..ir.variable import Variable
 from .data_refusal import raise_if_refused
 from .feeds import FeedError
-from .fetches import convert_fetches
+from .fetches import convert_fetches, writable
 from .lod_pack import PackedFeeds
 from .run_as import DATA_PARALLEL
 from .state_guard import StateGuard
@@ -125,7 +125,7 @@ class RunPlan:
         if step.created_names:
             scope.commit_new(step.created_names, created)
         if return_numpy and self.dense:  # every fetch a whole dense array (known after a run)
-            return [np.asarray(a) for a in fetched]
+            return [writable(a) for a in fetched]
         if self.dense is None:
             self.dense = guard.blocks == 1 and self.iterations == 1 and all(
                 r is None and isinstance(a, jax.Array) for a, r in zip(fetched, guard.fetch_rows))
@@ -242,7 +242,7 @@ class RunPlan:
                 if any(summary[:, COUNT].tolist()):
                     raise_if_refused(step, self, summary)
             counts[ref] = count + 1  # (the key is there: its entry keeps the scope's ref)
-            return [np.asarray(a) for a in fetched]
+            return [writable(a) for a in fetched]
 
         return run
 

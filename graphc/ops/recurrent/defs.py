@@ -51,6 +51,9 @@ def _recurrent(c: InferContext):
 # not needed: the gradient differentiates the step (lowering.py).
 register("recurrent", "inputs* initial_states*? parameters*?", "outputs*", {"body": "str"},
          infer=_recurrent, regions=("body",),
+         # the step may read LoD values from outside (an attention decoder's encoder
+         # sequences, PaddleCV video's ETS); sliced inputs and memories stay dense
+         lod_inputs=("parameters",), lod="aware",
          grad_reads=("inputs", "initial_states", "parameters", "outputs"),
          doc="run the body once per step t: its inputs are the memories (initial_states at "
              "t = 0, then the body's first outputs), slice t of each of `inputs` and the "

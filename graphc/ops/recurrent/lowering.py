@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from ...backends.lod import LoDArray
 from ...backends.lowering import LoweringError, lowering, stash, stashed
 from ...ir.grad_defs import GRAD_SUFFIX
 from ..scan.defs import body_graph
@@ -78,22 +79,26 @@ def _loop(c, init, xs, params) -> list:
 
 
 def _inexact(a) -> bool:
+    if isinstance(a, LoDArray):  # a LoD value the step reads: its tokens are the operand
+        a = a.data
     return jnp.issubdtype(jnp.result_type(a), jnp.inexact)
 
 
 def _pullback(c, groups):
-    """(outputs, the scan's pullback over the float operands, which operands those are)."""
+    """(outputs, the scan's pullback over the float operands, which operands those are).
+    A LoD operand is differentiated through its tokens, its lengths held fixed."""
     picks = [[i for i, a in enumerate(g) if _inexact(a)] for g in groups]
 
     def forward(*diff):
         full = [list(g) for g in groups]
         for g, idx, vals in zip(full, picks, diff):
             for i, v in zip(idx, vals):
-                g[i] = v
+                g[i] = g[i].with_data(v) if isinstance(g[i], LoDArray) else v
         outs = _scan(c, *full)
         return [o for o in outs if _inexact(o)], outs
 
-    primals = [[g[i] for i in idx] for g, idx in zip(groups, picks)]
+    primals = [[g[i].data if isinstance(g[i], LoDArray) else g[i] for i in idx]
+               for g, idx in zip(groups, picks)]
     _, pullback, outs = jax.vjp(forward, *primals, has_aux=True)
     return outs, pullback, picks
 
@@ -106,6 +111,14 @@ def _recurrent(c, inputs, initial_states, parameters):
     outs, pullback, picks = _pullback(c, groups)
     stash(outs[0], (pullback, groups, picks))
     return {"outputs": outs}
+
+
+def _grad_like(a, g):
+    """The gradient of operand ``a``: zeros where it has none; a LoD operand's is a LoD value
+    with its lengths (padding rows zero)."""
+    if isinstance(a, LoDArray):
+        return a.masked(jnp.zeros_like(a.data) if g is None else g)
+    return jnp.zeros_like(a) if g is None else g
 
 
 @lowering("recurrent_grad")
@@ -128,6 +141,6 @@ def _recurrent_grad(c, **kw):
     for slot, group, idx, gs in zip(_SLOTS, groups, picks, grads):
         if slot + GRAD_SUFFIX in c.out_types:
             by_index = dict(zip(idx, gs))
-            result[slot + GRAD_SUFFIX] = [by_index.get(i, jnp.zeros_like(a))
+            result[slot + GRAD_SUFFIX] = [_grad_like(a, by_index.get(i))
                                           for i, a in enumerate(group)]
     return result
