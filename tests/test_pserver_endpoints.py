@@ -242,13 +242,10 @@ def test_async_job_converges_and_a_loopback_stranger_is_dropped(tmp_path):
     assert trained < 0.7 * start and trained < 2 * best + 0.05, (trained, best, start)
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(150)
-def test_a_killed_server_ends_every_process_naming_it(tmp_path):
-    """Server 1 is killed while the trainers train: each trainer exits non-zero at once
-    naming it, and server 0, whose trainers went, exits non-zero naming a trainer; all
-    within FLAGS_rpc_deadline."""
-    deadline = 20.0
+def _training_job(tmp_path, deadline: float) -> Job:
+    """2 servers and 2 trainers started alone, training 400 slow steps under
+    FLAGS_rpc_deadline ``deadline`` s; returned once trainer 1 logged 2 losses (stopped on
+    failure)."""
     run = Job(tmp_path, PS_TEST_STEPS="400", PS_TEST_STEP_SLEEP="0.05",
               FLAGS_rpc_deadline=str(int(deadline * 1000)))
     try:
@@ -257,6 +254,21 @@ def test_a_killed_server_ends_every_process_naming_it(tmp_path):
         losses = tmp_path / "trainer1.losses.json"
         run.wait_for(lambda: losses.exists() and len(json.loads(losses.read_text() or "[]"))
                      >= 2, 90)
+    except BaseException:
+        run.stop()
+        raise
+    return run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(150)
+def test_a_killed_server_ends_every_process_naming_it(tmp_path):
+    """Server 1 is killed while the trainers train: each trainer exits non-zero at once
+    naming it, and server 0, whose trainers went, exits non-zero naming a trainer; all
+    within FLAGS_rpc_deadline."""
+    deadline = 20.0
+    run = _training_job(tmp_path, deadline)
+    try:
         os.kill(run.procs["pserver1"].pid, signal.SIGKILL)
         killed = time.monotonic()
         rcs = run.wait(deadline + 15)
@@ -282,14 +294,8 @@ def test_a_stopped_trainer_ends_every_process_naming_it(tmp_path):
     trainer 0 then exits non-zero naming a server, all within FLAGS_rpc_deadline; resumed,
     trainer 1 finds its servers gone and exits non-zero naming one."""
     deadline = 16.0  # heartbeats time out at half of it; the rest is the teardown's margin
-    run = Job(tmp_path, PS_TEST_STEPS="400", PS_TEST_STEP_SLEEP="0.05",
-              FLAGS_rpc_deadline=str(int(deadline * 1000)))
+    run = _training_job(tmp_path, deadline)
     try:
-        for name in ("pserver0", "pserver1", "trainer0", "trainer1"):
-            run.start(name)
-        losses = tmp_path / "trainer1.losses.json"
-        run.wait_for(lambda: losses.exists() and len(json.loads(losses.read_text() or "[]"))
-                     >= 2, 90)
         stopped = run.procs["trainer1"]
         os.kill(stopped.pid, signal.SIGSTOP)
         start = time.monotonic()

@@ -5,22 +5,14 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_book_port import run_both
 
 import graphc
 import graphc.fluid as fluid
 from graphc.backends.interpreter import run_graph
 from graphc.fluid.backward import append_backward
 
-
-def _both(main, startup, feed, fetch):
-    """Fetched values from the jitted Executor and from the interpreter."""
-    exe = fluid.Executor(fluid.CPUPlace())
-    with fluid.scope_guard(fluid.Scope()):
-        exe.run(startup)
-        jitted = exe.run(main, feed=feed, fetch_list=fetch)
-    state, _ = run_graph(graphc.lower(startup))
-    _, interp = run_graph(graphc.lower(main), state, feed, [v.name for v in fetch])
-    return jitted, interp
+_both = run_both  # fetched values from the jitted Executor and from the interpreter
 
 
 # -- Block.create_parameter -----------------------------------------------------------------
