@@ -35,13 +35,9 @@ def _as_lodtensor(data, place, dtype=None):
         if np.isscalar(data):
             data = np.array([data])
         elif isinstance(data, list | tuple):
-            try:
-                data = np.array(data)
-            except ValueError:  # numpy refuses ragged nesting
-                data = np.array(data, dtype=object)
-            if data.dtype == object:
-                raise TypeError("_as_lodtensor: nested lists of different lengths are not a "
-                                "regular array; use fluid.create_lod_tensor for sequences")
+            from .reader import regular_array
+            data = regular_array(data, "_as_lodtensor: nested lists of different lengths are "
+                                       "not a regular array")
         else:
             raise TypeError(f"_as_lodtensor: cannot convert a {type(data).__name__} to a "
                             "tensor")

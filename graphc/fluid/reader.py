@@ -21,13 +21,20 @@ class GeneratorLoader(DataLoader):
     def _check_input_array(item) -> np.ndarray:
         """``item`` as one regular array; nested sequences of different lengths are a
         TypeError (they are sequences: feed a LoDTensor)."""
-        try:
-            arr = np.asarray(item)
-        except ValueError:  # numpy refuses ragged nesting
-            arr = np.asarray(item, dtype=object)
-        if arr.dtype == object:
-            raise TypeError("the batch is not a regular array (its samples differ in shape); "
-                            "feed sequences as a LoDTensor (fluid.create_lod_tensor)")
-        return arr
+        return regular_array(item, "the batch is not a regular array (its samples differ in "
+                                   "shape)")
+
+
+def regular_array(item, what: str) -> np.ndarray:
+    """``item`` as one regular numpy array; nested sequences of different lengths are a
+    TypeError starting with ``what`` (they are sequences: feed a LoDTensor)."""
+    try:
+        arr = np.asarray(item)
+    except ValueError:  # numpy refuses ragged nesting
+        arr = np.asarray(item, dtype=object)
+    if arr.dtype == object:
+        raise TypeError(f"{what}; feed sequences as a LoDTensor (fluid.create_lod_tensor)")
+    return arr
+
 
 __getattr__ = delegating_getattr(__name__, _io)
