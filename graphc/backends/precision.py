@@ -107,7 +107,6 @@ def with_graphc_x64(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-
 # What JAX without x64 makes of a 64-bit dtype (a user's jnp.asarray(int64 labels) is int32).
 _NARROWED = {np.dtype("int64"): np.dtype("int32"), np.dtype("uint64"): np.dtype("uint32"),
              np.dtype("float64"): np.dtype("float32"),
