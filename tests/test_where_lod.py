@@ -29,7 +29,7 @@ def chain():
         picked = layers.gather_nd(x, idx)                # [n]
         rows_idx = layers.where(layers.reduce_sum(m, dim=1) != 0)  # [r, 1]
         outs = {
-            "idx": idx, "picked": picked,
+            "idx": idx, "picked": picked, "shape": layers.shape(idx),
             "sum": layers.reduce_sum(picked), "reduce_mean": layers.reduce_mean(picked),
             "mean": layers.mean(picked), "max": layers.reduce_max(picked),
             "shifted": layers.elementwise_add(layers.cast(idx, "float32"),
@@ -45,7 +45,7 @@ def _reference(mv):
     picked = X[tuple(idx.T)]
     n = len(picked)
     rows = np.argwhere(mv.sum(1) != 0)[:, 0]
-    return {"idx": idx, "picked": picked, "sum": [picked.sum()],
+    return {"idx": idx, "picked": picked, "shape": [n, 2], "sum": [picked.sum()],
             "reduce_mean": [picked.sum() / max(n, 1)], "mean": [picked.sum() / max(n, 1)],
             "max": [picked.max() if n else -np.inf],
             "shifted": idx.astype("float32") + 0.5, "rows_gather_nd": X[rows],
