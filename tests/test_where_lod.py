@@ -101,6 +101,9 @@ def test_jitted_gradient_of_the_masked_mean():
                         fetch_list=[loss, "cost@GRAD"], scope=graphc.Scope())
         np.testing.assert_allclose(lv, [cv[mv != 0].sum() / max(n, 1)], rtol=1e-6)
         np.testing.assert_allclose(g, (mv != 0) / max(n, 1), rtol=1e-6)
+    # the row count is a length, not a shape: every mask runs the one compiled step
+    (prep,) = exe._prepared[main][1].values()
+    assert len(prep.steps) == 1
 
 
 def test_refusals_name_the_op():
