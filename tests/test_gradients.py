@@ -2369,3 +2369,19 @@ def squared_l2_norm(c):
     block.append_op("squared_l2_norm", {"X": c.data("x", c.randn(2, 3))}, {"Out": out})
     return out
 # -- end stoppers24
+
+
+# -- where: gather_nd through layers.where's rows (a one-sequence LoD Index)
+@grad_case("gather_nd", params=({"depth": 2}, {"depth": 1}))
+def gather_nd_of_where_rows(c, depth):
+    """Only the true elements (rows) get gradient; the LoD reductions see only those rows."""
+    x = c.data("x", c.randn(3, 4))
+    mask = np.array([[0, 1, 0, 2], [0, 0, 0, 0], [3, 0, 1, 0]], "float64")
+    m = c.data("m", mask if depth == 2 else mask.sum(1), grad=False)
+    picked = layers.gather_nd(x, layers.where(m != 0))
+    loss = layers.sums([layers.reduce_mean(layers.square(picked)),
+                        layers.reduce_sum(layers.tanh(picked))])
+    grads = c.check(loss=loss)
+    keep = (mask != 0) if depth == 2 else (mask.sum(1, keepdims=True) != 0).repeat(4, 1)
+    assert np.all(grads["x"][~keep] == 0) and np.all(grads["x"][keep] != 0)
+# -- end where

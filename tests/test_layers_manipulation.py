@@ -139,17 +139,19 @@ def test_stack_unstack_one_hot_argmax_argsort():
     assert r[10].dtype == r[12].dtype == r[7].dtype == np.int64
 
 
-def test_where_interpreter_and_bounded_compiled():
+def test_where_interpreter_and_compiled():
+    # the rows are one sequence of a LoD value (tests/test_where_lod.py has the chain)
     cv = np.array([[True, False, True], [False, False, True]])
     cond, _ = data("cond", cv)
     out = layers.where(cond)
-    assert tuple(out.shape) == (-1, 2) and out.dtype == "int64"
+    assert tuple(out.shape) == (-1, 2) and out.dtype == "int64" and out.lod_level == 1
     program = graphc.default_main_program()
     _, (got,) = run_graph(graphc.lower(program), {}, {"cond": cv}, [out.name])
-    np.testing.assert_array_equal(got, np.argwhere(cv))
-    with pytest.raises(graphc.GraphcError, match="where .* size=N"):
-        graphc.Executor().run(program, feed={"cond": cv}, fetch_list=[out],
-                              scope=graphc.Scope())
+    assert got.lengths[0].tolist() == [3]
+    np.testing.assert_array_equal(got.data[:3], np.argwhere(cv))
+    (fetched,) = graphc.Executor().run(program, feed={"cond": cv}, fetch_list=[out],
+                                       scope=graphc.Scope())
+    np.testing.assert_array_equal(fetched, np.argwhere(cv))
 
 
 def test_where_with_a_size_bound_compiles_and_pads():
@@ -366,10 +368,11 @@ def test_assign_of_numpy_arrays_and_paddles_where_example():
     for out, a, g in zip(outs, arrays, run_both({}, outs)):
         assert out.dtype == str(a.dtype) and tuple(out.shape) == a.shape
         np.testing.assert_array_equal(g, a)
-    # Paddle 1.8's own example for layers.where (unbounded: the interpreter runs it)
+    # Paddle 1.8's own example for layers.where (its rows: a one-sequence LoD value)
     cond = layers.cast(layers.assign(np.array([[1, 0], [0, 1]], dtype="int32")), "bool")
     out = layers.where(cond)
-    _, (got,) = run_graph(graphc.lower(graphc.default_main_program()), {}, {}, [out.name])
+    (got,) = graphc.Executor().run(graphc.default_main_program(), fetch_list=[out],
+                                   scope=graphc.Scope())
     np.testing.assert_array_equal(got, [[0, 0], [1, 1]])
 
 

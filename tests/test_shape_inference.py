@@ -1264,7 +1264,7 @@ MANIPULATION_CASES = [
     case("unstack", {"X": t(2, 3, 4)}, {"axis": -2, "num": 3}, {"Y": [t(2, 4)] * 3}),
     case("one_hot", {"X": i64(-1, 1)}, {"depth": 10}, {"Out": t(-1, 10)}),
     case("one_hot_v2", {"X": i64(-1, 5)}, {"depth": 7}, {"Out": t(-1, 5, 7)}),
-    case("where_index", {"Condition": b(3, 4)}, None, {"Out": i64(-1, 2)}),
+    case("where_index", {"Condition": b(3, 4)}, None, {"Out": i64(-1, 2).with_lod(1)}),
     case("where_index", {"Condition": b(3, 4)}, {"size": 5}, {"Out": i64(5, 2)}, "bounded"),
     case("range", {}, {"start": 1, "end": 10, "step": 3, "dtype": "int32"},
          {"Out": t(3, dtype="int32")}),

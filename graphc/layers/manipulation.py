@@ -218,9 +218,10 @@ def one_hot_v2(input, depth, allow_out_of_range: bool = False):
 def where(condition, size=None):
     """Coordinates (int64 [n, rank]) of condition's true elements, as Paddle 1.8.
 
-    n depends on the data, which XLA cannot compile: without ``size`` (graphc's addition) the
-    program runs only op by op (the interpreter); ``size=N`` gives exactly N rows (the first
-    true elements, padded with rows of -1), which compiles."""
+    n depends on the data: the rows are one sequence of a LoD value (a buffer of one row per
+    element of condition, the sequence's length n), which row-wise ops (gather_nd, gather,
+    cast, elementwise), LoD-aware reductions and fetches treat as its n rows (docs/lod.md);
+    ``size=N`` (graphc's addition) gives a dense [N, rank] instead, padded with rows of -1."""
     size = -1 if size is None else int(size)
     return _one("where_index", "where", {"Condition": condition}, {"size": size},
                 dtype="int64", stop_gradient=True)

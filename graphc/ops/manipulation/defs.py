@@ -233,7 +233,9 @@ def _gather_nd(c):
     return {"Out": TensorType(idx.shape[:-1] + x.shape[depth:], x.dtype)}
 
 
+# a LoD Index ([T, depth]: layers.where's rows) gathers one row per token, so Out keeps its LoD
 register("gather_nd", "X Index", "Out", infer=_gather_nd,
+         lod_inputs=("Index",), lod_outputs={"Out": ("Index",)},
          doc="Out[i...] = X[Index[i...]] (the last dimension of Index indexes X's leading ones)")
 
 
@@ -317,14 +319,19 @@ def _where_index(c):
     cond = c.x("Condition")
     size = c["size"]
     c.check(size >= -1, f"size {size} must be -1 (unbounded) or a row count")
-    return {"Out": TensorType((size if size >= 0 else -1, cond.rank), "int64")}
+    if size >= 0:
+        return {"Out": TensorType((size, cond.rank), "int64")}
+    # the true count depends on the data: one sequence in a buffer of Condition's size, its
+    # length the count, so row-wise ops, LoD-aware reductions and fetches see only those rows
+    c.check(cond.rank >= 1, f"Condition must have at least one dimension, got {cond}")
+    return {"Out": TensorType((-1, cond.rank), "int64").with_lod(1)}
 
 
 register("where_index", "Condition", "Out", {"size": ("int", -1)}, infer=_where_index,
          traits=(NO_GRAD,),
-         doc="Out = coordinates of Condition's true (non-zero) elements, one row each; with "
-             "size >= 0 exactly size rows (the first ones, padded with rows of -1), which "
-             "XLA can compile; size -1 only runs op by op (the interpreter)")
+         doc="Out = coordinates of Condition's true (non-zero) elements, one row each: a "
+             "one-sequence LoD value of the true count (size -1), or exactly size rows (the "
+             "first ones, padded with rows of -1)")
 
 
 # -- creation -------------------------------------------------------------------------------------

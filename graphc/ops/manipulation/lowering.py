@@ -8,8 +8,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from ...backends.data_checks import report_invalid
-from ...backends.lod import LoDArray
-from ...backends.lowering import LoweringError, lowering
+from ...backends.lod import LENGTHS_DTYPE, LoDArray
+from ...backends.lowering import lowering
 from .defs import slice_bounds, squeeze_shape, unsqueeze_shape
 
 
@@ -158,15 +158,14 @@ def _where_index(c, Condition):
     cond = Condition != 0
     if size >= 0:
         coords = jnp.nonzero(cond, size=size, fill_value=-1)
-    elif isinstance(Condition, jax.core.Tracer):
-        raise LoweringError(
-            f"{c.where}: where (where_index) returns one row per true element, a number XLA "
-            "must know when it compiles; give the layer a bound (layers.where(cond, size=N): "
-            "N rows, padded with -1) or run the program op by op with the interpreter "
-            "(graphc.backends.interpreter.run_graph(graphc.lower(program), ...))")
-    else:
-        coords = jnp.nonzero(cond)
-    return {"Out": jnp.stack(coords, axis=1).astype(jnp.int64).reshape(-1, cond.ndim)}
+        return {"Out": jnp.stack(coords, axis=1).astype(jnp.int64).reshape(-1, cond.ndim)}
+    # the true count is data: a buffer of one row per element of Condition holds it as one
+    # sequence (its length the count, zeros after it), so the step's shapes stay static
+    capacity = max(cond.size, 1)
+    coords = jnp.nonzero(cond, size=capacity, fill_value=0)
+    rows = jnp.stack(coords, axis=1).astype(jnp.int64).reshape(capacity, cond.ndim)
+    count = jnp.sum(cond, dtype=LENGTHS_DTYPE).reshape(1)
+    return {"Out": LoDArray(rows, (count,)).masked()}
 
 
 @lowering("range")
