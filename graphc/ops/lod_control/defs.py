@@ -63,14 +63,17 @@ register("lod_reset", "X Y?", "Out", {"target_lod": ("ints", []), "append": ("bo
 def _lod_rank_table(c: InferContext):
     x = c.x("X")
     c.check(x.lod_level >= 1, f"X must be a LoD value (the table ranks its sequences), got {x}")
-    c.check(c["level"] == 0, f"graphc ranks the sequences of level 0 only, got level "
-                             f"{c['level']}")
+    level = c["level"]
+    c.check(0 <= level < x.lod_level, f"level must name one of X's {x.lod_level} LoD levels "
+                                      f"(0 to {x.lod_level - 1}), got {level}")
     return {"Out": TensorType((-1, 2), "int64")}
 
 
 register("lod_rank_table", "X", "Out", {"level": ("int", 0)}, infer=_lod_rank_table,
          traits=(NO_GRAD,), lod_inputs=("X",), lod="aware", max_lod_level=3,  # arr2lod
-         doc="rows (index, length) of X's sequences, longest first, ties in batch order")
+         doc="rows (index, length) of X's entries at level (over the whole batch; length: "
+             "their entries one level down, or rows), longest first, ties in batch order; "
+             "at level >= 1 the buffer's unused entries follow as rows of length -1")
 
 
 def rank_table_type(c: InferContext, slot: str = "RankTable") -> TensorType:

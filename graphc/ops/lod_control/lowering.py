@@ -71,7 +71,14 @@ def _lod_reset(c, X, Y=None):
 
 @lowering("lod_rank_table")
 def _lod_rank_table(c, X: LoDArray):
-    lengths = X.lengths[0].astype(jnp.int64)
+    level = c["level"]
+    lengths = X.lengths[level].astype(jnp.int64)
+    if level:
+        # the entries of a deeper level sit in a buffer of static size; those past the count
+        # the level above holds are no entries: length -1 ranks them last, and fetching the
+        # table (ScopeVar.get_lod_rank_table) leaves them out
+        count = jnp.sum(X.lengths[level - 1])
+        lengths = jnp.where(jnp.arange(lengths.shape[0]) < count, lengths, -1)
     order = jnp.argsort(-lengths, stable=True)  # longest first, ties in batch order
     return {"Out": jnp.stack([order.astype(jnp.int64), lengths[order]], axis=1)}
 
