@@ -58,3 +58,84 @@ def test_a_deeper_level_table_equals_paddles_items(programs, lengths, level):
     assert [tuple(r) for r in got_table[:len(want)].tolist()] == want
     assert (got_table[len(want):, 1] == -1).all()
     assert int(np.asarray(got_len)[0]) == max(lengths[level])
+
+
+# -- a LoD fed to a variable declared dense that only LoD-optional ops read --------------------
+
+SEQS = [2, 0, 3, 1]  # the sequences of `x` (rows 6); `key` ranks four sequences
+KEYS = [1, 3, 2, 2]
+XV = np.arange(12, dtype="float32").reshape(6, 2)
+
+
+def reorder_reference(x, lengths, order):
+    """Paddle's reorder_lod_tensor_by_rank: sequence order[r] becomes sequence r (a dense x:
+    row order[r])."""
+    ends = np.cumsum(lengths)
+    parts = [x[e - n:e] for e, n in zip(ends, lengths)]
+    return np.concatenate([parts[i] for i in order]), [lengths[i] for i in order]
+
+
+@pytest.fixture(scope="module")
+def reordered():
+    """x (declared dense, as Paddle's test_reorder_lod_tensor) reordered by key's table; y the
+    same with a dense reading of the feed beside it."""
+    built = {}
+    for name in ("only", "beside"):
+        main = fluid.Program()
+        with fluid.program_guard(main, fluid.Program()):
+            x = fluid.layers.data(name="x", shape=[2], dtype="float32")
+            key = fluid.layers.data(name="key", shape=[1], dtype="float32", lod_level=1)
+            table = fluid.layers.control_flow.lod_rank_table(key)
+            out = fluid.layers.reorder_lod_tensor_by_rank(x, table)
+            fetch = [out]
+            if name == "beside":
+                fetch.append(fluid.layers.scale(x, 2.0))
+        built[name] = main, fetch
+    return built
+
+
+def _key_feed():
+    return create_lod_tensor(np.zeros((sum(KEYS), 1), "float32"), [KEYS])
+
+
+def _run_both(main, feed, fetch):
+    """Jitted (the executor) and on the interpreter (of the copy the executor runs)."""
+    from graphc.runtime.feed_shapes import unchecked_feeds
+    jit = fluid.Executor(fluid.CPUPlace()).run(main, feed=feed, fetch_list=fetch,
+                                               scope=fluid.Scope(), return_numpy=False)
+    ran, _ = unchecked_feeds(main, feed)
+    # a variable the run keeps dense takes the fed rows (the executor drops their LoD)
+    packed = {n: as_feed(ran, n, v if ran.global_block().var(n).lod_level else np.asarray(v))
+              for n, v in feed.items()}
+    _, interp = run_graph(lower(ran), {}, packed, [v.name for v in fetch])
+    return jit, interp
+
+
+def test_reorder_uses_the_lod_fed_to_a_dense_declared_x(reordered):
+    main, fetch = reordered["only"]
+    order = [i for i, _ in rank_items([KEYS], 0)]
+    want, want_lengths = reorder_reference(XV, SEQS, order)
+    jit, interp = _run_both(main, {"x": create_lod_tensor(XV, [SEQS]), "key": _key_feed()},
+                            fetch)
+    np.testing.assert_array_equal(np.asarray(jit[0]), want)
+    assert jit[0].recursive_sequence_lengths() == [want_lengths]
+    got = interp[0]
+    np.testing.assert_array_equal(np.asarray(got.data)[:len(want)], want)
+    assert np.asarray(got.lengths[0]).tolist() == want_lengths
+    assert main.global_block().var("x").lod_level == 0  # the program itself is unchanged
+
+
+def test_reorder_of_dense_rows_and_a_dense_reading_keep_the_rows(reordered):
+    order = [i for i, _ in rank_items([KEYS], 0)]
+    rows = XV[:4]
+    main, fetch = reordered["only"]  # the same program fed plain rows: rows are sequences
+    jit, interp = _run_both(main, {"x": rows, "key": _key_feed()}, fetch)
+    for got in (jit[0], interp[0]):
+        np.testing.assert_array_equal(np.asarray(got), rows[order])
+    # a LoD fed where the feed is also read as dense rows (scale): dropped, rows reordered
+    main, fetch = reordered["beside"]
+    lod_rows = create_lod_tensor(rows, [[1, 3]])
+    jit, interp = _run_both(main, {"x": lod_rows, "key": _key_feed()}, fetch)
+    for got in (jit, interp):
+        np.testing.assert_array_equal(np.asarray(got[0]), rows[order])
+        np.testing.assert_array_equal(np.asarray(got[1]), rows * 2)
