@@ -53,11 +53,48 @@ def test_a_deeper_level_table_equals_paddles_items(programs, lengths, level):
     assert int(np.asarray(jit)[0]) == max(lengths[level])
     _, (got_table, got_len) = run_graph(lower(main), {}, {"x": as_feed(main, "x", feed)},
                                         [table.name, longest.name])
-    got_table = np.asarray(got_table)
-    # the buffer's unused entries follow the real ones, as length -1
-    assert [tuple(r) for r in got_table[:len(want)].tolist()] == want
-    assert (got_table[len(want):, 1] == -1).all()
+    # the table's LoD: the levels above its own (Paddle's coarse LoD); the buffer's unused
+    # entries follow the real ones, as length -1
+    for v, w in zip(got_table.lengths, lengths[:level]):  # deeper ones padded with 0
+        assert np.asarray(v).tolist() == w + [0] * (len(v) - len(w))
+    rows = np.asarray(got_table.data)
+    assert [tuple(r) for r in rows[:len(want)].tolist()] == want
+    assert (rows[len(want):, 1] == -1).all()
     assert int(np.asarray(got_len)[0]) == max(lengths[level])
+
+
+@pytest.fixture(scope="module")
+def round_trip():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[1], dtype="float32", lod_level=3)
+        x.stop_gradient = False
+        table = fluid.layers.control_flow.lod_rank_table(x, level=1)
+        array = fluid.layers.control_flow.lod_tensor_to_array(x, table)
+        back = fluid.layers.control_flow.array_to_lod_tensor(array, table)
+        loss = fluid.layers.reduce_sum(fluid.layers.scale(back, 3.0))
+        fluid.backward.append_backward(loss)
+    return main, back
+
+
+def test_a_level_1_table_splits_and_restores_every_level(round_trip):
+    """Paddle's test_lod_tensor_to_array_level_2_skip_level batch: the steps are the level-2
+    entries of each level-1 entry; array_to_lod_tensor puts back all three levels, and the
+    gradient (3 for every token) passes back through both."""
+    main, back = round_trip
+    lengths = [[2, 3, 1], [2, 3, 1, 4, 2, 1], [3, 4, 4, 6, 4, 1, 1, 4, 4, 8, 6, 1, 4]]
+    rows = sum(lengths[-1])
+    xv = np.arange(rows, dtype="float32").reshape(rows, 1)
+    feed = create_lod_tensor(xv, lengths)
+    out, grad = fluid.Executor(fluid.CPUPlace()).run(
+        main, feed={"x": feed}, fetch_list=[back, "x@GRAD"], scope=fluid.Scope(),
+        return_numpy=False)
+    np.testing.assert_array_equal(np.asarray(out), xv)
+    assert out.recursive_sequence_lengths() == lengths
+    np.testing.assert_array_equal(np.asarray(grad), np.full_like(xv, 3.0))
+    _, (got,) = run_graph(lower(main), {}, {"x": as_feed(main, "x", feed)}, [back.name])
+    assert [np.asarray(v)[:len(w)].tolist() for v, w in zip(got.lengths, lengths)] == lengths
+    np.testing.assert_array_equal(np.asarray(got.data)[:rows], xv)
 
 
 # -- a LoD fed to a variable declared dense that only LoD-optional ops read --------------------

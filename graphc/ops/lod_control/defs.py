@@ -66,7 +66,9 @@ def _lod_rank_table(c: InferContext):
     level = c["level"]
     c.check(0 <= level < x.lod_level, f"level must name one of X's {x.lod_level} LoD levels "
                                       f"(0 to {x.lod_level - 1}), got {level}")
-    return {"Out": TensorType((-1, 2), "int64")}
+    # a deeper level's table carries the levels above it as its own LoD (Paddle's coarse
+    # LoD), which array_to_lod_tensor puts back
+    return {"Out": TensorType((-1, 2), "int64", False, level)}
 
 
 register("lod_rank_table", "X", "Out", {"level": ("int", 0)}, infer=_lod_rank_table,
@@ -78,7 +80,7 @@ register("lod_rank_table", "X", "Out", {"level": ("int", 0)}, infer=_lod_rank_ta
 
 def rank_table_type(c: InferContext, slot: str = "RankTable") -> TensorType:
     t = c.x(slot)
-    c.check(not t.lod_level and t.dtype in INT_DTYPES and t.rank == 2
+    c.check(t.dtype in INT_DTYPES and t.rank == 2
             and t.shape[1] in (2, -1),
             f"{slot} must be a rank table (int [N, 2] rows of index and length, made by "
             f"lod_rank_table), got {t}")
@@ -91,18 +93,20 @@ def _max_sequence_len(c: InferContext):
 
 
 register("max_sequence_len", "RankTable", "Out", infer=_max_sequence_len, traits=(NO_GRAD,),
+         lod_inputs=("RankTable",), lod="aware",
          doc="the longest length in a rank table (0 for no sequences), int64 [1]")
 
 
 def _reorder(c: InferContext):
     x = c.x("X")
-    rank_table_type(c)
+    c.check(not rank_table_type(c).lod_level, "reordering by the table of a level below 0 "
+                                             "is not supported (rank X's level 0)")
     c.check(x.rank >= 1, f"X needs a row dimension, got {x}")
     return {"Out": x}
 
 
 register("reorder_lod_tensor_by_rank", "X RankTable", "Out", infer=_reorder,
-         lod_inputs=("X",), lod="aware",
+         lod_inputs=("X", "RankTable"), lod="aware",
          doc="X's sequences (dense: rows) in the rank table's order; the gradient takes "
              "them back")
 
