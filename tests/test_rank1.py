@@ -176,3 +176,17 @@ def test_reorder_of_dense_rows_and_a_dense_reading_keep_the_rows(reordered):
     for got in (jit, interp):
         np.testing.assert_array_equal(np.asarray(got[0]), rows[order])
         np.testing.assert_array_equal(np.asarray(got[1]), rows * 2)
+
+
+@pytest.mark.parametrize("layer", ["reorder", "shrink"])
+def test_reordering_or_shrinking_by_a_deeper_table_is_refused_when_built(layer):
+    from graphc.ir.errors import ShapeError
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        x = fluid.layers.data(name="x", shape=[1], dtype="float32", lod_level=2)
+        table = fluid.layers.control_flow.lod_rank_table(x, level=1)
+        with pytest.raises(ShapeError, match="table of a level below 0 is not supported"):
+            if layer == "reorder":
+                fluid.layers.reorder_lod_tensor_by_rank(x, table)
+            else:
+                i = fluid.layers.fill_constant([1], "int64", 0)
+                fluid.layers.control_flow.shrink_memory(x, i, table)
