@@ -2509,7 +2509,7 @@ LOD_CONTROL_ERRORS = [
     ("lod_reset", {"X": lod(-1, 2, level=2)}, {"target_lod": [0, 1], "append": True},
      "would have 3 LoD levels"),
     ("lod_rank_table", {"X": t(4, 2)}, {}, "X must be a LoD value"),
-    ("lod_rank_table", {"X": lod(-1, 2, level=2)}, {"level": 1}, "level 0 only"),
+    ("lod_rank_table", {"X": lod(-1, 2, level=2)}, {"level": 2}, "one of X's 2 LoD levels"),
     ("max_sequence_len", {"RankTable": t(4, 2)}, {}, "must be a rank table"),
     ("reorder_lod_tensor_by_rank", {"X": lod(-1, 2), "RankTable": i64(4)}, {},
      "must be a rank table"),

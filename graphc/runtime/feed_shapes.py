@@ -8,6 +8,7 @@ import numpy as np
 from ..ir.retype import ReinferError, apply, reinfer
 from ..ir.types import dims_compatible
 from .feeds import FeedError, _is_scalar, convert_feed
+from .lod_optional import optional_lod_level
 from .lod_tensor import LoDTensor
 from .step_bucket import steps_bucket, widen
 
@@ -93,7 +94,8 @@ def unchecked_feeds(program, feed: dict):
     LoD): the copy declares it dense, of the fed shape, where every op reading it takes
     that (an op that needs sequences refuses, naming itself). A LoD fed to a variable
     declared without one is dropped (its rows run), as before: carrying it would mix LoD
-    buffers with the dense rows beside them (concat of a fed user id with dense features)."""
+    buffers with the dense rows beside them (concat of a fed user id with dense features);
+    kept where only ops that use an optional LoD read it (runtime/lod_optional.py)."""
     block = program.global_block()
     changes = {}
     for name, value in feed.items():
@@ -106,6 +108,10 @@ def unchecked_feeds(program, feed: dict):
                 changes[name] = (shape, 0)
             elif (demanded := _demanded(var, value)) is not None:
                 changes[name] = demanded
+            continue
+        if type(value) is LoDTensor and (level := optional_lod_level(
+                program, var, len(value.recursive_sequence_lengths()))):
+            changes[name] = ((-1, *var.shape[1:]), level)
             continue
         if var.need_check_feed:
             continue

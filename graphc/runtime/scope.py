@@ -97,6 +97,18 @@ class Tensor(TensorMethods):
         return f"Tensor({self._name}, {np.asarray(self._array())!r})"
 
 
+class RankTable:
+    """A fetched rank table as Paddle's ``LoDRankTable`` reads: ``items()``."""
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: list):
+        self._items = items
+
+    def items(self) -> list:
+        return list(self._items)
+
+
 class ScopeVar:
     __slots__ = ("_tensor",)
 
@@ -123,6 +135,17 @@ class ScopeVar:
         """Paddle's FEED_MINIBATCH / FETCH_LIST variable: a list of tensors the scope keeps
         under this name, apart from its arrays (core.set_feed_variable fills it too)."""
         return self._tensor._scope.tensor_list(self._tensor._name)
+
+    def get_lod_rank_table(self):
+        """The rank table held here (lod_rank_table's int [N, 2] rows) as Paddle's
+        LoDRankTable: ``items()`` lists (index, length), longest first; the unused rows of a
+        deeper level's table (length -1) are left out."""
+        rows = np.asarray(self._tensor._array())
+        if rows.ndim != 2 or rows.shape[1] != 2 or rows.dtype.kind not in "iu":
+            raise ScopeError(f"variable '{self._tensor._name}' holds no rank table (int "
+                             f"[N, 2] rows made by lod_rank_table), got {rows.dtype} "
+                             f"{list(rows.shape)}")
+        return RankTable([(int(i), int(n)) for i, n in rows if n >= 0])
 
     def get_lod_tensor_array(self):
         """A persistable tensor array's written elements as Paddle's LoDTensorArray (arr2lod:

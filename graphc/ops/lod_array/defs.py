@@ -18,17 +18,19 @@ from ..lod_control.defs import rank_table_type
 
 def _to_array(c: InferContext):
     x = c.x("X")
-    rank_table_type(c)
-    c.check(x.lod_level >= 1, f"X must be a LoD value (its sequences are split into steps), "
-                              f"got {x}")
+    coarse = rank_table_type(c).lod_level  # a table of level k splits x's level-k entries
+    c.check(x.lod_level >= 1 + coarse, f"X must be a LoD value of more than the rank table's "
+                                       f"level ({coarse}) levels (its entries at that level "
+                                       f"are split into steps), got {x}")
     c.check(x.rank >= 1, f"X needs a row dimension, got {x}")
     cap = c["capacity"] or DEFAULT_ARRAY_CAPACITY
     c.check(cap >= 1, f"capacity must be positive (the most steps), got {cap}")
-    return {"Out": array_type(TensorType((-1, *x.shape[1:]), x.dtype, False, x.lod_level), cap)}
+    element = TensorType((-1, *x.shape[1:]), x.dtype, False, x.lod_level - coarse)
+    return {"Out": array_type(element, cap)}
 
 
 register("lod_tensor_to_array", "X RankTable", "Out", {"capacity": ("int", 0)},
-         infer=_to_array, lod_inputs=("X",), lod="aware", max_lod_level=3,
+         infer=_to_array, lod_inputs=("X", "RankTable"), lod="aware", max_lod_level=3,
          doc="an array of X's steps: element t holds the t-th level-1 entry of every sequence "
              "longer than t, in the rank table's order, as a LoD value of X's level whose "
              "level 0 has one entry per sequence (1 while it lasts, then 0); length = the "
@@ -37,17 +39,21 @@ register("lod_tensor_to_array", "X RankTable", "Out", {"capacity": ("int", 0)},
 
 def _to_tensor(c: InferContext):
     a = c.x("X")
-    rank_table_type(c)
+    coarse = rank_table_type(c).lod_level
     c.check(a.array, f"X must be a tensor array (lod_tensor_to_array's or written per step), "
                      f"got {a}")
     e = a.element
     c.check(e.rank >= 1, f"the array's elements need a row dimension, got {e}")
-    return {"Out": TensorType((-1, *e.shape[1:]), a.dtype, False, max(e.lod_level, 1))}
+    # a deeper level's table gives back the levels above it (Paddle's coarse LoD)
+    level = max(e.lod_level, 1) + coarse
+    c.check(level <= 3, f"Out would have {level} LoD levels (graphc's arrays take 3)")
+    return {"Out": TensorType((-1, *e.shape[1:]), a.dtype, False, level)}
 
 
 # X (an array, lod_level 0 as a type) is named a LoD input so that the gradient op takes
 # Out's LoD gradient (grad ops treat LoD values as their forward op does)
-register("array_to_lod_tensor", "X RankTable", "Out", infer=_to_tensor, lod_inputs=("X",),
+register("array_to_lod_tensor", "X RankTable", "Out", infer=_to_tensor,
+         lod_inputs=("X", "RankTable"),
          lod="aware", max_lod_level=3,
          doc="lod_tensor_to_array's inverse: sequence i (in batch order) gathers, for each "
              "step t below its rank-table length, entry rank(i) of element t (a dense "
@@ -56,14 +62,16 @@ register("array_to_lod_tensor", "X RankTable", "Out", infer=_to_tensor, lod_inpu
 
 def _shrink(c: InferContext):
     x, i = c.x("X"), c.x("I")
-    rank_table_type(c)
+    c.check(not rank_table_type(c).lod_level, "shrinking by the table of a level below 0 is "
+                                             "not supported (rank X's level 0)")
     c.check(i.dtype in INT_DTYPES and i.numel() == 1 and not i.lod_level,
             f"I must be an integer tensor of one element (the step), got {i}")
     c.check(x.rank >= 1, f"X needs a row dimension, got {x}")
     return {"Out": TensorType((-1, *x.shape[1:]), x.dtype, False, max(x.lod_level, 1))}
 
 
-register("shrink_rnn_memory", "X RankTable I", "Out", infer=_shrink, lod_inputs=("X",),
+register("shrink_rnn_memory", "X RankTable I", "Out", infer=_shrink,
+         lod_inputs=("X", "RankTable"),
          lod="aware",
          doc="the first k rows of X (a LoD X: its first k sequences), k = how many rank-table "
              "lengths exceed I; a LoD value whose level 0 keeps the rest as empty entries "

@@ -16,13 +16,15 @@ from ...backends.data_checks import ignored, report_invalid
 from ...backends.lod import LENGTHS_DTYPE, LoDArray, token_segments
 from ...backends.lowering import LoweringError, lowering
 from ...ir.grad_defs import GRAD_SUFFIX
-from ..lod_control.lowering import _permute, _take
+from ..lod_control.lowering import _permute, _take, table_rows
 
 
 def _rank_table(c, RankTable, n: int | None = None):
-    """(sequence index, length) of each rank, the indices checked against ``n`` sequences."""
+    """(sequence index, length) of each rank, the indices checked against ``n`` sequences
+    (a deeper level's table: its unused entries, length -1, as empty ones)."""
+    RankTable, _ = table_rows(RankTable)
     order = RankTable[:, 0].astype(LENGTHS_DTYPE)
-    length = RankTable[:, 1].astype(LENGTHS_DTYPE)
+    length = jnp.maximum(RankTable[:, 1].astype(LENGTHS_DTYPE), 0)
     size = order.shape[0]
     if n is not None and size != n:
         raise LoweringError(f"{c.where}: the rank table holds {size} sequences but X holds "
@@ -40,6 +42,9 @@ def _masked_rows(rows, keep):
 # -- lod_tensor_to_array ---------------------------------------------------------------------
 
 def _to_array(c, X: LoDArray, RankTable, cap: int) -> TensorArray:
+    coarse = len(table_rows(RankTable)[1])
+    if coarse:  # a level-k table: x's level-k entries are the sequences split
+        X = LoDArray(X.data, X.lengths[coarse:])
     n = X.num_sequences
     order, length = _rank_table(c, RankTable, n)
     lengths0 = X.lengths[0].astype(LENGTHS_DTYPE)
@@ -152,7 +157,11 @@ def _fits(c, lengths, size: int, what: str) -> None:
 
 @lowering("array_to_lod_tensor")
 def _array_to_lod_tensor(c, X: TensorArray, RankTable):
-    return {"Out": _to_tensor(c, X, RankTable)}
+    out = _to_tensor(c, X, RankTable)
+    coarse = table_rows(RankTable)[1]
+    if coarse:  # a level-k table puts back the levels above its entries
+        out = LoDArray(out.data, (*coarse, *out.lengths))
+    return {"Out": out}
 
 
 @lowering("array_to_lod_tensor_grad")
@@ -176,6 +185,7 @@ def _array_to_lod_tensor_grad(c, X: TensorArray, RankTable, **kw):
 # -- shrink_rnn_memory -----------------------------------------------------------------------
 
 def _shrink(X, RankTable, I):
+    RankTable, _ = table_rows(RankTable)
     k = jnp.sum(RankTable[:, 1] > jnp.reshape(I, ()).astype(RankTable.dtype))
     if not isinstance(X, LoDArray):  # one row per entry
         keep = jnp.arange(X.shape[0]) < k

@@ -63,19 +63,24 @@ register("lod_reset", "X Y?", "Out", {"target_lod": ("ints", []), "append": ("bo
 def _lod_rank_table(c: InferContext):
     x = c.x("X")
     c.check(x.lod_level >= 1, f"X must be a LoD value (the table ranks its sequences), got {x}")
-    c.check(c["level"] == 0, f"graphc ranks the sequences of level 0 only, got level "
-                             f"{c['level']}")
-    return {"Out": TensorType((-1, 2), "int64")}
+    level = c["level"]
+    c.check(0 <= level < x.lod_level, f"level must name one of X's {x.lod_level} LoD levels "
+                                      f"(0 to {x.lod_level - 1}), got {level}")
+    # a deeper level's table carries the levels above it as its own LoD (Paddle's coarse
+    # LoD), which array_to_lod_tensor puts back
+    return {"Out": TensorType((-1, 2), "int64", False, level)}
 
 
 register("lod_rank_table", "X", "Out", {"level": ("int", 0)}, infer=_lod_rank_table,
          traits=(NO_GRAD,), lod_inputs=("X",), lod="aware", max_lod_level=3,  # arr2lod
-         doc="rows (index, length) of X's sequences, longest first, ties in batch order")
+         doc="rows (index, length) of X's entries at level (over the whole batch; length: "
+             "their entries one level down, or rows), longest first, ties in batch order; "
+             "at level >= 1 the buffer's unused entries follow as rows of length -1")
 
 
 def rank_table_type(c: InferContext, slot: str = "RankTable") -> TensorType:
     t = c.x(slot)
-    c.check(not t.lod_level and t.dtype in INT_DTYPES and t.rank == 2
+    c.check(t.dtype in INT_DTYPES and t.rank == 2
             and t.shape[1] in (2, -1),
             f"{slot} must be a rank table (int [N, 2] rows of index and length, made by "
             f"lod_rank_table), got {t}")
@@ -88,18 +93,20 @@ def _max_sequence_len(c: InferContext):
 
 
 register("max_sequence_len", "RankTable", "Out", infer=_max_sequence_len, traits=(NO_GRAD,),
+         lod_inputs=("RankTable",), lod="aware",
          doc="the longest length in a rank table (0 for no sequences), int64 [1]")
 
 
 def _reorder(c: InferContext):
     x = c.x("X")
-    rank_table_type(c)
+    c.check(not rank_table_type(c).lod_level, "reordering by the table of a level below 0 "
+                                             "is not supported (rank X's level 0)")
     c.check(x.rank >= 1, f"X needs a row dimension, got {x}")
     return {"Out": x}
 
 
 register("reorder_lod_tensor_by_rank", "X RankTable", "Out", infer=_reorder,
-         lod_inputs=("X",), lod="aware",
+         lod_inputs=("X", "RankTable"), lod="aware",
          doc="X's sequences (dense: rows) in the rank table's order; the gradient takes "
              "them back")
 

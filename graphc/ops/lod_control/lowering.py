@@ -71,13 +71,31 @@ def _lod_reset(c, X, Y=None):
 
 @lowering("lod_rank_table")
 def _lod_rank_table(c, X: LoDArray):
-    lengths = X.lengths[0].astype(jnp.int64)
+    level = c["level"]
+    lengths = X.lengths[level].astype(jnp.int64)
+    if level:
+        # the entries of a deeper level sit in a buffer of static size; those past the count
+        # the level above holds are no entries: length -1 ranks them last, and fetching the
+        # table (ScopeVar.get_lod_rank_table) leaves them out
+        count = jnp.sum(X.lengths[level - 1])
+        lengths = jnp.where(jnp.arange(lengths.shape[0]) < count, lengths, -1)
     order = jnp.argsort(-lengths, stable=True)  # longest first, ties in batch order
-    return {"Out": jnp.stack([order.astype(jnp.int64), lengths[order]], axis=1)}
+    rows = jnp.stack([order.astype(jnp.int64), lengths[order]], axis=1)
+    if level:  # the levels above as the table's LoD: its real rows come first, as tokens
+        return {"Out": LoDArray(rows, X.lengths[:level])}
+    return {"Out": rows}
+
+
+def table_rows(RankTable):
+    """(the rows of a rank table, the LoD levels above its own: a deeper level's table)."""
+    if isinstance(RankTable, LoDArray):
+        return RankTable.data, RankTable.lengths
+    return RankTable, ()
 
 
 @lowering("max_sequence_len")
 def _max_sequence_len(c, RankTable):
+    RankTable, _ = table_rows(RankTable)
     longest = jnp.max(RankTable[:, 1], initial=0) if RankTable.shape[0] else \
         jnp.zeros((), RankTable.dtype)
     return {"Out": jnp.reshape(longest, (1,)).astype(jnp.int64)}
@@ -105,6 +123,7 @@ def _permute(lengths, index, keep, capacity: int):
 
 @lowering("reorder_lod_tensor_by_rank")
 def _reorder(c, X, RankTable):
+    RankTable, _ = table_rows(RankTable)
     index = RankTable[:, 0].astype(LENGTHS_DTYPE)
     n = X.num_sequences if isinstance(X, LoDArray) else X.shape[0]
     if index.shape[0] != n:
