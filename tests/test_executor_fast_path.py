@@ -34,14 +34,19 @@ def good_feed(batch=5, seed=0):
             "label": rng.integers(0, 4, (batch, 1)).astype(np.int64)}
 
 
-@pytest.fixture
-def trained():
+def trained_classifier(runs: int):
+    """(main, loss, scope, executor) of a classifier run ``runs`` times on good feeds."""
     main, startup, loss = classifier()
     scope, exe = graphc.Scope(), Executor()
     exe.run(startup, scope=scope)
-    for seed in range(2):  # the second run takes the cached plan
+    for seed in range(runs):
         exe.run(main, feed=good_feed(seed=seed), fetch_list=[loss], scope=scope)
     return main, loss, scope, exe
+
+
+@pytest.fixture
+def trained():
+    return trained_classifier(2)  # the second run takes the cached plan
 
 
 def snapshot(scope):

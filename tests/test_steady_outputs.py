@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from test_executor_fast_path import classifier, good_feed, snapshot
+from test_executor_fast_path import good_feed, snapshot, trained_classifier
 
 import graphc
 from graphc import layers
@@ -21,12 +21,7 @@ from graphc.runtime.executor import Executor
 
 @pytest.fixture(scope="module")
 def trained():
-    main, startup, loss = classifier()
-    scope, exe = graphc.Scope(), Executor()
-    exe.run(startup, scope=scope)
-    for seed in range(3):  # the third run takes the steady function
-        exe.run(main, feed=good_feed(seed=seed), fetch_list=[loss], scope=scope)
-    return main, loss, scope, exe
+    return trained_classifier(3)  # the third run takes the steady function
 
 
 def _only_step(exe, main, loss):
