@@ -29,6 +29,18 @@ def optional_lod_level(program, var, level: int) -> int:
     computed from it still infers with the LoD, keeping its shape and dtype; else 0 (the LoD
     is dropped and the rows run, as for any variable declared without one: a dense reading
     beside them, a concat with dense features, would mix LoD buffers with plain rows)."""
+    # (asked on every run that feeds a LoD to a variable declared dense: answered once per
+    # program version, variable and level, as the re-typed copies are cached)
+    answers = program.__dict__.setdefault("_lod_optional", {})
+    key = (program.version, var.name, level)
+    if key not in answers:
+        if len(answers) >= 64:
+            answers.clear()
+        answers[key] = _optional_level(program, var, level)
+    return answers[key]
+
+
+def _optional_level(program, var, level: int) -> int:
     block = program.global_block()
     if level < 1 or any(b.ops for b in program.blocks[1:]) or not var.shape or \
             var.shape[0] != -1 or var.is_array:
